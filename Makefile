@@ -1,0 +1,65 @@
+# Tether's developer entry points. Every target needs only Go and the Go module
+# proxy; the control plane and buf are built from source once and then cached.
+
+GO      ?= go
+BIN     := $(CURDIR)/bin
+BUF     := $(BIN)/buf
+# Tests start real etcd and kube-apiserver processes; 2 packages at a time keeps
+# a 2-core machine responsive.
+TESTFLAGS ?= -race -count=1 -timeout 30m -p 2
+
+.PHONY: all build test check vet fmt fmt-check proto proto-lint proto-check \
+        proto-breaking controlplane cluster demo bench clean help
+
+all: build
+
+help: ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 18
+
+build: ## compile everything and put the binaries in bin/
+	$(GO) build ./...
+	$(GO) build -o $(BIN)/ ./cmd/...
+
+controlplane: ## build etcd and kube-apiserver into the cache (once per pinned version)
+	$(GO) run ./test/cluster --build-only
+
+cluster: ## run a local control plane in the foreground; kubeconfig in .dev/kubeconfig
+	$(GO) run ./test/cluster --kubeconfig .dev/kubeconfig
+
+demo: ## the main job on the local control plane (see README)
+	$(GO) run ./test/cluster --kubeconfig .dev/kubeconfig --demo
+
+test: controlplane ## unit and end-to-end tests against a real control plane
+	$(GO) test $(TESTFLAGS) ./...
+
+check: vet fmt-check proto-lint proto-check ## static checks that CI runs
+
+vet:
+	$(GO) vet ./...
+
+fmt: ## gofmt the tree
+	gofmt -w $$(git ls-files '*.go')
+
+fmt-check:
+	@out=$$(gofmt -l $$(git ls-files '*.go')); \
+	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+
+$(BUF): proto/tools/go.mod proto/tools/go.sum
+	$(GO) -C proto/tools build -o $(BUF) github.com/bufbuild/buf/cmd/buf
+
+proto: $(BUF) ## regenerate the Go code from proto/
+	cd proto && $(BUF) generate
+
+proto-lint: $(BUF)
+	cd proto && $(BUF) lint
+
+proto-check: proto ## fail when the committed generated code is stale
+	@if [ -n "$$(git status --porcelain -- proto)" ]; then \
+		echo "generated code in proto/ differs from what is committed; run 'make proto' and commit:"; \
+		git status --porcelain -- proto; git --no-pager diff --stat -- proto; exit 1; fi
+
+proto-breaking: $(BUF) ## compare proto/ against main for breaking changes
+	cd proto && $(BUF) breaking --against '../.git#branch=main,subdir=proto'
+
+clean:
+	rm -rf $(BIN) .dev

@@ -1,0 +1,337 @@
+package binding
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/tether-dev/tether/broker/resource"
+	tetherv1 "github.com/tether-dev/tether/proto/tether/v1"
+)
+
+// MaxIDLength bounds binding ids and handler names: they become parts of
+// annotation keys, which Kubernetes limits to 63 characters after the '/'.
+const MaxIDLength = 40
+
+// Binding is one validated subscription.
+type Binding struct {
+	ID       string
+	Kind     Kind
+	Resource resource.Resource
+	// Namespaces limits the binding; empty means all.
+	Namespaces  []string
+	Labels      labels.Selector
+	Fields      fields.Selector
+	Annotations []AnnotationFilter
+	// When is the compiled CEL expression, nil when the binding has none.
+	When *Expression
+	// FieldPath is the path of a field binding.
+	FieldPath []string
+	Optional  bool
+	Policy    Policy
+	Retry     RetryPolicy
+}
+
+// RetryPolicy is how failed deliveries of a binding are tried again.
+type RetryPolicy struct {
+	// Retries after the first attempt; negative means forever.
+	Retries    int
+	Timeout    time.Duration
+	Backoff    time.Duration
+	MaxBackoff time.Duration
+}
+
+// Delay is the wait before attempt n+1 after n failed attempts (n >= 1).
+func (r RetryPolicy) Delay(n int) time.Duration {
+	d := r.Backoff
+	for i := 1; i < n && d < r.MaxBackoff; i++ {
+		if d > r.MaxBackoff/2 { // doubling would pass the cap, or overflow
+			return r.MaxBackoff
+		}
+		d *= 2
+	}
+	return min(d, r.MaxBackoff)
+}
+
+// Exhausted reports whether n failed attempts use up the retries.
+func (r RetryPolicy) Exhausted(n int) bool {
+	return r.Retries >= 0 && n > r.Retries
+}
+
+// Holds reports whether objects matching b carry the handler's hold.
+func (b *Binding) Holds() bool {
+	return b.Policy != PolicyNone && !(b.Kind == Delete && b.Optional)
+}
+
+// AnnotationFilter matches objects by one annotation.
+type AnnotationFilter struct {
+	Key   string
+	Op    AnnotationOp
+	Value string
+}
+
+// AnnotationOp is how an annotation filter tests its key.
+type AnnotationOp int
+
+// The annotation operators.
+const (
+	AnnotationPresent AnnotationOp = iota + 1
+	AnnotationAbsent
+	AnnotationEquals
+)
+
+// Defaults are the broker's settings for what a binding leaves unset.
+type Defaults struct {
+	Retries    int           // zero: forever
+	Timeout    time.Duration // zero: 1 minute
+	Backoff    time.Duration // zero: 1 second
+	MaxBackoff time.Duration // zero: 5 minutes
+}
+
+func (d Defaults) withZeros() Defaults {
+	if d.Retries == 0 {
+		d.Retries = -1
+	}
+	if d.Timeout == 0 {
+		d.Timeout = time.Minute
+	}
+	if d.Backoff == 0 {
+		d.Backoff = time.Second
+	}
+	if d.MaxBackoff == 0 {
+		d.MaxBackoff = 5 * time.Minute
+	}
+	return d
+}
+
+// FieldError says which binding and which of its fields is wrong.
+type FieldError struct {
+	Index int    // position in Hello.bindings
+	ID    string // the binding's id, when it has one
+	Field string // the proto field name, e.g. "label_selector"
+	Err   error
+}
+
+func (e *FieldError) Error() string {
+	who := fmt.Sprintf("bindings[%d]", e.Index)
+	if e.ID != "" {
+		who += fmt.Sprintf(" (%q)", e.ID)
+	}
+	return fmt.Sprintf("%s.%s: %v", who, e.Field, e.Err)
+}
+
+func (e *FieldError) Unwrap() error { return e.Err }
+
+// ErrUnsupported marks a binding kind this broker does not serve yet.
+var ErrUnsupported = errors.New("not supported by this broker")
+
+// Resolver resolves the resource a binding names.
+type Resolver interface {
+	Resolve(ctx context.Context, q resource.Query) (resource.Resource, error)
+}
+
+// ValidateName checks a handler name or binding id.
+func ValidateName(name string) error {
+	if name == "" {
+		return errors.New("is required")
+	}
+	if len(name) > MaxIDLength {
+		return fmt.Errorf("%q is longer than %d characters", name, MaxIDLength)
+	}
+	if errs := validation.IsDNS1123Label(name); len(errs) > 0 {
+		return fmt.Errorf("%q: %s", name, strings.Join(errs, "; "))
+	}
+	return nil
+}
+
+// Compile validates every binding of a Hello. supported lists the kinds the
+// broker serves; a binding of another kind is an ErrUnsupported FieldError.
+func Compile(ctx context.Context, pbs []*tetherv1.Binding, res Resolver, def Defaults, supported map[Kind]bool) ([]*Binding, error) {
+	if len(pbs) == 0 {
+		return nil, &FieldError{Index: 0, Field: "bindings", Err: errors.New("at least one binding is required")}
+	}
+	seen := map[string]bool{}
+	out := make([]*Binding, 0, len(pbs))
+	for i, pb := range pbs {
+		b, err := compileOne(ctx, pb, res, def.withZeros(), supported)
+		if err != nil {
+			fe := &FieldError{Index: i, ID: pb.GetId()}
+			if !errors.As(err, &fe) {
+				fe.Err = err
+			}
+			fe.Index, fe.ID = i, pb.GetId()
+			return nil, fe
+		}
+		if seen[b.ID] {
+			return nil, &FieldError{Index: i, ID: b.ID, Field: "id", Err: errors.New("is used by another binding")}
+		}
+		seen[b.ID] = true
+		out = append(out, b)
+	}
+	return out, nil
+}
+
+func fieldErr(field string, err error) error { return &FieldError{Field: field, Err: err} }
+
+func compileOne(ctx context.Context, pb *tetherv1.Binding, res Resolver, def Defaults, supported map[Kind]bool) (*Binding, error) {
+	if err := ValidateName(pb.GetId()); err != nil {
+		return nil, fieldErr("id", err)
+	}
+	b := &Binding{ID: pb.GetId(), Kind: Kind(pb.GetKind())}
+	if _, ok := kindNames[b.Kind]; !ok {
+		return nil, fieldErr("kind", fmt.Errorf("unknown kind %v", pb.GetKind()))
+	}
+	if !supported[b.Kind] {
+		return nil, fieldErr("kind", fmt.Errorf("%s bindings are %w", b.Kind, ErrUnsupported))
+	}
+	r := pb.GetResource()
+	if r == nil {
+		return nil, fieldErr("resource", errors.New("is required"))
+	}
+	resolved, err := res.Resolve(ctx, resource.Query{Group: r.GetGroup(), Version: r.GetVersion(), Resource: r.GetResource(), Kind: r.GetKind()})
+	if err != nil {
+		return nil, fieldErr("resource", err)
+	}
+	b.Resource = resolved
+	for _, ns := range pb.GetNamespaces() {
+		if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
+			return nil, fieldErr("namespaces", fmt.Errorf("%q: %s", ns, strings.Join(errs, "; ")))
+		}
+	}
+	if len(pb.GetNamespaces()) > 0 && !resolved.Namespaced {
+		return nil, fieldErr("namespaces", fmt.Errorf("%s is not namespaced", resolved))
+	}
+	b.Namespaces = pb.GetNamespaces()
+	if b.Labels, err = labels.Parse(pb.GetLabelSelector()); err != nil {
+		return nil, fieldErr("label_selector", err)
+	}
+	if b.Fields, err = fields.ParseSelector(pb.GetFieldSelector()); err != nil {
+		return nil, fieldErr("field_selector", err)
+	}
+	for _, a := range pb.GetAnnotations() {
+		f, err := annotationFilter(a)
+		if err != nil {
+			return nil, fieldErr("annotations", err)
+		}
+		b.Annotations = append(b.Annotations, f)
+	}
+	if pb.GetWhen() != "" {
+		if b.When, err = CompileExpression(pb.GetWhen()); err != nil {
+			return nil, fieldErr("when", err)
+		}
+	}
+	switch {
+	case b.Kind == Field && pb.GetField() == "":
+		return nil, fieldErr("field", errors.New("is required for field bindings"))
+	case b.Kind == Field:
+		b.FieldPath = strings.Split(pb.GetField(), ".")
+		for _, p := range b.FieldPath {
+			if p == "" {
+				return nil, fieldErr("field", fmt.Errorf("%q has an empty segment", pb.GetField()))
+			}
+		}
+	case pb.GetField() != "":
+		return nil, fieldErr("field", fmt.Errorf("is only for field bindings"))
+	}
+	if pb.GetOptional() && b.Kind != Delete {
+		return nil, fieldErr("optional", errors.New("is only for delete bindings"))
+	}
+	b.Optional = pb.GetOptional()
+	if b.Policy, err = policy(b.Kind, pb.GetFinalizer()); err != nil {
+		return nil, fieldErr("finalizer", err)
+	}
+	if b.Retry, err = retryPolicy(pb, def); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+func annotationFilter(a *tetherv1.AnnotationFilter) (AnnotationFilter, error) {
+	if errs := validation.IsQualifiedName(a.GetKey()); len(errs) > 0 {
+		return AnnotationFilter{}, fmt.Errorf("key %q: %s", a.GetKey(), strings.Join(errs, "; "))
+	}
+	f := AnnotationFilter{Key: a.GetKey(), Value: a.GetValue()}
+	switch a.GetOperator() {
+	case tetherv1.AnnotationFilter_OPERATOR_PRESENT:
+		f.Op = AnnotationPresent
+	case tetherv1.AnnotationFilter_OPERATOR_ABSENT:
+		f.Op = AnnotationAbsent
+	case tetherv1.AnnotationFilter_OPERATOR_EQUALS:
+		f.Op = AnnotationEquals
+	default:
+		return AnnotationFilter{}, fmt.Errorf("key %q: operator is required", a.GetKey())
+	}
+	return f, nil
+}
+
+func policy(k Kind, p tetherv1.FinalizerPolicy) (Policy, error) {
+	switch p {
+	case tetherv1.FinalizerPolicy_FINALIZER_POLICY_UNSPECIFIED:
+		return defaultPolicy(k), nil
+	case tetherv1.FinalizerPolicy_FINALIZER_POLICY_NONE:
+		return PolicyNone, nil
+	case tetherv1.FinalizerPolicy_FINALIZER_POLICY_HOLD, tetherv1.FinalizerPolicy_FINALIZER_POLICY_STRICT:
+	default:
+		return 0, fmt.Errorf("unknown policy %v", p)
+	}
+	if defaultPolicy(k) == PolicyNone {
+		return 0, fmt.Errorf("%v: %s bindings never hold objects", p, k)
+	}
+	if p == tetherv1.FinalizerPolicy_FINALIZER_POLICY_STRICT {
+		return PolicyStrict, nil
+	}
+	return PolicyHold, nil
+}
+
+func retryPolicy(pb *tetherv1.Binding, def Defaults) (RetryPolicy, error) {
+	r := RetryPolicy{Retries: int(pb.GetRetries()), Timeout: def.Timeout, Backoff: def.Backoff, MaxBackoff: def.MaxBackoff}
+	if r.Retries == 0 {
+		r.Retries = def.Retries
+	}
+	for _, d := range []struct {
+		field string
+		dst   *time.Duration
+		src   interface{ AsDuration() time.Duration }
+		ok    bool
+	}{
+		{"timeout", &r.Timeout, pb.GetTimeout(), pb.GetTimeout() != nil},
+		{"backoff", &r.Backoff, pb.GetBackoff(), pb.GetBackoff() != nil},
+		{"max_backoff", &r.MaxBackoff, pb.GetMaxBackoff(), pb.GetMaxBackoff() != nil},
+	} {
+		if !d.ok {
+			continue
+		}
+		v := d.src.AsDuration()
+		if v < 0 {
+			return r, fieldErr(d.field, fmt.Errorf("%v is negative", v))
+		}
+		if v > 0 {
+			*d.dst = v
+		}
+	}
+	if r.MaxBackoff < r.Backoff {
+		r.MaxBackoff = r.Backoff
+	}
+	return r, nil
+}
+
+// Fingerprint identifies a set of bindings, so the broker can tell whether
+// two instances of a handler declared the same ones.
+func Fingerprint(bs []*Binding) string {
+	var b strings.Builder
+	for _, x := range bs {
+		when := ""
+		if x.When != nil {
+			when = x.When.String()
+		}
+		fmt.Fprintf(&b, "%s|%s|%s|%v|%s|%s|%+v|%s|%v|%v|%v|%+v\n", x.ID, x.Kind, x.Resource, x.Namespaces,
+			x.Labels, x.Fields, x.Annotations, when, x.FieldPath, x.Optional, x.Policy, x.Retry)
+	}
+	return b.String()
+}

@@ -1,0 +1,210 @@
+package broker
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"golang.org/x/sync/errgroup"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/reflection"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/tether-dev/tether/broker/binding"
+	"github.com/tether-dev/tether/broker/dispatch"
+	"github.com/tether-dev/tether/broker/informer"
+	"github.com/tether-dev/tether/broker/resource"
+	"github.com/tether-dev/tether/broker/session"
+	tetherv1 "github.com/tether-dev/tether/proto/tether/v1"
+)
+
+// Options configure a Broker. Config and one of Listener or Listen are
+// required; every other zero value is a sensible default.
+type Options struct {
+	Log hclog.Logger
+	// Config reaches the API server.
+	Config *rest.Config
+	// Listen is the gRPC address, e.g. "127.0.0.1:7443". Ignored when
+	// Listener is set.
+	Listen   string
+	Listener net.Listener
+	// Insecure serves plain text without authentication, for local
+	// development; it refuses any address but loopback.
+	Insecure bool
+	// TLS serves gRPC over TLS; required unless Insecure.
+	TLS *tls.Config
+	// Defaults fill in what bindings leave unset.
+	Defaults binding.Defaults
+	// Workers per handler (default 64).
+	Workers int
+	// DefaultWindow and MaxWindow bound instance windows (16 and 1024).
+	DefaultWindow, MaxWindow int
+	// HelloTimeout bounds the wait for Hello (10 s).
+	HelloTimeout time.Duration
+	// MaxMessageSize bounds one received gRPC message (4 MiB).
+	MaxMessageSize int
+	// Version is reported in Welcome.
+	Version string
+}
+
+// Broker is the running broker.
+type Broker struct {
+	opts Options
+	log  hclog.Logger
+	lis  net.Listener
+}
+
+// New checks opts and returns a Broker; it starts nothing.
+func New(opts Options) (*Broker, error) {
+	if opts.Log == nil {
+		opts.Log = hclog.NewNullLogger()
+	}
+	if opts.Config == nil {
+		return nil, errors.New("broker: a Kubernetes client config is required")
+	}
+	if opts.Listener == nil && opts.Listen == "" {
+		return nil, errors.New("broker: a listen address is required")
+	}
+	if !opts.Insecure && opts.TLS == nil {
+		return nil, errors.New("broker: TLS is required unless insecure mode is asked for")
+	}
+	if opts.MaxMessageSize <= 0 {
+		opts.MaxMessageSize = 4 << 20
+	}
+	return &Broker{opts: opts, log: opts.Log}, nil
+}
+
+// Addr is the address the broker listens on, once Start has bound it.
+func (b *Broker) Addr() net.Addr {
+	if b.lis == nil {
+		return nil
+	}
+	return b.lis.Addr()
+}
+
+// Listen binds the listener without serving yet, so that callers (and
+// tests) can learn the address before Start.
+func (b *Broker) Listen() error {
+	if b.lis != nil {
+		return nil
+	}
+	lis := b.opts.Listener
+	if lis == nil {
+		var err error
+		if lis, err = net.Listen("tcp", b.opts.Listen); err != nil {
+			return fmt.Errorf("listening on %s: %w", b.opts.Listen, err)
+		}
+	}
+	if b.opts.Insecure && !isLoopback(lis.Addr()) {
+		lis.Close()
+		return fmt.Errorf("insecure mode serves only loopback addresses, not %s", lis.Addr())
+	}
+	b.lis = lis
+	return nil
+}
+
+// Start serves until ctx ends, then stops gracefully.
+func (b *Broker) Start(ctx context.Context) error {
+	if err := b.Listen(); err != nil {
+		return err
+	}
+	cfg := rest.CopyConfig(b.opts.Config)
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("creating dynamic client: %w", err)
+	}
+	disc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("creating discovery client: %w", err)
+	}
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("creating client: %w", err)
+	}
+	recorder, stopEvents := newEventRecorder(kube, b.log)
+	defer stopEvents()
+
+	informers := informer.New(informer.Options{Client: dyn, Log: b.log.Named("informer")})
+	dispatcher := dispatch.New(dispatch.Options{
+		Log: b.log, Client: dyn, Informers: informers, Recorder: recorder, Workers: b.opts.Workers,
+	})
+	sessions := session.NewServer(session.Options{
+		Log: b.log.Named("session"), Attacher: dispatcher, Resolver: &resource.Resolver{Discovery: disc},
+		Defaults: b.opts.Defaults, HelloTimeout: b.opts.HelloTimeout,
+		DefaultWindow: b.opts.DefaultWindow, MaxWindow: b.opts.MaxWindow, Version: b.opts.Version,
+	})
+
+	srv := grpc.NewServer(b.serverOptions()...)
+	tetherv1.RegisterBrokerServiceServer(srv, sessions)
+	healthSrv := health.NewServer()
+	healthpb.RegisterHealthServer(srv, healthSrv)
+	reflection.Register(srv)
+
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return informers.Start(gctx) })
+	g.Go(func() error { return dispatcher.Start(gctx) })
+	g.Go(func() error {
+		healthSrv.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
+		healthSrv.SetServingStatus(tetherv1.BrokerService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
+		b.log.Info("broker serving", "address", b.lis.Addr().String(), "insecure", b.opts.Insecure)
+		if err := srv.Serve(b.lis); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+			return fmt.Errorf("serving gRPC: %w", err)
+		}
+		return nil
+	})
+	g.Go(func() error {
+		<-gctx.Done()
+		healthSrv.Shutdown()
+		stopGracefully(srv, 5*time.Second)
+		return nil
+	})
+	err = g.Wait()
+	b.log.Info("broker stopped")
+	return err
+}
+
+func (b *Broker) serverOptions() []grpc.ServerOption {
+	opts := []grpc.ServerOption{
+		grpc.MaxRecvMsgSize(b.opts.MaxMessageSize),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
+	}
+	if b.opts.TLS != nil {
+		opts = append(opts, grpc.Creds(credentials.NewTLS(b.opts.TLS)))
+	}
+	return opts
+}
+
+// stopGracefully lets open streams end by themselves for a while; handler
+// streams are long-lived, so it then cuts them.
+func stopGracefully(srv *grpc.Server, d time.Duration) {
+	done := make(chan struct{})
+	go func() {
+		srv.GracefulStop()
+		close(done)
+	}()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+		srv.Stop()
+		<-done
+	}
+}
+
+func isLoopback(a net.Addr) bool {
+	tcp, ok := a.(*net.TCPAddr)
+	return ok && tcp.IP.IsLoopback()
+}

@@ -1,0 +1,128 @@
+package dispatch
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/tether-dev/tether/broker/binding"
+	"github.com/tether-dev/tether/broker/progress"
+	"github.com/tether-dev/tether/broker/session"
+	tetherv1 "github.com/tether-dev/tether/proto/tether/v1"
+)
+
+var deliverySeq atomic.Uint64
+
+// deliveryPrefix makes delivery ids unique across broker restarts, so a
+// late ack from before a restart can never match a new delivery.
+var deliveryPrefix = strconv.FormatInt(time.Now().UnixNano(), 36)
+
+func nextDeliveryID() string {
+	return deliveryPrefix + "-" + strconv.FormatUint(deliverySeq.Add(1), 10)
+}
+
+// call delivers d for binding b and interprets the ack. It returns the ack
+// when the binding is finished with this change (OK, or FAIL, which includes
+// retries running out), or wait > 0 when it must be tried again later. It
+// waits while no instance is connected; an instance that leaves before it
+// acks does not use up an attempt, the delivery goes to the next owner.
+func (rt *runtime) call(ctx context.Context, o *object, b *binding.Binding, obj *unstructured.Unstructured, d *tetherv1.Delivery) (*tetherv1.Ack, time.Duration, error) {
+	attempt := o.attempts[b.ID] + 1
+	d.Id = nextDeliveryID()
+	d.BindingId = b.ID
+	d.Attempt = uint32(attempt)
+	d.Ref = ref(o, obj)
+	var ack *tetherv1.Ack
+	for ack == nil {
+		in, err := rt.waitOwner(ctx, o.uid)
+		if err != nil {
+			return nil, 0, err
+		}
+		d.Deadline = timestamppb.New(time.Now().Add(b.Retry.Timeout))
+		dctx, cancel := context.WithTimeout(ctx, b.Retry.Timeout)
+		ack, err = in.Deliver(dctx, d)
+		cancel()
+		switch {
+		case errors.Is(err, session.ErrGone), errors.Is(err, session.ErrLeaving):
+			rt.log.Debug("instance left before acking; re-sending", "instance", in.ID, "delivery", d.Id)
+		case ctx.Err() != nil:
+			return nil, 0, ctx.Err()
+		case err != nil:
+			ack = &tetherv1.Ack{Outcome: tetherv1.Outcome_OUTCOME_RETRY, Message: fmt.Sprintf("no ack within %v", b.Retry.Timeout)}
+		}
+	}
+	what := fmt.Sprintf("%s binding %q of handler %q", b.Kind, b.ID, rt.name)
+	switch ack.GetOutcome() {
+	case tetherv1.Outcome_OUTCOME_OK:
+		delete(o.attempts, b.ID)
+		return ack, 0, nil
+	case tetherv1.Outcome_OUTCOME_FAIL:
+		rt.m.opts.Recorder.Event(obj, true, "HandlerFailed", fmt.Sprintf("%s failed: %s", what, ack.GetMessage()))
+		return ack, 0, nil
+	case tetherv1.Outcome_OUTCOME_RETRY:
+	default:
+		msg := fmt.Sprintf("%s sent an ack without an outcome", what)
+		rt.m.opts.Recorder.Event(obj, true, "HandlerFailed", msg)
+		return &tetherv1.Ack{Outcome: tetherv1.Outcome_OUTCOME_FAIL, Message: msg}, 0, nil
+	}
+	o.attempts[b.ID] = attempt
+	if b.Retry.Exhausted(attempt) {
+		msg := fmt.Sprintf("%s failed %d times, giving up: %s", what, attempt, ack.GetMessage())
+		rt.m.opts.Recorder.Event(obj, true, "RetriesExhausted", msg)
+		return &tetherv1.Ack{Outcome: tetherv1.Outcome_OUTCOME_FAIL, Message: msg}, 0, nil
+	}
+	wait := b.Retry.Delay(attempt)
+	if ra := ack.GetRetryAfter(); ra != nil && ra.AsDuration() > 0 {
+		wait = ra.AsDuration()
+	}
+	rt.m.opts.Recorder.Event(obj, true, "HandlerRetrying",
+		fmt.Sprintf("%s (attempt %d) asks to retry in %v: %s", what, attempt, wait, ack.GetMessage()))
+	return nil, wait, nil
+}
+
+func ref(o *object, obj *unstructured.Unstructured) *tetherv1.ObjectRef {
+	r := o.res
+	return &tetherv1.ObjectRef{
+		Resource:        &tetherv1.Resource{Group: r.Group, Version: r.Version, Resource: r.Resource, Kind: r.Kind, Namespaced: r.Namespaced},
+		Namespace:       obj.GetNamespace(),
+		Name:            obj.GetName(),
+		Uid:             string(obj.GetUID()),
+		ResourceVersion: obj.GetResourceVersion(),
+	}
+}
+
+func mustJSON(v any) []byte {
+	if v == nil {
+		return nil
+	}
+	// Values here were decoded from JSON, so encoding them cannot fail.
+	b, _ := json.Marshal(v)
+	return b
+}
+
+func diffEntries(entries []progress.Entry) []*tetherv1.DiffEntry {
+	out := make([]*tetherv1.DiffEntry, 0, len(entries))
+	for _, e := range entries {
+		d := &tetherv1.DiffEntry{Path: e.Path}
+		switch e.Op {
+		case progress.Add:
+			d.Operation = tetherv1.DiffEntry_OPERATION_ADD
+			d.NewValue = mustJSON(e.New)
+		case progress.Remove:
+			d.Operation = tetherv1.DiffEntry_OPERATION_REMOVE
+			d.OldValue = mustJSON(e.Old)
+		default:
+			d.Operation = tetherv1.DiffEntry_OPERATION_CHANGE
+			d.OldValue, d.NewValue = mustJSON(e.Old), mustJSON(e.New)
+		}
+		out = append(out, d)
+	}
+	return out
+}

@@ -1,0 +1,260 @@
+package dispatch
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/tether-dev/tether/broker/binding"
+	"github.com/tether-dev/tether/broker/hold"
+	"github.com/tether-dev/tether/broker/jsonpatch"
+	"github.com/tether-dev/tether/broker/progress"
+	tetherv1 "github.com/tether-dev/tether/proto/tether/v1"
+)
+
+// process decides and does what one object needs now. It returns a delay
+// when it must look again later (a retry), or an error to be retried with
+// the queue's rate limit (a refused write).
+func (rt *runtime) process(ctx context.Context, uid types.UID) (time.Duration, error) {
+	rt.mu.Lock()
+	o := rt.objects[uid]
+	rt.mu.Unlock()
+	if o == nil {
+		return 0, nil
+	}
+	if wait, err := rt.flushRawEvents(ctx, o); wait > 0 || err != nil {
+		return wait, err
+	}
+	rt.mu.Lock()
+	obj, gone, initial := o.obj, o.gone, o.initial
+	if gone && len(o.events) == 0 {
+		delete(rt.objects, uid)
+	}
+	rt.mu.Unlock()
+	if gone {
+		return 0, nil
+	}
+	if o.pending != nil {
+		if err := rt.apply(ctx, o, obj, o.pending); err != nil {
+			return 0, err
+		}
+		rt.mu.Lock()
+		obj = o.obj
+		rt.mu.Unlock()
+	}
+	if obj.GetDeletionTimestamp() != nil {
+		return rt.processDeletion(ctx, o, obj)
+	}
+	return rt.processLive(ctx, o, obj, initial)
+}
+
+// flushRawEvents delivers queued watch events to event bindings, in order.
+func (rt *runtime) flushRawEvents(ctx context.Context, o *object) (time.Duration, error) {
+	for {
+		rt.mu.Lock()
+		if len(o.events) == 0 {
+			rt.mu.Unlock()
+			return 0, nil
+		}
+		ev := o.events[0]
+		rt.mu.Unlock()
+		if o.eventDone == nil {
+			o.eventDone = map[string]bool{}
+		}
+		for _, b := range rt.byResource[o.res.GroupVersionResource] {
+			if b.Kind != binding.Event || o.eventDone[b.ID] || !rt.matches(b, ev.obj, nil) {
+				continue
+			}
+			d := &tetherv1.Delivery{Kind: tetherv1.DeliveryKind_DELIVERY_KIND_EVENT, Object: mustJSON(ev.obj.Object), EventType: ev.typ}
+			_, wait, err := rt.call(ctx, o, b, ev.obj, d)
+			if wait > 0 || err != nil {
+				return wait, err
+			}
+			o.eventDone[b.ID] = true
+		}
+		rt.mu.Lock()
+		o.events = o.events[1:]
+		rt.mu.Unlock()
+		o.eventDone = nil
+	}
+}
+
+// matches evaluates b's filters; a CEL error counts as no match and is
+// logged, since it comes from the object, not from the broker.
+func (rt *runtime) matches(b *binding.Binding, obj *unstructured.Unstructured, old map[string]any) bool {
+	ok, err := b.Matches(obj, old)
+	if err != nil {
+		rt.log.Warn("when expression failed; binding skipped", "binding", b.ID,
+			"namespace", obj.GetNamespace(), "name", obj.GetName(), "error", err)
+	}
+	return ok && err == nil
+}
+
+// processLive handles an object that is not being deleted: it works out
+// the cause (create, update, resume), delivers it to every matching binding,
+// and then writes the outcome with the hold in one patch.
+func (rt *runtime) processLive(ctx context.Context, o *object, obj *unstructured.Unstructured, initial bool) (time.Duration, error) {
+	bindings := rt.byResource[o.res.GroupVersionResource]
+	old, handled, err := rt.lastHandled(o, obj)
+	if err != nil {
+		rt.log.Warn("unreadable last-handled state; handling as new", "name", obj.GetName(), "error", err)
+	}
+	essence := progress.Essence(obj.Object)
+	var cause string
+	switch {
+	case !handled:
+		cause = "create"
+	case !progress.Equal(old, essence):
+		cause = "update"
+	case initial:
+		cause = "resume"
+	}
+	var diff []progress.Entry
+	if cause == "update" {
+		diff = progress.Diff(old, essence)
+	}
+	o.resetCause(cause + "/" + digest(essence))
+
+	for _, b := range bindings {
+		kind, ok := deliveryKind(b, cause, diff)
+		if !ok || o.done[b.ID] || !rt.matches(b, obj, old) {
+			continue
+		}
+		d := &tetherv1.Delivery{Kind: kind, Object: mustJSON(obj.Object)}
+		if cause == "update" {
+			d.OldObject = mustJSON(old)
+			d.Diff = diffEntries(diff)
+		}
+		if b.Kind == binding.Field {
+			fo, _ := progress.Field(old, b.FieldPath)
+			fn, _ := progress.Field(obj.Object, b.FieldPath)
+			d.FieldOld, d.FieldNew = mustJSON(fo), mustJSON(fn)
+		}
+		ack, wait, err := rt.call(ctx, o, b, obj, d)
+		if wait > 0 || err != nil {
+			return wait, err
+		}
+		if ack.GetOutcome() == tetherv1.Outcome_OUTCOME_OK {
+			if err := o.acc.add(b.ID, ack); err != nil {
+				rt.m.opts.Recorder.Event(obj, true, "InvalidPatch",
+					fmt.Sprintf("%s binding %q of handler %q: %v; nothing of its answer was written", b.Kind, b.ID, rt.name, err))
+			}
+		}
+		o.done[b.ID] = true
+	}
+
+	w := &write{merge: o.acc.merge, status: o.acc.status}
+	for id, r := range o.acc.results {
+		w.setAnnotation(progress.ResultKey(rt.name, id), r)
+	}
+	if cause != "" && rt.tracksState(bindings, obj) {
+		after := progress.Essence(jsonpatch.ApplyMerge(obj.Object, o.acc.merge))
+		enc, err := progress.Encode(after)
+		if err != nil {
+			return 0, err
+		}
+		w.setAnnotation(progress.LastHandledKey(rt.name), enc)
+		w.lastHandled = after
+	}
+	held := hold.Has(obj, rt.name)
+	needs := rt.needsHold(bindings, obj)
+	w.addHold = needs && !held
+	w.removeHold = !needs && held
+	rt.mu.Lock()
+	o.initial = false
+	rt.mu.Unlock()
+	if w.empty() {
+		return 0, nil
+	}
+	if err := rt.apply(ctx, o, obj, w); err != nil {
+		return 0, err
+	}
+	if w.removeHold {
+		rt.m.opts.Recorder.Event(obj, false, "HoldReleased",
+			fmt.Sprintf("handler %q no longer has a binding that holds this object", rt.name))
+	}
+	o.resetCause("")
+	return 0, nil
+}
+
+// deliveryKind says whether binding b takes part in cause, and as what.
+func deliveryKind(b *binding.Binding, cause string, diff []progress.Entry) (tetherv1.DeliveryKind, bool) {
+	switch {
+	case b.Kind == binding.Create && cause == "create":
+		return tetherv1.DeliveryKind_DELIVERY_KIND_CREATE, true
+	case b.Kind == binding.Update && cause == "update":
+		return tetherv1.DeliveryKind_DELIVERY_KIND_UPDATE, true
+	case b.Kind == binding.Resume && cause == "resume":
+		return tetherv1.DeliveryKind_DELIVERY_KIND_RESUME, true
+	case b.Kind == binding.Field && cause == "update" && progress.Touches(diff, b.FieldPath):
+		return tetherv1.DeliveryKind_DELIVERY_KIND_FIELD, true
+	}
+	return 0, false
+}
+
+// lastHandled is the essence the handler last finished with: this broker's
+// memory when it has one (the informer may still show an older object),
+// else the annotation.
+func (rt *runtime) lastHandled(o *object, obj *unstructured.Unstructured) (map[string]any, bool, error) {
+	if o.lastHandled != nil {
+		return o.lastHandled, true, nil
+	}
+	return progress.LastHandled(obj, rt.name)
+}
+
+// tracksState reports whether the handler keeps a last-handled state for
+// obj: it has a create, update, field or resume binding whose filters (but
+// CEL, which may depend on the change) match.
+func (rt *runtime) tracksState(bindings []*binding.Binding, obj *unstructured.Unstructured) bool {
+	for _, b := range bindings {
+		switch b.Kind {
+		case binding.Create, binding.Update, binding.Field, binding.Resume:
+			withoutCEL := *b
+			withoutCEL.When = nil
+			if ok, _ := withoutCEL.Matches(obj, nil); ok {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// needsHold reports whether a binding that holds matches obj.
+func (rt *runtime) needsHold(bindings []*binding.Binding, obj *unstructured.Unstructured) bool {
+	for _, b := range bindings {
+		if b.Holds() && rt.matches(b, obj, nil) {
+			return true
+		}
+	}
+	return false
+}
+
+// processDeletion runs the delete bindings of an object being deleted and
+// then releases the handler's hold.
+func (rt *runtime) processDeletion(ctx context.Context, o *object, obj *unstructured.Unstructured) (time.Duration, error) {
+	o.resetCause("delete")
+	for _, b := range rt.byResource[o.res.GroupVersionResource] {
+		if b.Kind != binding.Delete || o.done[b.ID] || !rt.matches(b, obj, nil) {
+			continue
+		}
+		d := &tetherv1.Delivery{Kind: tetherv1.DeliveryKind_DELIVERY_KIND_DELETE, Object: mustJSON(obj.Object)}
+		if _, wait, err := rt.call(ctx, o, b, obj, d); wait > 0 || err != nil {
+			return wait, err
+		}
+		o.done[b.ID] = true
+	}
+	if !hold.Has(obj, rt.name) {
+		return 0, nil
+	}
+	return 0, rt.apply(ctx, o, obj, &write{removeHold: true})
+}
+
+func digest(v map[string]any) string {
+	sum := sha256.Sum256(mustJSON(v))
+	return hex.EncodeToString(sum[:8])
+}

@@ -1,0 +1,293 @@
+package dispatch
+
+import (
+	"context"
+	"hash/fnv"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
+
+	"github.com/tether-dev/tether/broker/binding"
+	"github.com/tether-dev/tether/broker/informer"
+	"github.com/tether-dev/tether/broker/resource"
+	"github.com/tether-dev/tether/broker/session"
+)
+
+// runtime is one handler: its bindings, queue, workers and instances.
+type runtime struct {
+	m           *Manager
+	name        string
+	fingerprint string
+	bindings    []*binding.Binding
+	byResource  map[schema.GroupVersionResource][]*binding.Binding
+	log         hclog.Logger
+
+	queue  workqueue.TypedRateLimitingInterface[types.UID]
+	subs   []*informer.Subscription
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu        sync.Mutex
+	objects   map[types.UID]*object
+	instances []*session.Instance
+	changed   chan struct{} // closed and replaced when instances change
+}
+
+func newRuntime(m *Manager, name string, bindings []*binding.Binding, fp string) *runtime {
+	rt := &runtime{
+		m: m, name: name, fingerprint: fp, bindings: bindings,
+		byResource: map[schema.GroupVersionResource][]*binding.Binding{},
+		log:        m.log.Named("handler").With("handler", name),
+		objects:    map[types.UID]*object{},
+		changed:    make(chan struct{}),
+	}
+	for _, b := range bindings {
+		rt.byResource[b.Resource.GroupVersionResource] = append(rt.byResource[b.Resource.GroupVersionResource], b)
+	}
+	return rt
+}
+
+// start subscribes to the informers the bindings need and starts workers.
+func (rt *runtime) start(parent context.Context) error {
+	ctx, cancel := context.WithCancel(parent)
+	rt.cancel = cancel
+	rt.queue = workqueue.NewTypedRateLimitingQueueWithConfig(
+		workqueue.DefaultTypedControllerRateLimiter[types.UID](),
+		workqueue.TypedRateLimitingQueueConfig[types.UID]{Name: "handler-" + rt.name},
+	)
+	for _, key := range informerKeys(rt.bindings) {
+		res := rt.byResource[key.Resource][0].Resource
+		sub, err := rt.m.opts.Informers.Subscribe(key, rt.eventHandler(res))
+		if err != nil {
+			rt.stop()
+			return err
+		}
+		rt.subs = append(rt.subs, sub)
+	}
+	for range rt.m.opts.Workers {
+		rt.wg.Go(func() {
+			for rt.processNext(ctx) {
+			}
+		})
+	}
+	// Shut the queue down when ctx ends so idle workers return from Get.
+	rt.wg.Go(func() {
+		<-ctx.Done()
+		rt.queue.ShutDown()
+	})
+	return nil
+}
+
+// stop ends the workers and the subscriptions and waits for the workers.
+func (rt *runtime) stop() {
+	for _, s := range rt.subs {
+		s.Unsubscribe()
+	}
+	rt.subs = nil
+	if rt.cancel != nil {
+		rt.cancel()
+	}
+	rt.wg.Wait()
+}
+
+// informerKeys picks one informer per resource: the whole cluster when any
+// binding of the resource is unscoped, else one per named namespace.
+func informerKeys(bs []*binding.Binding) []informer.Key {
+	cluster := map[schema.GroupVersionResource]bool{}
+	for _, b := range bs {
+		if len(b.Namespaces) == 0 {
+			cluster[b.Resource.GroupVersionResource] = true
+		}
+	}
+	seen := map[informer.Key]bool{}
+	var keys []informer.Key
+	add := func(k informer.Key) {
+		if !seen[k] {
+			seen[k] = true
+			keys = append(keys, k)
+		}
+	}
+	for _, b := range bs {
+		gvr := b.Resource.GroupVersionResource
+		if cluster[gvr] {
+			add(informer.Key{Resource: gvr})
+			continue
+		}
+		for _, ns := range b.Namespaces {
+			add(informer.Key{Resource: gvr, Namespace: ns})
+		}
+	}
+	return keys
+}
+
+func (rt *runtime) eventHandler(res resource.Resource) cache.ResourceEventHandler {
+	return cache.ResourceEventHandlerDetailedFuncs{
+		AddFunc: func(obj any, initial bool) {
+			if u, ok := obj.(*unstructured.Unstructured); ok {
+				rt.observe(res, u, watchAdded, initial)
+			}
+		},
+		UpdateFunc: func(_, obj any) {
+			if u, ok := obj.(*unstructured.Unstructured); ok {
+				rt.observe(res, u, watchModified, false)
+			}
+		},
+		DeleteFunc: func(obj any) {
+			if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = d.Obj
+			}
+			if u, ok := obj.(*unstructured.Unstructured); ok {
+				rt.observe(res, u, watchDeleted, false)
+			}
+		},
+	}
+}
+
+// observe records what an informer saw and enqueues the object. It runs on
+// the informer's goroutine, so it only records and enqueues.
+func (rt *runtime) observe(res resource.Resource, u *unstructured.Unstructured, typ string, initial bool) {
+	uid := u.GetUID()
+	rt.mu.Lock()
+	o := rt.objects[uid]
+	if o == nil {
+		o = &object{uid: uid, res: res}
+		rt.objects[uid] = o
+	}
+	o.see(u, typ, initial, rt.hasEventBindings(res.GroupVersionResource), rt.m.opts.MaxRawEvents, rt.log)
+	rt.mu.Unlock()
+	rt.queue.Add(uid)
+}
+
+func (rt *runtime) hasEventBindings(gvr schema.GroupVersionResource) bool {
+	for _, b := range rt.byResource[gvr] {
+		if b.Kind == binding.Event {
+			return true
+		}
+	}
+	return false
+}
+
+func (rt *runtime) instanceCount() int {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	return len(rt.instances)
+}
+
+// addInstance makes an instance eligible for deliveries. When it is the
+// handler's first (the handler returned), every known object is looked at
+// again as part of an initial list, so resume bindings fire.
+func (rt *runtime) addInstance(in *session.Instance) {
+	rt.mu.Lock()
+	returned := len(rt.instances) == 0
+	rt.instances = append(rt.instances, in)
+	rt.signalLocked()
+	var uids []types.UID
+	if returned {
+		for uid, o := range rt.objects {
+			o.initial = true
+			uids = append(uids, uid)
+		}
+	}
+	rt.mu.Unlock()
+	for _, uid := range uids {
+		rt.queue.Add(uid)
+	}
+}
+
+func (rt *runtime) removeInstance(in *session.Instance) {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	for i, x := range rt.instances {
+		if x == in {
+			rt.instances = append(rt.instances[:i:i], rt.instances[i+1:]...)
+			break
+		}
+	}
+	rt.signalLocked()
+}
+
+func (rt *runtime) signalLocked() {
+	close(rt.changed)
+	rt.changed = make(chan struct{})
+}
+
+// owner picks the instance for an object by rendezvous hashing on its UID,
+// so that when instances come and go only the objects of those move.
+func (rt *runtime) owner(uid types.UID) (*session.Instance, <-chan struct{}) {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	var best *session.Instance
+	var bestScore uint64
+	for _, in := range rt.instances {
+		if in.Leaving() {
+			continue
+		}
+		h := fnv.New64a()
+		h.Write([]byte(uid))
+		h.Write([]byte{0})
+		h.Write([]byte(in.ID))
+		if s := h.Sum64(); best == nil || s > bestScore {
+			best, bestScore = in, s
+		}
+	}
+	return best, rt.changed
+}
+
+// waitOwner blocks until some instance can take the object.
+func (rt *runtime) waitOwner(ctx context.Context, uid types.UID) (*session.Instance, error) {
+	for {
+		in, changed := rt.owner(uid)
+		if in != nil {
+			return in, nil
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// processNext handles one queued object; false when the queue shut down.
+func (rt *runtime) processNext(ctx context.Context) bool {
+	uid, shutdown := rt.queue.Get()
+	if shutdown {
+		return false
+	}
+	defer rt.queue.Done(uid)
+	after, err := rt.process(ctx, uid)
+	switch {
+	case ctx.Err() != nil:
+	case err != nil:
+		rt.log.Debug("object requeued", "uid", uid, "error", err)
+		rt.queue.AddRateLimited(uid)
+	case after > 0:
+		rt.queue.Forget(uid)
+		rt.queue.AddAfter(uid, after)
+	default:
+		rt.queue.Forget(uid)
+	}
+	return true
+}
+
+// newerRV reports whether a's resourceVersion is after b's. Resource versions
+// are opaque, but etcd's are integers; when either is not, a counts as newer
+// so the informer's view wins.
+func newerRV(a, b *unstructured.Unstructured) bool {
+	x, err1 := strconv.ParseUint(a.GetResourceVersion(), 10, 64)
+	y, err2 := strconv.ParseUint(b.GetResourceVersion(), 10, 64)
+	if err1 != nil || err2 != nil {
+		return true
+	}
+	return x >= y
+}
+
+// deliveryTimeout bounds one delivery; beyond it the attempt counts as failed.
+func deliveryTimeout(b *binding.Binding) time.Duration { return b.Retry.Timeout }

@@ -1,0 +1,234 @@
+package dispatch
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/tether-dev/tether/broker/hold"
+	"github.com/tether-dev/tether/broker/jsonpatch"
+	"github.com/tether-dev/tether/broker/progress"
+	tetherv1 "github.com/tether-dev/tether/proto/tether/v1"
+)
+
+// FieldManager names the broker in managedFields.
+const FieldManager = "tether-broker"
+
+// accumulated collects what the acks of one change asked to write.
+type accumulated struct {
+	merge   map[string]any    // merge patch for the object
+	status  map[string]any    // merge patch for status
+	results map[string]string // binding id -> result JSON
+}
+
+// add takes the patch, status patch and result of an OK ack. A patch that
+// is not a JSON object, or that touches what a handler may not write, is an
+// error and nothing of the ack is taken.
+func (a *accumulated) add(bindingID string, ack *tetherv1.Ack) error {
+	merge, err := jsonpatch.DecodeMerge(ack.GetPatch())
+	if err != nil {
+		return fmt.Errorf("patch: %w", err)
+	}
+	status, err := jsonpatch.DecodeMerge(ack.GetStatusPatch())
+	if err != nil {
+		return fmt.Errorf("status_patch: %w", err)
+	}
+	if err := checkPatch(merge); err != nil {
+		return fmt.Errorf("patch: %w", err)
+	}
+	if s, ok := merge["status"]; ok {
+		sm, isMap := s.(map[string]any)
+		if !isMap {
+			return errors.New("patch: status must be an object")
+		}
+		status = jsonpatch.ComposeMerge(sm, status)
+		delete(merge, "status")
+	}
+	if r := ack.GetResult(); len(r) > 0 {
+		if !json.Valid(r) {
+			return errors.New("result: not valid JSON")
+		}
+		if a.results == nil {
+			a.results = map[string]string{}
+		}
+		a.results[bindingID] = string(r)
+	}
+	if len(merge) > 0 {
+		a.merge = jsonpatch.ComposeMerge(a.merge, merge)
+	}
+	if len(status) > 0 {
+		a.status = jsonpatch.ComposeMerge(a.status, status)
+	}
+	return nil
+}
+
+// checkPatch keeps handler patches to what handlers own: top-level fields
+// other than apiVersion and kind, and in metadata only labels and
+// annotations (not the broker's own). Finalizers are the broker's alone.
+func checkPatch(m map[string]any) error {
+	for _, k := range []string{"apiVersion", "kind"} {
+		if _, ok := m[k]; ok {
+			return fmt.Errorf("%s cannot be patched", k)
+		}
+	}
+	md, ok := m["metadata"]
+	if !ok {
+		return nil
+	}
+	mdm, ok := md.(map[string]any)
+	if !ok {
+		return errors.New("metadata must be an object")
+	}
+	for k, v := range mdm {
+		if k != "labels" && k != "annotations" {
+			return fmt.Errorf("metadata.%s cannot be patched; only labels and annotations", k)
+		}
+		vm, ok := v.(map[string]any)
+		if !ok {
+			return fmt.Errorf("metadata.%s must be an object", k)
+		}
+		for key, val := range vm {
+			if _, isString := val.(string); val != nil && !isString {
+				return fmt.Errorf("metadata.%s[%q] must be a string or null", k, key)
+			}
+			if k == "annotations" && progress.Ours(key) {
+				return fmt.Errorf("metadata.annotations[%q] belongs to the broker", key)
+			}
+		}
+	}
+	return nil
+}
+
+// write is everything one handling changes on an object.
+type write struct {
+	merge      map[string]any // merge patch, including the broker's annotations
+	status     map[string]any // merge patch for the status subresource
+	addHold    bool
+	removeHold bool
+	// lastHandled is remembered in memory once the write lands.
+	lastHandled map[string]any
+}
+
+func (w *write) empty() bool {
+	return len(w.merge) == 0 && len(w.status) == 0 && !w.addHold && !w.removeHold
+}
+
+// setAnnotation adds one of the broker's annotations to the merge patch.
+func (w *write) setAnnotation(key, value string) {
+	w.merge = jsonpatch.ComposeMerge(w.merge, map[string]any{
+		"metadata": map[string]any{"annotations": map[string]any{key: value}},
+	})
+}
+
+// errConflict marks a write the API server refused because the object moved;
+// it is retried on the next state.
+var errConflict = errors.New("object changed since it was read")
+
+// apply makes the write against obj as last seen: one guarded JSON patch for
+// the object and, when the resource has a status subresource and the
+// handler patched status, one merge patch for status. On success the new
+// object is remembered; on a conflict the write stays pending.
+func (rt *runtime) apply(ctx context.Context, o *object, obj *unstructured.Unstructured, w *write) error {
+	o.pending = w
+	p, err := rt.buildPatch(o, obj, w)
+	if err != nil {
+		o.pending = nil
+		return err
+	}
+	ri := rt.m.opts.Client.Resource(o.res.GroupVersionResource).Namespace(obj.GetNamespace())
+	if !p.Empty() {
+		data, err := p.JSON()
+		if err != nil {
+			o.pending = nil
+			return fmt.Errorf("encoding patch: %w", err)
+		}
+		out, err := ri.Patch(ctx, obj.GetName(), types.JSONPatchType, data, metav1.PatchOptions{FieldManager: FieldManager})
+		if err != nil {
+			return rt.writeFailed(o, obj, err)
+		}
+		rt.remember(o, out)
+		w.merge, w.addHold, w.removeHold = nil, false, false
+	}
+	if w.lastHandled != nil {
+		o.lastHandled = w.lastHandled
+	}
+	if len(w.status) > 0 {
+		data, err := json.Marshal(map[string]any{"status": w.status})
+		if err != nil {
+			o.pending = nil
+			return fmt.Errorf("encoding status patch: %w", err)
+		}
+		out, err := ri.Patch(ctx, obj.GetName(), types.MergePatchType, data, metav1.PatchOptions{FieldManager: FieldManager}, "status")
+		if err != nil {
+			return rt.writeFailed(o, obj, err)
+		}
+		rt.remember(o, out)
+	}
+	o.pending = nil
+	return nil
+}
+
+// buildPatch renders w as a JSON patch against obj. It first tests the UID,
+// so that a write meant for X never lands on a re-created X'.
+func (rt *runtime) buildPatch(o *object, obj *unstructured.Unstructured, w *write) (jsonpatch.Patch, error) {
+	merge := w.merge
+	if len(w.status) > 0 && !o.res.HasStatus {
+		// Without a status subresource, status is written with the object.
+		merge = jsonpatch.ComposeMerge(merge, map[string]any{"status": w.status})
+		w.status = nil
+	}
+	ops, guard, err := jsonpatch.FromMergePatch(obj.Object, merge)
+	if err != nil {
+		return nil, fmt.Errorf("building patch: %w", err)
+	}
+	var holdOps jsonpatch.Patch
+	// No finalizer may be added once deletion started.
+	if w.addHold && obj.GetDeletionTimestamp() == nil && hold.Add(&holdOps, obj, rt.name) {
+		guard = true
+	}
+	if w.removeHold {
+		hold.Remove(&holdOps, obj, rt.name)
+	}
+	if len(ops) == 0 && holdOps.Empty() {
+		return nil, nil
+	}
+	var p jsonpatch.Patch
+	p.Test("/metadata/uid", string(obj.GetUID()))
+	if guard {
+		p.Test("/metadata/resourceVersion", obj.GetResourceVersion())
+	}
+	p = append(p, holdOps...)
+	return append(p, ops...), nil
+}
+
+func (rt *runtime) writeFailed(o *object, obj *unstructured.Unstructured, err error) error {
+	switch {
+	case apierrors.IsNotFound(err):
+		o.pending = nil
+		return nil
+	case apierrors.IsConflict(err), apierrors.IsInvalid(err):
+		return fmt.Errorf("writing %s/%s: %w: %v", obj.GetNamespace(), obj.GetName(), errConflict, err)
+	default:
+		return fmt.Errorf("writing %s/%s: %w", obj.GetNamespace(), obj.GetName(), err)
+	}
+}
+
+// remember keeps the object the API server returned, unless the informer
+// already has a newer one.
+func (rt *runtime) remember(o *object, out *unstructured.Unstructured) {
+	if out == nil {
+		return
+	}
+	out.SetManagedFields(nil)
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	if o.obj == nil || newerRV(out, o.obj) {
+		o.obj = out
+	}
+}

@@ -1,0 +1,18 @@
+// Package broker is the Tether broker as a library: it watches the cluster
+// with shared informers, serves the Connect stream to handler instances, and
+// dispatches lifecycle events to them while owning the finalizers ("holds")
+// it puts on objects.
+//
+// The pieces live in subpackages, one concept each:
+//
+//	resource   resolve what a binding names with discovery
+//	binding    validate and compile bindings (selectors, CEL)
+//	informer   shared dynamic informers, one per resource and scope
+//	session    the gRPC stream of one handler instance
+//	dispatch   per-handler queues and workers: causes, deliveries, writes
+//	hold       the finalizer tether.dev/<handler>
+//	progress   last-handled state and results stored on the object
+//	jsonpatch  guarded JSON patches, so no write clobbers another's
+//
+// New builds a Broker from Options; Start runs it until its context ends.
+package broker

@@ -1,0 +1,41 @@
+package broker
+
+import (
+	"github.com/hashicorp/go-hclog"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/tools/record"
+)
+
+// eventRecorder posts Kubernetes Events through client-go's broadcaster,
+// which aggregates repeats and rate-limits per object.
+type eventRecorder struct {
+	rec record.EventRecorder
+	log hclog.Logger
+}
+
+func newEventRecorder(kube kubernetes.Interface, log hclog.Logger) (*eventRecorder, func()) {
+	b := record.NewBroadcaster()
+	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: kube.CoreV1().Events("")})
+	rec := b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "tether-broker"})
+	return &eventRecorder{rec: rec, log: log.Named("events")}, b.Shutdown
+}
+
+// Event posts an Event about obj and logs it.
+func (r *eventRecorder) Event(obj *unstructured.Unstructured, warning bool, reason, message string) {
+	typ := corev1.EventTypeNormal
+	log := r.log.Info
+	if warning {
+		typ = corev1.EventTypeWarning
+		log = r.log.Warn
+	}
+	log(message, "reason", reason, "namespace", obj.GetNamespace(), "name", obj.GetName())
+	ref := &corev1.ObjectReference{
+		APIVersion: obj.GetAPIVersion(), Kind: obj.GetKind(), Namespace: obj.GetNamespace(),
+		Name: obj.GetName(), UID: obj.GetUID(), ResourceVersion: obj.GetResourceVersion(),
+	}
+	r.rec.Event(ref, typ, reason, message)
+}

@@ -1,0 +1,184 @@
+package informer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/tools/cache"
+)
+
+// Options configure a Registry. The zero value is not usable: Client is
+// required.
+type Options struct {
+	// Client lists and watches objects.
+	Client dynamic.Interface
+	// Log defaults to a null logger.
+	Log hclog.Logger
+	// Resync is the informers' resync period; zero means none.
+	Resync time.Duration
+}
+
+// Key names one shared informer.
+type Key struct {
+	Resource schema.GroupVersionResource
+	// Namespace is "" for the whole cluster.
+	Namespace string
+}
+
+func (k Key) String() string {
+	if k.Namespace == "" {
+		return k.Resource.String()
+	}
+	return k.Resource.String() + " in " + k.Namespace
+}
+
+// Registry owns the shared informers.
+type Registry struct {
+	opts Options
+	log  hclog.Logger
+
+	mu      sync.Mutex
+	ctx     context.Context // set by Start; informers run under it
+	entries map[Key]*entry
+}
+
+type entry struct {
+	informer cache.SharedIndexInformer
+	cancel   context.CancelFunc
+	done     chan struct{}
+	refs     int
+}
+
+// ErrNotStarted is returned by Subscribe before Start.
+var ErrNotStarted = errors.New("informer registry not started")
+
+// New returns a Registry; Start runs it.
+func New(opts Options) *Registry {
+	log := opts.Log
+	if log == nil {
+		log = hclog.NewNullLogger()
+	}
+	return &Registry{opts: opts, log: log, entries: map[Key]*entry{}}
+}
+
+// Start lets informers run until ctx ends, then waits for them to stop.
+func (r *Registry) Start(ctx context.Context) error {
+	r.mu.Lock()
+	r.ctx = ctx
+	r.mu.Unlock()
+	<-ctx.Done()
+	r.mu.Lock()
+	entries := r.entries
+	r.entries = map[Key]*entry{}
+	r.mu.Unlock()
+	for _, e := range entries {
+		<-e.done
+	}
+	return nil
+}
+
+// Subscription is one handler's registration on a shared informer.
+type Subscription struct {
+	r   *Registry
+	key Key
+	reg cache.ResourceEventHandlerRegistration
+	inf cache.SharedIndexInformer
+}
+
+// HasSynced reports whether the subscriber has been given the initial list.
+func (s *Subscription) HasSynced() bool { return s.reg.HasSynced() }
+
+// Store is the informer's cache; its objects must not be mutated.
+func (s *Subscription) Store() cache.Store { return s.inf.GetStore() }
+
+// Subscribe adds h to the informer for key, starting it if needed. h gets an
+// add for every object already in the cache, with isInInitialList set.
+func (r *Registry) Subscribe(key Key, h cache.ResourceEventHandler) (*Subscription, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.ctx == nil {
+		return nil, ErrNotStarted
+	}
+	if r.ctx.Err() != nil {
+		return nil, fmt.Errorf("subscribing to %s: %w", key, r.ctx.Err())
+	}
+	e, ok := r.entries[key]
+	if !ok {
+		var err error
+		if e, err = r.start(key); err != nil {
+			return nil, err
+		}
+		r.entries[key] = e
+	}
+	reg, err := e.informer.AddEventHandler(h)
+	if err != nil {
+		return nil, fmt.Errorf("subscribing to %s: %w", key, err)
+	}
+	e.refs++
+	return &Subscription{r: r, key: key, reg: reg, inf: e.informer}, nil
+}
+
+// Unsubscribe removes the subscription and stops the informer when it was
+// the last one.
+func (s *Subscription) Unsubscribe() {
+	r := s.r
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	_ = s.inf.RemoveEventHandler(s.reg)
+	e, ok := r.entries[s.key]
+	if !ok || e.informer != s.inf {
+		return
+	}
+	if e.refs--; e.refs == 0 {
+		e.cancel()
+		delete(r.entries, s.key)
+		r.log.Debug("informer stopped", "informer", s.key.String())
+	}
+}
+
+func (r *Registry) start(key Key) (*entry, error) {
+	client := r.opts.Client.Resource(key.Resource)
+	var ri dynamic.ResourceInterface = client
+	if key.Namespace != "" {
+		ri = client.Namespace(key.Namespace)
+	}
+	lw := &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			return ri.List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			return ri.Watch(ctx, o)
+		},
+	}
+	inf := cache.NewSharedIndexInformer(lw, &unstructured.Unstructured{}, r.opts.Resync, cache.Indexers{})
+	if err := inf.SetTransform(dropManagedFields); err != nil {
+		return nil, fmt.Errorf("starting informer for %s: %w", key, err)
+	}
+	ctx, cancel := context.WithCancel(r.ctx)
+	e := &entry{informer: inf, cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(e.done)
+		inf.RunWithContext(ctx)
+	}()
+	r.log.Debug("informer started", "informer", key.String())
+	return e, nil
+}
+
+// dropManagedFields runs before an object enters the cache; the object is
+// fresh from the decoder, so changing it here is safe.
+func dropManagedFields(obj any) (any, error) {
+	if u, ok := obj.(*unstructured.Unstructured); ok {
+		u.SetManagedFields(nil)
+	}
+	return obj, nil
+}

@@ -1,0 +1,207 @@
+package session
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	tetherv1 "github.com/tether-dev/tether/proto/tether/v1"
+)
+
+// ErrGone is returned by Deliver when the instance left before it acked; the
+// caller re-sends the delivery to another instance.
+var ErrGone = errors.New("handler instance is gone")
+
+// ErrLeaving is returned by Deliver when the instance said Goodbye: it takes
+// no new deliveries.
+var ErrLeaving = errors.New("handler instance is leaving")
+
+// Instance is one connected handler process.
+type Instance struct {
+	Handler   string
+	ID        string
+	SessionID string
+
+	send chan *tetherv1.ConnectResponse
+	done chan struct{} // closed when the session ends
+
+	mu       sync.Mutex
+	window   int
+	inFlight int
+	freed    chan struct{} // closed and replaced whenever a window slot frees
+	pending  map[string]chan *tetherv1.Ack
+	// abandoned are deliveries the instance was told to cancel and has not
+	// acked yet: it still holds them, so they keep their window slot.
+	abandoned map[string]bool
+	leaving   bool
+}
+
+func newInstance(handler, id, sessionID string, window int) *Instance {
+	return &Instance{
+		Handler: handler, ID: id, SessionID: sessionID,
+		send:    make(chan *tetherv1.ConnectResponse),
+		done:    make(chan struct{}),
+		window:  window,
+		freed:   make(chan struct{}),
+		pending: map[string]chan *tetherv1.Ack{},
+
+		abandoned: map[string]bool{},
+	}
+}
+
+// Done is closed when the session has ended.
+func (in *Instance) Done() <-chan struct{} { return in.done }
+
+// Leaving reports whether the instance said Goodbye.
+func (in *Instance) Leaving() bool {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return in.leaving
+}
+
+// InFlight is the number of deliveries awaiting an ack, including those
+// cancelled but not yet acked.
+func (in *Instance) InFlight() int {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return in.inFlight
+}
+
+// Deliver sends d once a window slot is free and waits for its ack. It
+// returns ErrGone or ErrLeaving when the instance cannot answer, and ctx's
+// error when ctx ends first; then the instance is told to cancel d.
+func (in *Instance) Deliver(ctx context.Context, d *tetherv1.Delivery) (*tetherv1.Ack, error) {
+	ackc, err := in.acquire(ctx, d.GetId())
+	if err != nil {
+		return nil, err
+	}
+	msg := &tetherv1.ConnectResponse{Message: &tetherv1.ConnectResponse_Delivery{Delivery: d}}
+	select {
+	case in.send <- msg:
+	case <-in.done:
+		in.release(d.GetId())
+		return nil, ErrGone
+	case <-ctx.Done():
+		in.release(d.GetId())
+		return nil, ctx.Err()
+	}
+	select {
+	case ack := <-ackc:
+		in.release(d.GetId())
+		return ack, nil
+	case <-in.done:
+		in.release(d.GetId())
+		return nil, ErrGone
+	case <-ctx.Done():
+		// The instance still holds d until it acks the cancel, so d keeps
+		// its window slot until then.
+		in.abandon(d.GetId())
+		in.cancel(d.GetId(), "the broker stopped waiting for this delivery")
+		return nil, ctx.Err()
+	}
+}
+
+// acquire waits for a window slot and registers the delivery.
+func (in *Instance) acquire(ctx context.Context, id string) (chan *tetherv1.Ack, error) {
+	for {
+		in.mu.Lock()
+		switch {
+		case in.leaving:
+			in.mu.Unlock()
+			return nil, ErrLeaving
+		case in.inFlight < in.window:
+			in.inFlight++
+			c := make(chan *tetherv1.Ack, 1)
+			in.pending[id] = c
+			in.mu.Unlock()
+			return c, nil
+		}
+		freed := in.freed
+		in.mu.Unlock()
+		select {
+		case <-freed:
+		case <-in.done:
+			return nil, ErrGone
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+func (in *Instance) release(id string) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	delete(in.pending, id)
+	in.inFlight--
+	in.wake()
+}
+
+// abandon gives up waiting for a delivery that was sent. Its slot is freed
+// by the ack that answers the cancel, or now if that ack already came.
+func (in *Instance) abandon(id string) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if _, ok := in.pending[id]; ok {
+		in.abandoned[id] = true
+		return
+	}
+	in.inFlight--
+	in.wake()
+}
+
+// wake tells waiters that a slot may be free; in.mu must be held.
+func (in *Instance) wake() {
+	close(in.freed)
+	in.freed = make(chan struct{})
+}
+
+// cancel tells the instance that a delivery is no longer wanted. It does not
+// wait; the instance still acks the delivery, and that ack frees its slot.
+func (in *Instance) cancel(id, reason string) {
+	msg := &tetherv1.ConnectResponse{Message: &tetherv1.ConnectResponse_Cancel{Cancel: &tetherv1.Cancel{DeliveryId: id, Reason: reason}}}
+	go func() {
+		select {
+		case in.send <- msg:
+		case <-in.done:
+		}
+	}()
+}
+
+// ack hands an ack to the waiting Deliver. It reports false for an unknown
+// delivery id.
+func (in *Instance) ack(a *tetherv1.Ack) bool {
+	in.mu.Lock()
+	c, ok := in.pending[a.GetDeliveryId()]
+	if ok {
+		delete(in.pending, a.GetDeliveryId())
+		if in.abandoned[a.GetDeliveryId()] {
+			delete(in.abandoned, a.GetDeliveryId())
+			in.inFlight--
+			in.wake()
+		}
+	}
+	in.mu.Unlock()
+	if ok {
+		c <- a // buffered, and only ever sent once
+	}
+	return ok
+}
+
+func (in *Instance) setWindow(n int) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	in.window = n
+	in.wake()
+}
+
+func (in *Instance) setLeaving() {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	in.leaving = true
+	in.wake()
+}
+
+func (in *Instance) String() string {
+	return fmt.Sprintf("%s/%s", in.Handler, in.ID)
+}

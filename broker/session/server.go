@@ -1,0 +1,233 @@
+package session
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/tether-dev/tether/broker/binding"
+	tetherv1 "github.com/tether-dev/tether/proto/tether/v1"
+)
+
+// Attacher takes validated instances: the dispatcher. detach is called once
+// when the session ends.
+type Attacher interface {
+	Attach(ctx context.Context, in *Instance, bindings []*binding.Binding) (detach func(), err error)
+}
+
+// Options configure a Server. Attacher and Resolver are required.
+type Options struct {
+	Log      hclog.Logger
+	Attacher Attacher
+	Resolver binding.Resolver
+	// Defaults fill in what bindings leave unset.
+	Defaults binding.Defaults
+	// Supported lists the binding kinds served; nil means the lifecycle kinds
+	// (create, update, delete, resume, field, event).
+	Supported map[binding.Kind]bool
+	// HelloTimeout bounds the wait for Hello (default 10 s).
+	HelloTimeout time.Duration
+	// DefaultWindow is used when Hello asks for none (default 16);
+	// MaxWindow caps what Hello may ask for (default 1024).
+	DefaultWindow, MaxWindow int
+	// MaxBindings caps the bindings of one Hello (default 256).
+	MaxBindings int
+	// Version is the broker's build version, sent in Welcome.
+	Version string
+}
+
+// LifecycleKinds are the kinds of the lifecycle core.
+var LifecycleKinds = map[binding.Kind]bool{
+	binding.Create: true, binding.Update: true, binding.Delete: true,
+	binding.Resume: true, binding.Field: true, binding.Event: true,
+}
+
+// Server implements tetherv1.BrokerServiceServer.
+type Server struct {
+	tetherv1.UnimplementedBrokerServiceServer
+	opts Options
+	log  hclog.Logger
+}
+
+// NewServer returns a Server.
+func NewServer(opts Options) *Server {
+	if opts.Log == nil {
+		opts.Log = hclog.NewNullLogger()
+	}
+	if opts.Supported == nil {
+		opts.Supported = LifecycleKinds
+	}
+	if opts.HelloTimeout <= 0 {
+		opts.HelloTimeout = 10 * time.Second
+	}
+	if opts.DefaultWindow <= 0 {
+		opts.DefaultWindow = 16
+	}
+	if opts.MaxWindow <= 0 {
+		opts.MaxWindow = 1024
+	}
+	if opts.MaxBindings <= 0 {
+		opts.MaxBindings = 256
+	}
+	return &Server{opts: opts, log: opts.Log}
+}
+
+// Connect serves one handler instance.
+func (s *Server) Connect(stream tetherv1.BrokerService_ConnectServer) error {
+	ctx, cancel := context.WithCancel(stream.Context())
+	defer cancel()
+
+	hello, err := s.awaitHello(ctx, stream)
+	if err != nil {
+		return err
+	}
+	window, err := s.checkHello(hello)
+	if err != nil {
+		return status.Error(codes.InvalidArgument, err.Error())
+	}
+	bindings, err := binding.Compile(ctx, hello.GetBindings(), s.opts.Resolver, s.opts.Defaults, s.opts.Supported)
+	if err != nil {
+		code := codes.InvalidArgument
+		if errors.Is(err, binding.ErrUnsupported) {
+			code = codes.Unimplemented
+		}
+		return status.Error(code, err.Error())
+	}
+
+	in := newInstance(hello.GetHandler(), hello.GetInstanceId(), newSessionID(), window)
+	log := s.log.With("handler", in.Handler, "instance", in.ID, "session", in.SessionID)
+	detach, err := s.opts.Attacher.Attach(ctx, in, bindings)
+	if err != nil {
+		return status.Error(codes.FailedPrecondition, fmt.Sprintf("attaching handler %q: %v", in.Handler, err))
+	}
+	defer func() {
+		close(in.done)
+		detach()
+		log.Info("handler instance disconnected")
+	}()
+
+	welcome := &tetherv1.Welcome{SessionId: in.SessionID, Window: uint32(window), BrokerVersion: s.opts.Version}
+	for _, b := range bindings {
+		welcome.Resources = append(welcome.Resources, &tetherv1.Resource{
+			Group: b.Resource.Group, Version: b.Resource.Version, Resource: b.Resource.Resource,
+			Kind: b.Resource.Kind, Namespaced: b.Resource.Namespaced,
+		})
+	}
+	if err := stream.Send(&tetherv1.ConnectResponse{Message: &tetherv1.ConnectResponse_Welcome{Welcome: welcome}}); err != nil {
+		return err
+	}
+	log.Info("handler instance connected", "bindings", len(bindings), "window", window, "sdk", hello.GetSdk())
+
+	recvErr := make(chan error, 1)
+	go func() { recvErr <- s.receive(ctx, stream, in, log) }()
+	for {
+		select {
+		case msg := <-in.send:
+			if err := stream.Send(msg); err != nil {
+				return err
+			}
+		case err := <-recvErr:
+			if errors.Is(err, io.EOF) {
+				return nil // the instance closed its side: a clean end
+			}
+			return err
+		case <-ctx.Done():
+			return status.FromContextError(ctx.Err()).Err()
+		}
+	}
+}
+
+func (s *Server) awaitHello(ctx context.Context, stream tetherv1.BrokerService_ConnectServer) (*tetherv1.Hello, error) {
+	type result struct {
+		msg *tetherv1.ConnectRequest
+		err error
+	}
+	c := make(chan result, 1)
+	go func() {
+		msg, err := stream.Recv()
+		c <- result{msg, err}
+	}()
+	timer := time.NewTimer(s.opts.HelloTimeout)
+	defer timer.Stop()
+	select {
+	case r := <-c:
+		if r.err != nil {
+			return nil, r.err
+		}
+		if r.msg.GetHello() == nil {
+			return nil, status.Error(codes.InvalidArgument, "the first message must be hello")
+		}
+		return r.msg.GetHello(), nil
+	case <-timer.C:
+		// Returning ends the stream, which also ends the pending Recv.
+		return nil, status.Errorf(codes.DeadlineExceeded, "no hello within %v", s.opts.HelloTimeout)
+	case <-ctx.Done():
+		return nil, status.FromContextError(ctx.Err()).Err()
+	}
+}
+
+func (s *Server) checkHello(h *tetherv1.Hello) (window int, err error) {
+	if err := binding.ValidateName(h.GetHandler()); err != nil {
+		return 0, fmt.Errorf("handler: %w", err)
+	}
+	if h.GetInstanceId() == "" || len(h.GetInstanceId()) > 253 {
+		return 0, errors.New("instance_id: must be 1 to 253 characters")
+	}
+	if v := h.GetProtocolVersion(); v != "" && v != "v1" {
+		return 0, fmt.Errorf("protocol_version: %q is not spoken here (want v1)", v)
+	}
+	if n := len(h.GetBindings()); n > s.opts.MaxBindings {
+		return 0, fmt.Errorf("bindings: %d is more than the %d allowed", n, s.opts.MaxBindings)
+	}
+	window = int(h.GetWindow())
+	if window == 0 {
+		window = s.opts.DefaultWindow
+	}
+	return min(window, s.opts.MaxWindow), nil
+}
+
+// receive reads acks, flow control and goodbye until the stream ends.
+func (s *Server) receive(ctx context.Context, stream tetherv1.BrokerService_ConnectServer, in *Instance, log hclog.Logger) error {
+	for {
+		msg, err := stream.Recv()
+		if err != nil {
+			return err
+		}
+		switch m := msg.GetMessage().(type) {
+		case *tetherv1.ConnectRequest_Ack:
+			if !in.ack(m.Ack) {
+				log.Warn("ack for an unknown delivery ignored", "delivery", m.Ack.GetDeliveryId())
+			}
+		case *tetherv1.ConnectRequest_FlowControl:
+			w := int(m.FlowControl.GetWindow())
+			if w <= 0 {
+				w = s.opts.DefaultWindow
+			}
+			in.setWindow(min(w, s.opts.MaxWindow))
+		case *tetherv1.ConnectRequest_Goodbye:
+			log.Info("handler instance says goodbye", "reason", m.Goodbye.GetReason())
+			in.setLeaving()
+		case *tetherv1.ConnectRequest_Hello:
+			return status.Error(codes.InvalidArgument, "hello may be sent only once")
+		default:
+			log.Warn("unknown message ignored")
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+	}
+}
+
+func newSessionID() string {
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}

@@ -1,0 +1,187 @@
+// Command broker runs the Tether broker: it watches the cluster and streams
+// lifecycle events to handler processes over gRPC, owning the finalizers it
+// adds. Run `broker -help` for the flags.
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/tether-dev/tether/broker"
+	"github.com/tether-dev/tether/broker/binding"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+type config struct {
+	kubeconfig    string
+	listen        string
+	insecure      bool
+	tlsCert       string
+	tlsKey        string
+	qps           float64
+	burst         int
+	logLevel      string
+	logFormat     string
+	workers       int
+	defaultWindow int
+	maxWindow     int
+	helloTimeout  time.Duration
+	maxMsgSize    int
+	retries       int
+	timeout       time.Duration
+	backoff       time.Duration
+	maxBackoff    time.Duration
+}
+
+func main() {
+	if err := run(os.Args[1:], os.Stderr); err != nil {
+		if !errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintln(os.Stderr, "broker:", err)
+		}
+		os.Exit(2)
+	}
+}
+
+func parseFlags(args []string, out io.Writer) (*config, error) {
+	c := &config{}
+	fs := flag.NewFlagSet("broker", flag.ContinueOnError)
+	fs.SetOutput(out)
+	fs.Usage = func() {
+		fmt.Fprintf(out, "Usage: broker [flags]\n\nThe Tether broker. Kubeconfig is found as kubectl finds it: --kubeconfig, then\n$KUBECONFIG, then the in-cluster service account, then ~/.kube/config.\n\nFlags:\n")
+		fs.PrintDefaults()
+	}
+	fs.StringVar(&c.kubeconfig, "kubeconfig", "", "path to a kubeconfig file (default: $KUBECONFIG, in-cluster, ~/.kube/config)")
+	fs.StringVar(&c.listen, "listen", "127.0.0.1:7443", "gRPC listen address HOST:PORT")
+	fs.BoolVar(&c.insecure, "insecure", false, "serve plain text without authentication, for local development; loopback addresses only")
+	fs.StringVar(&c.tlsCert, "tls-cert-file", "", "TLS certificate file for the gRPC server (required unless --insecure)")
+	fs.StringVar(&c.tlsKey, "tls-key-file", "", "TLS private key file for the gRPC server (required unless --insecure)")
+	fs.Float64Var(&c.qps, "kube-api-qps", 100, "queries per second to the API server")
+	fs.IntVar(&c.burst, "kube-api-burst", 200, "burst of queries to the API server")
+	fs.StringVar(&c.logLevel, "log-level", "info", "log level: trace, debug, info, warn, error")
+	fs.StringVar(&c.logFormat, "log-format", "auto", "log format: text, json, or auto (json inside a cluster)")
+	fs.IntVar(&c.workers, "workers", 64, "workers per handler; in-flight deliveries are bounded by handler windows")
+	fs.IntVar(&c.defaultWindow, "default-window", 16, "window of a handler instance that asks for none")
+	fs.IntVar(&c.maxWindow, "max-window", 1024, "largest window a handler instance may ask for")
+	fs.DurationVar(&c.helloTimeout, "hello-timeout", 10*time.Second, "how long a new stream may take to send Hello")
+	fs.IntVar(&c.maxMsgSize, "max-message-size", 4<<20, "largest gRPC message accepted from a handler, in bytes")
+	fs.IntVar(&c.retries, "default-retries", 0, "retries of a failing delivery when its binding sets none (0: forever)")
+	fs.DurationVar(&c.timeout, "default-timeout", time.Minute, "how long to wait for an ack when the binding sets no timeout")
+	fs.DurationVar(&c.backoff, "default-backoff", time.Second, "first retry delay when the binding sets none")
+	fs.DurationVar(&c.maxBackoff, "default-max-backoff", 5*time.Minute, "largest retry delay when the binding sets none")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	if !c.insecure && (c.tlsCert == "" || c.tlsKey == "") {
+		return nil, errors.New("--tls-cert-file and --tls-key-file are required unless --insecure is given")
+	}
+	if hclog.LevelFromString(c.logLevel) == hclog.NoLevel {
+		return nil, fmt.Errorf("--log-level: unknown level %q", c.logLevel)
+	}
+	switch c.logFormat {
+	case "auto", "text", "json":
+	default:
+		return nil, fmt.Errorf("--log-format: want text, json or auto, not %q", c.logFormat)
+	}
+	return c, nil
+}
+
+func run(args []string, stderr io.Writer) error {
+	c, err := parseFlags(args, stderr)
+	if err != nil {
+		return err
+	}
+	inCluster := os.Getenv("KUBERNETES_SERVICE_HOST") != ""
+	log := hclog.New(&hclog.LoggerOptions{
+		Name:       "broker",
+		Level:      hclog.LevelFromString(c.logLevel),
+		Output:     stderr,
+		JSONFormat: c.logFormat == "json" || (c.logFormat == "auto" && inCluster),
+	})
+	restCfg, source, err := kubeConfig(c.kubeconfig, inCluster)
+	if err != nil {
+		return err
+	}
+	restCfg.QPS, restCfg.Burst = float32(c.qps), c.burst
+	restCfg.UserAgent = "tether-broker/" + version
+	log.Info("using cluster", "from", source, "host", restCfg.Host)
+
+	var tlsCfg *tls.Config
+	if !c.insecure {
+		cert, err := tls.LoadX509KeyPair(c.tlsCert, c.tlsKey)
+		if err != nil {
+			return fmt.Errorf("loading TLS key pair: %w", err)
+		}
+		tlsCfg = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	} else {
+		log.Warn("insecure mode: plain text, no authentication; for local development only")
+	}
+
+	b, err := broker.New(broker.Options{
+		Log: log, Config: restCfg, Listen: c.listen, Insecure: c.insecure, TLS: tlsCfg,
+		Defaults: binding.Defaults{Retries: c.retries, Timeout: c.timeout, Backoff: c.backoff, MaxBackoff: c.maxBackoff},
+		Workers:  c.workers, DefaultWindow: c.defaultWindow, MaxWindow: c.maxWindow,
+		HelloTimeout: c.helloTimeout, MaxMessageSize: c.maxMsgSize, Version: version,
+	})
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return b.Start(ctx)
+}
+
+// kubeConfig finds the cluster as kubectl does: the flag, $KUBECONFIG, the
+// in-cluster service account, then ~/.kube/config.
+func kubeConfig(path string, inCluster bool) (*rest.Config, string, error) {
+	load := func(p string) (*rest.Config, string, error) {
+		rules := &clientcmd.ClientConfigLoadingRules{ExplicitPath: p}
+		if p == "" {
+			rules = clientcmd.NewDefaultClientConfigLoadingRules()
+		}
+		cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
+		if err != nil {
+			return nil, "", fmt.Errorf("loading kubeconfig %s: %w", p, err)
+		}
+		return cfg, "kubeconfig " + p, nil
+	}
+	switch {
+	case path != "":
+		return load(path)
+	case os.Getenv("KUBECONFIG") != "":
+		cfg, _, err := load("")
+		return cfg, "$KUBECONFIG", err
+	case inCluster:
+		cfg, err := rest.InClusterConfig()
+		if err != nil {
+			return nil, "", fmt.Errorf("loading in-cluster config: %w", err)
+		}
+		return cfg, "in-cluster service account", nil
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return nil, "", fmt.Errorf("no kubeconfig given and no home directory: %w", err)
+	}
+	p := filepath.Join(home, ".kube", "config")
+	if _, err := os.Stat(p); err != nil {
+		return nil, "", fmt.Errorf("no cluster found: pass --kubeconfig, set $KUBECONFIG, run in a cluster, or create %s (try 'make cluster')", p)
+	}
+	return load(p)
+}

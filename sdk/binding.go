@@ -1,0 +1,336 @@
+package sdk
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"regexp"
+	"strings"
+	"time"
+
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	tetherv1 "github.com/tether-dev/tether/proto/tether/v1"
+)
+
+// Func handles one delivery. Return nil for success (the event's patches and
+// result are then applied), RetryAfter(err, d) or a plain error to be called
+// again, Permanent(err) to give up. ctx ends at the delivery's deadline, when
+// the broker withdraws the delivery, or when the handler stops.
+type Func func(ctx context.Context, ev *Event) error
+
+// FinalizerPolicy says whether and how a delete binding holds its objects
+// with the finalizer tether.dev/<handler>.
+type FinalizerPolicy int
+
+// The finalizer policies. FinalizerDefault leaves the choice to the broker:
+// HOLD for delete bindings, NONE for the others.
+const (
+	FinalizerDefault FinalizerPolicy = iota
+	// FinalizerHold holds the object until the delete handler is done, or
+	// until the handler has been absent past its grace.
+	FinalizerHold
+	// FinalizerStrict holds the object until the handler acknowledges, or
+	// the cancellation timeout runs out. For cleanup that must not be skipped.
+	FinalizerStrict
+	// FinalizerNone never holds the object: the delete handler runs only if
+	// the broker sees the deletion in time.
+	FinalizerNone
+)
+
+func (p FinalizerPolicy) String() string {
+	switch p {
+	case FinalizerHold:
+		return "HOLD"
+	case FinalizerStrict:
+		return "STRICT"
+	case FinalizerNone:
+		return "NONE"
+	default:
+		return "DEFAULT"
+	}
+}
+
+// BindingOption refines one binding registered with OnCreate, OnUpdate and
+// friends.
+type BindingOption func(*binding)
+
+type binding struct {
+	id          string
+	kind        EventKind
+	resource    Resource
+	fn          Func
+	field       string
+	namespaces  []string
+	labels      string
+	fields      string
+	annotations []*tetherv1.AnnotationFilter
+	when        string
+	optional    bool
+	finalizer   FinalizerPolicy
+	retries     int32
+	timeout     time.Duration
+	backoff     time.Duration
+	maxBackoff  time.Duration
+	errs        []error
+}
+
+func (b *binding) fail(format string, args ...any) {
+	b.errs = append(b.errs, fmt.Errorf(format, args...))
+}
+
+// ID names the binding: a DNS-1123 label of at most 40 characters. The
+// default is "<kind>-<n>", n counting the bindings of that kind from 0
+// ("create-0", "update-1"). Results are stored under the id, so keep it
+// stable across releases.
+func ID(id string) BindingOption {
+	return func(b *binding) { b.id = id }
+}
+
+// Namespaces limits the binding to objects in these namespaces.
+func Namespaces(namespaces ...string) BindingOption {
+	return func(b *binding) { b.namespaces = append(b.namespaces, namespaces...) }
+}
+
+// Labels limits the binding to objects matching a Kubernetes label selector,
+// e.g. "app=web,tier!=cache".
+func Labels(selector string) BindingOption {
+	return func(b *binding) { b.labels = selector }
+}
+
+// Fields limits the binding to objects matching a Kubernetes field
+// selector, e.g. "metadata.name=config".
+func Fields(selector string) BindingOption {
+	return func(b *binding) { b.fields = selector }
+}
+
+// AnnotationPresent requires the annotation key to be set.
+func AnnotationPresent(key string) BindingOption {
+	return annotation(key, tetherv1.AnnotationFilter_OPERATOR_PRESENT, "")
+}
+
+// AnnotationAbsent requires the annotation key to be unset.
+func AnnotationAbsent(key string) BindingOption {
+	return annotation(key, tetherv1.AnnotationFilter_OPERATOR_ABSENT, "")
+}
+
+// AnnotationEquals requires the annotation key to have this value.
+func AnnotationEquals(key, value string) BindingOption {
+	return annotation(key, tetherv1.AnnotationFilter_OPERATOR_EQUALS, value)
+}
+
+func annotation(key string, op tetherv1.AnnotationFilter_Operator, value string) BindingOption {
+	return func(b *binding) {
+		if key == "" {
+			b.fail("annotation filter: empty key")
+			return
+		}
+		b.annotations = append(b.annotations, &tetherv1.AnnotationFilter{Key: key, Operator: op, Value: value})
+	}
+}
+
+// When limits the binding to objects for which the CEL expression is true.
+// The broker evaluates it over `object` (and `oldObject` for updates), e.g.
+// `object.spec.replicas > 1`.
+func When(celExpr string) BindingOption {
+	return func(b *binding) { b.when = celExpr }
+}
+
+// Optional makes a delete binding best-effort: the object is not held, and
+// the handler runs only if the broker sees the deletion in time.
+func Optional() BindingOption {
+	return func(b *binding) { b.optional = true }
+}
+
+// Finalizer sets the finalizer policy of a delete binding.
+func Finalizer(policy FinalizerPolicy) BindingOption {
+	return func(b *binding) { b.finalizer = policy }
+}
+
+// Retries sets how many times a failing delivery is tried again before it
+// counts as a permanent failure; negative means forever. Zero (and leaving
+// the option out) means the broker's default.
+func Retries(n int) BindingOption {
+	return func(b *binding) {
+		switch {
+		case n < 0:
+			b.retries = -1
+		case n > math.MaxInt32:
+			b.retries = math.MaxInt32
+		default:
+			b.retries = int32(n)
+		}
+	}
+}
+
+// Timeout sets how long the broker waits for the ack of one attempt.
+func Timeout(d time.Duration) BindingOption {
+	return func(b *binding) {
+		if d < 0 {
+			b.fail("timeout: negative duration %s", d)
+			return
+		}
+		b.timeout = d
+	}
+}
+
+// Backoff sets the delay after the first failed attempt, doubled after each
+// further one up to maxDelay.
+func Backoff(initial, maxDelay time.Duration) BindingOption {
+	return func(b *binding) {
+		if initial < 0 || maxDelay < 0 || (maxDelay > 0 && initial > maxDelay) {
+			b.fail("backoff: need 0 <= initial <= max, got %s, %s", initial, maxDelay)
+			return
+		}
+		b.backoff, b.maxBackoff = initial, maxDelay
+	}
+}
+
+// OnCreate calls fn for objects the handler has not handled before.
+func (h *Handler) OnCreate(r Resource, fn Func, opts ...BindingOption) {
+	h.register(Create, r, "", fn, opts)
+}
+
+// OnUpdate calls fn when an object's essence (everything but status) changed
+// since the handler last finished with it. The event carries Old and Diff.
+func (h *Handler) OnUpdate(r Resource, fn Func, opts ...BindingOption) {
+	h.register(Update, r, "", fn, opts)
+}
+
+// OnDelete calls fn when an object is being deleted. Unless Optional or
+// Finalizer(FinalizerNone) is given, the broker holds the object until fn
+// succeeds or fails permanently.
+func (h *Handler) OnDelete(r Resource, fn Func, opts ...BindingOption) {
+	h.register(Delete, r, "", fn, opts)
+}
+
+// OnResume calls fn for objects already handled, seen again after a broker
+// start or the handler's return.
+func (h *Handler) OnResume(r Resource, fn Func, opts ...BindingOption) {
+	h.register(Resume, r, "", fn, opts)
+}
+
+// OnField calls fn when the value at the dotted path (e.g. "spec.replicas")
+// changes. The event carries FieldOld and FieldNew.
+func (h *Handler) OnField(r Resource, path string, fn Func, opts ...BindingOption) {
+	h.register(Field, r, path, fn, opts)
+}
+
+// OnEvent calls fn for every raw watch event (ADDED, MODIFIED, DELETED) of
+// matching objects. It never holds objects.
+func (h *Handler) OnEvent(r Resource, fn Func, opts ...BindingOption) {
+	h.register(Watch, r, "", fn, opts)
+}
+
+func (h *Handler) register(kind EventKind, r Resource, field string, fn Func, opts []BindingOption) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	b := &binding{
+		id:       fmt.Sprintf("%s-%d", kind.bindingName(), h.kindCount[kind]),
+		kind:     kind,
+		resource: r,
+		fn:       fn,
+		field:    field,
+	}
+	h.kindCount[kind]++
+	for _, opt := range opts {
+		if opt != nil {
+			opt(b)
+		}
+	}
+	h.bindings = append(h.bindings, b)
+}
+
+var dns1123Label = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
+
+const maxNameLen = 40
+
+func checkName(what, name string) error {
+	if len(name) > maxNameLen || !dns1123Label.MatchString(name) {
+		return fmt.Errorf("%s %q is not a DNS-1123 label of at most %d characters", what, name, maxNameLen)
+	}
+	return nil
+}
+
+// check reports everything wrong with the binding that the SDK can see
+// without the broker; the broker checks the rest (discovery, selectors,
+// CEL, permissions).
+func (b *binding) check() error {
+	errs := append([]error(nil), b.errs...)
+	if err := checkName("id", b.id); err != nil {
+		errs = append(errs, err)
+	}
+	if b.fn == nil {
+		errs = append(errs, errors.New("nil handler function"))
+	}
+	if b.resource.Version == "" {
+		errs = append(errs, fmt.Errorf("resource %s: empty version", b.resource))
+	}
+	if b.resource.Resource == "" && b.resource.Kind == "" {
+		errs = append(errs, errors.New("resource: neither resource nor kind set"))
+	}
+	if b.kind == Field && (b.field == "" || strings.Contains("."+b.field+".", "..")) {
+		errs = append(errs, fmt.Errorf("field path %q is not a dotted path", b.field))
+	}
+	if b.optional && b.kind != Delete {
+		errs = append(errs, errors.New("Optional applies to delete bindings only"))
+	}
+	if b.finalizer < FinalizerDefault || b.finalizer > FinalizerNone {
+		errs = append(errs, fmt.Errorf("unknown finalizer policy %d", int(b.finalizer)))
+	}
+	holds := b.finalizer == FinalizerHold || b.finalizer == FinalizerStrict
+	if holds && b.kind != Delete {
+		errs = append(errs, fmt.Errorf("finalizer %s applies to delete bindings only", b.finalizer))
+	}
+	if holds && b.optional {
+		errs = append(errs, fmt.Errorf("finalizer %s contradicts Optional", b.finalizer))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("binding %q (%s %s): %w", b.id, b.kind, b.resource, err)
+	}
+	return nil
+}
+
+func (b *binding) proto() *tetherv1.Binding {
+	return &tetherv1.Binding{
+		Id:   b.id,
+		Kind: b.kind.bindingKind(),
+		Resource: &tetherv1.Resource{
+			Group: b.resource.Group, Version: b.resource.Version,
+			Resource: b.resource.Resource, Kind: b.resource.Kind,
+		},
+		Namespaces:    b.namespaces,
+		LabelSelector: b.labels,
+		FieldSelector: b.fields,
+		Annotations:   b.annotations,
+		When:          b.when,
+		Field:         b.field,
+		Optional:      b.optional,
+		Finalizer:     b.finalizer.proto(),
+		Retries:       b.retries,
+		Timeout:       duration(b.timeout),
+		Backoff:       duration(b.backoff),
+		MaxBackoff:    duration(b.maxBackoff),
+	}
+}
+
+func (p FinalizerPolicy) proto() tetherv1.FinalizerPolicy {
+	switch p {
+	case FinalizerHold:
+		return tetherv1.FinalizerPolicy_FINALIZER_POLICY_HOLD
+	case FinalizerStrict:
+		return tetherv1.FinalizerPolicy_FINALIZER_POLICY_STRICT
+	case FinalizerNone:
+		return tetherv1.FinalizerPolicy_FINALIZER_POLICY_NONE
+	default:
+		return tetherv1.FinalizerPolicy_FINALIZER_POLICY_UNSPECIFIED
+	}
+}
+
+func duration(d time.Duration) *durationpb.Duration {
+	if d <= 0 {
+		return nil
+	}
+	return durationpb.New(d)
+}

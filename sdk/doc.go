@@ -1,0 +1,55 @@
+// Package sdk is the Go SDK for Tether handlers.
+//
+// A handler is a process that subscribes to Kubernetes objects through the
+// Tether broker. The broker watches the cluster, owns the finalizers, keeps
+// the progress records and sends the handler one delivery per thing to do;
+// the handler answers each with an outcome. This package hides the gRPC
+// session behind plain Go: register functions with the On* methods, then
+// call Run.
+//
+//	h := sdk.New("secret-ttl", sdk.WithTokenFile("/var/run/secrets/tokens/tether"))
+//	h.OnCreate(sdk.GVR("", "v1", "secrets"), expire,
+//		sdk.AnnotationPresent("example.com/ttl"))
+//	h.OnDelete(sdk.GVR("", "v1", "secrets"), cleanup, sdk.Finalizer(sdk.FinalizerStrict))
+//	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+//	defer stop()
+//	if err := h.Run(ctx, "tether-broker.tether-system.svc:7443"); err != nil {
+//		log.Fatal(err)
+//	}
+//
+// # Handler functions
+//
+// A Func receives a context and an *Event: the object as the broker saw it
+// and, for updates, the old side and the diff. Its return value is the
+// outcome:
+//
+//   - nil: done. The patches (SetLabel, SetAnnotation, Patch, PatchStatus)
+//     and the result (SetResult) collected on the event are applied by the
+//     broker.
+//   - RetryAfter(err, d): try again after d.
+//   - any other error: try again after the binding's backoff.
+//   - Permanent(err): give up; the failure is recorded as a Kubernetes Event.
+//
+// A panic is recovered, logged with its stack, and retried. Deliveries are
+// at least once: write functions so that running one twice does no harm.
+//
+// Functions run concurrently, at most the window (WithWindow) at once, one
+// at a time per object. The context ends at the delivery's deadline, when
+// the broker withdraws the delivery (context.Cause is then ErrCancelled), or
+// when the handler stops.
+//
+// # Sessions
+//
+// Run connects, sends the bindings and then handles deliveries. A lost
+// connection is re-established with exponential backoff, forever; a broker
+// that rejects the handler (a binding that names an unknown resource, CEL
+// that does not compile, a missing permission, a bad token) ends Run with a
+// *RejectedError naming the problem. When Run's context is cancelled, the
+// handler stops taking deliveries, lets those in flight finish (up to
+// WithDrainTimeout), says goodbye so the broker hands its objects to other
+// instances at once, and Run returns nil.
+//
+// Connections use TLS and a bearer token (by default the pod's
+// ServiceAccount token, re-read on every connection attempt). WithInsecure
+// is for a broker started in development mode on loopback.
+package sdk

@@ -1,0 +1,210 @@
+package sdk
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/tls"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+)
+
+// Defaults of the handler options.
+const (
+	DefaultWindow            = 16
+	DefaultReconnectMin      = 500 * time.Millisecond
+	DefaultReconnectMax      = 30 * time.Second
+	DefaultDrainTimeout      = 10 * time.Second
+	DefaultServiceTokenPath  = "/var/run/secrets/kubernetes.io/serviceaccount/token"
+	maxWindow                = 1 << 16
+	defaultLoggerName        = "tether-sdk"
+	defaultInstanceRandBytes = 3
+)
+
+// Option configures a Handler. Options are applied by New; an invalid one
+// makes Run return an error before it connects.
+type Option func(*config)
+
+// Dialer opens the network connection to the broker address. The default
+// dials TCP (or what the gRPC target scheme names, e.g. unix://).
+type Dialer func(ctx context.Context, addr string) (net.Conn, error)
+
+type config struct {
+	logger       hclog.Logger
+	window       int
+	instanceID   string
+	token        string
+	tokenFile    string
+	tlsConfig    *tls.Config
+	insecure     bool
+	backoffMin   time.Duration
+	backoffMax   time.Duration
+	drainTimeout time.Duration
+	dialer       Dialer
+	errs         []error
+}
+
+func defaultConfig() config {
+	return config{
+		window:       DefaultWindow,
+		backoffMin:   DefaultReconnectMin,
+		backoffMax:   DefaultReconnectMax,
+		drainTimeout: DefaultDrainTimeout,
+	}
+}
+
+func (c *config) fail(format string, args ...any) {
+	c.errs = append(c.errs, fmt.Errorf(format, args...))
+}
+
+// WithLogger sets the logger. The default writes to stderr at Info level
+// under the name "tether-sdk".
+func WithLogger(l hclog.Logger) Option {
+	return func(c *config) {
+		if l == nil {
+			c.fail("WithLogger: nil logger")
+			return
+		}
+		c.logger = l
+	}
+}
+
+// WithWindow sets how many deliveries the handler runs at once (default 16).
+// The broker may cap it; it never sends more.
+func WithWindow(n int) Option {
+	return func(c *config) {
+		if n < 1 || n > maxWindow {
+			c.fail("WithWindow: window %d out of range 1..%d", n, maxWindow)
+			return
+		}
+		c.window = n
+	}
+}
+
+// WithInstanceID sets the id of this process among the handler's instances.
+// The default is "<hostname>-<pid>-<random>".
+func WithInstanceID(id string) Option {
+	return func(c *config) {
+		if id == "" {
+			c.fail("WithInstanceID: empty id")
+			return
+		}
+		c.instanceID = id
+	}
+}
+
+// WithToken sets the bearer token sent with every connection attempt.
+func WithToken(token string) Option {
+	return func(c *config) {
+		if token == "" {
+			c.fail("WithToken: empty token")
+			return
+		}
+		c.token, c.tokenFile = token, ""
+	}
+}
+
+// WithTokenFile reads the bearer token from path on every connection
+// attempt, so a rotated ServiceAccount token is picked up on reconnect. When
+// neither WithToken nor WithTokenFile nor WithInsecure is given, the
+// in-cluster ServiceAccount token at DefaultServiceTokenPath is used.
+func WithTokenFile(path string) Option {
+	return func(c *config) {
+		if path == "" {
+			c.fail("WithTokenFile: empty path")
+			return
+		}
+		c.tokenFile, c.token = path, ""
+	}
+}
+
+// WithTLS sets the TLS configuration used to reach the broker. The default
+// verifies the broker against the system roots.
+func WithTLS(cfg *tls.Config) Option {
+	return func(c *config) {
+		if cfg == nil {
+			c.fail("WithTLS: nil config")
+			return
+		}
+		c.tlsConfig = cfg
+	}
+}
+
+// WithInsecure connects in plain text and sends no token. Only for a broker
+// started in development mode on loopback.
+func WithInsecure() Option {
+	return func(c *config) { c.insecure = true }
+}
+
+// WithReconnectBackoff sets the bounds of the exponential, jittered delay
+// between connection attempts (default 500ms to 30s).
+func WithReconnectBackoff(minDelay, maxDelay time.Duration) Option {
+	return func(c *config) {
+		if minDelay <= 0 || maxDelay < minDelay {
+			c.fail("WithReconnectBackoff: need 0 < min <= max, got %s, %s", minDelay, maxDelay)
+			return
+		}
+		c.backoffMin, c.backoffMax = minDelay, maxDelay
+	}
+}
+
+// WithDrainTimeout sets how long a stopping handler waits for deliveries in
+// flight before it cancels them (default 10s).
+func WithDrainTimeout(d time.Duration) Option {
+	return func(c *config) {
+		if d < 0 {
+			c.fail("WithDrainTimeout: negative timeout %s", d)
+			return
+		}
+		c.drainTimeout = d
+	}
+}
+
+// WithDialer replaces how the network connection to the broker is opened,
+// e.g. to go through a proxy or, in tests, an in-memory listener.
+func WithDialer(d Dialer) Option {
+	return func(c *config) {
+		if d == nil {
+			c.fail("WithDialer: nil dialer")
+			return
+		}
+		c.dialer = d
+	}
+}
+
+// finish fills in the defaults that depend on other options and checks the
+// combinations.
+func (c *config) finish() error {
+	if c.logger == nil {
+		c.logger = hclog.New(&hclog.LoggerOptions{
+			Name:   defaultLoggerName,
+			Level:  hclog.Info,
+			Output: os.Stderr,
+		})
+	}
+	if c.instanceID == "" {
+		c.instanceID = defaultInstanceID()
+	}
+	if c.insecure && c.tlsConfig != nil {
+		c.fail("WithInsecure and WithTLS both given")
+	}
+	if !c.insecure && c.token == "" && c.tokenFile == "" {
+		c.tokenFile = DefaultServiceTokenPath
+	}
+	return errors.Join(c.errs...)
+}
+
+func defaultInstanceID() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "unknown"
+	}
+	b := make([]byte, defaultInstanceRandBytes)
+	_, _ = rand.Read(b) // crypto/rand.Read never fails on supported platforms
+	return fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b))
+}

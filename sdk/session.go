@@ -1,0 +1,433 @@
+package sdk
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	tetherv1 "github.com/tether-dev/tether/proto/tether/v1"
+)
+
+// Session timing that is not configurable.
+const (
+	welcomeTimeout = 30 * time.Second // the broker answers Hello well within this
+	closeTimeout   = 5 * time.Second  // for the goodbye and for functions to notice cancellation
+)
+
+// Causes of a handler function's context ending, for context.Cause.
+var (
+	// ErrCancelled: the broker withdrew the delivery (the object was
+	// deleted, or this instance no longer owns it).
+	ErrCancelled = errors.New("delivery cancelled by the broker")
+	// ErrShuttingDown: the handler is stopping and the drain timeout ran out.
+	ErrShuttingDown = errors.New("handler shutting down")
+	// ErrSessionEnded: the connection to the broker was lost; the broker
+	// will send the delivery again.
+	ErrSessionEnded = errors.New("session with the broker ended")
+)
+
+// outgoing is one thing for the sender goroutine to do.
+type outgoing struct {
+	req       *tetherv1.ConnectRequest
+	closeSend bool
+}
+
+// call is one delivery being handled.
+type call struct {
+	d       *tetherv1.Delivery
+	b       *binding
+	kind    EventKind
+	ctx     context.Context
+	cancel  context.CancelCauseFunc
+	release context.CancelFunc
+	log     hclog.Logger
+}
+
+type result struct {
+	c   *call
+	ack *tetherv1.Ack
+}
+
+// session is one Connect stream. Its serve loop owns all of the session's
+// state; the receiver, the sender and the handler functions talk to it over
+// channels, and every channel send also selects on the session's context.
+type session struct {
+	h      *Handler
+	p      *plan
+	log    hclog.Logger
+	stream tetherv1.BrokerService_ConnectClient
+	ctx    context.Context // ends when the stream is torn down
+	cancel context.CancelCauseFunc
+
+	inbox   chan *tetherv1.ConnectResponse
+	recvErr chan error
+	outbox  chan outgoing
+	sendErr chan error
+	results chan result
+
+	window   int
+	queue    []outgoing       // messages waiting for the sender, in order
+	inflight map[string]*call // by delivery id
+
+	pumps   sync.WaitGroup // receiver and sender
+	workers sync.WaitGroup // handler functions
+}
+
+// session runs one Connect stream until it ends or ctx is cancelled (then
+// after the goodbye). welcomed tells whether the broker accepted the Hello.
+func (h *Handler) session(ctx context.Context, client tetherv1.BrokerServiceClient, p *plan, log hclog.Logger) (welcomed bool, err error) {
+	// The stream outlives ctx so that a stopping handler can still ack and
+	// say goodbye; until the broker welcomes us, stopping is immediate.
+	sctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
+	stopEarly := context.AfterFunc(ctx, func() { cancel(ErrShuttingDown) })
+	defer stopEarly()
+	stream, err := client.Connect(sctx)
+	if err != nil {
+		cancel(ErrSessionEnded)
+		return false, fmt.Errorf("opening stream: %w", err)
+	}
+	s := &session{
+		h:        h,
+		p:        p,
+		log:      log,
+		stream:   stream,
+		ctx:      sctx,
+		cancel:   cancel,
+		inbox:    make(chan *tetherv1.ConnectResponse),
+		recvErr:  make(chan error, 1),
+		outbox:   make(chan outgoing),
+		sendErr:  make(chan error, 1),
+		results:  make(chan result),
+		window:   h.cfg.window,
+		inflight: make(map[string]*call),
+	}
+	s.pumps.Add(2)
+	go s.receive()
+	go s.send()
+	defer s.teardown()
+	s.enqueue(&tetherv1.ConnectRequest{Message: &tetherv1.ConnectRequest_Hello{Hello: p.hello}})
+	return s.serve(ctx, stopEarly)
+}
+
+func (s *session) serve(ctx context.Context, stopEarly func() bool) (welcomed bool, err error) {
+	welcomeTimer := time.NewTimer(welcomeTimeout)
+	defer welcomeTimer.Stop()
+	welcomeC := welcomeTimer.C
+	stopping := ctx.Done()
+	var drainC <-chan time.Time
+	draining := false
+	for {
+		if draining && len(s.inflight) == 0 {
+			return true, s.goodbye()
+		}
+		out, next := s.head()
+		select {
+		case out <- next:
+			s.pop()
+		case msg := <-s.inbox:
+			if welcomed {
+				s.dispatch(msg, draining)
+				continue
+			}
+			w := msg.GetWelcome()
+			if w == nil {
+				return false, fmt.Errorf("protocol error: broker sent %T before Welcome", msg.GetMessage())
+			}
+			stopEarly()
+			welcomed, welcomeC = true, nil
+			s.welcome(w)
+		case r := <-s.results:
+			s.finish(r)
+		case err := <-s.recvErr:
+			return welcomed, streamEnded(err)
+		case err := <-s.sendErr:
+			return welcomed, s.sendFailed(err)
+		case <-welcomeC:
+			return false, fmt.Errorf("no Welcome from the broker within %s", welcomeTimeout)
+		case <-stopping:
+			if !welcomed {
+				return false, context.Cause(ctx)
+			}
+			stopping, draining = nil, true
+			s.log.Info("stopping: draining deliveries in flight", "in_flight", len(s.inflight), "timeout", s.h.cfg.drainTimeout)
+			t := time.NewTimer(s.h.cfg.drainTimeout)
+			defer t.Stop()
+			drainC = t.C
+		case <-drainC:
+			drainC = nil
+			s.abandonAll()
+		}
+	}
+}
+
+func (s *session) head() (chan<- outgoing, outgoing) {
+	if len(s.queue) == 0 {
+		return nil, outgoing{}
+	}
+	return s.outbox, s.queue[0]
+}
+
+func (s *session) pop() {
+	s.queue[0] = outgoing{}
+	s.queue = s.queue[1:]
+}
+
+func (s *session) enqueue(req *tetherv1.ConnectRequest) {
+	s.queue = append(s.queue, outgoing{req: req})
+}
+
+func (s *session) ack(a *tetherv1.Ack) {
+	s.enqueue(&tetherv1.ConnectRequest{Message: &tetherv1.ConnectRequest_Ack{Ack: a}})
+}
+
+func (s *session) welcome(w *tetherv1.Welcome) {
+	if n := int(w.GetWindow()); n > 0 && n < s.window {
+		s.window = n
+	}
+	s.log = s.log.With("session", w.GetSessionId())
+	s.log.Info("connected to broker", "broker_version", w.GetBrokerVersion(), "window", s.window)
+	for i, r := range w.GetResources() {
+		if i < len(s.p.hello.Bindings) {
+			s.log.Debug("binding resolved", "binding", s.p.hello.Bindings[i].GetId(),
+				"group", r.GetGroup(), "version", r.GetVersion(), "resource", r.GetResource(),
+				"kind", r.GetKind(), "namespaced", r.GetNamespaced())
+		}
+	}
+}
+
+func (s *session) dispatch(msg *tetherv1.ConnectResponse, draining bool) {
+	switch m := msg.GetMessage().(type) {
+	case *tetherv1.ConnectResponse_Delivery:
+		s.accept(m.Delivery, draining)
+	case *tetherv1.ConnectResponse_Cancel:
+		id := m.Cancel.GetDeliveryId()
+		c := s.inflight[id]
+		if c == nil {
+			s.log.Debug("cancel for a delivery not in flight", "delivery", id)
+			return
+		}
+		c.log.Info("delivery cancelled by the broker", "reason", m.Cancel.GetReason())
+		c.cancel(fmt.Errorf("%w: %s", ErrCancelled, m.Cancel.GetReason()))
+	case *tetherv1.ConnectResponse_Welcome:
+		s.log.Warn("ignoring a second Welcome")
+	default:
+		s.log.Warn("ignoring a message this SDK does not know", "type", fmt.Sprintf("%T", m))
+	}
+}
+
+// accept starts a delivery, or acks it at once when it cannot run.
+func (s *session) accept(d *tetherv1.Delivery, draining bool) {
+	id := d.GetId()
+	log := s.log.With("delivery", id, "binding", d.GetBindingId(), "attempt", d.GetAttempt(),
+		"namespace", d.GetRef().GetNamespace(), "name", d.GetRef().GetName())
+	if id == "" {
+		log.Warn("dropping a delivery without id")
+		return
+	}
+	if s.inflight[id] != nil {
+		log.Warn("delivery already in flight; the running attempt will ack it")
+		return
+	}
+	kind, ok := eventKind(d.GetKind())
+	if !ok {
+		log.Warn("delivery kind not supported by this SDK", "kind", d.GetKind().String())
+		s.ack(failAck(id, fmt.Sprintf("delivery kind %s is not supported by this SDK (%s)", d.GetKind(), sdkName())))
+		return
+	}
+	b := s.p.bindings[d.GetBindingId()]
+	if b == nil {
+		log.Warn("delivery for a binding this instance did not declare")
+		s.ack(failAck(id, fmt.Sprintf("binding %q is not declared by this instance", d.GetBindingId())))
+		return
+	}
+	if draining {
+		s.ack(retryAck(id, ErrShuttingDown.Error()))
+		return
+	}
+	if len(s.inflight) >= s.window {
+		log.Warn("broker exceeded the window; asking it to retry", "window", s.window)
+		s.ack(retryAck(id, fmt.Sprintf("handler window of %d exceeded", s.window)))
+		return
+	}
+	ctx, cancel := context.WithCancelCause(s.ctx)
+	release := func() {}
+	if deadline := deliveryDeadline(d, b); !deadline.IsZero() {
+		if time.Until(deadline) <= 0 {
+			log.Warn("delivery deadline already passed on arrival; check clock skew", "deadline", deadline)
+		}
+		ctx, release = context.WithDeadline(ctx, deadline)
+	}
+	c := &call{d: d, b: b, kind: kind, ctx: ctx, cancel: cancel, log: log,
+		release: func() { release(); cancel(context.Canceled) }}
+	s.inflight[id] = c
+	s.workers.Add(1)
+	go s.work(c)
+}
+
+func deliveryDeadline(d *tetherv1.Delivery, b *binding) time.Time {
+	if d.GetDeadline() != nil {
+		return d.GetDeadline().AsTime()
+	}
+	if b.timeout > 0 {
+		return time.Now().Add(b.timeout)
+	}
+	return time.Time{}
+}
+
+func (s *session) work(c *call) {
+	defer s.workers.Done()
+	defer c.release()
+	ack := s.h.invoke(c)
+	select {
+	case s.results <- result{c: c, ack: ack}:
+	case <-s.ctx.Done():
+	}
+}
+
+func (s *session) finish(r result) {
+	id := r.c.d.GetId()
+	if s.inflight[id] != r.c {
+		return // abandoned at the drain timeout and acked then
+	}
+	delete(s.inflight, id)
+	s.ack(r.ack)
+}
+
+// abandonAll cancels the deliveries still running when the drain timeout
+// runs out and acks them RETRY, so the goodbye need not wait for them.
+func (s *session) abandonAll() {
+	for id, c := range s.inflight {
+		c.log.Warn("drain timeout: cancelling delivery")
+		c.cancel(ErrShuttingDown)
+		delete(s.inflight, id)
+		s.ack(retryAck(id, ErrShuttingDown.Error()))
+	}
+}
+
+// goodbye sends the queued acks, Goodbye and the end of the request stream,
+// then waits (bounded) for the broker to end the stream.
+func (s *session) goodbye() error {
+	s.enqueue(&tetherv1.ConnectRequest{Message: &tetherv1.ConnectRequest_Goodbye{
+		Goodbye: &tetherv1.Goodbye{Reason: "instance shutting down"}}})
+	s.queue = append(s.queue, outgoing{closeSend: true})
+	timer := time.NewTimer(closeTimeout)
+	defer timer.Stop()
+	for {
+		out, next := s.head()
+		select {
+		case out <- next:
+			s.pop()
+		case msg := <-s.inbox:
+			if d := msg.GetDelivery(); d != nil {
+				s.log.Debug("delivery after goodbye left to the broker", "delivery", d.GetId())
+			}
+		case <-s.results:
+			// a function abandoned at the drain timeout; already acked
+		case err := <-s.recvErr:
+			if !errors.Is(err, io.EOF) {
+				s.log.Debug("stream ended after goodbye", "error", err)
+			}
+			return nil
+		case err := <-s.sendErr:
+			s.log.Debug("goodbye not delivered", "error", err)
+			return nil
+		case <-timer.C:
+			s.log.Warn("broker did not close the stream after goodbye", "timeout", closeTimeout)
+			return nil
+		}
+	}
+}
+
+// teardown ends the stream and waits for the session's goroutines. It waits
+// for handler functions only a bounded time: one that ignores its context
+// is left behind, its ack unsent.
+func (s *session) teardown() {
+	s.cancel(ErrSessionEnded)
+	s.pumps.Wait()
+	done := make(chan struct{})
+	go func() {
+		s.workers.Wait()
+		close(done)
+	}()
+	timer := time.NewTimer(closeTimeout)
+	defer timer.Stop()
+	select {
+	case <-done:
+	case <-timer.C:
+		s.log.Warn("handler functions still running after the session ended; they ignore their context")
+	}
+}
+
+// receive forwards broker messages to the serve loop.
+func (s *session) receive() {
+	defer s.pumps.Done()
+	for {
+		msg, err := s.stream.Recv()
+		if err != nil {
+			s.recvErr <- err
+			return
+		}
+		select {
+		case s.inbox <- msg:
+		case <-s.ctx.Done():
+			return
+		}
+	}
+}
+
+// send is the only goroutine that writes to the stream.
+func (s *session) send() {
+	defer s.pumps.Done()
+	for {
+		select {
+		case <-s.ctx.Done():
+			return
+		case o := <-s.outbox:
+			var err error
+			if o.closeSend {
+				err = s.stream.CloseSend()
+			} else {
+				err = s.stream.Send(o.req)
+			}
+			if err != nil {
+				s.sendErr <- err
+				return
+			}
+			if o.closeSend {
+				return
+			}
+		}
+	}
+}
+
+// sendFailed turns a send error into the session's error. io.EOF means the
+// broker ended the stream; its status then comes from the receiver.
+func (s *session) sendFailed(err error) error {
+	if !errors.Is(err, io.EOF) {
+		return fmt.Errorf("sending to broker: %w", err)
+	}
+	timer := time.NewTimer(closeTimeout)
+	defer timer.Stop()
+	for {
+		select {
+		case <-s.inbox:
+			// the session is over; the broker sends this again
+		case rerr := <-s.recvErr:
+			return streamEnded(rerr)
+		case <-timer.C:
+			return errors.New("broker ended the stream")
+		}
+	}
+}
+
+func streamEnded(err error) error {
+	if errors.Is(err, io.EOF) {
+		return errors.New("broker closed the stream")
+	}
+	return fmt.Errorf("stream ended: %w", err)
+}

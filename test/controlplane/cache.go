@@ -1,0 +1,167 @@
+package controlplane
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// Pinned versions. They must match test/tools/go.mod; the cache folder is named
+// after them so a new pin never reuses old binaries.
+const (
+	KubernetesVersion = "v1.37.2"
+	EtcdVersion       = "v3.7.0"
+)
+
+const (
+	// EnvDir overrides the binary cache folder returned by [CacheDir].
+	EnvDir = "TETHER_CONTROLPLANE_DIR"
+
+	// ModulePath is the module line of the repository's root go.mod, used to
+	// find the repository root (and test/tools in it).
+	ModulePath = "github.com/tether-dev/tether"
+
+	etcdName      = "etcd"
+	apiserverName = "kube-apiserver"
+	stampName     = "stamp"
+	lockName      = ".lock"
+)
+
+// Binaries locates a built etcd and kube-apiserver.
+type Binaries struct {
+	Dir           string // folder holding both binaries
+	Etcd          string // path of the etcd binary
+	KubeAPIServer string // path of the kube-apiserver binary
+}
+
+// IsZero reports whether b names no binaries.
+func (b Binaries) IsZero() bool { return b.Etcd == "" && b.KubeAPIServer == "" }
+
+// binariesIn returns the paths the binaries have inside dir.
+func binariesIn(dir string) Binaries {
+	return Binaries{
+		Dir:           dir,
+		Etcd:          filepath.Join(dir, etcdName),
+		KubeAPIServer: filepath.Join(dir, apiserverName),
+	}
+}
+
+// cacheSubdir is the folder name under the user cache, one per pinned pair.
+func cacheSubdir() string {
+	return "k8s-" + KubernetesVersion + "-etcd-" + EtcdVersion
+}
+
+// CacheDir returns the folder the binaries are cached in: the value of
+// TETHER_CONTROLPLANE_DIR when set, else
+// <os.UserCacheDir()>/tether/controlplane/k8s-<version>-etcd-<version>.
+func CacheDir() (string, error) {
+	return cacheDir(os.Getenv, os.UserCacheDir)
+}
+
+// cacheDir is CacheDir with its environment injected, for tests.
+func cacheDir(getenv func(string) string, userCacheDir func() (string, error)) (string, error) {
+	if d := getenv(EnvDir); d != "" {
+		abs, err := filepath.Abs(d)
+		if err != nil {
+			return "", fmt.Errorf("resolving %s=%q: %w", EnvDir, d, err)
+		}
+		return abs, nil
+	}
+	base, err := userCacheDir()
+	if err != nil {
+		return "", fmt.Errorf("finding the user cache folder (set %s to choose one): %w", EnvDir, err)
+	}
+	return filepath.Join(base, "tether", "controlplane", cacheSubdir()), nil
+}
+
+// stampContent is what a stamp file holds after a verified build.
+func stampContent() []byte {
+	return []byte("# written by " + ModulePath + "/test/controlplane after a verified build\n" +
+		"kubernetes " + KubernetesVersion + "\n" +
+		"etcd " + EtcdVersion + "\n")
+}
+
+// stampOK reports whether dir holds a stamp for the pinned versions.
+func stampOK(dir string) bool {
+	got, err := os.ReadFile(filepath.Join(dir, stampName))
+	return err == nil && bytes.Equal(got, stampContent())
+}
+
+// writeStamp records in dir that the binaries there are the pinned versions.
+func writeStamp(dir string) error {
+	tmp := filepath.Join(dir, fmt.Sprintf(".%s.tmp-%d", stampName, os.Getpid()))
+	if err := os.WriteFile(tmp, stampContent(), 0o644); err != nil {
+		return fmt.Errorf("writing the stamp file: %w", err)
+	}
+	if err := os.Rename(tmp, filepath.Join(dir, stampName)); err != nil {
+		_ = os.Remove(tmp)
+		return fmt.Errorf("renaming the stamp file into place: %w", err)
+	}
+	return nil
+}
+
+// isExecutable reports whether path is a regular file with an execute bit.
+func isExecutable(path string) bool {
+	fi, err := os.Stat(path)
+	return err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o111 != 0
+}
+
+// ready reports whether dir holds both binaries and a matching stamp, which is
+// all Ensure needs to return at once.
+func ready(dir string) bool {
+	b := binariesIn(dir)
+	return stampOK(dir) && isExecutable(b.Etcd) && isExecutable(b.KubeAPIServer)
+}
+
+// ErrNoRepoRoot is returned by FindRepoRoot when no parent folder holds the
+// repository's go.mod.
+var ErrNoRepoRoot = errors.New("no go.mod with module " + ModulePath + " in this folder or any parent")
+
+// FindRepoRoot walks up from start to the folder whose go.mod declares module
+// github.com/tether-dev/tether (nested modules such as test/tools are skipped).
+func FindRepoRoot(start string) (string, error) {
+	dir, err := filepath.Abs(start)
+	if err != nil {
+		return "", fmt.Errorf("resolving %q: %w", start, err)
+	}
+	for {
+		mod, err := modulePath(filepath.Join(dir, "go.mod"))
+		switch {
+		case err == nil && mod == ModulePath:
+			return dir, nil
+		case err != nil && !errors.Is(err, fs.ErrNotExist):
+			return "", fmt.Errorf("looking for the repository root: %w", err)
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", fmt.Errorf("walking up from %s: %w", start, ErrNoRepoRoot)
+		}
+		dir = parent
+	}
+}
+
+// modulePath returns the module path declared in the go.mod at path.
+func modulePath(path string) (string, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return "", err
+	}
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if i := strings.Index(line, "//"); i >= 0 {
+			line = strings.TrimSpace(line[:i])
+		}
+		rest, ok := strings.CutPrefix(line, "module")
+		if !ok || (rest != "" && rest[0] != ' ' && rest[0] != '\t') {
+			continue
+		}
+		return strings.Trim(strings.TrimSpace(rest), `"`+"`"), nil
+	}
+	return "", nil
+}

@@ -1,0 +1,84 @@
+package lifecycle
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+
+	tetherv1 "github.com/tether-dev/tether/proto/tether/v1"
+	"github.com/tether-dev/tether/test/controlplane"
+)
+
+// TestBadHelloIsRefusedWithTheField sends malformed Hellos over a raw gRPC
+// stream: each ends with InvalidArgument (or Unimplemented) naming the
+// binding and the field, and a good handler connected meanwhile is not
+// disturbed.
+func TestBadHelloIsRefusedWithTheField(t *testing.T) {
+	cp := controlplane.Get(t)
+	cp.EnsureWidgetCRD(t)
+	addr := startBroker(t, cp)
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	client := tetherv1.NewBrokerServiceClient(conn)
+
+	secrets := &tetherv1.Resource{Version: "v1", Resource: "secrets"}
+	good := func(mut func(b *tetherv1.Binding)) []*tetherv1.Binding {
+		b := &tetherv1.Binding{Id: "b0", Kind: tetherv1.BindingKind_BINDING_KIND_CREATE, Resource: secrets}
+		if mut != nil {
+			mut(b)
+		}
+		return []*tetherv1.Binding{b}
+	}
+	cases := []struct {
+		name     string
+		hello    *tetherv1.Hello
+		code     codes.Code
+		contains []string
+	}{
+		{"bad handler name", &tetherv1.Hello{Handler: "Bad_Name", InstanceId: "i", Bindings: good(nil)}, codes.InvalidArgument, []string{"handler"}},
+		{"unknown resource", &tetherv1.Hello{Handler: "h", InstanceId: "i", Bindings: good(func(b *tetherv1.Binding) {
+			b.Resource = &tetherv1.Resource{Version: "v1", Resource: "nosuchthings"}
+		})}, codes.InvalidArgument, []string{"bindings[0]", "resource", "nosuchthings"}},
+		{"bad label selector", &tetherv1.Hello{Handler: "h", InstanceId: "i", Bindings: good(func(b *tetherv1.Binding) {
+			b.LabelSelector = "a=(b"
+		})}, codes.InvalidArgument, []string{"bindings[0]", "label_selector"}},
+		{"CEL that does not compile", &tetherv1.Hello{Handler: "h", InstanceId: "i", Bindings: good(func(b *tetherv1.Binding) {
+			b.When = "object.metadata.name =="
+		})}, codes.InvalidArgument, []string{`bindings[0] ("b0")`, "when"}},
+		{"unsupported kind", &tetherv1.Hello{Handler: "h", InstanceId: "i", Bindings: good(func(b *tetherv1.Binding) {
+			b.Kind = tetherv1.BindingKind_BINDING_KIND_MUTATE
+		})}, codes.Unimplemented, []string{"bindings[0]", "kind"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			stream, err := client.Connect(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := stream.Send(&tetherv1.ConnectRequest{Message: &tetherv1.ConnectRequest_Hello{Hello: c.hello}}); err != nil {
+				t.Fatal(err)
+			}
+			_, err = stream.Recv()
+			st := status.Convert(err)
+			if st.Code() != c.code {
+				t.Fatalf("code = %v (%s), want %v", st.Code(), st.Message(), c.code)
+			}
+			for _, s := range c.contains {
+				if !strings.Contains(st.Message(), s) {
+					t.Errorf("message %q does not name %q", st.Message(), s)
+				}
+			}
+		})
+	}
+}
