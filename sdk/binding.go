@@ -69,7 +69,7 @@ type binding struct {
 	when        string
 	optional    bool
 	finalizer   FinalizerPolicy
-	retries     int32
+	retries     *int32
 	timeout     time.Duration
 	backoff     time.Duration
 	maxBackoff  time.Duration
@@ -149,18 +149,12 @@ func Finalizer(policy FinalizerPolicy) BindingOption {
 }
 
 // Retries sets how many times a failing delivery is tried again before it
-// counts as a permanent failure; negative means forever. Zero (and leaving
-// the option out) means the broker's default.
+// counts as a permanent failure: 0 means never, negative means forever.
+// Leaving the option out means the broker's default.
 func Retries(n int) BindingOption {
 	return func(b *binding) {
-		switch {
-		case n < 0:
-			b.retries = -1
-		case n > math.MaxInt32:
-			b.retries = math.MaxInt32
-		default:
-			b.retries = int32(n)
-		}
+		r := int32(min(max(n, -1), math.MaxInt32))
+		b.retries = &r
 	}
 }
 

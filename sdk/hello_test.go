@@ -57,14 +57,14 @@ func TestHelloDescribesTheRegisteredBindingsInOrder(t *testing.T) {
 				sdk.Timeout(90*time.Second), sdk.Backoff(time.Second, time.Minute))
 		},
 		want: &tetherv1.Binding{Id: "cleanup", Kind: tetherv1.BindingKind_BINDING_KIND_DELETE, Resource: cm,
-			Finalizer: tetherv1.FinalizerPolicy_FINALIZER_POLICY_STRICT, Retries: 5,
+			Finalizer: tetherv1.FinalizerPolicy_FINALIZER_POLICY_STRICT, Retries: proto.Int32(5),
 			Timeout: durationpb.New(90 * time.Second), Backoff: durationpb.New(time.Second),
 			MaxBackoff: durationpb.New(time.Minute)},
 	}, {
 		name:     "optional delete retried forever",
 		register: func(h *sdk.Handler) { h.OnDelete(configMaps, noop, sdk.Optional(), sdk.Retries(-3)) },
 		want: &tetherv1.Binding{Id: "delete-1", Kind: tetherv1.BindingKind_BINDING_KIND_DELETE, Resource: cm,
-			Optional: true, Retries: -1},
+			Optional: true, Retries: proto.Int32(-1)},
 	}, {
 		name:     "delete without finalizer",
 		register: func(h *sdk.Handler) { h.OnDelete(configMaps, noop, sdk.Finalizer(sdk.FinalizerNone)) },

@@ -290,9 +290,9 @@ func policy(k Kind, p tetherv1.FinalizerPolicy) (Policy, error) {
 }
 
 func retryPolicy(pb *tetherv1.Binding, def Defaults) (RetryPolicy, error) {
-	r := RetryPolicy{Retries: int(pb.GetRetries()), Timeout: def.Timeout, Backoff: def.Backoff, MaxBackoff: def.MaxBackoff}
-	if r.Retries == 0 {
-		r.Retries = def.Retries
+	r := RetryPolicy{Retries: def.Retries, Timeout: def.Timeout, Backoff: def.Backoff, MaxBackoff: def.MaxBackoff}
+	if pb.Retries != nil {
+		r.Retries = int(max(pb.GetRetries(), -1))
 	}
 	for _, d := range []struct {
 		field string

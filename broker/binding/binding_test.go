@@ -228,14 +228,14 @@ func TestCompileFillsInDefaults(t *testing.T) {
 			name: "the binding's own settings win",
 			def:  Defaults{Retries: 3},
 			pb: pb(func(b *tetherv1.Binding) {
-				b.Retries, b.Timeout, b.Backoff, b.MaxBackoff = 5, dur(30*time.Second), dur(3*time.Second), dur(2*time.Minute)
+				b.Retries, b.Timeout, b.Backoff, b.MaxBackoff = proto.Int32(5), dur(30*time.Second), dur(3*time.Second), dur(2*time.Minute)
 			}),
 			want: RetryPolicy{Retries: 5, Timeout: 30 * time.Second, Backoff: 3 * time.Second, MaxBackoff: 2 * time.Minute},
 		},
 		{
 			name: "negative retries mean forever",
 			def:  Defaults{Retries: 3},
-			pb:   pb(func(b *tetherv1.Binding) { b.Retries = -1 }),
+			pb:   pb(func(b *tetherv1.Binding) { b.Retries = proto.Int32(-1) }),
 			want: RetryPolicy{Retries: -1, Timeout: time.Minute, Backoff: time.Second, MaxBackoff: 5 * time.Minute},
 		},
 		{
@@ -519,7 +519,7 @@ func TestFingerprintDiffersWhenAnyOptionDiffers(t *testing.T) {
 		b.FieldSelector = "metadata.name=x"
 		b.Annotations = []*tetherv1.AnnotationFilter{{Key: "k", Operator: tetherv1.AnnotationFilter_OPERATOR_EQUALS, Value: "v"}}
 		b.When = "true"
-		b.Retries = 3
+		b.Retries = proto.Int32(3)
 		b.Timeout, b.Backoff, b.MaxBackoff = dur(time.Minute), dur(time.Second), dur(time.Minute)
 	})
 	fp := func(t *testing.T, bs ...*tetherv1.Binding) string {
@@ -559,7 +559,7 @@ func TestFingerprintDiffersWhenAnyOptionDiffers(t *testing.T) {
 		{"when", func(b *tetherv1.Binding) { b.When = "false" }},
 		{"optional", func(b *tetherv1.Binding) { b.Optional = true }},
 		{"policy", func(b *tetherv1.Binding) { b.Finalizer = tetherv1.FinalizerPolicy_FINALIZER_POLICY_STRICT }},
-		{"retries", func(b *tetherv1.Binding) { b.Retries = 4 }},
+		{"retries", func(b *tetherv1.Binding) { b.Retries = proto.Int32(4) }},
 		{"timeout", func(b *tetherv1.Binding) { b.Timeout = dur(2 * time.Minute) }},
 		{"backoff", func(b *tetherv1.Binding) { b.Backoff = dur(2 * time.Second) }},
 		{"max backoff", func(b *tetherv1.Binding) { b.MaxBackoff = dur(2 * time.Minute) }},

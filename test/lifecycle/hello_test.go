@@ -11,7 +11,9 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
+	"github.com/tether-dev/tether/broker"
 	tetherv1 "github.com/tether-dev/tether/proto/tether/v1"
+	"github.com/tether-dev/tether/sdk"
 	"github.com/tether-dev/tether/test/controlplane"
 )
 
@@ -80,5 +82,76 @@ func TestBadHelloIsRefusedWithTheField(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestHostileStreamsDoNotDisturbOtherHandlers opens a stream that never
+// says Hello, one that sends a message over the size limit, and one that
+// acks a delivery it never got. Each is refused (or shrugged off) on its
+// own, while a well-behaved handler keeps being served.
+func TestHostileStreamsDoNotDisturbOtherHandlers(t *testing.T) {
+	cp := controlplane.Get(t)
+	dyn := cp.EnsureWidgetCRD(t)
+	ns := cp.Namespace(t)
+	addr := startBroker(t, cp, func(o *broker.Options) {
+		o.HelloTimeout = 500 * time.Millisecond
+		o.MaxMessageSize = 64 << 10
+	})
+	var j journal
+	h := sdk.New("good", handlerOpts(t)...)
+	h.OnCreate(widgets, j.record(nil), sdk.Namespaces(ns))
+	runHandler(t, h, addr)
+
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	client := tetherv1.NewBrokerServiceClient(conn)
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+
+	silent, err := client.Connect(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := silent.Recv(); status.Code(err) != codes.DeadlineExceeded {
+		t.Errorf("a stream without Hello ended with %v, want DeadlineExceeded", err)
+	}
+
+	huge, err := client.Connect(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = huge.Send(&tetherv1.ConnectRequest{Message: &tetherv1.ConnectRequest_Hello{Hello: &tetherv1.Hello{
+		Handler: "huge", InstanceId: strings.Repeat("x", 128<<10)}}})
+	if _, err := huge.Recv(); status.Code(err) != codes.ResourceExhausted {
+		t.Errorf("an oversized message ended with %v, want ResourceExhausted", err)
+	}
+
+	stray, err := client.Connect(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hello := &tetherv1.Hello{Handler: "stray", InstanceId: "i", Bindings: []*tetherv1.Binding{{
+		Id: "c", Kind: tetherv1.BindingKind_BINDING_KIND_CREATE, Namespaces: []string{ns},
+		Resource: &tetherv1.Resource{Group: "test.tether.dev", Version: "v1", Resource: "widgets"},
+	}}}
+	if err := stray.Send(&tetherv1.ConnectRequest{Message: &tetherv1.ConnectRequest_Hello{Hello: hello}}); err != nil {
+		t.Fatal(err)
+	}
+	if msg, err := stray.Recv(); err != nil || msg.GetWelcome() == nil {
+		t.Fatalf("stray handler: want Welcome, got %v, %v", msg, err)
+	}
+	if err := stray.Send(&tetherv1.ConnectRequest{Message: &tetherv1.ConnectRequest_Ack{Ack: &tetherv1.Ack{
+		DeliveryId: "never-sent", Outcome: tetherv1.Outcome_OUTCOME_OK}}}); err != nil {
+		t.Fatal(err)
+	}
+
+	create(t, dyn, widgetGVR, widget(ns, "after", map[string]any{"size": int64(1)}))
+	j.waitCount(t, sdk.Create, "after", 1)
+	msg, err := stray.Recv()
+	if err != nil || msg.GetDelivery().GetRef().GetName() != "after" {
+		t.Fatalf("the stream that sent a stray ack is not served any more: %v, %v", msg, err)
 	}
 }

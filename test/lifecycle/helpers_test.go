@@ -43,15 +43,19 @@ var testDefaults = binding.Defaults{Backoff: 100 * time.Millisecond, MaxBackoff:
 
 // startBroker runs a broker in this process until the test ends and returns
 // its address.
-func startBroker(t *testing.T, cp *controlplane.ControlPlane) string {
+func startBroker(t *testing.T, cp *controlplane.ControlPlane, tweaks ...func(*broker.Options)) string {
 	t.Helper()
-	b, err := broker.New(broker.Options{
+	opts := broker.Options{
 		Log:      hclog.New(&hclog.LoggerOptions{Name: "broker", Level: hclog.Info, Output: testWriter{t}}),
 		Config:   cp.RESTConfig(),
 		Listen:   "127.0.0.1:0",
 		Insecure: true,
 		Defaults: testDefaults,
-	})
+	}
+	for _, tweak := range tweaks {
+		tweak(&opts)
+	}
+	b, err := broker.New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -914,9 +914,9 @@ type Binding struct {
 	Optional  bool            `protobuf:"varint,10,opt,name=optional,proto3" json:"optional,omitempty"`
 	Finalizer FinalizerPolicy `protobuf:"varint,11,opt,name=finalizer,proto3,enum=tether.v1.FinalizerPolicy" json:"finalizer,omitempty"`
 	// retries is how many times a failing delivery is tried again before it
-	// counts as a permanent failure. Zero means the broker's default; negative
-	// means forever.
-	Retries int32 `protobuf:"varint,12,opt,name=retries,proto3" json:"retries,omitempty"`
+	// counts as a permanent failure: 0 means never, negative means forever;
+	// unset means the broker's default.
+	Retries *int32 `protobuf:"varint,12,opt,name=retries,proto3,oneof" json:"retries,omitempty"`
 	// timeout is how long the broker waits for an ack before it counts the
 	// attempt as failed and tries again. Zero means the broker's default.
 	Timeout *durationpb.Duration `protobuf:"bytes,13,opt,name=timeout,proto3" json:"timeout,omitempty"`
@@ -1040,8 +1040,8 @@ func (x *Binding) GetFinalizer() FinalizerPolicy {
 }
 
 func (x *Binding) GetRetries() int32 {
-	if x != nil {
-		return x.Retries
+	if x != nil && x.Retries != nil {
+		return *x.Retries
 	}
 	return 0
 }
@@ -1841,7 +1841,7 @@ const file_tether_v1_broker_proto_rawDesc = "" +
 	"\x04kind\x18\x04 \x01(\tR\x04kind\x12\x1e\n" +
 	"\n" +
 	"namespaced\x18\x05 \x01(\bR\n" +
-	"namespaced\"\xc4\x05\n" +
+	"namespaced\"\xd5\x05\n" +
 	"\aBinding\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12*\n" +
 	"\x04kind\x18\x02 \x01(\x0e2\x16.tether.v1.BindingKindR\x04kind\x12/\n" +
@@ -1856,14 +1856,16 @@ const file_tether_v1_broker_proto_rawDesc = "" +
 	"\x05field\x18\t \x01(\tR\x05field\x12\x1a\n" +
 	"\boptional\x18\n" +
 	" \x01(\bR\boptional\x128\n" +
-	"\tfinalizer\x18\v \x01(\x0e2\x1a.tether.v1.FinalizerPolicyR\tfinalizer\x12\x18\n" +
-	"\aretries\x18\f \x01(\x05R\aretries\x123\n" +
+	"\tfinalizer\x18\v \x01(\x0e2\x1a.tether.v1.FinalizerPolicyR\tfinalizer\x12\x1d\n" +
+	"\aretries\x18\f \x01(\x05H\x00R\aretries\x88\x01\x01\x123\n" +
 	"\atimeout\x18\r \x01(\v2\x19.google.protobuf.DurationR\atimeout\x123\n" +
 	"\abackoff\x18\x0e \x01(\v2\x19.google.protobuf.DurationR\abackoff\x12:\n" +
 	"\vmax_backoff\x18\x0f \x01(\v2\x19.google.protobuf.DurationR\n" +
 	"maxBackoff\x12-\n" +
 	"\x05timer\x18\x10 \x01(\v2\x17.tether.v1.TimerOptionsR\x05timer\x120\n" +
-	"\x06daemon\x18\x11 \x01(\v2\x18.tether.v1.DaemonOptionsR\x06daemon\"\xe2\x01\n" +
+	"\x06daemon\x18\x11 \x01(\v2\x18.tether.v1.DaemonOptionsR\x06daemonB\n" +
+	"\n" +
+	"\b_retries\"\xe2\x01\n" +
 	"\x10AnnotationFilter\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12@\n" +
 	"\boperator\x18\x02 \x01(\x0e2$.tether.v1.AnnotationFilter.OperatorR\boperator\x12\x14\n" +
@@ -2069,6 +2071,7 @@ func file_tether_v1_broker_proto_init() {
 		(*ConnectResponse_Delivery)(nil),
 		(*ConnectResponse_Cancel)(nil),
 	}
+	file_tether_v1_broker_proto_msgTypes[5].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{

@@ -1,0 +1,57 @@
+// Command handler is the Tether handler the create/delete benchmark
+// (test/bench) runs as a separate process: a create binding that stores a
+// small result on each Widget and a delete binding, so every Widget is held
+// with tether.dev/<name> until its deletion has been handled.
+//
+//	handler -addr 127.0.0.1:7443 -name bench -namespace bench-broker-1000 -window 64
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/tether-dev/tether/sdk"
+)
+
+func main() {
+	addr := flag.String("addr", "127.0.0.1:7443", "broker gRPC address HOST:PORT (insecure mode)")
+	name := flag.String("name", "bench", "handler name; the hold is tether.dev/<name>")
+	namespace := flag.String("namespace", "", "namespace whose Widgets are handled (required)")
+	window := flag.Int("window", 64, "deliveries handled at once")
+	logLevel := flag.String("log-level", "warn", "log level: trace, debug, info, warn, error")
+	flag.Parse()
+	if *namespace == "" || flag.NArg() > 0 {
+		fmt.Fprintln(os.Stderr, "handler: -namespace is required and no arguments are accepted")
+		os.Exit(2)
+	}
+
+	widgets := sdk.GVR("test.tether.dev", "v1", "widgets")
+	h := sdk.New(*name,
+		sdk.WithInsecure(),
+		sdk.WithWindow(*window),
+		sdk.WithReconnectBackoff(50*time.Millisecond, time.Second),
+		sdk.WithLogger(hclog.New(&hclog.LoggerOptions{
+			Name: "bench-handler", Level: hclog.LevelFromString(*logLevel), Output: os.Stderr,
+		})),
+	)
+	h.OnCreate(widgets, func(_ context.Context, ev *sdk.Event) error {
+		ev.SetResult(map[string]any{"ok": true})
+		return nil
+	}, sdk.ID("create"), sdk.Namespaces(*namespace))
+	h.OnDelete(widgets, func(context.Context, *sdk.Event) error { return nil },
+		sdk.ID("delete"), sdk.Namespaces(*namespace))
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := h.Run(ctx, *addr); err != nil {
+		fmt.Fprintln(os.Stderr, "handler:", err)
+		os.Exit(1)
+	}
+}
