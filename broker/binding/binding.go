@@ -36,6 +36,31 @@ type Binding struct {
 	Optional  bool
 	Policy    Policy
 	Retry     RetryPolicy
+	// Timer is set for timer bindings.
+	Timer TimerOptions
+	// Daemon is set for daemon bindings.
+	Daemon DaemonOptions
+}
+
+// MinInterval is the shortest timer interval a binding may ask for.
+const MinInterval = 100 * time.Millisecond
+
+// TimerOptions are a timer binding's schedule.
+type TimerOptions struct {
+	Interval     time.Duration
+	InitialDelay time.Duration
+	// Idle: tick only after the object has been unchanged this long.
+	Idle time.Duration
+	// Sharp: ticks on a fixed grid instead of Interval after the last ack.
+	Sharp bool
+}
+
+// DaemonOptions are a daemon binding's settings.
+type DaemonOptions struct {
+	// CancellationTimeout bounds the wait for a stop to be acknowledged.
+	CancellationTimeout time.Duration
+	// Restart a daemon that returns by itself, with backoff.
+	Restart bool
 }
 
 // RetryPolicy is how failed deliveries of a binding are tried again.
@@ -92,6 +117,8 @@ type Defaults struct {
 	Timeout    time.Duration // zero: 1 minute
 	Backoff    time.Duration // zero: 1 second
 	MaxBackoff time.Duration // zero: 5 minutes
+	// CancellationTimeout of daemons; zero: 1 minute.
+	CancellationTimeout time.Duration
 }
 
 func (d Defaults) withZeros() Defaults {
@@ -106,6 +133,9 @@ func (d Defaults) withZeros() Defaults {
 	}
 	if d.MaxBackoff == 0 {
 		d.MaxBackoff = 5 * time.Minute
+	}
+	if d.CancellationTimeout == 0 {
+		d.CancellationTimeout = time.Minute
 	}
 	return d
 }
@@ -249,6 +279,12 @@ func compileOne(ctx context.Context, pb *tetherv1.Binding, res Resolver, def Def
 	if b.Retry, err = retryPolicy(pb, def); err != nil {
 		return nil, err
 	}
+	if b.Timer, err = timerOptions(b.Kind, pb.GetTimer()); err != nil {
+		return nil, err
+	}
+	if b.Daemon, err = daemonOptions(b.Kind, pb.GetDaemon(), def); err != nil {
+		return nil, err
+	}
 	return b, nil
 }
 
@@ -330,8 +366,51 @@ func Fingerprint(bs []*Binding) string {
 		if x.When != nil {
 			when = x.When.String()
 		}
-		fmt.Fprintf(&b, "%s|%s|%s|%v|%s|%s|%+v|%s|%v|%v|%v|%+v\n", x.ID, x.Kind, x.Resource, x.Namespaces,
-			x.Labels, x.Fields, x.Annotations, when, x.FieldPath, x.Optional, x.Policy, x.Retry)
+		fmt.Fprintf(&b, "%s|%s|%s|%v|%s|%s|%+v|%s|%v|%v|%v|%+v|%+v|%+v\n", x.ID, x.Kind, x.Resource, x.Namespaces,
+			x.Labels, x.Fields, x.Annotations, when, x.FieldPath, x.Optional, x.Policy, x.Retry, x.Timer, x.Daemon)
 	}
 	return b.String()
+}
+
+func timerOptions(k Kind, pb *tetherv1.TimerOptions) (TimerOptions, error) {
+	if k != Timer {
+		if pb != nil {
+			return TimerOptions{}, fieldErr("timer", fmt.Errorf("is only for timer bindings"))
+		}
+		return TimerOptions{}, nil
+	}
+	t := TimerOptions{
+		Interval:     pb.GetInterval().AsDuration(),
+		InitialDelay: pb.GetInitialDelay().AsDuration(),
+		Idle:         pb.GetIdle().AsDuration(),
+		Sharp:        pb.GetSharp(),
+	}
+	switch {
+	case pb.GetInterval() == nil:
+		return t, fieldErr("timer.interval", errors.New("is required"))
+	case t.Interval < MinInterval:
+		return t, fieldErr("timer.interval", fmt.Errorf("%v is shorter than %v", t.Interval, MinInterval))
+	case t.InitialDelay < 0:
+		return t, fieldErr("timer.initial_delay", fmt.Errorf("%v is negative", t.InitialDelay))
+	case t.Idle < 0:
+		return t, fieldErr("timer.idle", fmt.Errorf("%v is negative", t.Idle))
+	}
+	return t, nil
+}
+
+func daemonOptions(k Kind, pb *tetherv1.DaemonOptions, def Defaults) (DaemonOptions, error) {
+	if k != Daemon {
+		if pb != nil {
+			return DaemonOptions{}, fieldErr("daemon", fmt.Errorf("is only for daemon bindings"))
+		}
+		return DaemonOptions{}, nil
+	}
+	d := DaemonOptions{CancellationTimeout: pb.GetCancellationTimeout().AsDuration(), Restart: pb.GetRestart()}
+	if d.CancellationTimeout < 0 {
+		return d, fieldErr("daemon.cancellation_timeout", fmt.Errorf("%v is negative", d.CancellationTimeout))
+	}
+	if d.CancellationTimeout == 0 {
+		d.CancellationTimeout = def.CancellationTimeout
+	}
+	return d, nil
 }

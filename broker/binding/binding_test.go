@@ -159,6 +159,25 @@ func TestCompileReportsTheBindingAndField(t *testing.T) {
 		{name: "negative timeout", bad: pb(func(b *tetherv1.Binding) { b.Timeout = dur(-time.Second) }), field: "timeout", msg: "negative"},
 		{name: "negative backoff", bad: pb(func(b *tetherv1.Binding) { b.Backoff = dur(-time.Second) }), field: "backoff"},
 		{name: "negative max backoff", bad: pb(func(b *tetherv1.Binding) { b.MaxBackoff = dur(-time.Second) }), field: "max_backoff"},
+		{name: "timer options on a create binding", bad: pb(func(b *tetherv1.Binding) {
+			b.Timer = &tetherv1.TimerOptions{Interval: dur(time.Second)}
+		}), field: "timer", msg: "only for timer bindings"},
+		{name: "timer without interval", bad: pb(withKind(tetherv1.BindingKind_BINDING_KIND_TIMER)), field: "timer.interval", msg: "is required"},
+		{name: "timer interval too short", bad: pb(withKind(tetherv1.BindingKind_BINDING_KIND_TIMER), func(b *tetherv1.Binding) {
+			b.Timer = &tetherv1.TimerOptions{Interval: dur(MinInterval / 2)}
+		}), field: "timer.interval", msg: "shorter than"},
+		{name: "negative timer initial delay", bad: pb(withKind(tetherv1.BindingKind_BINDING_KIND_TIMER), func(b *tetherv1.Binding) {
+			b.Timer = &tetherv1.TimerOptions{Interval: dur(time.Second), InitialDelay: dur(-time.Second)}
+		}), field: "timer.initial_delay"},
+		{name: "negative timer idle", bad: pb(withKind(tetherv1.BindingKind_BINDING_KIND_TIMER), func(b *tetherv1.Binding) {
+			b.Timer = &tetherv1.TimerOptions{Interval: dur(time.Second), Idle: dur(-time.Second)}
+		}), field: "timer.idle"},
+		{name: "daemon options on a create binding", bad: pb(func(b *tetherv1.Binding) {
+			b.Daemon = &tetherv1.DaemonOptions{Restart: true}
+		}), field: "daemon", msg: "only for daemon bindings"},
+		{name: "negative daemon cancellation timeout", bad: pb(withKind(tetherv1.BindingKind_BINDING_KIND_DAEMON), func(b *tetherv1.Binding) {
+			b.Daemon = &tetherv1.DaemonOptions{CancellationTimeout: dur(-time.Second)}
+		}), field: "daemon.cancellation_timeout"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -239,6 +258,17 @@ func TestCompileFillsInDefaults(t *testing.T) {
 			want: RetryPolicy{Retries: -1, Timeout: time.Minute, Backoff: time.Second, MaxBackoff: 5 * time.Minute},
 		},
 		{
+			name: "explicit zero retries mean none",
+			def:  Defaults{Retries: 3},
+			pb:   pb(func(b *tetherv1.Binding) { b.Retries = proto.Int32(0) }),
+			want: RetryPolicy{Retries: 0, Timeout: time.Minute, Backoff: time.Second, MaxBackoff: 5 * time.Minute},
+		},
+		{
+			name: "retries below -1 are forever too",
+			pb:   pb(func(b *tetherv1.Binding) { b.Retries = proto.Int32(-7) }),
+			want: RetryPolicy{Retries: -1, Timeout: time.Minute, Backoff: time.Second, MaxBackoff: 5 * time.Minute},
+		},
+		{
 			name: "zero durations take the defaults",
 			pb:   pb(func(b *tetherv1.Binding) { b.Timeout, b.Backoff, b.MaxBackoff = dur(0), dur(0), dur(0) }),
 			want: RetryPolicy{Retries: -1, Timeout: time.Minute, Backoff: time.Second, MaxBackoff: 5 * time.Minute},
@@ -314,7 +344,9 @@ func TestCompileSetsPolicies(t *testing.T) {
 		{"delete STRICT", pb(k(tetherv1.BindingKind_BINDING_KIND_DELETE), f(tetherv1.FinalizerPolicy_FINALIZER_POLICY_STRICT)), PolicyStrict, true},
 		{"delete NONE", pb(k(tetherv1.BindingKind_BINDING_KIND_DELETE), f(tetherv1.FinalizerPolicy_FINALIZER_POLICY_NONE)), PolicyNone, false},
 		{"optional delete", pb(k(tetherv1.BindingKind_BINDING_KIND_DELETE), optional), PolicyHold, false},
-		{"timer", pb(k(tetherv1.BindingKind_BINDING_KIND_TIMER)), PolicyHold, true},
+		{"timer", pb(k(tetherv1.BindingKind_BINDING_KIND_TIMER), func(b *tetherv1.Binding) {
+			b.Timer = &tetherv1.TimerOptions{Interval: durationpb.New(time.Second)}
+		}), PolicyHold, true},
 		{"daemon", pb(k(tetherv1.BindingKind_BINDING_KIND_DAEMON)), PolicyHold, true},
 		{"daemon NONE", pb(k(tetherv1.BindingKind_BINDING_KIND_DAEMON), f(tetherv1.FinalizerPolicy_FINALIZER_POLICY_NONE)), PolicyNone, false},
 	}
@@ -585,6 +617,31 @@ func TestFingerprintDiffersWhenAnyOptionDiffers(t *testing.T) {
 			t.Error("field paths spec.a and spec.b share a fingerprint")
 		}
 	})
+	t.Run("timer and daemon options", func(t *testing.T) {
+		timer := func(o *tetherv1.TimerOptions) *tetherv1.Binding {
+			return pb(withKind(tetherv1.BindingKind_BINDING_KIND_TIMER), func(b *tetherv1.Binding) { b.Timer = o })
+		}
+		base := fp(t, timer(&tetherv1.TimerOptions{Interval: dur(time.Minute)}))
+		for _, o := range []*tetherv1.TimerOptions{
+			{Interval: dur(2 * time.Minute)},
+			{Interval: dur(time.Minute), InitialDelay: dur(time.Second)},
+			{Interval: dur(time.Minute), Idle: dur(time.Second)},
+			{Interval: dur(time.Minute), Sharp: true},
+		} {
+			if fp(t, timer(o)) == base {
+				t.Errorf("timer options %v share a fingerprint with interval 1m", o)
+			}
+		}
+		daemon := func(o *tetherv1.DaemonOptions) *tetherv1.Binding {
+			return pb(withKind(tetherv1.BindingKind_BINDING_KIND_DAEMON), func(b *tetherv1.Binding) { b.Daemon = o })
+		}
+		if fp(t, daemon(nil)) == fp(t, daemon(&tetherv1.DaemonOptions{Restart: true})) {
+			t.Error("restart does not change the fingerprint")
+		}
+		if fp(t, daemon(nil)) == fp(t, daemon(&tetherv1.DaemonOptions{CancellationTimeout: dur(time.Second)})) {
+			t.Error("cancellation timeout does not change the fingerprint")
+		}
+	})
 	t.Run("order and count", func(t *testing.T) {
 		other := pb(withID("second"))
 		if fp(t, base, other) == fp(t, other, base) {
@@ -608,5 +665,33 @@ func TestKindAndPolicyNames(t *testing.T) {
 		if int32(k) != int32(tetherv1.BindingKind(k).Number()) || !strings.EqualFold(tetherv1.BindingKind(k).String(), "BINDING_KIND_"+k.String()) {
 			t.Errorf("kind %v does not match proto %v", k, tetherv1.BindingKind(k))
 		}
+	}
+}
+
+func TestCompileFillsInTimerAndDaemonOptions(t *testing.T) {
+	dur := durationpb.New
+	timer := mustCompile(t, pb(withKind(tetherv1.BindingKind_BINDING_KIND_TIMER), func(b *tetherv1.Binding) {
+		b.Timer = &tetherv1.TimerOptions{Interval: dur(time.Minute), InitialDelay: dur(time.Second), Idle: dur(time.Hour), Sharp: true}
+	}), Defaults{})
+	if want := (TimerOptions{Interval: time.Minute, InitialDelay: time.Second, Idle: time.Hour, Sharp: true}); timer.Timer != want {
+		t.Errorf("Timer = %+v, want %+v", timer.Timer, want)
+	}
+	tests := []struct {
+		name string
+		def  Defaults
+		opts *tetherv1.DaemonOptions
+		want DaemonOptions
+	}{
+		{"broker default", Defaults{}, nil, DaemonOptions{CancellationTimeout: time.Minute}},
+		{"configured default", Defaults{CancellationTimeout: 5 * time.Second}, &tetherv1.DaemonOptions{}, DaemonOptions{CancellationTimeout: 5 * time.Second}},
+		{"the binding's own", Defaults{}, &tetherv1.DaemonOptions{CancellationTimeout: dur(time.Second), Restart: true}, DaemonOptions{CancellationTimeout: time.Second, Restart: true}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b := mustCompile(t, pb(withKind(tetherv1.BindingKind_BINDING_KIND_DAEMON), func(b *tetherv1.Binding) { b.Daemon = tt.opts }), tt.def)
+			if b.Daemon != tt.want {
+				t.Errorf("Daemon = %+v, want %+v", b.Daemon, tt.want)
+			}
+		})
 	}
 }

@@ -28,55 +28,69 @@ func nextDeliveryID() string {
 	return deliveryPrefix + "-" + strconv.FormatUint(deliverySeq.Add(1), 10)
 }
 
-// call delivers d for binding b and interprets the ack. It returns the ack
-// when the binding is finished with this change (OK, or FAIL, which includes
-// retries running out), or wait > 0 when it must be tried again later. It
-// waits while no instance is connected; an instance that leaves before it
-// acks does not use up an attempt, the delivery goes to the next owner.
-func (rt *runtime) call(ctx context.Context, o *object, b *binding.Binding, obj *unstructured.Unstructured, d *tetherv1.Delivery) (*tetherv1.Ack, time.Duration, error) {
+// call delivers d for binding b to the object's owner and interprets the
+// ack. It returns the ack when the binding is finished with this change
+// (OK, or FAIL, which includes retries running out), or wait > 0 when it
+// must be tried again later. It waits while no instance is connected; an
+// instance that leaves before it acks does not use up an attempt, the
+// delivery goes to the next owner. in is the instance that answered.
+func (rt *runtime) call(ctx context.Context, o *object, b *binding.Binding, obj *unstructured.Unstructured, d *tetherv1.Delivery) (ack *tetherv1.Ack, in *session.Instance, wait time.Duration, err error) {
 	attempt := o.attempts[b.ID] + 1
-	d.Id = nextDeliveryID()
-	d.BindingId = b.ID
 	d.Attempt = uint32(attempt)
-	d.Ref = ref(o, obj)
-	var ack *tetherv1.Ack
 	for ack == nil {
-		in, err := rt.waitOwner(ctx, o.uid)
-		if err != nil {
-			return nil, 0, err
+		if in, err = rt.waitOwner(ctx, o.uid); err != nil {
+			return nil, nil, 0, err
 		}
-		d.Deadline = timestamppb.New(time.Now().Add(b.Retry.Timeout))
-		dctx, cancel := context.WithTimeout(ctx, b.Retry.Timeout)
-		ack, err = in.Deliver(dctx, d)
-		cancel()
+		ack, err = rt.deliverTo(ctx, in, o, b, obj, d, b.Retry.Timeout)
 		switch {
 		case errors.Is(err, session.ErrGone), errors.Is(err, session.ErrLeaving):
 			rt.log.Debug("instance left before acking; re-sending", "instance", in.ID, "delivery", d.Id)
 		case ctx.Err() != nil:
-			return nil, 0, ctx.Err()
+			return nil, nil, 0, ctx.Err()
 		case err != nil:
 			ack = &tetherv1.Ack{Outcome: tetherv1.Outcome_OUTCOME_RETRY, Message: fmt.Sprintf("no ack within %v", b.Retry.Timeout)}
 		}
 	}
+	ack, wait = rt.judge(o, b, obj, ack, attempt)
+	return ack, in, wait, nil
+}
+
+// deliverTo makes one attempt to deliver d to in, waiting at most timeout
+// for the ack.
+func (rt *runtime) deliverTo(ctx context.Context, in *session.Instance, o *object, b *binding.Binding, obj *unstructured.Unstructured, d *tetherv1.Delivery, timeout time.Duration) (*tetherv1.Ack, error) {
+	d.Id = nextDeliveryID()
+	d.BindingId = b.ID
+	d.Ref = ref(o, obj)
+	d.Deadline = timestamppb.New(time.Now().Add(timeout))
+	dctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	return in.Deliver(dctx, d)
+}
+
+// judge turns an ack into the binding's outcome: the ack when the binding
+// is done with it, or a delay before the next attempt. It posts the Events.
+func (rt *runtime) judge(o *object, b *binding.Binding, obj *unstructured.Unstructured, ack *tetherv1.Ack, attempt int) (*tetherv1.Ack, time.Duration) {
 	what := fmt.Sprintf("%s binding %q of handler %q", b.Kind, b.ID, rt.name)
 	switch ack.GetOutcome() {
 	case tetherv1.Outcome_OUTCOME_OK:
 		delete(o.attempts, b.ID)
-		return ack, 0, nil
+		return ack, 0
 	case tetherv1.Outcome_OUTCOME_FAIL:
+		delete(o.attempts, b.ID)
 		rt.m.opts.Recorder.Event(obj, true, "HandlerFailed", fmt.Sprintf("%s failed: %s", what, ack.GetMessage()))
-		return ack, 0, nil
+		return ack, 0
 	case tetherv1.Outcome_OUTCOME_RETRY:
 	default:
 		msg := fmt.Sprintf("%s sent an ack without an outcome", what)
 		rt.m.opts.Recorder.Event(obj, true, "HandlerFailed", msg)
-		return &tetherv1.Ack{Outcome: tetherv1.Outcome_OUTCOME_FAIL, Message: msg}, 0, nil
+		return &tetherv1.Ack{Outcome: tetherv1.Outcome_OUTCOME_FAIL, Message: msg}, 0
 	}
 	o.attempts[b.ID] = attempt
 	if b.Retry.Exhausted(attempt) {
+		delete(o.attempts, b.ID)
 		msg := fmt.Sprintf("%s failed %d times, giving up: %s", what, attempt, ack.GetMessage())
 		rt.m.opts.Recorder.Event(obj, true, "RetriesExhausted", msg)
-		return &tetherv1.Ack{Outcome: tetherv1.Outcome_OUTCOME_FAIL, Message: msg}, 0, nil
+		return &tetherv1.Ack{Outcome: tetherv1.Outcome_OUTCOME_FAIL, Message: msg}, 0
 	}
 	wait := b.Retry.Delay(attempt)
 	if ra := ack.GetRetryAfter(); ra != nil && ra.AsDuration() > 0 {
@@ -84,7 +98,7 @@ func (rt *runtime) call(ctx context.Context, o *object, b *binding.Binding, obj 
 	}
 	rt.m.opts.Recorder.Event(obj, true, "HandlerRetrying",
 		fmt.Sprintf("%s (attempt %d) asks to retry in %v: %s", what, attempt, wait, ack.GetMessage()))
-	return nil, wait, nil
+	return nil, wait
 }
 
 func ref(o *object, obj *unstructured.Unstructured) *tetherv1.ObjectRef {

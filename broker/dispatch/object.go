@@ -1,6 +1,8 @@
 package dispatch
 
 import (
+	"time"
+
 	"github.com/hashicorp/go-hclog"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
@@ -32,6 +34,16 @@ type object struct {
 	gone    bool                       // the watch said deleted
 	initial bool                       // seen in an initial list: resume applies
 	events  []rawEvent                 // pending raw events, oldest first
+	// changed is when the object last changed, for idle timers.
+	changed time.Time
+	// due holds the ticks and restarts the scheduler fired: key name ->
+	// when it was due.
+	due map[string]time.Time
+	// exits are daemon exits reported by instances, oldest first.
+	exits []daemonExit
+	// daemons are the daemons started for this object, by binding id. The
+	// worker changes them under runtime.mu, since removeInstance reads them.
+	daemons map[string]*daemon
 
 	// ---- worker-owned ----
 
@@ -49,11 +61,22 @@ type object struct {
 	pending *write
 	// eventDone marks the bindings that finished the head raw event.
 	eventDone map[string]bool
+	// timers are the timer bindings scheduled for this object.
+	timers map[string]bool
+	// settled is the resourceVersion whose lifecycle handling is complete;
+	// a tick on an unchanged object need not work out the cause again.
+	settled string
+	// json caches the object's JSON encoding for jsonRV.
+	json   []byte
+	jsonRV string
 }
 
 // see records one informer notification.
 func (o *object) see(u *unstructured.Unstructured, typ string, initial, keepRaw bool, maxRaw int, log hclog.Logger) {
 	if o.obj == nil || newerRV(u, o.obj) {
+		if o.obj == nil || o.obj.GetResourceVersion() != u.GetResourceVersion() {
+			o.changed = time.Now()
+		}
 		o.obj = u
 	}
 	if typ == watchDeleted {
@@ -80,4 +103,24 @@ func (o *object) resetCause(cause string) {
 	o.done = map[string]bool{}
 	o.attempts = map[string]int{}
 	o.acc = accumulated{}
+}
+
+// encoded returns obj's JSON, encoding it once per resourceVersion: ticks
+// send the same unchanged object again and again.
+func (o *object) encoded(obj *unstructured.Unstructured) []byte {
+	if o.json == nil || o.jsonRV != obj.GetResourceVersion() {
+		o.json, o.jsonRV = mustJSON(obj.Object), obj.GetResourceVersion()
+	}
+	return o.json
+}
+
+// takeDue removes and returns a fired key's due time.
+func (rt *runtime) takeDue(o *object, name string) (time.Time, bool) {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	t, ok := o.due[name]
+	if ok {
+		delete(o.due, name)
+	}
+	return t, ok
 }

@@ -32,12 +32,9 @@ func (rt *runtime) process(ctx context.Context, uid types.UID) (time.Duration, e
 	}
 	rt.mu.Lock()
 	obj, gone, initial := o.obj, o.gone, o.initial
-	if gone && len(o.events) == 0 {
-		delete(rt.objects, uid)
-	}
 	rt.mu.Unlock()
 	if gone {
-		return 0, nil
+		return 0, rt.processGone(ctx, o, obj)
 	}
 	if o.pending != nil {
 		if err := rt.apply(ctx, o, obj, o.pending); err != nil {
@@ -50,7 +47,43 @@ func (rt *runtime) process(ctx context.Context, uid types.UID) (time.Duration, e
 	if obj.GetDeletionTimestamp() != nil {
 		return rt.processDeletion(ctx, o, obj)
 	}
-	return rt.processLive(ctx, o, obj, initial)
+	if initial || o.settled != obj.GetResourceVersion() {
+		if wait, err := rt.processLive(ctx, o, obj, initial); wait > 0 || err != nil {
+			return wait, err
+		}
+		rt.mu.Lock()
+		obj = o.obj
+		rt.mu.Unlock()
+		if o.pending == nil {
+			o.settled = obj.GetResourceVersion()
+		}
+	}
+	if wait, err := rt.processTimers(ctx, o, obj); wait > 0 || err != nil {
+		return wait, err
+	}
+	return 0, rt.processDaemons(ctx, o, obj)
+}
+
+// processGone forgets an object the watch says is deleted, after stopping
+// its timers and daemons: a re-created object of the same name is another
+// UID and starts afresh, while this one's daemons are still stopped.
+func (rt *runtime) processGone(ctx context.Context, o *object, obj *unstructured.Unstructured) error {
+	rt.stopTimers(o)
+	rt.sched.CancelUID(o.uid)
+	if err := rt.stopDaemons(ctx, o, obj, "the object was deleted"); err != nil {
+		return err
+	}
+	rt.mu.Lock()
+	if len(o.events) == 0 {
+		delete(rt.objects, o.uid)
+	}
+	rt.mu.Unlock()
+	return nil
+}
+
+func (rt *runtime) invalidPatch(obj *unstructured.Unstructured, b *binding.Binding, err error) {
+	rt.m.opts.Recorder.Event(obj, true, "InvalidPatch",
+		fmt.Sprintf("%s binding %q of handler %q: %v; nothing of its answer was written", b.Kind, b.ID, rt.name, err))
 }
 
 // flushRawEvents delivers queued watch events to event bindings, in order.
@@ -71,7 +104,7 @@ func (rt *runtime) flushRawEvents(ctx context.Context, o *object) (time.Duration
 				continue
 			}
 			d := &tetherv1.Delivery{Kind: tetherv1.DeliveryKind_DELIVERY_KIND_EVENT, Object: mustJSON(ev.obj.Object), EventType: ev.typ}
-			_, wait, err := rt.call(ctx, o, b, ev.obj, d)
+			_, _, wait, err := rt.call(ctx, o, b, ev.obj, d)
 			if wait > 0 || err != nil {
 				return wait, err
 			}
@@ -135,14 +168,13 @@ func (rt *runtime) processLive(ctx context.Context, o *object, obj *unstructured
 			fn, _ := progress.Field(obj.Object, b.FieldPath)
 			d.FieldOld, d.FieldNew = mustJSON(fo), mustJSON(fn)
 		}
-		ack, wait, err := rt.call(ctx, o, b, obj, d)
+		ack, _, wait, err := rt.call(ctx, o, b, obj, d)
 		if wait > 0 || err != nil {
 			return wait, err
 		}
 		if ack.GetOutcome() == tetherv1.Outcome_OUTCOME_OK {
 			if err := o.acc.add(b.ID, ack); err != nil {
-				rt.m.opts.Recorder.Event(obj, true, "InvalidPatch",
-					fmt.Sprintf("%s binding %q of handler %q: %v; nothing of its answer was written", b.Kind, b.ID, rt.name, err))
+				rt.invalidPatch(obj, b, err)
 			}
 		}
 		o.done[b.ID] = true
@@ -237,13 +269,17 @@ func (rt *runtime) needsHold(bindings []*binding.Binding, obj *unstructured.Unst
 // processDeletion runs the delete bindings of an object being deleted and
 // then releases the handler's hold.
 func (rt *runtime) processDeletion(ctx context.Context, o *object, obj *unstructured.Unstructured) (time.Duration, error) {
+	rt.stopTimers(o)
+	if err := rt.stopDaemons(ctx, o, obj, "the object is being deleted"); err != nil {
+		return 0, err
+	}
 	o.resetCause("delete")
 	for _, b := range rt.byResource[o.res.GroupVersionResource] {
 		if b.Kind != binding.Delete || o.done[b.ID] || !rt.matches(b, obj, nil) {
 			continue
 		}
 		d := &tetherv1.Delivery{Kind: tetherv1.DeliveryKind_DELIVERY_KIND_DELETE, Object: mustJSON(obj.Object)}
-		if _, wait, err := rt.call(ctx, o, b, obj, d); wait > 0 || err != nil {
+		if _, _, wait, err := rt.call(ctx, o, b, obj, d); wait > 0 || err != nil {
 			return wait, err
 		}
 		o.done[b.ID] = true

@@ -18,6 +18,8 @@ import (
 	"github.com/tether-dev/tether/broker/informer"
 	"github.com/tether-dev/tether/broker/resource"
 	"github.com/tether-dev/tether/broker/session"
+	"github.com/tether-dev/tether/broker/timer"
+	tetherv1 "github.com/tether-dev/tether/proto/tether/v1"
 )
 
 // runtime is one handler: its bindings, queue, workers and instances.
@@ -30,6 +32,7 @@ type runtime struct {
 	log         hclog.Logger
 
 	queue  workqueue.TypedRateLimitingInterface[types.UID]
+	sched  *timer.Scheduler
 	subs   []*informer.Subscription
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -58,6 +61,8 @@ func newRuntime(m *Manager, name string, bindings []*binding.Binding, fp string)
 func (rt *runtime) start(parent context.Context) error {
 	ctx, cancel := context.WithCancel(parent)
 	rt.cancel = cancel
+	rt.sched = timer.New(rt.fire)
+	rt.wg.Go(func() { _ = rt.sched.Start(ctx) })
 	rt.queue = workqueue.NewTypedRateLimitingQueueWithConfig(
 		workqueue.DefaultTypedControllerRateLimiter[types.UID](),
 		workqueue.TypedRateLimitingQueueConfig[types.UID]{Name: "handler-" + rt.name},
@@ -184,6 +189,7 @@ func (rt *runtime) instanceCount() int {
 // handler's first (the handler returned), every known object is looked at
 // again as part of an initial list, so resume bindings fire.
 func (rt *runtime) addInstance(in *session.Instance) {
+	in.OnDaemonExited(func(m *tetherv1.DaemonExited) { rt.daemonExited(in, m) })
 	rt.mu.Lock()
 	returned := len(rt.instances) == 0
 	rt.instances = append(rt.instances, in)
@@ -201,9 +207,11 @@ func (rt *runtime) addInstance(in *session.Instance) {
 	}
 }
 
+// removeInstance stops deliveries to an instance. Its daemons ended with
+// its session, so their objects are looked at again to start them on the
+// next owner.
 func (rt *runtime) removeInstance(in *session.Instance) {
 	rt.mu.Lock()
-	defer rt.mu.Unlock()
 	for i, x := range rt.instances {
 		if x == in {
 			rt.instances = append(rt.instances[:i:i], rt.instances[i+1:]...)
@@ -211,6 +219,50 @@ func (rt *runtime) removeInstance(in *session.Instance) {
 		}
 	}
 	rt.signalLocked()
+	var uids []types.UID
+	for uid, o := range rt.objects {
+		for _, d := range o.daemons {
+			if d.inst == in {
+				uids = append(uids, uid)
+				break
+			}
+		}
+	}
+	rt.mu.Unlock()
+	for _, uid := range uids {
+		rt.queue.Add(uid)
+	}
+}
+
+// fire runs on the scheduler's goroutine when a tick or restart is due.
+func (rt *runtime) fire(key timer.Key, due time.Time) {
+	rt.mu.Lock()
+	o := rt.objects[key.UID]
+	if o != nil {
+		if o.due == nil {
+			o.due = map[string]time.Time{}
+		}
+		o.due[key.Name] = due
+	}
+	rt.mu.Unlock()
+	if o != nil {
+		rt.queue.Add(key.UID)
+	}
+}
+
+// daemonExited runs on a session's receive goroutine when a daemon returned
+// by itself.
+func (rt *runtime) daemonExited(in *session.Instance, m *tetherv1.DaemonExited) {
+	uid := types.UID(m.GetUid())
+	rt.mu.Lock()
+	o := rt.objects[uid]
+	if o != nil {
+		o.exits = append(o.exits, daemonExit{inst: in, msg: m})
+	}
+	rt.mu.Unlock()
+	if o != nil {
+		rt.queue.Add(uid)
+	}
 }
 
 func (rt *runtime) signalLocked() {
@@ -288,6 +340,3 @@ func newerRV(a, b *unstructured.Unstructured) bool {
 	}
 	return x >= y
 }
-
-// deliveryTimeout bounds one delivery; beyond it the attempt counts as failed.
-func deliveryTimeout(b *binding.Binding) time.Duration { return b.Retry.Timeout }

@@ -35,6 +35,7 @@ type Instance struct {
 	// acked yet: it still holds them, so they keep their window slot.
 	abandoned map[string]bool
 	leaving   bool
+	onExit    func(*tetherv1.DaemonExited)
 }
 
 func newInstance(handler, id, sessionID string, window int) *Instance {
@@ -186,6 +187,24 @@ func (in *Instance) ack(a *tetherv1.Ack) bool {
 		c <- a // buffered, and only ever sent once
 	}
 	return ok
+}
+
+// OnDaemonExited sets the function told when the instance reports that a
+// daemon returned by itself. It runs on the session's receive goroutine and
+// must not block.
+func (in *Instance) OnDaemonExited(fn func(*tetherv1.DaemonExited)) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	in.onExit = fn
+}
+
+func (in *Instance) daemonExited(m *tetherv1.DaemonExited) {
+	in.mu.Lock()
+	fn := in.onExit
+	in.mu.Unlock()
+	if fn != nil {
+		fn(m)
+	}
 }
 
 func (in *Instance) setWindow(n int) {

@@ -30,8 +30,7 @@ type Options struct {
 	Resolver binding.Resolver
 	// Defaults fill in what bindings leave unset.
 	Defaults binding.Defaults
-	// Supported lists the binding kinds served; nil means the lifecycle kinds
-	// (create, update, delete, resume, field, event).
+	// Supported lists the binding kinds served; nil means LifecycleKinds.
 	Supported map[binding.Kind]bool
 	// HelloTimeout bounds the wait for Hello (default 10 s).
 	HelloTimeout time.Duration
@@ -44,10 +43,12 @@ type Options struct {
 	Version string
 }
 
-// LifecycleKinds are the kinds of the lifecycle core.
+// LifecycleKinds are the kinds the dispatcher serves: everything but
+// admission.
 var LifecycleKinds = map[binding.Kind]bool{
 	binding.Create: true, binding.Update: true, binding.Delete: true,
 	binding.Resume: true, binding.Field: true, binding.Event: true,
+	binding.Timer: true, binding.Daemon: true,
 }
 
 // Server implements tetherv1.BrokerServiceServer.
@@ -215,6 +216,8 @@ func (s *Server) receive(ctx context.Context, stream tetherv1.BrokerService_Conn
 		case *tetherv1.ConnectRequest_Goodbye:
 			log.Info("handler instance says goodbye", "reason", m.Goodbye.GetReason())
 			in.setLeaving()
+		case *tetherv1.ConnectRequest_DaemonExited:
+			in.daemonExited(m.DaemonExited)
 		case *tetherv1.ConnectRequest_Hello:
 			return status.Error(codes.InvalidArgument, "hello may be sent only once")
 		default:

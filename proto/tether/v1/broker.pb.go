@@ -426,6 +426,7 @@ type ConnectRequest struct {
 	//	*ConnectRequest_Ack
 	//	*ConnectRequest_FlowControl
 	//	*ConnectRequest_Goodbye
+	//	*ConnectRequest_DaemonExited
 	Message       isConnectRequest_Message `protobuf_oneof:"message"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -504,6 +505,15 @@ func (x *ConnectRequest) GetGoodbye() *Goodbye {
 	return nil
 }
 
+func (x *ConnectRequest) GetDaemonExited() *DaemonExited {
+	if x != nil {
+		if x, ok := x.Message.(*ConnectRequest_DaemonExited); ok {
+			return x.DaemonExited
+		}
+	}
+	return nil
+}
+
 type isConnectRequest_Message interface {
 	isConnectRequest_Message()
 }
@@ -524,6 +534,10 @@ type ConnectRequest_Goodbye struct {
 	Goodbye *Goodbye `protobuf:"bytes,4,opt,name=goodbye,proto3,oneof"`
 }
 
+type ConnectRequest_DaemonExited struct {
+	DaemonExited *DaemonExited `protobuf:"bytes,5,opt,name=daemon_exited,json=daemonExited,proto3,oneof"`
+}
+
 func (*ConnectRequest_Hello) isConnectRequest_Message() {}
 
 func (*ConnectRequest_Ack) isConnectRequest_Message() {}
@@ -531,6 +545,8 @@ func (*ConnectRequest_Ack) isConnectRequest_Message() {}
 func (*ConnectRequest_FlowControl) isConnectRequest_Message() {}
 
 func (*ConnectRequest_Goodbye) isConnectRequest_Message() {}
+
+func (*ConnectRequest_DaemonExited) isConnectRequest_Message() {}
 
 // ConnectResponse is one message from the broker to a handler instance.
 type ConnectResponse struct {
@@ -1143,11 +1159,16 @@ func (x *AnnotationFilter) GetValue() string {
 	return ""
 }
 
-// TimerOptions configure a TIMER binding.
+// TimerOptions configure a TIMER binding. The broker schedules every tick;
+// at most one tick per (binding, object UID) is outstanding, so a slow
+// handler gets its ticks late, never piled up.
 type TimerOptions struct {
-	state        protoimpl.MessageState `protogen:"open.v1"`
-	Interval     *durationpb.Duration   `protobuf:"bytes,1,opt,name=interval,proto3" json:"interval,omitempty"`
-	InitialDelay *durationpb.Duration   `protobuf:"bytes,2,opt,name=initial_delay,json=initialDelay,proto3" json:"initial_delay,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// interval between ticks (required, at least 100 ms): after the previous
+	// tick's ack, or on a fixed grid when sharp.
+	Interval *durationpb.Duration `protobuf:"bytes,1,opt,name=interval,proto3" json:"interval,omitempty"`
+	// initial_delay before the first tick after the object is first seen.
+	InitialDelay *durationpb.Duration `protobuf:"bytes,2,opt,name=initial_delay,json=initialDelay,proto3" json:"initial_delay,omitempty"`
 	// idle: tick only after the object has been unchanged this long.
 	Idle *durationpb.Duration `protobuf:"bytes,3,opt,name=idle,proto3" json:"idle,omitempty"`
 	// sharp: tick on a fixed grid instead of interval after the last ack.
@@ -1215,9 +1236,19 @@ func (x *TimerOptions) GetSharp() bool {
 }
 
 // DaemonOptions configure a DAEMON binding.
+//
+// The broker sends DAEMON_START once per (binding, object UID) to the
+// instance that owns the object; the instance acks it as soon as the daemon
+// function runs. DAEMON_STOP (object deleted, no longer matching, binding
+// gone, or the object moving to another instance) is acked when the function
+// has returned. A daemon runs within its session: an instance whose stream
+// ends stops its daemons, and the broker starts them again where they belong.
 type DaemonOptions struct {
-	state               protoimpl.MessageState `protogen:"open.v1"`
-	CancellationTimeout *durationpb.Duration   `protobuf:"bytes,1,opt,name=cancellation_timeout,json=cancellationTimeout,proto3" json:"cancellation_timeout,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// cancellation_timeout bounds the wait for a DAEMON_STOP ack; past it the
+	// daemon counts as stopped (with a warning Event) and holds are released.
+	// Zero means the broker's default (1 minute).
+	CancellationTimeout *durationpb.Duration `protobuf:"bytes,1,opt,name=cancellation_timeout,json=cancellationTimeout,proto3" json:"cancellation_timeout,omitempty"`
 	// restart a daemon that returns by itself, with backoff.
 	Restart       bool `protobuf:"varint,2,opt,name=restart,proto3" json:"restart,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -1440,8 +1471,11 @@ type Delivery struct {
 	Deadline *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=deadline,proto3" json:"deadline,omitempty"`
 	// field_old and field_new are the values at Binding.field, for FIELD, as
 	// JSON; empty when the field is absent on that side.
-	FieldOld      []byte `protobuf:"bytes,11,opt,name=field_old,json=fieldOld,proto3" json:"field_old,omitempty"`
-	FieldNew      []byte `protobuf:"bytes,12,opt,name=field_new,json=fieldNew,proto3" json:"field_new,omitempty"`
+	FieldOld []byte `protobuf:"bytes,11,opt,name=field_old,json=fieldOld,proto3" json:"field_old,omitempty"`
+	FieldNew []byte `protobuf:"bytes,12,opt,name=field_new,json=fieldNew,proto3" json:"field_new,omitempty"`
+	// scheduled is when a TICK was due; the difference to its arrival is the
+	// tick's lateness.
+	Scheduled     *timestamppb.Timestamp `protobuf:"bytes,13,opt,name=scheduled,proto3" json:"scheduled,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1556,6 +1590,13 @@ func (x *Delivery) GetFieldOld() []byte {
 func (x *Delivery) GetFieldNew() []byte {
 	if x != nil {
 		return x.FieldNew
+	}
+	return nil
+}
+
+func (x *Delivery) GetScheduled() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Scheduled
 	}
 	return nil
 }
@@ -1751,6 +1792,79 @@ func (x *Goodbye) GetReason() string {
 	return ""
 }
 
+// DaemonExited reports that a daemon function returned by itself, without a
+// DAEMON_STOP. The broker restarts it (with backoff) only if its binding
+// asks for restart.
+type DaemonExited struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	BindingId string                 `protobuf:"bytes,1,opt,name=binding_id,json=bindingId,proto3" json:"binding_id,omitempty"`
+	// uid is the object's UID, as in the DAEMON_START delivery.
+	Uid string `protobuf:"bytes,2,opt,name=uid,proto3" json:"uid,omitempty"`
+	// failed tells whether the function returned an error; message says it.
+	Failed        bool   `protobuf:"varint,3,opt,name=failed,proto3" json:"failed,omitempty"`
+	Message       string `protobuf:"bytes,4,opt,name=message,proto3" json:"message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DaemonExited) Reset() {
+	*x = DaemonExited{}
+	mi := &file_tether_v1_broker_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DaemonExited) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DaemonExited) ProtoMessage() {}
+
+func (x *DaemonExited) ProtoReflect() protoreflect.Message {
+	mi := &file_tether_v1_broker_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DaemonExited.ProtoReflect.Descriptor instead.
+func (*DaemonExited) Descriptor() ([]byte, []int) {
+	return file_tether_v1_broker_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *DaemonExited) GetBindingId() string {
+	if x != nil {
+		return x.BindingId
+	}
+	return ""
+}
+
+func (x *DaemonExited) GetUid() string {
+	if x != nil {
+		return x.Uid
+	}
+	return ""
+}
+
+func (x *DaemonExited) GetFailed() bool {
+	if x != nil {
+		return x.Failed
+	}
+	return false
+}
+
+func (x *DaemonExited) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
 // Cancel withdraws a delivery.
 type Cancel struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -1762,7 +1876,7 @@ type Cancel struct {
 
 func (x *Cancel) Reset() {
 	*x = Cancel{}
-	mi := &file_tether_v1_broker_proto_msgTypes[15]
+	mi := &file_tether_v1_broker_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1774,7 +1888,7 @@ func (x *Cancel) String() string {
 func (*Cancel) ProtoMessage() {}
 
 func (x *Cancel) ProtoReflect() protoreflect.Message {
-	mi := &file_tether_v1_broker_proto_msgTypes[15]
+	mi := &file_tether_v1_broker_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1787,7 +1901,7 @@ func (x *Cancel) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Cancel.ProtoReflect.Descriptor instead.
 func (*Cancel) Descriptor() ([]byte, []int) {
-	return file_tether_v1_broker_proto_rawDescGZIP(), []int{15}
+	return file_tether_v1_broker_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Cancel) GetDeliveryId() string {
@@ -1808,12 +1922,13 @@ var File_tether_v1_broker_proto protoreflect.FileDescriptor
 
 const file_tether_v1_broker_proto_rawDesc = "" +
 	"\n" +
-	"\x16tether/v1/broker.proto\x12\ttether.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xd6\x01\n" +
+	"\x16tether/v1/broker.proto\x12\ttether.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x96\x02\n" +
 	"\x0eConnectRequest\x12(\n" +
 	"\x05hello\x18\x01 \x01(\v2\x10.tether.v1.HelloH\x00R\x05hello\x12\"\n" +
 	"\x03ack\x18\x02 \x01(\v2\x0e.tether.v1.AckH\x00R\x03ack\x12;\n" +
 	"\fflow_control\x18\x03 \x01(\v2\x16.tether.v1.FlowControlH\x00R\vflowControl\x12.\n" +
-	"\agoodbye\x18\x04 \x01(\v2\x12.tether.v1.GoodbyeH\x00R\agoodbyeB\t\n" +
+	"\agoodbye\x18\x04 \x01(\v2\x12.tether.v1.GoodbyeH\x00R\agoodbye\x12>\n" +
+	"\rdaemon_exited\x18\x05 \x01(\v2\x17.tether.v1.DaemonExitedH\x00R\fdaemonExitedB\t\n" +
 	"\amessage\"\xac\x01\n" +
 	"\x0fConnectResponse\x12.\n" +
 	"\awelcome\x18\x01 \x01(\v2\x12.tether.v1.WelcomeH\x00R\awelcome\x121\n" +
@@ -1898,7 +2013,7 @@ const file_tether_v1_broker_proto_rawDesc = "" +
 	"\x15OPERATION_UNSPECIFIED\x10\x00\x12\x11\n" +
 	"\rOPERATION_ADD\x10\x01\x12\x14\n" +
 	"\x10OPERATION_CHANGE\x10\x02\x12\x14\n" +
-	"\x10OPERATION_REMOVE\x10\x03\"\x9a\x03\n" +
+	"\x10OPERATION_REMOVE\x10\x03\"\xd4\x03\n" +
 	"\bDelivery\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1d\n" +
 	"\n" +
@@ -1915,7 +2030,8 @@ const file_tether_v1_broker_proto_rawDesc = "" +
 	"\bdeadline\x18\n" +
 	" \x01(\v2\x1a.google.protobuf.TimestampR\bdeadline\x12\x1b\n" +
 	"\tfield_old\x18\v \x01(\fR\bfieldOld\x12\x1b\n" +
-	"\tfield_new\x18\f \x01(\fR\bfieldNew\"\xfb\x01\n" +
+	"\tfield_new\x18\f \x01(\fR\bfieldNew\x128\n" +
+	"\tscheduled\x18\r \x01(\v2\x1a.google.protobuf.TimestampR\tscheduled\"\xfb\x01\n" +
 	"\x03Ack\x12\x1f\n" +
 	"\vdelivery_id\x18\x01 \x01(\tR\n" +
 	"deliveryId\x12,\n" +
@@ -1929,7 +2045,13 @@ const file_tether_v1_broker_proto_rawDesc = "" +
 	"\vFlowControl\x12\x16\n" +
 	"\x06window\x18\x01 \x01(\rR\x06window\"!\n" +
 	"\aGoodbye\x12\x16\n" +
-	"\x06reason\x18\x01 \x01(\tR\x06reason\"A\n" +
+	"\x06reason\x18\x01 \x01(\tR\x06reason\"q\n" +
+	"\fDaemonExited\x12\x1d\n" +
+	"\n" +
+	"binding_id\x18\x01 \x01(\tR\tbindingId\x12\x10\n" +
+	"\x03uid\x18\x02 \x01(\tR\x03uid\x12\x16\n" +
+	"\x06failed\x18\x03 \x01(\bR\x06failed\x12\x18\n" +
+	"\amessage\x18\x04 \x01(\tR\amessage\"A\n" +
 	"\x06Cancel\x12\x1f\n" +
 	"\vdelivery_id\x18\x01 \x01(\tR\n" +
 	"deliveryId\x12\x16\n" +
@@ -1987,7 +2109,7 @@ func file_tether_v1_broker_proto_rawDescGZIP() []byte {
 }
 
 var file_tether_v1_broker_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
-var file_tether_v1_broker_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
+var file_tether_v1_broker_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
 var file_tether_v1_broker_proto_goTypes = []any{
 	(BindingKind)(0),               // 0: tether.v1.BindingKind
 	(FinalizerPolicy)(0),           // 1: tether.v1.FinalizerPolicy
@@ -2010,49 +2132,52 @@ var file_tether_v1_broker_proto_goTypes = []any{
 	(*Ack)(nil),                    // 18: tether.v1.Ack
 	(*FlowControl)(nil),            // 19: tether.v1.FlowControl
 	(*Goodbye)(nil),                // 20: tether.v1.Goodbye
-	(*Cancel)(nil),                 // 21: tether.v1.Cancel
-	(*durationpb.Duration)(nil),    // 22: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),  // 23: google.protobuf.Timestamp
+	(*DaemonExited)(nil),           // 21: tether.v1.DaemonExited
+	(*Cancel)(nil),                 // 22: tether.v1.Cancel
+	(*durationpb.Duration)(nil),    // 23: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),  // 24: google.protobuf.Timestamp
 }
 var file_tether_v1_broker_proto_depIdxs = []int32{
 	8,  // 0: tether.v1.ConnectRequest.hello:type_name -> tether.v1.Hello
 	18, // 1: tether.v1.ConnectRequest.ack:type_name -> tether.v1.Ack
 	19, // 2: tether.v1.ConnectRequest.flow_control:type_name -> tether.v1.FlowControl
 	20, // 3: tether.v1.ConnectRequest.goodbye:type_name -> tether.v1.Goodbye
-	9,  // 4: tether.v1.ConnectResponse.welcome:type_name -> tether.v1.Welcome
-	17, // 5: tether.v1.ConnectResponse.delivery:type_name -> tether.v1.Delivery
-	21, // 6: tether.v1.ConnectResponse.cancel:type_name -> tether.v1.Cancel
-	11, // 7: tether.v1.Hello.bindings:type_name -> tether.v1.Binding
-	10, // 8: tether.v1.Welcome.resources:type_name -> tether.v1.Resource
-	0,  // 9: tether.v1.Binding.kind:type_name -> tether.v1.BindingKind
-	10, // 10: tether.v1.Binding.resource:type_name -> tether.v1.Resource
-	12, // 11: tether.v1.Binding.annotations:type_name -> tether.v1.AnnotationFilter
-	1,  // 12: tether.v1.Binding.finalizer:type_name -> tether.v1.FinalizerPolicy
-	22, // 13: tether.v1.Binding.timeout:type_name -> google.protobuf.Duration
-	22, // 14: tether.v1.Binding.backoff:type_name -> google.protobuf.Duration
-	22, // 15: tether.v1.Binding.max_backoff:type_name -> google.protobuf.Duration
-	13, // 16: tether.v1.Binding.timer:type_name -> tether.v1.TimerOptions
-	14, // 17: tether.v1.Binding.daemon:type_name -> tether.v1.DaemonOptions
-	4,  // 18: tether.v1.AnnotationFilter.operator:type_name -> tether.v1.AnnotationFilter.Operator
-	22, // 19: tether.v1.TimerOptions.interval:type_name -> google.protobuf.Duration
-	22, // 20: tether.v1.TimerOptions.initial_delay:type_name -> google.protobuf.Duration
-	22, // 21: tether.v1.TimerOptions.idle:type_name -> google.protobuf.Duration
-	22, // 22: tether.v1.DaemonOptions.cancellation_timeout:type_name -> google.protobuf.Duration
-	10, // 23: tether.v1.ObjectRef.resource:type_name -> tether.v1.Resource
-	5,  // 24: tether.v1.DiffEntry.operation:type_name -> tether.v1.DiffEntry.Operation
-	2,  // 25: tether.v1.Delivery.kind:type_name -> tether.v1.DeliveryKind
-	15, // 26: tether.v1.Delivery.ref:type_name -> tether.v1.ObjectRef
-	16, // 27: tether.v1.Delivery.diff:type_name -> tether.v1.DiffEntry
-	23, // 28: tether.v1.Delivery.deadline:type_name -> google.protobuf.Timestamp
-	3,  // 29: tether.v1.Ack.outcome:type_name -> tether.v1.Outcome
-	22, // 30: tether.v1.Ack.retry_after:type_name -> google.protobuf.Duration
-	6,  // 31: tether.v1.BrokerService.Connect:input_type -> tether.v1.ConnectRequest
-	7,  // 32: tether.v1.BrokerService.Connect:output_type -> tether.v1.ConnectResponse
-	32, // [32:33] is the sub-list for method output_type
-	31, // [31:32] is the sub-list for method input_type
-	31, // [31:31] is the sub-list for extension type_name
-	31, // [31:31] is the sub-list for extension extendee
-	0,  // [0:31] is the sub-list for field type_name
+	21, // 4: tether.v1.ConnectRequest.daemon_exited:type_name -> tether.v1.DaemonExited
+	9,  // 5: tether.v1.ConnectResponse.welcome:type_name -> tether.v1.Welcome
+	17, // 6: tether.v1.ConnectResponse.delivery:type_name -> tether.v1.Delivery
+	22, // 7: tether.v1.ConnectResponse.cancel:type_name -> tether.v1.Cancel
+	11, // 8: tether.v1.Hello.bindings:type_name -> tether.v1.Binding
+	10, // 9: tether.v1.Welcome.resources:type_name -> tether.v1.Resource
+	0,  // 10: tether.v1.Binding.kind:type_name -> tether.v1.BindingKind
+	10, // 11: tether.v1.Binding.resource:type_name -> tether.v1.Resource
+	12, // 12: tether.v1.Binding.annotations:type_name -> tether.v1.AnnotationFilter
+	1,  // 13: tether.v1.Binding.finalizer:type_name -> tether.v1.FinalizerPolicy
+	23, // 14: tether.v1.Binding.timeout:type_name -> google.protobuf.Duration
+	23, // 15: tether.v1.Binding.backoff:type_name -> google.protobuf.Duration
+	23, // 16: tether.v1.Binding.max_backoff:type_name -> google.protobuf.Duration
+	13, // 17: tether.v1.Binding.timer:type_name -> tether.v1.TimerOptions
+	14, // 18: tether.v1.Binding.daemon:type_name -> tether.v1.DaemonOptions
+	4,  // 19: tether.v1.AnnotationFilter.operator:type_name -> tether.v1.AnnotationFilter.Operator
+	23, // 20: tether.v1.TimerOptions.interval:type_name -> google.protobuf.Duration
+	23, // 21: tether.v1.TimerOptions.initial_delay:type_name -> google.protobuf.Duration
+	23, // 22: tether.v1.TimerOptions.idle:type_name -> google.protobuf.Duration
+	23, // 23: tether.v1.DaemonOptions.cancellation_timeout:type_name -> google.protobuf.Duration
+	10, // 24: tether.v1.ObjectRef.resource:type_name -> tether.v1.Resource
+	5,  // 25: tether.v1.DiffEntry.operation:type_name -> tether.v1.DiffEntry.Operation
+	2,  // 26: tether.v1.Delivery.kind:type_name -> tether.v1.DeliveryKind
+	15, // 27: tether.v1.Delivery.ref:type_name -> tether.v1.ObjectRef
+	16, // 28: tether.v1.Delivery.diff:type_name -> tether.v1.DiffEntry
+	24, // 29: tether.v1.Delivery.deadline:type_name -> google.protobuf.Timestamp
+	24, // 30: tether.v1.Delivery.scheduled:type_name -> google.protobuf.Timestamp
+	3,  // 31: tether.v1.Ack.outcome:type_name -> tether.v1.Outcome
+	23, // 32: tether.v1.Ack.retry_after:type_name -> google.protobuf.Duration
+	6,  // 33: tether.v1.BrokerService.Connect:input_type -> tether.v1.ConnectRequest
+	7,  // 34: tether.v1.BrokerService.Connect:output_type -> tether.v1.ConnectResponse
+	34, // [34:35] is the sub-list for method output_type
+	33, // [33:34] is the sub-list for method input_type
+	33, // [33:33] is the sub-list for extension type_name
+	33, // [33:33] is the sub-list for extension extendee
+	0,  // [0:33] is the sub-list for field type_name
 }
 
 func init() { file_tether_v1_broker_proto_init() }
@@ -2065,6 +2190,7 @@ func file_tether_v1_broker_proto_init() {
 		(*ConnectRequest_Ack)(nil),
 		(*ConnectRequest_FlowControl)(nil),
 		(*ConnectRequest_Goodbye)(nil),
+		(*ConnectRequest_DaemonExited)(nil),
 	}
 	file_tether_v1_broker_proto_msgTypes[1].OneofWrappers = []any{
 		(*ConnectResponse_Welcome)(nil),
@@ -2078,7 +2204,7 @@ func file_tether_v1_broker_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tether_v1_broker_proto_rawDesc), len(file_tether_v1_broker_proto_rawDesc)),
 			NumEnums:      6,
-			NumMessages:   16,
+			NumMessages:   17,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

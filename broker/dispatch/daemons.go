@@ -1,0 +1,190 @@
+package dispatch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/tether-dev/tether/broker/binding"
+	"github.com/tether-dev/tether/broker/session"
+	"github.com/tether-dev/tether/broker/timer"
+	tetherv1 "github.com/tether-dev/tether/proto/tether/v1"
+)
+
+// daemon is one daemon binding's daemon on one object.
+type daemon struct {
+	// inst runs it; nil when it is not running.
+	inst *session.Instance
+	// exited: it returned by itself and waits for a restart (if any).
+	exited bool
+	// restarts counts restarts, for the backoff between them.
+	restarts int
+}
+
+// daemonExit is one DaemonExited report.
+type daemonExit struct {
+	inst *session.Instance
+	msg  *tetherv1.DaemonExited
+}
+
+func restartKey(id string) string { return "restart/" + id }
+
+// running reports whether d runs on an instance still connected.
+func (d *daemon) running() bool {
+	if d == nil || d.inst == nil {
+		return false
+	}
+	select {
+	case <-d.inst.Done():
+		return false
+	default:
+		return true
+	}
+}
+
+// processDaemons starts a daemon per matching daemon binding on the object's
+// owner, takes exit reports, restarts where the binding asks, and stops
+// daemons whose object no longer matches.
+func (rt *runtime) processDaemons(ctx context.Context, o *object, obj *unstructured.Unstructured) error {
+	rt.takeExits(o, obj)
+	for _, b := range rt.byResource[o.res.GroupVersionResource] {
+		if b.Kind != binding.Daemon {
+			continue
+		}
+		rt.mu.Lock()
+		d := o.daemons[b.ID]
+		rt.mu.Unlock()
+		if !rt.matches(b, obj, nil) {
+			if err := rt.stopDaemon(ctx, o, b, obj, "the object no longer matches"); err != nil {
+				return err
+			}
+			continue
+		}
+		if d.running() {
+			continue
+		}
+		if d != nil && d.exited {
+			if _, due := rt.takeDue(o, restartKey(b.ID)); !due {
+				continue
+			}
+		}
+		d0 := &tetherv1.Delivery{Kind: tetherv1.DeliveryKind_DELIVERY_KIND_DAEMON_START, Object: o.encoded(obj)}
+		ack, in, wait, err := rt.call(ctx, o, b, obj, d0)
+		if err != nil {
+			return err
+		}
+		if wait > 0 {
+			rt.sched.Schedule(timer.Key{UID: o.uid, Name: restartKey(b.ID)}, time.Now().Add(wait))
+			rt.setDaemon(o, b.ID, &daemon{exited: true, restarts: restartsOf(d)})
+			continue
+		}
+		if ack.GetOutcome() == tetherv1.Outcome_OUTCOME_OK {
+			rt.setDaemon(o, b.ID, &daemon{inst: in, restarts: restartsOf(d)})
+		}
+	}
+	return nil
+}
+
+func restartsOf(d *daemon) int {
+	if d == nil {
+		return 0
+	}
+	return d.restarts
+}
+
+func (rt *runtime) setDaemon(o *object, id string, d *daemon) {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	if d == nil {
+		delete(o.daemons, id)
+		return
+	}
+	if o.daemons == nil {
+		o.daemons = map[string]*daemon{}
+	}
+	o.daemons[id] = d
+}
+
+// takeExits applies the exit reports: the daemon is no longer running, a
+// failure becomes a Warning Event, and a restart is scheduled with backoff
+// where the binding asks for one.
+func (rt *runtime) takeExits(o *object, obj *unstructured.Unstructured) {
+	rt.mu.Lock()
+	exits := o.exits
+	o.exits = nil
+	rt.mu.Unlock()
+	for _, x := range exits {
+		b := rt.bindingByID(o, x.msg.GetBindingId())
+		rt.mu.Lock()
+		d := o.daemons[x.msg.GetBindingId()]
+		rt.mu.Unlock()
+		if b == nil || d == nil || d.inst != x.inst {
+			continue // a report about a daemon already stopped or moved
+		}
+		what := fmt.Sprintf("daemon %q of handler %q", b.ID, rt.name)
+		if x.msg.GetFailed() {
+			rt.m.opts.Recorder.Event(obj, true, "DaemonFailed", fmt.Sprintf("%s returned an error: %s", what, x.msg.GetMessage()))
+		} else {
+			rt.log.Info("daemon returned", "binding", b.ID, "namespace", obj.GetNamespace(), "name", obj.GetName())
+		}
+		next := &daemon{exited: true, restarts: d.restarts + 1}
+		rt.setDaemon(o, b.ID, next)
+		if b.Daemon.Restart {
+			rt.sched.Schedule(timer.Key{UID: o.uid, Name: restartKey(b.ID)}, time.Now().Add(b.Retry.Delay(next.restarts)))
+		}
+	}
+}
+
+func (rt *runtime) bindingByID(o *object, id string) *binding.Binding {
+	for _, b := range rt.byResource[o.res.GroupVersionResource] {
+		if b.ID == id {
+			return b
+		}
+	}
+	return nil
+}
+
+// stopDaemon asks the instance running b's daemon to stop it and waits for
+// the acknowledgement, at most the binding's cancellation timeout; past it
+// the daemon counts as stopped, with a Warning Event.
+func (rt *runtime) stopDaemon(ctx context.Context, o *object, b *binding.Binding, obj *unstructured.Unstructured, why string) error {
+	rt.mu.Lock()
+	d := o.daemons[b.ID]
+	rt.mu.Unlock()
+	rt.sched.Cancel(timer.Key{UID: o.uid, Name: restartKey(b.ID)})
+	if !d.running() {
+		rt.setDaemon(o, b.ID, nil)
+		return nil
+	}
+	timeout := b.Daemon.CancellationTimeout
+	stop := &tetherv1.Delivery{Kind: tetherv1.DeliveryKind_DELIVERY_KIND_DAEMON_STOP, Object: o.encoded(obj)}
+	_, err := rt.deliverTo(ctx, d.inst, o, b, obj, stop, timeout)
+	switch {
+	case err == nil, errors.Is(err, session.ErrGone), errors.Is(err, session.ErrLeaving):
+		// Acknowledged, or its session ended or is ending, which stops its
+		// daemons.
+	case ctx.Err() != nil:
+		return ctx.Err()
+	default:
+		rt.m.opts.Recorder.Event(obj, true, "DaemonStopTimeout", fmt.Sprintf(
+			"daemon %q of handler %q did not acknowledge stop (%s) within %v; counting it as stopped", b.ID, rt.name, why, timeout))
+	}
+	rt.setDaemon(o, b.ID, nil)
+	return nil
+}
+
+// stopDaemons stops every daemon of an object.
+func (rt *runtime) stopDaemons(ctx context.Context, o *object, obj *unstructured.Unstructured, why string) error {
+	for _, b := range rt.byResource[o.res.GroupVersionResource] {
+		if b.Kind != binding.Daemon {
+			continue
+		}
+		if err := rt.stopDaemon(ctx, o, b, obj, why); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,117 @@
+package dispatch
+
+import (
+	"context"
+	"time"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/tether-dev/tether/broker/binding"
+	"github.com/tether-dev/tether/broker/progress"
+	"github.com/tether-dev/tether/broker/timer"
+	tetherv1 "github.com/tether-dev/tether/proto/tether/v1"
+)
+
+// processTimers keeps one schedule per matching timer binding and delivers
+// the ticks that came due. A tick is delivered by the object's worker, so at
+// most one is outstanding per (binding, object): a slow handler gets its
+// ticks late, never piled up. A tick writes nothing unless its ack carries
+// a patch or a result.
+func (rt *runtime) processTimers(ctx context.Context, o *object, obj *unstructured.Unstructured) (time.Duration, error) {
+	for _, b := range rt.byResource[o.res.GroupVersionResource] {
+		if b.Kind != binding.Timer {
+			continue
+		}
+		key := timer.Key{UID: o.uid, Name: b.ID}
+		if !rt.matches(b, obj, nil) {
+			if o.timers[b.ID] {
+				rt.stopTimer(o, b.ID)
+			}
+			continue
+		}
+		if !o.timers[b.ID] {
+			if o.timers == nil {
+				o.timers = map[string]bool{}
+			}
+			o.timers[b.ID] = true
+			rt.sched.Schedule(key, time.Now().Add(b.Timer.InitialDelay))
+			continue
+		}
+		due, ok := rt.takeDue(o, b.ID)
+		if !ok {
+			continue
+		}
+		if b.Timer.Idle > 0 {
+			rt.mu.Lock()
+			quiet := o.changed.Add(b.Timer.Idle)
+			rt.mu.Unlock()
+			if time.Now().Before(quiet) {
+				rt.sched.Schedule(key, quiet)
+				continue
+			}
+		}
+		d := &tetherv1.Delivery{Kind: tetherv1.DeliveryKind_DELIVERY_KIND_TICK, Object: o.encoded(obj), Scheduled: timestamppb.New(due)}
+		ack, _, wait, err := rt.call(ctx, o, b, obj, d)
+		if err != nil || wait > 0 {
+			rt.markDue(o, b.ID, due) // the same tick, again
+			return wait, err
+		}
+		rt.sched.Schedule(key, nextTick(b.Timer, due, time.Now()))
+		if ack.GetOutcome() != tetherv1.Outcome_OUTCOME_OK {
+			continue
+		}
+		var acc accumulated
+		if err := acc.add(b.ID, ack); err != nil {
+			rt.invalidPatch(obj, b, err)
+			continue
+		}
+		w := &write{merge: acc.merge, status: acc.status}
+		for id, r := range acc.results {
+			w.setAnnotation(progress.ResultKey(rt.name, id), r)
+		}
+		if !w.empty() {
+			if err := rt.apply(ctx, o, obj, w); err != nil {
+				return 0, err
+			}
+		}
+	}
+	return 0, nil
+}
+
+// nextTick is when the tick after one due at due comes: interval after the
+// ack, or the next point of the grid for sharp timers (skipping points that
+// passed while the handler was slow, so ticks never pile up).
+func nextTick(t binding.TimerOptions, due, now time.Time) time.Time {
+	if !t.Sharp {
+		return now.Add(t.Interval)
+	}
+	next := due.Add(t.Interval)
+	if next.Before(now) {
+		missed := now.Sub(next)/t.Interval + 1
+		next = next.Add(missed * t.Interval)
+	}
+	return next
+}
+
+func (rt *runtime) markDue(o *object, name string, due time.Time) {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	if o.due == nil {
+		o.due = map[string]time.Time{}
+	}
+	o.due[name] = due
+}
+
+func (rt *runtime) stopTimer(o *object, id string) {
+	rt.sched.Cancel(timer.Key{UID: o.uid, Name: id})
+	delete(o.timers, id)
+	rt.takeDue(o, id)
+}
+
+// stopTimers ends every timer of an object: it is being deleted or gone.
+func (rt *runtime) stopTimers(o *object) {
+	for id := range o.timers {
+		rt.stopTimer(o, id)
+	}
+}

@@ -1,0 +1,179 @@
+package timer
+
+import (
+	"container/heap"
+	"context"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// Key names one scheduled wake-up: an object and what is due for it (a
+// binding id, or another name the caller picks).
+type Key struct {
+	UID  types.UID
+	Name string
+}
+
+// Scheduler calls Fire for each key when its time comes. The zero value is
+// not usable; use New.
+type Scheduler struct {
+	fire func(Key, time.Time)
+	now  func() time.Time
+
+	mu    sync.Mutex
+	items itemHeap
+	byKey map[Key]*item
+	byUID map[types.UID]map[string]*item
+	wake  chan struct{}
+}
+
+type item struct {
+	key   Key
+	at    time.Time
+	index int
+}
+
+// New returns a Scheduler that calls fire(key, due) when key is due. fire
+// runs on the scheduler's goroutine and must not block.
+func New(fire func(key Key, due time.Time)) *Scheduler {
+	return &Scheduler{
+		fire:  fire,
+		now:   time.Now,
+		byKey: map[Key]*item{},
+		byUID: map[types.UID]map[string]*item{},
+		wake:  make(chan struct{}, 1),
+	}
+}
+
+// Schedule makes key due at at, replacing any earlier schedule of key.
+func (s *Scheduler) Schedule(key Key, at time.Time) {
+	s.mu.Lock()
+	if it, ok := s.byKey[key]; ok {
+		it.at = at
+		heap.Fix(&s.items, it.index)
+	} else {
+		it = &item{key: key, at: at}
+		heap.Push(&s.items, it)
+		s.byKey[key] = it
+		m := s.byUID[key.UID]
+		if m == nil {
+			m = map[string]*item{}
+			s.byUID[key.UID] = m
+		}
+		m[key.Name] = it
+	}
+	first := s.items[0].key == key
+	s.mu.Unlock()
+	if first {
+		s.poke()
+	}
+}
+
+// Cancel forgets key.
+func (s *Scheduler) Cancel(key Key) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if it, ok := s.byKey[key]; ok {
+		s.removeLocked(it)
+	}
+}
+
+// CancelUID forgets every key of an object.
+func (s *Scheduler) CancelUID(uid types.UID) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, it := range s.byUID[uid] {
+		s.removeLocked(it)
+	}
+}
+
+// Scheduled reports when key is due, if it is scheduled.
+func (s *Scheduler) Scheduled(key Key) (time.Time, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	it, ok := s.byKey[key]
+	if !ok {
+		return time.Time{}, false
+	}
+	return it.at, true
+}
+
+// Len is the number of scheduled keys.
+func (s *Scheduler) Len() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.items)
+}
+
+func (s *Scheduler) removeLocked(it *item) {
+	heap.Remove(&s.items, it.index)
+	delete(s.byKey, it.key)
+	if m := s.byUID[it.key.UID]; m != nil {
+		delete(m, it.key.Name)
+		if len(m) == 0 {
+			delete(s.byUID, it.key.UID)
+		}
+	}
+}
+
+func (s *Scheduler) poke() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Start fires due keys until ctx ends.
+func (s *Scheduler) Start(ctx context.Context) error {
+	t := time.NewTimer(time.Hour)
+	defer t.Stop()
+	var due []*item
+	for {
+		due = due[:0]
+		s.mu.Lock()
+		now := s.now()
+		for len(s.items) > 0 && !s.items[0].at.After(now) {
+			it := s.items[0]
+			s.removeLocked(it)
+			due = append(due, it)
+		}
+		wait := time.Hour
+		if len(s.items) > 0 {
+			wait = s.items[0].at.Sub(now)
+		}
+		s.mu.Unlock()
+		for _, it := range due {
+			s.fire(it.key, it.at)
+		}
+		t.Reset(wait)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-s.wake:
+		case <-t.C:
+		}
+	}
+}
+
+type itemHeap []*item
+
+func (h itemHeap) Len() int           { return len(h) }
+func (h itemHeap) Less(i, j int) bool { return h[i].at.Before(h[j].at) }
+func (h itemHeap) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].index, h[j].index = i, j
+}
+func (h *itemHeap) Push(x any) {
+	it := x.(*item)
+	it.index = len(*h)
+	*h = append(*h, it)
+}
+func (h *itemHeap) Pop() any {
+	old := *h
+	it := old[len(old)-1]
+	old[len(old)-1] = nil
+	*h = old[:len(old)-1]
+	return it
+}
