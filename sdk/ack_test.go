@@ -163,14 +163,15 @@ func TestReturnedErrorsChooseTheOutcome(t *testing.T) {
 }
 
 func TestDeliveriesThisSDKCannotHandleAreFailed(t *testing.T) {
+	onTimer := func(h *sdk.Handler, fn sdk.Func) { h.OnTimer(configMaps, time.Second, fn) }
+	onDaemon := func(h *sdk.Handler, fn sdk.Func) { h.OnDaemon(configMaps, fn) }
 	tests := []struct {
-		name string
-		mod  func(*tetherv1.Delivery)
-		want string
+		name     string
+		mod      func(*tetherv1.Delivery)
+		register func(*sdk.Handler, sdk.Func) // default: a create binding
+		want     string
 	}{
-		{name: "timer tick", mod: func(d *tetherv1.Delivery) { d.Kind = tetherv1.DeliveryKind_DELIVERY_KIND_TICK },
-			want: "not supported by this SDK"},
-		{name: "daemon start", mod: func(d *tetherv1.Delivery) { d.Kind = tetherv1.DeliveryKind_DELIVERY_KIND_DAEMON_START },
+		{name: "admission review", mod: func(d *tetherv1.Delivery) { d.Kind = tetherv1.DeliveryKind_DELIVERY_KIND_ADMISSION },
 			want: "not supported by this SDK"},
 		{name: "kind from a future broker", mod: func(d *tetherv1.Delivery) { d.Kind = 99 },
 			want: "not supported by this SDK"},
@@ -178,14 +179,46 @@ func TestDeliveriesThisSDKCannotHandleAreFailed(t *testing.T) {
 			want: `binding "other" is not declared`},
 		{name: "malformed object", mod: func(d *tetherv1.Delivery) { d.Object = []byte(`{"metadata":`) },
 			want: "malformed delivery"},
+		{name: "tick for a create binding", mod: func(d *tetherv1.Delivery) { d.Kind = tetherv1.DeliveryKind_DELIVERY_KIND_TICK },
+			want: `binding "create-0" is a create binding; it does not take DELIVERY_KIND_TICK deliveries`},
+		{name: "daemon start for a create binding",
+			mod:  func(d *tetherv1.Delivery) { d.Kind = tetherv1.DeliveryKind_DELIVERY_KIND_DAEMON_START },
+			want: `binding "create-0" is a create binding; it does not take DELIVERY_KIND_DAEMON_START deliveries`},
+		{name: "create for a timer binding", register: onTimer,
+			mod:  func(d *tetherv1.Delivery) { d.BindingId = "timer-0" },
+			want: `binding "timer-0" is a timer binding; it does not take DELIVERY_KIND_CREATE deliveries`},
+		{name: "daemon stop for a timer binding", register: onTimer,
+			mod: func(d *tetherv1.Delivery) {
+				d.BindingId, d.Kind = "timer-0", tetherv1.DeliveryKind_DELIVERY_KIND_DAEMON_STOP
+			},
+			want: `binding "timer-0" is a timer binding; it does not take DELIVERY_KIND_DAEMON_STOP deliveries`},
+		{name: "tick for a daemon binding", register: onDaemon,
+			mod:  func(d *tetherv1.Delivery) { d.BindingId, d.Kind = "daemon-0", tetherv1.DeliveryKind_DELIVERY_KIND_TICK },
+			want: `binding "daemon-0" is a daemon binding; it does not take DELIVERY_KIND_TICK deliveries`},
+		{name: "daemon start without uid", register: onDaemon,
+			mod: func(d *tetherv1.Delivery) {
+				d.BindingId, d.Kind = "daemon-0", tetherv1.DeliveryKind_DELIVERY_KIND_DAEMON_START
+				d.Ref.Uid = ""
+			},
+			want: "daemon start without object uid"},
+		{name: "daemon start with a malformed object", register: onDaemon,
+			mod: func(d *tetherv1.Delivery) {
+				d.BindingId, d.Kind = "daemon-0", tetherv1.DeliveryKind_DELIVERY_KIND_DAEMON_START
+				d.Object = []byte(`[`)
+			},
+			want: "malformed delivery"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			called := make(chan struct{}, 1)
+			var register []func(*sdk.Handler, sdk.Func)
+			if tt.register != nil {
+				register = append(register, tt.register)
+			}
 			ack := handleOne(t, func(context.Context, *sdk.Event) error {
 				called <- struct{}{}
 				return nil
-			}, delivery("d1", tt.mod))
+			}, delivery("d1", tt.mod), register...)
 			if ack.GetOutcome() != tetherv1.Outcome_OUTCOME_FAIL || !strings.Contains(ack.GetMessage(), tt.want) {
 				t.Fatalf("ack = %v, want FAIL containing %q", ack, tt.want)
 			}

@@ -18,24 +18,31 @@ import (
 // result are then applied), RetryAfter(err, d) or a plain error to be called
 // again, Permanent(err) to give up. ctx ends at the delivery's deadline, when
 // the broker withdraws the delivery, or when the handler stops.
+//
+// A daemon function (OnDaemon) is different: its ctx has no deadline and ends
+// when the broker stops the daemon (context.Cause is then ErrDaemonStopped),
+// when the session with the broker ends, or when the handler stops. What it
+// returns is reported to the broker, but it has no outcome to choose.
 type Func func(ctx context.Context, ev *Event) error
 
-// FinalizerPolicy says whether and how a delete binding holds its objects
-// with the finalizer tether.dev/<handler>.
+// FinalizerPolicy says whether and how a delete, timer or daemon binding
+// holds its objects with the finalizer tether.dev/<handler>.
 type FinalizerPolicy int
 
 // The finalizer policies. FinalizerDefault leaves the choice to the broker:
-// HOLD for delete bindings, NONE for the others.
+// HOLD for delete, timer and daemon bindings, NONE for the others.
 const (
 	FinalizerDefault FinalizerPolicy = iota
-	// FinalizerHold holds the object until the delete handler is done, or
-	// until the handler has been absent past its grace.
+	// FinalizerHold holds the object until the handler's deletion work is
+	// done (the delete handler finished; the daemons and timers on the
+	// object stopped), or until the handler has been absent past its grace.
 	FinalizerHold
 	// FinalizerStrict holds the object until the handler acknowledges, or
 	// the cancellation timeout runs out. For cleanup that must not be skipped.
 	FinalizerStrict
 	// FinalizerNone never holds the object: the delete handler runs only if
-	// the broker sees the deletion in time.
+	// the broker sees the deletion in time, and timers and daemons stop when
+	// the broker sees the object gone.
 	FinalizerNone
 )
 
@@ -51,6 +58,9 @@ func (p FinalizerPolicy) String() string {
 		return "DEFAULT"
 	}
 }
+
+// MinTimerInterval is the shortest interval OnTimer accepts.
+const MinTimerInterval = 100 * time.Millisecond
 
 // BindingOption refines one binding registered with OnCreate, OnUpdate and
 // friends.
@@ -73,11 +83,41 @@ type binding struct {
 	timeout     time.Duration
 	backoff     time.Duration
 	maxBackoff  time.Duration
-	errs        []error
+	// timers
+	interval     time.Duration
+	initialDelay time.Duration
+	idle         time.Duration
+	sharp        bool
+	// daemons
+	cancellationTimeout time.Duration
+	restart             bool
+	// kindOnly lists the options given that apply to one kind of binding.
+	kindOnly []kindOption
+	errs     []error
+}
+
+// kindOption is an option that applies to bindings of one kind only.
+type kindOption struct {
+	name string
+	kind EventKind
 }
 
 func (b *binding) fail(format string, args ...any) {
 	b.errs = append(b.errs, fmt.Errorf(format, args...))
+}
+
+// only records that option name was given and applies to kind only.
+func (b *binding) only(name string, kind EventKind) {
+	b.kindOnly = append(b.kindOnly, kindOption{name: name, kind: kind})
+}
+
+// nonNegative checks an option's duration.
+func (b *binding) nonNegative(name string, d time.Duration) bool {
+	if d < 0 {
+		b.fail("%s: negative duration %s", name, d)
+		return false
+	}
+	return true
 }
 
 // ID names the binding: a DNS-1123 label of at most 40 characters. The
@@ -143,9 +183,61 @@ func Optional() BindingOption {
 	return func(b *binding) { b.optional = true }
 }
 
-// Finalizer sets the finalizer policy of a delete binding.
+// Finalizer sets the finalizer policy of a delete, timer or daemon binding.
 func Finalizer(policy FinalizerPolicy) BindingOption {
 	return func(b *binding) { b.finalizer = policy }
+}
+
+// InitialDelay makes a timer wait d after the broker first sees an object
+// before its first tick.
+func InitialDelay(d time.Duration) BindingOption {
+	return func(b *binding) {
+		b.only("InitialDelay", Tick)
+		if b.nonNegative("InitialDelay", d) {
+			b.initialDelay = d
+		}
+	}
+}
+
+// Idle makes a timer tick only once the object has been unchanged for d.
+func Idle(d time.Duration) BindingOption {
+	return func(b *binding) {
+		b.only("Idle", Tick)
+		if b.nonNegative("Idle", d) {
+			b.idle = d
+		}
+	}
+}
+
+// Sharp makes a timer tick on a fixed grid of its interval, instead of one
+// interval after the previous tick was handled.
+func Sharp() BindingOption {
+	return func(b *binding) {
+		b.only("Sharp", Tick)
+		b.sharp = true
+	}
+}
+
+// CancellationTimeout bounds how long the broker waits for a daemon to
+// return once it asked it to stop; past it the daemon counts as stopped
+// (with a warning Event) and the object is released. Zero means the
+// broker's default.
+func CancellationTimeout(d time.Duration) BindingOption {
+	return func(b *binding) {
+		b.only("CancellationTimeout", DaemonStart)
+		if b.nonNegative("CancellationTimeout", d) {
+			b.cancellationTimeout = d
+		}
+	}
+}
+
+// Restart has the broker start a daemon again, with backoff, when its
+// function returns without having been asked to stop.
+func Restart() BindingOption {
+	return func(b *binding) {
+		b.only("Restart", DaemonStart)
+		b.restart = true
+	}
 }
 
 // Retries sets how many times a failing delivery is tried again before it
@@ -161,11 +253,9 @@ func Retries(n int) BindingOption {
 // Timeout sets how long the broker waits for the ack of one attempt.
 func Timeout(d time.Duration) BindingOption {
 	return func(b *binding) {
-		if d < 0 {
-			b.fail("timeout: negative duration %s", d)
-			return
+		if b.nonNegative("timeout", d) {
+			b.timeout = d
 		}
-		b.timeout = d
 	}
 }
 
@@ -217,7 +307,30 @@ func (h *Handler) OnEvent(r Resource, fn Func, opts ...BindingOption) {
 	h.register(Watch, r, "", fn, opts)
 }
 
-func (h *Handler) register(kind EventKind, r Resource, field string, fn Func, opts []BindingOption) {
+// OnTimer calls fn every interval (at least MinTimerInterval) for each
+// matching object. The broker schedules every tick, one at a time per
+// object: a slow function gets its ticks late, never piled up. A tick is
+// handled like any other delivery (same outcomes, patches and result); its
+// event carries Scheduled. Options: InitialDelay, Idle, Sharp. Unless
+// Finalizer(FinalizerNone) is given, the broker holds each object while its
+// timer runs.
+func (h *Handler) OnTimer(r Resource, interval time.Duration, fn Func, opts ...BindingOption) {
+	h.register(Tick, r, "", fn, opts, func(b *binding) { b.interval = interval })
+}
+
+// OnDaemon runs fn once per matching object, in its own goroutine, for as
+// long as the broker wants it to: its ctx ends when the object is deleted or
+// no longer matches, when the object moves to another instance, or when the
+// session with the broker ends (the broker then starts the daemon again
+// where it belongs). fn should return soon after ctx ends. A daemon does
+// not count against the window, and patches set on its event are ignored.
+// Options: CancellationTimeout, Restart. Unless Finalizer(FinalizerNone) is
+// given, the broker holds each object while its daemon runs.
+func (h *Handler) OnDaemon(r Resource, fn Func, opts ...BindingOption) {
+	h.register(DaemonStart, r, "", fn, opts)
+}
+
+func (h *Handler) register(kind EventKind, r Resource, field string, fn Func, opts []BindingOption, init ...func(*binding)) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	b := &binding{
@@ -226,6 +339,9 @@ func (h *Handler) register(kind EventKind, r Resource, field string, fn Func, op
 		resource: r,
 		fn:       fn,
 		field:    field,
+	}
+	for _, f := range init {
+		f(b)
 	}
 	h.kindCount[kind]++
 	for _, opt := range opts {
@@ -267,15 +383,23 @@ func (b *binding) check() error {
 	if b.kind == Field && (b.field == "" || strings.Contains("."+b.field+".", "..")) {
 		errs = append(errs, fmt.Errorf("field path %q is not a dotted path", b.field))
 	}
+	if b.kind == Tick && b.interval < MinTimerInterval {
+		errs = append(errs, fmt.Errorf("timer interval %s is below the minimum of %s", b.interval, MinTimerInterval))
+	}
 	if b.optional && b.kind != Delete {
 		errs = append(errs, errors.New("Optional applies to delete bindings only"))
+	}
+	for _, o := range b.kindOnly {
+		if b.kind != o.kind {
+			errs = append(errs, fmt.Errorf("%s applies to %s bindings only", o.name, o.kind.bindingName()))
+		}
 	}
 	if b.finalizer < FinalizerDefault || b.finalizer > FinalizerNone {
 		errs = append(errs, fmt.Errorf("unknown finalizer policy %d", int(b.finalizer)))
 	}
 	holds := b.finalizer == FinalizerHold || b.finalizer == FinalizerStrict
-	if holds && b.kind != Delete {
-		errs = append(errs, fmt.Errorf("finalizer %s applies to delete bindings only", b.finalizer))
+	if holds && !b.kind.mayHold() {
+		errs = append(errs, fmt.Errorf("finalizer %s applies to delete, timer and daemon bindings only", b.finalizer))
 	}
 	if holds && b.optional {
 		errs = append(errs, fmt.Errorf("finalizer %s contradicts Optional", b.finalizer))
@@ -287,7 +411,7 @@ func (b *binding) check() error {
 }
 
 func (b *binding) proto() *tetherv1.Binding {
-	return &tetherv1.Binding{
+	pb := &tetherv1.Binding{
 		Id:   b.id,
 		Kind: b.kind.bindingKind(),
 		Resource: &tetherv1.Resource{
@@ -307,6 +431,21 @@ func (b *binding) proto() *tetherv1.Binding {
 		Backoff:       duration(b.backoff),
 		MaxBackoff:    duration(b.maxBackoff),
 	}
+	switch b.kind {
+	case Tick:
+		pb.Timer = &tetherv1.TimerOptions{
+			Interval:     duration(b.interval),
+			InitialDelay: duration(b.initialDelay),
+			Idle:         duration(b.idle),
+			Sharp:        b.sharp,
+		}
+	case DaemonStart:
+		pb.Daemon = &tetherv1.DaemonOptions{
+			CancellationTimeout: duration(b.cancellationTimeout),
+			Restart:             b.restart,
+		}
+	}
+	return pb
 }
 
 func (p FinalizerPolicy) proto() tetherv1.FinalizerPolicy {

@@ -34,9 +34,39 @@
 // at least once: write functions so that running one twice does no harm.
 //
 // Functions run concurrently, at most the window (WithWindow) at once, one
-// at a time per object. The context ends at the delivery's deadline, when
-// the broker withdraws the delivery (context.Cause is then ErrCancelled), or
-// when the handler stops.
+// at a time per object (daemons aside: see below). The context ends at the
+// delivery's deadline, when the broker withdraws the delivery
+// (context.Cause is then ErrCancelled), or when the handler stops.
+//
+// # Timers and daemons
+//
+// OnTimer calls a function periodically for every matching object. The
+// broker schedules the ticks, one at a time per object, so a slow function
+// gets its ticks late, never piled up; a tick is handled like any other
+// delivery and its event carries Scheduled, when it was due:
+//
+//	h.OnTimer(sdk.GVR("", "v1", "secrets"), time.Minute, func(ctx context.Context, ev *sdk.Event) error {
+//		if expired(ev.Object) {
+//			return deleteSecret(ctx, ev.Namespace, ev.Name)
+//		}
+//		return nil
+//	}, sdk.AnnotationPresent("example.com/ttl"), sdk.Idle(10*time.Second))
+//
+// OnDaemon runs a function once per matching object, in its own goroutine,
+// for as long as the broker wants it: its context ends when the object is
+// deleted or stops matching, when the object moves to another instance, or
+// when the session with the broker ends (the broker starts the daemon again
+// where it belongs). Return soon after the context ends. A daemon does not
+// count against the window, and it has no ack: patches set on its event are
+// ignored. With Restart, the broker starts a daemon that returned by itself
+// again, with backoff:
+//
+//	h.OnDaemon(sdk.GVR("apps", "v1", "deployments"), func(ctx context.Context, ev *sdk.Event) error {
+//		return follow(ctx, ev.Namespace, ev.Name) // until ctx ends
+//	}, sdk.Restart(), sdk.CancellationTimeout(30*time.Second))
+//
+// Timers and daemons hold their objects (the finalizer tether.dev/<handler>)
+// until they are stopped, unless Finalizer(FinalizerNone) is given.
 //
 // # Sessions
 //
@@ -47,7 +77,8 @@
 // *RejectedError naming the problem. When Run's context is cancelled, the
 // handler stops taking deliveries, lets those in flight finish (up to
 // WithDrainTimeout), says goodbye so the broker hands its objects to other
-// instances at once, and Run returns nil.
+// instances at once, and Run returns nil. Daemons are stopped whenever a
+// session ends, waiting for them up to the drain timeout as well.
 //
 // Connections use TLS and a bearer token (by default the pod's
 // ServiceAccount token, re-read on every connection attempt). WithInsecure

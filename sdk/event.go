@@ -25,6 +25,11 @@ const (
 	Field
 	// Watch is a raw watch event, for OnEvent bindings.
 	Watch
+	// Tick is a timer tick, for OnTimer bindings.
+	Tick
+	// DaemonStart is what a daemon function (OnDaemon) sees: the delivery
+	// that started it.
+	DaemonStart
 )
 
 func (k EventKind) String() string {
@@ -41,17 +46,40 @@ func (k EventKind) String() string {
 		return "field"
 	case Watch:
 		return "watch"
+	case Tick:
+		return "tick"
+	case DaemonStart:
+		return "daemon-start"
 	default:
 		return fmt.Sprintf("EventKind(%d)", int(k))
 	}
 }
 
-// bindingName is the kind's name in default binding ids.
+// bindingName is the name of the kind's bindings, in default binding ids
+// and in messages.
 func (k EventKind) bindingName() string {
-	if k == Watch {
+	switch k {
+	case Watch:
 		return "event"
+	case Tick:
+		return "timer"
+	case DaemonStart:
+		return "daemon"
+	default:
+		return k.String()
 	}
-	return k.String()
+}
+
+// special tells whether the kind's bindings take only their own delivery
+// kinds (and those kinds go to no other bindings).
+func (k EventKind) special() bool {
+	return k == Tick || k == DaemonStart
+}
+
+// mayHold tells whether bindings of the kind may hold objects with a
+// finalizer.
+func (k EventKind) mayHold() bool {
+	return k == Delete || k == Tick || k == DaemonStart
 }
 
 func (k EventKind) bindingKind() tetherv1.BindingKind {
@@ -68,13 +96,18 @@ func (k EventKind) bindingKind() tetherv1.BindingKind {
 		return tetherv1.BindingKind_BINDING_KIND_FIELD
 	case Watch:
 		return tetherv1.BindingKind_BINDING_KIND_EVENT
+	case Tick:
+		return tetherv1.BindingKind_BINDING_KIND_TIMER
+	case DaemonStart:
+		return tetherv1.BindingKind_BINDING_KIND_DAEMON
 	default:
 		return tetherv1.BindingKind_BINDING_KIND_UNSPECIFIED
 	}
 }
 
-// eventKind maps the delivery kinds this SDK handles; ok is false for the
-// others (timers, daemons, admission), which are acked FAIL.
+// eventKind maps the delivery kinds this SDK handles to the kind of binding
+// that takes them (DAEMON_START and DAEMON_STOP both go to daemon bindings);
+// ok is false for the others (admission), which are acked FAIL.
 func eventKind(k tetherv1.DeliveryKind) (kind EventKind, ok bool) {
 	switch k {
 	case tetherv1.DeliveryKind_DELIVERY_KIND_CREATE:
@@ -89,6 +122,10 @@ func eventKind(k tetherv1.DeliveryKind) (kind EventKind, ok bool) {
 		return Field, true
 	case tetherv1.DeliveryKind_DELIVERY_KIND_EVENT:
 		return Watch, true
+	case tetherv1.DeliveryKind_DELIVERY_KIND_TICK:
+		return Tick, true
+	case tetherv1.DeliveryKind_DELIVERY_KIND_DAEMON_START, tetherv1.DeliveryKind_DELIVERY_KIND_DAEMON_STOP:
+		return DaemonStart, true
 	default:
 		return 0, false
 	}
@@ -108,7 +145,7 @@ type Change struct {
 // Event is one delivery, as a handler function sees it. The fields are
 // read-only; the methods collect the patches and the result that are sent
 // back when the function returns nil. The methods are safe for concurrent
-// use.
+// use. A daemon's event has no ack to carry patches: there they are ignored.
 type Event struct {
 	Kind EventKind
 	// ID is the delivery id, unique per broker process.
@@ -120,8 +157,12 @@ type Event struct {
 	Resource Resource
 	// Namespace is empty for cluster-scoped objects.
 	Namespace, Name, UID, ResourceVersion string
-	// Deadline is when the broker stops waiting for the ack (zero if none).
+	// Deadline is when the broker stops waiting for the ack (zero if none,
+	// and for daemons).
 	Deadline time.Time
+	// Scheduled is when a Tick was due; the difference to its arrival is the
+	// tick's lateness. Zero for other kinds.
+	Scheduled time.Time
 	// Object is the object as the broker saw it.
 	Object *unstructured.Unstructured
 	// Old is the object's essence when the handler last finished with it
@@ -137,6 +178,10 @@ type Event struct {
 	WatchType string
 
 	log hclog.Logger
+	// daemon events ignore patches and results.
+	daemon bool
+
+	ignoredOnce sync.Once
 
 	mu          sync.Mutex
 	patch       map[string]any
@@ -175,6 +220,9 @@ func metaPatch(field, k string, v any) map[string]any {
 // accumulate: later values win. The status subresource is patched with
 // PatchStatus instead.
 func (e *Event) Patch(mergePatch map[string]any) {
+	if e.ignore("Patch") {
+		return
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.patch = mergeInto(e.patch, mergePatch)
@@ -183,6 +231,9 @@ func (e *Event) Patch(mergePatch map[string]any) {
 // PatchStatus merges a JSON merge patch into the patch for the status
 // subresource, given without the "status" key: {"phase": "Ready"}.
 func (e *Event) PatchStatus(mergePatch map[string]any) {
+	if e.ignore("PatchStatus") {
+		return
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.statusPatch = mergeInto(e.statusPatch, mergePatch)
@@ -192,10 +243,25 @@ func (e *Event) PatchStatus(mergePatch map[string]any) {
 // the object for this binding. A value that cannot be encoded makes the
 // delivery fail permanently.
 func (e *Event) SetResult(v any) {
+	if e.ignore("SetResult") {
+		return
+	}
 	raw, err := json.Marshal(v)
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.result, e.resultErr = raw, err
+}
+
+// ignore tells whether the event drops patches and results (a daemon's
+// event), logging the first one dropped.
+func (e *Event) ignore(method string) bool {
+	if !e.daemon {
+		return false
+	}
+	e.ignoredOnce.Do(func() {
+		e.Logger().Debug("ignoring patches and results set by a daemon: a daemon has no ack to carry them", "method", method)
+	})
+	return true
 }
 
 // mergeInto composes patch src onto dst (which it may modify and returns):
@@ -276,6 +342,9 @@ func newEvent(d *tetherv1.Delivery, kind EventKind, log hclog.Logger) (*Event, e
 	}
 	if d.GetDeadline() != nil {
 		ev.Deadline = d.GetDeadline().AsTime()
+	}
+	if d.GetScheduled() != nil {
+		ev.Scheduled = d.GetScheduled().AsTime()
 	}
 	var err error
 	if ev.Object, err = decodeObject(d.GetObject()); err != nil {

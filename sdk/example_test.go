@@ -13,7 +13,8 @@ import (
 )
 
 // A handler that gives every new ConfigMap labelled app=web an owner label,
-// reports on the status of Deployments, and cleans up before a Secret goes.
+// reports on the status of Deployments, cleans up before a Secret goes,
+// checks Certificates every hour and follows the logs of every Job.
 func Example() {
 	h := sdk.New("web-janitor", sdk.WithTokenFile("/var/run/secrets/tokens/tether"), sdk.WithWindow(8))
 
@@ -39,6 +40,16 @@ func Example() {
 		return nil
 	}, sdk.Finalizer(sdk.FinalizerStrict), sdk.AnnotationPresent("example.com/cloud-copy"))
 
+	h.OnTimer(sdk.GVR("cert-manager.io", "v1", "certificates"), time.Hour, func(ctx context.Context, ev *sdk.Event) error {
+		late := time.Since(ev.Scheduled)
+		ev.PatchStatus(map[string]any{"lastCheckLateness": late.String()})
+		return nil
+	}, sdk.Sharp(), sdk.InitialDelay(time.Minute), sdk.Finalizer(sdk.FinalizerNone))
+
+	h.OnDaemon(sdk.GVR("batch", "v1", "jobs"), func(ctx context.Context, ev *sdk.Event) error {
+		return followLogs(ctx, ev.Namespace, ev.Name) // returns when ctx ends
+	}, sdk.Restart(), sdk.CancellationTimeout(20*time.Second))
+
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := h.Run(ctx, "tether-broker.tether-system.svc:7443"); err != nil {
@@ -47,3 +58,8 @@ func Example() {
 }
 
 func deleteCloudCopy(context.Context, string) error { return nil }
+
+func followLogs(ctx context.Context, namespace, name string) error {
+	<-ctx.Done()
+	return ctx.Err()
+}

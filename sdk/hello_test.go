@@ -136,7 +136,20 @@ func TestInvalidConfigurationFailsRunBeforeConnecting(t *testing.T) {
 			h.OnCreate(configMaps, noop)
 		}, want: `"create-0": id used twice`},
 		{name: "optional on create", setup: func(h *sdk.Handler) { h.OnCreate(configMaps, noop, sdk.Optional()) }, want: "Optional applies to delete bindings only"},
-		{name: "hold on update", setup: func(h *sdk.Handler) { h.OnUpdate(configMaps, noop, sdk.Finalizer(sdk.FinalizerHold)) }, want: "finalizer HOLD applies to delete bindings only"},
+		{name: "hold on update", setup: func(h *sdk.Handler) { h.OnUpdate(configMaps, noop, sdk.Finalizer(sdk.FinalizerHold)) }, want: "finalizer HOLD applies to delete, timer and daemon bindings only"},
+		{name: "strict on event", setup: func(h *sdk.Handler) { h.OnEvent(configMaps, noop, sdk.Finalizer(sdk.FinalizerStrict)) }, want: "finalizer STRICT applies to delete, timer and daemon bindings only"},
+		{name: "timer interval below the minimum", setup: func(h *sdk.Handler) { h.OnTimer(configMaps, 99*time.Millisecond, noop) }, want: "timer interval 99ms is below the minimum of 100ms"},
+		{name: "timer without interval", setup: func(h *sdk.Handler) { h.OnTimer(configMaps, 0, noop) }, want: "timer interval 0s is below the minimum"},
+		{name: "negative timer interval", setup: func(h *sdk.Handler) { h.OnTimer(configMaps, -time.Minute, noop) }, want: "timer interval -1m0s is below the minimum"},
+		{name: "negative initial delay", setup: func(h *sdk.Handler) { h.OnTimer(configMaps, time.Second, noop, sdk.InitialDelay(-time.Second)) }, want: "InitialDelay: negative duration"},
+		{name: "negative idle", setup: func(h *sdk.Handler) { h.OnTimer(configMaps, time.Second, noop, sdk.Idle(-time.Second)) }, want: "Idle: negative duration"},
+		{name: "negative cancellation timeout", setup: func(h *sdk.Handler) { h.OnDaemon(configMaps, noop, sdk.CancellationTimeout(-time.Second)) }, want: "CancellationTimeout: negative duration"},
+		{name: "timer option on a create", setup: func(h *sdk.Handler) { h.OnCreate(configMaps, noop, sdk.Sharp()) }, want: "Sharp applies to timer bindings only"},
+		{name: "timer option on a daemon", setup: func(h *sdk.Handler) { h.OnDaemon(configMaps, noop, sdk.Idle(time.Second)) }, want: "Idle applies to timer bindings only"},
+		{name: "daemon option on a timer", setup: func(h *sdk.Handler) { h.OnTimer(configMaps, time.Second, noop, sdk.Restart()) }, want: "Restart applies to daemon bindings only"},
+		{name: "daemon option on a delete", setup: func(h *sdk.Handler) { h.OnDelete(configMaps, noop, sdk.CancellationTimeout(time.Second)) }, want: "CancellationTimeout applies to daemon bindings only"},
+		{name: "optional timer", setup: func(h *sdk.Handler) { h.OnTimer(configMaps, time.Second, noop, sdk.Optional()) }, want: "Optional applies to delete bindings only"},
+		{name: "daemon without function", setup: func(h *sdk.Handler) { h.OnDaemon(configMaps, nil) }, want: "nil handler function"},
 		{name: "optional strict delete", setup: func(h *sdk.Handler) {
 			h.OnDelete(configMaps, noop, sdk.Optional(), sdk.Finalizer(sdk.FinalizerStrict))
 		}, want: "contradicts Optional"},

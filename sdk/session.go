@@ -24,11 +24,15 @@ var (
 	// ErrCancelled: the broker withdrew the delivery (the object was
 	// deleted, or this instance no longer owns it).
 	ErrCancelled = errors.New("delivery cancelled by the broker")
-	// ErrShuttingDown: the handler is stopping and the drain timeout ran out.
+	// ErrShuttingDown: the handler is stopping and the drain timeout ran
+	// out; a daemon sees it as soon as the handler starts stopping.
 	ErrShuttingDown = errors.New("handler shutting down")
 	// ErrSessionEnded: the connection to the broker was lost; the broker
-	// will send the delivery again.
+	// will send the delivery again (and start the daemon again).
 	ErrSessionEnded = errors.New("session with the broker ended")
+	// ErrDaemonStopped: the broker stopped the daemon (the object was
+	// deleted or no longer matches, or it moves to another instance).
+	ErrDaemonStopped = errors.New("daemon stopped by the broker")
 )
 
 // outgoing is one thing for the sender goroutine to do.
@@ -69,10 +73,12 @@ type session struct {
 	outbox  chan outgoing
 	sendErr chan error
 	results chan result
+	exits   chan *daemon // daemon functions that returned
 
 	window   int
 	queue    []outgoing       // messages waiting for the sender, in order
 	inflight map[string]*call // by delivery id
+	daemons  map[daemonKey]*daemon
 
 	pumps   sync.WaitGroup // receiver and sender
 	workers sync.WaitGroup // handler functions
@@ -103,8 +109,10 @@ func (h *Handler) session(ctx context.Context, client tetherv1.BrokerServiceClie
 		outbox:   make(chan outgoing),
 		sendErr:  make(chan error, 1),
 		results:  make(chan result),
+		exits:    make(chan *daemon),
 		window:   h.cfg.window,
 		inflight: make(map[string]*call),
+		daemons:  make(map[daemonKey]*daemon),
 	}
 	s.pumps.Add(2)
 	go s.receive()
@@ -122,7 +130,7 @@ func (s *session) serve(ctx context.Context, stopEarly func() bool) (welcomed bo
 	var drainC <-chan time.Time
 	draining := false
 	for {
-		if draining && len(s.inflight) == 0 {
+		if draining && len(s.inflight) == 0 && len(s.daemons) == 0 {
 			return true, s.goodbye()
 		}
 		out, next := s.head()
@@ -143,6 +151,8 @@ func (s *session) serve(ctx context.Context, stopEarly func() bool) (welcomed bo
 			s.welcome(w)
 		case r := <-s.results:
 			s.finish(r)
+		case dm := <-s.exits:
+			s.daemonReturned(dm)
 		case err := <-s.recvErr:
 			return welcomed, streamEnded(err)
 		case err := <-s.sendErr:
@@ -154,7 +164,11 @@ func (s *session) serve(ctx context.Context, stopEarly func() bool) (welcomed bo
 				return false, context.Cause(ctx)
 			}
 			stopping, draining = nil, true
-			s.log.Info("stopping: draining deliveries in flight", "in_flight", len(s.inflight), "timeout", s.h.cfg.drainTimeout)
+			s.log.Info("stopping: draining deliveries in flight and stopping daemons",
+				"in_flight", len(s.inflight), "daemons", len(s.daemons), "timeout", s.h.cfg.drainTimeout)
+			for _, dm := range s.daemons {
+				dm.stop(ErrShuttingDown)
+			}
 			t := time.NewTimer(s.h.cfg.drainTimeout)
 			defer t.Stop()
 			drainC = t.C
@@ -245,13 +259,25 @@ func (s *session) accept(d *tetherv1.Delivery, draining bool) {
 		s.ack(failAck(id, fmt.Sprintf("binding %q is not declared by this instance", d.GetBindingId())))
 		return
 	}
+	if kind != b.kind && (kind.special() || b.kind.special()) {
+		log.Warn("delivery kind does not fit the binding", "kind", d.GetKind().String(), "binding_kind", b.kind.bindingName())
+		s.ack(failAck(id, fmt.Sprintf("binding %q is a %s binding; it does not take %s deliveries",
+			b.id, b.kind.bindingName(), d.GetKind())))
+		return
+	}
+	switch d.GetKind() {
+	case tetherv1.DeliveryKind_DELIVERY_KIND_DAEMON_START:
+		s.startDaemon(d, b, log, draining)
+		return
+	case tetherv1.DeliveryKind_DELIVERY_KIND_DAEMON_STOP:
+		s.stopDaemon(d, b, log, draining)
+		return
+	}
 	if draining {
 		s.ack(retryAck(id, ErrShuttingDown.Error()))
 		return
 	}
-	if len(s.inflight) >= s.window {
-		log.Warn("broker exceeded the window; asking it to retry", "window", s.window)
-		s.ack(retryAck(id, fmt.Sprintf("handler window of %d exceeded", s.window)))
+	if s.full(id, log) {
 		return
 	}
 	ctx, cancel := context.WithCancelCause(s.ctx)
@@ -267,6 +293,16 @@ func (s *session) accept(d *tetherv1.Delivery, draining bool) {
 	s.inflight[id] = c
 	s.workers.Add(1)
 	go s.work(c)
+}
+
+// full acks a delivery RETRY when the window is full.
+func (s *session) full(id string, log hclog.Logger) bool {
+	if len(s.inflight) < s.window {
+		return false
+	}
+	log.Warn("broker exceeded the window; asking it to retry", "window", s.window)
+	s.ack(retryAck(id, fmt.Sprintf("handler window of %d exceeded", s.window)))
+	return true
 }
 
 func deliveryDeadline(d *tetherv1.Delivery, b *binding) time.Time {
@@ -299,13 +335,18 @@ func (s *session) finish(r result) {
 }
 
 // abandonAll cancels the deliveries still running when the drain timeout
-// runs out and acks them RETRY, so the goodbye need not wait for them.
+// runs out and acks them RETRY, and leaves behind the daemons that have not
+// returned, so the goodbye need not wait for them.
 func (s *session) abandonAll() {
 	for id, c := range s.inflight {
 		c.log.Warn("drain timeout: cancelling delivery")
 		c.cancel(ErrShuttingDown)
 		delete(s.inflight, id)
 		s.ack(retryAck(id, ErrShuttingDown.Error()))
+	}
+	for key, dm := range s.daemons {
+		dm.log.Warn("drain timeout: daemon has not returned; it ignores its context")
+		delete(s.daemons, key)
 	}
 }
 
@@ -343,12 +384,14 @@ func (s *session) goodbye() error {
 	}
 }
 
-// teardown ends the stream and waits for the session's goroutines. It waits
-// for handler functions only a bounded time: one that ignores its context
-// is left behind, its ack unsent.
+// teardown ends the stream, stops the session's daemons and waits for the
+// session's goroutines. It waits for daemons up to the drain timeout and
+// for handler functions up to closeTimeout: one that ignores its context is
+// left behind, its ack unsent.
 func (s *session) teardown() {
 	s.cancel(ErrSessionEnded)
 	s.pumps.Wait()
+	s.waitDaemons()
 	done := make(chan struct{})
 	go func() {
 		s.workers.Wait()

@@ -1,0 +1,222 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/tether-dev/tether/broker/hold"
+	"github.com/tether-dev/tether/broker/progress"
+)
+
+// handlerName is the bench handler's name; its hold is tether.dev/bench.
+const handlerName = "bench"
+
+// binaries are the broker and the bench handler, built for this run.
+type binaries struct{ broker, handler string }
+
+// buildBinaries builds cmd/broker and test/bench/handler (without -race:
+// this is a benchmark) into the work folder.
+func buildBinaries(ctx context.Context, e *env) (binaries, error) {
+	b := binaries{broker: filepath.Join(e.work, "broker"), handler: filepath.Join(e.work, "bench-handler")}
+	for _, t := range []struct{ out, pkg string }{
+		{b.broker, "./cmd/broker"},
+		{b.handler, "./test/bench/handler"},
+	} {
+		e.progressf("building %s", t.pkg)
+		cmd := exec.CommandContext(ctx, "go", "build", "-o", t.out, t.pkg)
+		cmd.Dir = e.repo
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return b, fmt.Errorf("building %s: %v\n%s", t.pkg, err, out)
+		}
+	}
+	return b, nil
+}
+
+// process is a child process whose output goes to a log file.
+type process struct {
+	name string
+	log  string
+	cmd  *exec.Cmd
+	done chan struct{} // closed when it exited
+	err  error         // its exit status, once done
+}
+
+func startProcess(e *env, name, bin string, args ...string) (*process, error) {
+	p := &process{name: name, log: filepath.Join(e.work, name+".log"), done: make(chan struct{})}
+	f, err := os.OpenFile(p.log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	p.cmd = exec.Command(bin, args...)
+	p.cmd.Stdout, p.cmd.Stderr = f, f
+	// The child dies with the bench, however the bench ends.
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := p.cmd.Start(); err != nil {
+		return nil, fmt.Errorf("starting %s: %w", name, err)
+	}
+	go func() {
+		p.err = p.cmd.Wait()
+		close(p.done)
+	}()
+	return p, nil
+}
+
+// exited describes how the process ended, with the tail of its log.
+func (p *process) exited() error {
+	data, _ := os.ReadFile(p.log)
+	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+	if len(lines) > 20 {
+		lines = lines[len(lines)-20:]
+	}
+	return fmt.Errorf("%s exited (%v); last lines of %s:\n%s", p.name, p.err, p.log, strings.Join(lines, "\n"))
+}
+
+// stop sends SIGTERM, waits up to 15 s, then SIGKILL.
+func (p *process) stop() error {
+	if p == nil {
+		return nil
+	}
+	select {
+	case <-p.done:
+		return nil
+	default:
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	t := time.NewTimer(15 * time.Second)
+	defer t.Stop()
+	select {
+	case <-p.done:
+		return nil
+	case <-t.C:
+		_ = p.cmd.Process.Kill()
+		<-p.done
+		return fmt.Errorf("%s did not stop within 15s of SIGTERM; killed", p.name)
+	}
+}
+
+// brokerController runs the broker and the bench handler as processes.
+type brokerController struct {
+	e                *env
+	bin              binaries
+	broker, handler  *process
+	cancelWatch      context.CancelCauseFunc
+	brokerRSS, hdRSS float64
+}
+
+func newBrokerController(e *env, bin binaries) *brokerController {
+	return &brokerController{e: e, bin: bin}
+}
+
+func (c *brokerController) name() string { return "broker" }
+
+func (c *brokerController) done(obj *unstructured.Unstructured) bool {
+	_, stored := obj.GetAnnotations()[progress.ResultKey(handlerName, "create")]
+	return stored && hold.Has(obj, handlerName)
+}
+
+func (c *brokerController) start(ctx context.Context, ns string) (context.Context, error) {
+	addr, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	qps := strconv.FormatFloat(c.e.qps, 'f', -1, 64)
+	if c.broker, err = startProcess(c.e, fmt.Sprintf("broker-%s", ns), c.bin.broker,
+		"--insecure", "--listen", addr, "--kubeconfig", c.e.cp.KubeconfigPath(),
+		"--kube-api-qps", qps, "--kube-api-burst", strconv.Itoa(c.e.burst), "--log-level", "warn"); err != nil {
+		return nil, err
+	}
+	// Fail fast when a process dies: every wait below watches this context.
+	ctx, c.cancelWatch = context.WithCancelCause(ctx)
+	go c.watch(c.broker)
+	if err := waitServing(ctx, addr); err != nil {
+		return nil, c.cause(ctx, fmt.Errorf("waiting for the broker's gRPC health service: %w", err))
+	}
+	if c.handler, err = startProcess(c.e, fmt.Sprintf("handler-%s", ns), c.bin.handler,
+		"-addr", addr, "-name", handlerName, "-namespace", ns, "-window", strconv.Itoa(c.e.window)); err != nil {
+		return nil, err
+	}
+	go c.watch(c.handler)
+	if err := probe(ctx, c.e, ns, c.done); err != nil {
+		return nil, c.cause(ctx, err)
+	}
+	return ctx, nil
+}
+
+// watch cancels the scenario's waits when p exits before stop.
+func (c *brokerController) watch(p *process) {
+	<-p.done
+	c.cancelWatch(p.exited())
+}
+
+// cause prefers the reason a process died over the wait's own error.
+func (c *brokerController) cause(ctx context.Context, err error) error {
+	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
+		return cause
+	}
+	return err
+}
+
+func (c *brokerController) rss() string {
+	b, errB := peakRSS(c.broker.cmd.Process.Pid)
+	h, errH := peakRSS(c.handler.cmd.Process.Pid)
+	if errB != nil || errH != nil {
+		return "? (" + errors.Join(errB, errH).Error() + ")"
+	}
+	return fmt.Sprintf("%.1f (handler %.1f)", b, h)
+}
+
+func (c *brokerController) stop() {
+	if c.cancelWatch != nil {
+		// Exits from here on are expected.
+		c.cancelWatch(context.Canceled)
+	}
+	for _, p := range []*process{c.handler, c.broker} {
+		if err := p.stop(); err != nil {
+			c.e.progressf("%v", err)
+		}
+	}
+}
+
+// waitServing waits until the broker's gRPC health service says SERVING.
+func waitServing(ctx context.Context, addr string) error {
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	resp, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{}, grpc.WaitForReady(true))
+	if err != nil {
+		return err
+	}
+	if resp.GetStatus() != healthpb.HealthCheckResponse_SERVING {
+		return fmt.Errorf("health status %s", resp.GetStatus())
+	}
+	return nil
+}
+
+// freeAddr picks a free loopback port for the broker.
+func freeAddr() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
+}

@@ -1,0 +1,311 @@
+// Command bench is the create/delete benchmark of the Tether broker
+// (issue 3). It starts its own etcd and kube-apiserver, installs the Widget
+// CRD and, for each object count N, runs two scenarios against that API
+// server, each in its own namespace:
+//
+//   - broker: cmd/broker and a small SDK handler (test/bench/handler), both
+//     as real processes talking gRPC. The handler has a create binding that
+//     stores a result on the object and a delete binding, so every object
+//     is also held with the finalizer tether.dev/bench.
+//   - raw: the limit a perfect operator reaches, a client-go controller in
+//     this process that makes exactly one guarded JSON patch per object on
+//     create (finalizer and result annotation) and one on delete (finalizer
+//     removed), with the same client QPS and burst as the broker.
+//
+// The bench process creates N Widgets with its own fast client, measures
+// until every one is handled (held and result stored), then deletes them all
+// and measures until every one is gone. For each phase it prints the time,
+// objects per second, the controller's API writes per object by verb (from
+// the API server's /metrics, the bench client's own requests taken out),
+// Event writes per object and the broker's peak RSS, then compares the
+// broker with the raw limit against the goal: at least 80% of its objects
+// per second, with one write per object.
+//
+//	go run ./test/bench -n 1000,5000 -out bench.txt
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/klog/v2"
+
+	"github.com/tether-dev/tether/test/controlplane"
+)
+
+// Exit codes.
+const (
+	exitOK       = 0
+	exitError    = 1
+	exitUsage    = 2
+	exitGoalMiss = 3
+)
+
+// goal is the share of the raw limit's objects per second the broker must
+// reach.
+const goal = 0.80
+
+type config struct {
+	counts     []int
+	qps        float64
+	burst      int
+	window     int
+	rawWorkers int
+	timeout    time.Duration
+	out        string
+}
+
+func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
+
+func parseFlags(args []string, stderr io.Writer) (*config, error) {
+	c := &config{}
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), `Usage: go run ./test/bench [flags]
+
+The create/delete benchmark: the Tether broker with a handler process against
+a raw client-go controller that makes one JSON patch per object, on a control
+plane of its own. Progress goes to stderr, the table to stdout (and -out).
+Exit status: 0 when the broker meets the goal (>= 80% of the raw objects/s on
+create and delete, one write per object on create), 3 when it misses it, 1 when
+the run fails, 2 for bad flags.
+
+Flags:
+`)
+		fs.PrintDefaults()
+	}
+	counts := fs.String("n", "1000,5000", "comma-separated object `counts`; each runs both scenarios")
+	fs.Float64Var(&c.qps, "qps", 100, "client QPS of the broker and of the raw controller (--kube-api-qps)")
+	fs.IntVar(&c.burst, "burst", 200, "client burst of the broker and of the raw controller (--kube-api-burst)")
+	fs.IntVar(&c.window, "window", 64, "deliveries the bench handler runs at once (its window)")
+	fs.IntVar(&c.rawWorkers, "raw-workers", 16, "workers of the raw controller")
+	fs.DurationVar(&c.timeout, "timeout", 10*time.Minute, "how long one phase (create or delete of N objects) may take before the run fails")
+	fs.StringVar(&c.out, "out", "", "also write the table to this `file`")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected arguments: %v", fs.Args())
+	}
+	for f := range strings.SplitSeq(*counts, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n <= 0 {
+			return nil, fmt.Errorf("-n: %q is not a positive count", f)
+		}
+		c.counts = append(c.counts, n)
+	}
+	if c.qps <= 0 || c.burst <= 0 || c.window <= 0 || c.rawWorkers <= 0 || c.timeout <= 0 {
+		return nil, errors.New("-qps, -burst, -window, -raw-workers and -timeout must be positive")
+	}
+	return c, nil
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	cfg, err := parseFlags(args, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return exitOK
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "bench:", err)
+		return exitUsage
+	}
+	// client-go's own logs (e.g. cancelled requests while stopping) would
+	// only clutter the progress lines.
+	klog.SetOutput(io.Discard)
+	klog.LogToStderr(false)
+	sigCtx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	go func() {
+		<-sigCtx.Done()
+		stop() // a second Ctrl-C kills at once
+	}()
+	rows, err := bench(sigCtx, cfg, stderr)
+	if err != nil {
+		fmt.Fprintln(stderr, "bench:", err)
+		return exitError
+	}
+	var sb strings.Builder
+	ok := report(&sb, cfg, rows)
+	fmt.Fprint(stdout, sb.String())
+	if cfg.out != "" {
+		if err := os.WriteFile(cfg.out, []byte(sb.String()), 0o644); err != nil {
+			fmt.Fprintln(stderr, "bench:", err)
+			return exitError
+		}
+	}
+	if !ok {
+		return exitGoalMiss
+	}
+	return exitOK
+}
+
+// env is what every scenario shares.
+type env struct {
+	*config
+	sig    context.Context // ends on Ctrl-C
+	stderr io.Writer
+	repo   string // repository root, to build the binaries in
+	work   string // temporary folder: binaries and process logs
+	cp     *controlplane.ControlPlane
+	admin  *rest.Config
+	kube   kubernetes.Interface
+	dyn    dynamic.Interface // admin client for probes and trackers
+	load   dynamic.Interface // the bench's own fast client: creates and deletes
+}
+
+func (e *env) progressf(format string, args ...any) {
+	fmt.Fprintf(e.stderr, "bench: "+format+"\n", args...)
+}
+
+func (e *env) interrupted() bool { return e.sig.Err() != nil }
+
+// bench starts the control plane, runs every scenario and stops everything.
+func bench(ctx context.Context, cfg *config, stderr io.Writer) (rows []row, err error) {
+	e := &env{config: cfg, sig: ctx, stderr: stderr}
+	wd, err := os.Getwd()
+	if err != nil {
+		return nil, err
+	}
+	if e.repo, err = controlplane.FindRepoRoot(wd); err != nil {
+		return nil, err
+	}
+	if e.work, err = os.MkdirTemp("", "tether-bench-"); err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			fmt.Fprintf(stderr, "bench: logs kept in %s\n", e.work)
+			return
+		}
+		os.RemoveAll(e.work)
+	}()
+
+	bin, err := buildBinaries(ctx, e)
+	if err != nil {
+		return nil, err
+	}
+	log := hclog.New(&hclog.LoggerOptions{Name: "bench", Level: hclog.Warn, Output: stderr})
+	e.progressf("finding or building etcd and kube-apiserver")
+	bins, err := controlplane.Ensure(ctx, controlplane.EnsureOptions{Progress: stderr, Log: log.Named("ensure")})
+	if err != nil {
+		return nil, err
+	}
+	e.progressf("starting the control plane")
+	cp, err := controlplane.Start(ctx, controlplane.Options{Binaries: bins, Log: log.Named("controlplane"), Progress: stderr})
+	if err != nil {
+		return nil, err
+	}
+	e.cp = cp
+	defer func() {
+		if serr := cp.Stop(); serr != nil {
+			e.progressf("stopping the control plane: %v", serr)
+		}
+	}()
+	e.progressf("control plane up in %s at %s", cp.StartDuration().Round(time.Millisecond), cp.URL())
+	e.admin = cp.RESTConfig()
+	e.kube = cp.Client()
+	if e.dyn, err = dynamic.NewForConfig(e.admin); err != nil {
+		return nil, err
+	}
+	loadCfg := cp.RESTConfig()
+	loadCfg.QPS, loadCfg.Burst = 2000, 2000
+	loadCfg.UserAgent = "tether-bench-load"
+	if e.load, err = dynamic.NewForConfig(loadCfg); err != nil {
+		return nil, err
+	}
+	if err := installWidgetCRD(ctx, e.dyn); err != nil {
+		return nil, err
+	}
+	for _, n := range cfg.counts {
+		for _, c := range []controller{newBrokerController(e, bin), newRawController(e)} {
+			e.progressf("%s N=%d: starting", c.name(), n)
+			rs, err := runScenario(ctx, e, c, n)
+			if err != nil {
+				return nil, fmt.Errorf("%s N=%d: %w", c.name(), n, err)
+			}
+			rows = append(rows, rs...)
+		}
+	}
+	return rows, nil
+}
+
+// row is one line of the table.
+type row struct {
+	scenario string
+	n        int
+	phase    string
+	seconds  float64
+	writes   delta
+	rss      string
+}
+
+func (r row) rate() float64 { return float64(r.n) / r.seconds }
+
+// report writes the table and the verdicts; it reports whether every goal
+// was met.
+func report(w io.Writer, cfg *config, rows []row) bool {
+	fmt.Fprintf(w, "Tether create/delete benchmark: kube-apiserver %s, %d CPUs, %s, client QPS %g burst %d, handler window %d, raw workers %d\n\n",
+		controlplane.KubernetesVersion, runtime.NumCPU(), runtime.Version(), cfg.qps, cfg.burst, cfg.window, cfg.rawWorkers)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "scenario\tN\tphase\tseconds\tobjects/s\twrites/object (controller)\trefused/object\tevents/object\tpeak RSS MiB")
+	for _, r := range rows {
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%.2f\t%.1f\t%s\t%.2f\t%.2f\t%s\n",
+			r.scenario, r.n, r.phase, r.seconds, r.rate(), r.writes.verbs(), r.writes.refused, r.writes.events, r.rss)
+	}
+	tw.Flush()
+	fmt.Fprintln(w)
+	ok := true
+	find := func(scenario string, n int, phase string) *row {
+		for i := range rows {
+			if rows[i].scenario == scenario && rows[i].n == n && rows[i].phase == phase {
+				return &rows[i]
+			}
+		}
+		return nil
+	}
+	for _, n := range cfg.counts {
+		for _, phase := range []string{"create", "delete"} {
+			b, r := find("broker", n, phase), find("raw", n, phase)
+			if b == nil || r == nil {
+				continue
+			}
+			share := b.rate() / r.rate()
+			verdict := passFail(share >= goal)
+			ok = ok && share >= goal
+			line := fmt.Sprintf("N=%d %s: broker %.1f objects/s = %.0f%% of raw %.1f objects/s (goal >= %.0f%%): %s",
+				n, phase, b.rate(), 100*share, r.rate(), 100*goal, verdict)
+			one := b.writes.controller == float64(n)
+			if phase == "create" {
+				ok = ok && one
+				line += fmt.Sprintf("; broker writes/object %.2f (goal 1): %s", b.writes.controller/float64(n), passFail(one))
+			} else {
+				line += fmt.Sprintf("; broker writes/object %.2f", b.writes.controller/float64(n))
+			}
+			fmt.Fprintln(w, line)
+		}
+	}
+	return ok
+}
+
+func passFail(ok bool) string {
+	if ok {
+		return "PASS"
+	}
+	return "FAIL"
+}

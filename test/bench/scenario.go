@@ -1,0 +1,249 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/dynamic"
+
+	"github.com/tether-dev/tether/test/controlplane"
+)
+
+// controller is what a scenario benchmarks.
+type controller interface {
+	name() string
+	// start makes the controller serve the Widgets of ns and returns once
+	// it handles them, with a context that ends (with a cause) if the
+	// controller dies.
+	start(ctx context.Context, ns string) (context.Context, error)
+	// done reports whether the controller has finished creating obj.
+	done(obj *unstructured.Unstructured) bool
+	// rss is the peak RSS column for the phase that just ended.
+	rss() string
+	// stop ends the controller; it may be called after a failed start.
+	stop()
+}
+
+// loadWorkers is how many goroutines create and delete the objects.
+const loadWorkers = 16
+
+// runScenario creates n Widgets in a namespace of c's own, waits until c
+// handled them all, deletes them and waits until they are gone.
+func runScenario(ctx context.Context, e *env, c controller, n int) ([]row, error) {
+	ns := fmt.Sprintf("bench-%s-%d", c.name(), n)
+	nsObj := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}
+	if _, err := e.kube.CoreV1().Namespaces().Create(ctx, nsObj, metav1.CreateOptions{}); err != nil {
+		return nil, fmt.Errorf("creating namespace %s: %w", ns, err)
+	}
+	tr, err := startTracker(ctx, e, ns, c.done)
+	if err != nil {
+		return nil, err
+	}
+	defer tr.stop()
+	defer c.stop()
+	ctx, err = c.start(ctx, ns)
+	if err != nil {
+		return nil, err
+	}
+	var rows []row
+	for _, phase := range []string{"create", "delete"} {
+		label := fmt.Sprintf("%s N=%d %s", c.name(), n, phase)
+		before, err := settledScrape(ctx, e.kube)
+		if err != nil {
+			return nil, err
+		}
+		e.progressf("%s: starting", label)
+		start := time.Now()
+		own, last, err := loadAndWait(ctx, e, tr, ns, n, label, start, phase == "delete")
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", phase, err)
+		}
+		after, err := settledScrape(ctx, e.kube)
+		if err != nil {
+			return nil, err
+		}
+		r := row{scenario: c.name(), n: n, phase: phase, seconds: last.Sub(start).Seconds(),
+			writes: diff(before, after, own, n), rss: c.rss()}
+		e.progressf("%s: %d objects in %.2fs (%.1f/s), writes/object %s", label, n, r.seconds, r.rate(), r.writes.verbs())
+		rows = append(rows, r)
+	}
+	return rows, nil
+}
+
+// loadAndWait sends the n creates (or deletes) and waits until the tracker
+// saw them all handled (or gone). It returns the bench client's own writes
+// by verb and when the last object was done.
+func loadAndWait(ctx context.Context, e *env, tr *tracker, ns string, n int, label string, start time.Time, deleting bool) (map[string]float64, time.Time, error) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	var sent atomic.Int64
+	loadErr := make(chan error, 1)
+	go func() {
+		err := sendLoad(ctx, e.load, ns, n, deleting, &sent)
+		if err != nil {
+			cancel(err)
+		}
+		loadErr <- err
+	}()
+	last, err := tr.wait(ctx, e, label, n, start, deleting)
+	cancel(nil)
+	lerr := <-loadErr
+	if err != nil { // includes a load error, the cause that ended the wait
+		return nil, last, err
+	}
+	if lerr != nil {
+		return nil, last, lerr
+	}
+	verb := "POST"
+	if deleting {
+		verb = "DELETE"
+	}
+	return map[string]float64{verb: float64(sent.Load())}, last, nil
+}
+
+func widgetName(i int) string { return fmt.Sprintf("w-%05d", i) }
+
+// sendLoad creates (or deletes) the Widgets w-00000... from loadWorkers
+// goroutines, counting the requests it sent.
+func sendLoad(ctx context.Context, dyn dynamic.Interface, ns string, n int, deleting bool, sent *atomic.Int64) error {
+	ri := dyn.Resource(controlplane.WidgetGVR).Namespace(ns)
+	next := make(chan int)
+	errs := make(chan error, loadWorkers)
+	var wg sync.WaitGroup
+	for range loadWorkers {
+		wg.Go(func() {
+			for i := range next {
+				sent.Add(1)
+				var err error
+				if deleting {
+					err = ri.Delete(ctx, widgetName(i), metav1.DeleteOptions{})
+				} else {
+					_, err = ri.Create(ctx, newWidget(ns, widgetName(i), i), metav1.CreateOptions{})
+				}
+				if err != nil {
+					errs <- fmt.Errorf("bench client: %w", err)
+					return
+				}
+			}
+		})
+	}
+	var err error
+feed:
+	for i := range n {
+		select {
+		case next <- i:
+		case err = <-errs:
+			break feed
+		case <-ctx.Done():
+			err = context.Cause(ctx)
+			break feed
+		}
+	}
+	close(next)
+	wg.Wait()
+	if err == nil {
+		select {
+		case err = <-errs:
+		default:
+		}
+	}
+	return err
+}
+
+func newWidget(ns, name string, size int) *unstructured.Unstructured {
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "test.tether.dev/v1", "kind": "Widget",
+		"metadata": map[string]any{"name": name, "namespace": ns},
+		"spec":     map[string]any{"size": int64(size)},
+	}}
+}
+
+// probe creates one Widget outside the measured set, waits until c handled
+// it, deletes it and waits until it is gone: proof that the controller is
+// connected and serving before the clock starts.
+func probe(ctx context.Context, e *env, ns string, done func(*unstructured.Unstructured) bool) error {
+	ri := e.dyn.Resource(controlplane.WidgetGVR).Namespace(ns)
+	if _, err := ri.Create(ctx, newWidget(ns, "probe", 0), metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("creating the probe widget: %w", err)
+	}
+	poll := func(what string, cond func(*unstructured.Unstructured, error) bool) error {
+		err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+			obj, err := ri.Get(ctx, "probe", metav1.GetOptions{})
+			if err != nil && !apierrors.IsNotFound(err) {
+				return false, err
+			}
+			return cond(obj, err), nil
+		})
+		if err != nil {
+			return fmt.Errorf("waiting for the probe widget to be %s: %w", what, err)
+		}
+		return nil
+	}
+	if err := poll("handled", func(o *unstructured.Unstructured, err error) bool { return err == nil && done(o) }); err != nil {
+		return err
+	}
+	if err := ri.Delete(ctx, "probe", metav1.DeleteOptions{}); err != nil {
+		return fmt.Errorf("deleting the probe widget: %w", err)
+	}
+	return poll("gone", func(_ *unstructured.Unstructured, err error) bool { return apierrors.IsNotFound(err) })
+}
+
+// widgetCRD is the Widget CRD of test/controlplane: namespaced, schemaless
+// spec and status, a status subresource.
+const widgetCRD = `{
+  "apiVersion": "apiextensions.k8s.io/v1",
+  "kind": "CustomResourceDefinition",
+  "metadata": {"name": "widgets.test.tether.dev"},
+  "spec": {
+    "group": "test.tether.dev",
+    "scope": "Namespaced",
+    "names": {"plural": "widgets", "singular": "widget", "kind": "Widget", "listKind": "WidgetList"},
+    "versions": [{
+      "name": "v1", "served": true, "storage": true,
+      "subresources": {"status": {}},
+      "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+        "spec": {"type": "object", "x-kubernetes-preserve-unknown-fields": true},
+        "status": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}
+      }}}
+    }]
+  }
+}`
+
+// installWidgetCRD creates the Widget CRD and waits until it is Established.
+func installWidgetCRD(ctx context.Context, dyn dynamic.Interface) error {
+	crds := dyn.Resource(schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"})
+	crd := &unstructured.Unstructured{}
+	if err := json.Unmarshal([]byte(widgetCRD), &crd.Object); err != nil {
+		return err
+	}
+	if _, err := crds.Create(ctx, crd, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("creating the Widget CRD: %w", err)
+	}
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		got, err := crds.Get(ctx, crd.GetName(), metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		conds, _, _ := unstructured.NestedSlice(got.Object, "status", "conditions")
+		for _, c := range conds {
+			if m, ok := c.(map[string]any); ok && m["type"] == "Established" && m["status"] == "True" {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		return fmt.Errorf("waiting for the Widget CRD to be Established: %w", err)
+	}
+	return nil
+}
