@@ -63,3 +63,6 @@ proto-breaking: $(BUF) ## compare proto/ against main for breaking changes
 
 clean:
 	rm -rf $(BIN) .dev
+
+bench: ## create/delete benchmark: broker vs a raw client-go controller
+	$(GO) run ./test/bench $(BENCHFLAGS)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -16,6 +17,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/reflection"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
@@ -24,6 +26,8 @@ import (
 	"github.com/tether-dev/tether/broker/binding"
 	"github.com/tether-dev/tether/broker/dispatch"
 	"github.com/tether-dev/tether/broker/informer"
+	"github.com/tether-dev/tether/broker/presence"
+	"github.com/tether-dev/tether/broker/release"
 	"github.com/tether-dev/tether/broker/resource"
 	"github.com/tether-dev/tether/broker/session"
 	tetherv1 "github.com/tether-dev/tether/proto/tether/v1"
@@ -56,6 +60,19 @@ type Options struct {
 	MaxMessageSize int
 	// Version is reported in Welcome.
 	Version string
+	// Namespace holds the handlers' presence Leases (default
+	// "tether-system"); it is also where the broker's Deployment lives.
+	Namespace string
+	// Identity names this broker in the Leases it writes (default: the
+	// host name).
+	Identity string
+	// Absence sets grace and long-absence release.
+	Absence dispatch.AbsenceLimits
+	// Deployment is the name of the broker's own Deployment in Namespace.
+	// When set, the broker watches it: once it is being deleted, the broker
+	// releases every hold it owns and exits (rule 3f). A restart or rolling
+	// update releases nothing.
+	Deployment string
 }
 
 // Broker is the running broker.
@@ -81,6 +98,12 @@ func New(opts Options) (*Broker, error) {
 	}
 	if opts.MaxMessageSize <= 0 {
 		opts.MaxMessageSize = 4 << 20
+	}
+	if opts.Namespace == "" {
+		opts.Namespace = "tether-system"
+	}
+	if opts.Identity == "" {
+		opts.Identity, _ = os.Hostname()
 	}
 	return &Broker{opts: opts, log: opts.Log}, nil
 }
@@ -134,13 +157,22 @@ func (b *Broker) Start(ctx context.Context) error {
 	}
 	recorder, stopEvents := newEventRecorder(kube, b.log)
 	defer stopEvents()
+	store := &presence.Store{Client: kube, Namespace: b.opts.Namespace}
+	if err := ensureNamespace(ctx, kube, b.opts.Namespace); err != nil {
+		b.log.Warn("cannot make sure the broker's namespace exists; presence may not be recorded", "namespace", b.opts.Namespace, "error", err)
+	}
 
+	resolver := &resource.Resolver{Discovery: disc}
 	informers := informer.New(informer.Options{Client: dyn, Log: b.log.Named("informer")})
 	dispatcher := dispatch.New(dispatch.Options{
 		Log: b.log, Client: dyn, Informers: informers, Recorder: recorder, Workers: b.opts.Workers,
+		Presence: store, Identity: b.opts.Identity, Absence: b.opts.Absence,
+		Compile: func(ctx context.Context, bs []*tetherv1.Binding) ([]*binding.Binding, error) {
+			return binding.Compile(ctx, bs, resolver, b.opts.Defaults, session.LifecycleKinds)
+		},
 	})
 	sessions := session.NewServer(session.Options{
-		Log: b.log.Named("session"), Attacher: dispatcher, Resolver: &resource.Resolver{Discovery: disc},
+		Log: b.log.Named("session"), Attacher: dispatcher, Resolver: resolver,
 		Defaults: b.opts.Defaults, HelloTimeout: b.opts.HelloTimeout,
 		DefaultWindow: b.opts.DefaultWindow, MaxWindow: b.opts.MaxWindow, Version: b.opts.Version,
 	})
@@ -151,9 +183,21 @@ func (b *Broker) Start(ctx context.Context) error {
 	healthpb.RegisterHealthServer(srv, healthSrv)
 	reflection.Register(srv)
 
-	g, gctx := errgroup.WithContext(ctx)
+	serveCtx, stopServing := context.WithCancel(ctx)
+	defer stopServing()
+	uninstalling := make(chan struct{})
+	g, gctx := errgroup.WithContext(serveCtx)
 	g.Go(func() error { return informers.Start(gctx) })
 	g.Go(func() error { return dispatcher.Start(gctx) })
+	if b.opts.Deployment != "" {
+		g.Go(func() error {
+			if watchUninstall(gctx, kube, b.opts.Namespace, b.opts.Deployment, b.log) {
+				close(uninstalling)
+				stopServing()
+			}
+			return nil
+		})
+	}
 	g.Go(func() error {
 		healthSrv.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
 		healthSrv.SetServingStatus(tetherv1.BrokerService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
@@ -170,8 +214,33 @@ func (b *Broker) Start(ctx context.Context) error {
 		return nil
 	})
 	err = g.Wait()
+	select {
+	case <-uninstalling:
+		err = b.uninstall(dyn, store, recorder)
+	default:
+	}
 	b.log.Info("broker stopped")
 	return err
+}
+
+// uninstall releases every hold the broker owns (rule 3f). It runs after
+// the dispatcher stopped, so nothing adds a hold back.
+func (b *Broker) uninstall(dyn dynamic.Interface, store *presence.Store, recorder *eventRecorder) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	b.log.Info("the broker's Deployment is being deleted: releasing every hold before exiting")
+	released, err := release.Run(ctx, release.Options{
+		Client: dyn, Presence: store, Log: b.log.Named("release"),
+		Event: func(obj *unstructured.Unstructured, handler string) {
+			recorder.Event(obj, false, "HoldReleased",
+				fmt.Sprintf("the Tether broker is being uninstalled: hold of handler %q released (rule 3f)", handler))
+		},
+	})
+	b.log.Info("uninstall: holds released", "count", len(released))
+	if err != nil {
+		return fmt.Errorf("releasing holds on uninstall: %w", err)
+	}
+	return nil
 }
 
 func (b *Broker) serverOptions() []grpc.ServerOption {

@@ -5,6 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
+
+	"google.golang.org/protobuf/types/known/durationpb"
+	"k8s.io/client-go/util/flowcontrol"
 
 	"github.com/hashicorp/go-hclog"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -12,7 +16,9 @@ import (
 
 	"github.com/tether-dev/tether/broker/binding"
 	"github.com/tether-dev/tether/broker/informer"
+	"github.com/tether-dev/tether/broker/presence"
 	"github.com/tether-dev/tether/broker/session"
+	tetherv1 "github.com/tether-dev/tether/proto/tether/v1"
 )
 
 // Recorder posts Kubernetes Events about objects.
@@ -37,6 +43,68 @@ type Options struct {
 	// MaxRawEvents bounds the raw watch events queued per object for event
 	// bindings (default 256); beyond it the oldest are dropped, with a log.
 	MaxRawEvents int
+
+	// Presence records handlers in Leases; nil records nothing, and then a
+	// restarted broker forgets absent handlers.
+	Presence *presence.Store
+	// Identity names this broker in the Leases it writes.
+	Identity string
+	// Absence holds the grace and long-absence limits.
+	Absence AbsenceLimits
+	// Compile validates bindings; it restores handlers from their Leases.
+	Compile func(ctx context.Context, bindings []*tetherv1.Binding) ([]*binding.Binding, error)
+	// ReleaseLimiter paces the writes that strip holds from live objects of
+	// a long-absent handler (default 20 per second, burst 50).
+	ReleaseLimiter flowcontrol.RateLimiter
+}
+
+// AbsenceLimits are the broker's grace and long-absence settings: defaults,
+// and the bounds within which a handler may ask for others in Hello.
+type AbsenceLimits struct {
+	// Grace is how long a handler may have no instance before it is absent
+	// (default 30 s); MaxGrace bounds what a handler may ask (default 1 h).
+	Grace, MaxGrace time.Duration
+	// AbsentReleaseAfter: after this long absent, a handler's holds are
+	// stripped from every object (default 10 minutes; negative means never).
+	// MaxAbsentReleaseAfter bounds what a handler may ask (default 24 h);
+	// a handler that asks for never gets the bound.
+	AbsentReleaseAfter, MaxAbsentReleaseAfter time.Duration
+}
+
+func (l AbsenceLimits) withDefaults() AbsenceLimits {
+	if l.Grace <= 0 {
+		l.Grace = 30 * time.Second
+	}
+	if l.MaxGrace <= 0 {
+		l.MaxGrace = time.Hour
+	}
+	if l.AbsentReleaseAfter == 0 {
+		l.AbsentReleaseAfter = 10 * time.Minute
+	}
+	if l.MaxAbsentReleaseAfter <= 0 {
+		l.MaxAbsentReleaseAfter = 24 * time.Hour
+	}
+	return l
+}
+
+// For works out the limits that apply to a handler that asked for grace
+// and absentAfter in Hello (nil: not asked). An absentAfter of zero means
+// never.
+func (l AbsenceLimits) For(grace, absentAfter *durationpb.Duration) (time.Duration, time.Duration) {
+	g, a := l.Grace, max(l.AbsentReleaseAfter, 0)
+	if grace != nil {
+		g = min(max(grace.AsDuration(), 0), l.MaxGrace)
+	}
+	if absentAfter != nil {
+		a = absentAfter.AsDuration()
+		if a <= 0 || a > l.MaxAbsentReleaseAfter {
+			a = l.MaxAbsentReleaseAfter
+		}
+	}
+	if a > 0 && a < g {
+		a = g
+	}
+	return g, a
 }
 
 // Manager owns one runtime per handler name.
@@ -63,6 +131,10 @@ func New(opts Options) *Manager {
 	if opts.MaxRawEvents <= 0 {
 		opts.MaxRawEvents = 256
 	}
+	opts.Absence = opts.Absence.withDefaults()
+	if opts.ReleaseLimiter == nil {
+		opts.ReleaseLimiter = flowcontrol.NewTokenBucketRateLimiter(20, 50)
+	}
 	return &Manager{opts: opts, log: opts.Log, handlers: map[string]*runtime{}}
 }
 
@@ -71,6 +143,7 @@ func (m *Manager) Start(ctx context.Context) error {
 	m.mu.Lock()
 	m.ctx = ctx
 	m.mu.Unlock()
+	m.restore(ctx)
 	<-ctx.Done()
 	m.mu.Lock()
 	handlers := m.handlers
@@ -88,36 +161,70 @@ var errNotStarted = errors.New("dispatcher not started")
 // Attach adds an instance to its handler, creating the handler's runtime on
 // first use. Every instance of a handler must declare the same bindings; a
 // handler whose instances are all gone may come back with new ones.
-func (m *Manager) Attach(_ context.Context, in *session.Instance, bindings []*binding.Binding) (func(), error) {
+func (m *Manager) Attach(_ context.Context, in *session.Instance, hello *tetherv1.Hello, bindings []*binding.Binding) (session.Attachment, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.ctx == nil {
-		return nil, errNotStarted
+		return session.Attachment{}, errNotStarted
 	}
+	grace, absentAfter := m.opts.Absence.For(hello.GetGrace(), hello.GetAbsentReleaseAfter())
 	fp := binding.Fingerprint(bindings)
 	rt := m.handlers[in.Handler]
 	if rt != nil && rt.fingerprint != fp {
 		if n := rt.instanceCount(); n > 0 {
-			return nil, fmt.Errorf("its bindings differ from those of the %d connected instance(s); stop them first", n)
+			return session.Attachment{}, fmt.Errorf("its bindings differ from those of the %d connected instance(s); stop them first", n)
 		}
 		rt.stop()
 		rt = nil
 	}
 	if rt == nil {
-		var err error
-		if rt, err = m.startRuntime(in.Handler, bindings, fp); err != nil {
-			return nil, err
+		rt = newRuntime(m, in.Handler, bindings, fp)
+		rt.declared = hello.GetBindings()
+		if err := rt.start(m.ctx); err != nil {
+			return session.Attachment{}, fmt.Errorf("starting handler %q: %w", in.Handler, err)
 		}
 		m.handlers[in.Handler] = rt
 	}
+	rt.setLimits(grace, absentAfter)
 	rt.addInstance(in)
-	return func() { rt.removeInstance(in) }, nil
+	return session.Attachment{Detach: func() { rt.removeInstance(in) }, Grace: grace, AbsentReleaseAfter: absentAfter}, nil
 }
 
-func (m *Manager) startRuntime(name string, bindings []*binding.Binding, fp string) (*runtime, error) {
-	rt := newRuntime(m, name, bindings, fp)
-	if err := rt.start(m.ctx); err != nil {
-		return nil, fmt.Errorf("starting handler %q: %w", name, err)
+// restore brings back the handlers a previous broker recorded, absent until
+// an instance connects, so that their holds are still released after their
+// grace even if they never come back.
+func (m *Manager) restore(ctx context.Context) {
+	if m.opts.Presence == nil || m.opts.Compile == nil {
+		return
 	}
-	return rt, nil
+	records, err := m.opts.Presence.List(ctx)
+	if err != nil {
+		m.log.Error("cannot read handler presence; absent handlers are not restored", "error", err)
+		return
+	}
+	for _, r := range records {
+		bindings, err := m.opts.Compile(ctx, r.Bindings)
+		if err != nil {
+			m.log.Error("cannot restore handler; its holds stay until it returns or 'broker release' is run",
+				"handler", r.Handler, "error", err)
+			continue
+		}
+		m.mu.Lock()
+		if _, ok := m.handlers[r.Handler]; ok {
+			m.mu.Unlock()
+			continue // an instance connected meanwhile
+		}
+		rt := newRuntime(m, r.Handler, bindings, binding.Fingerprint(bindings))
+		rt.declared = r.Bindings
+		rt.setLimits(r.Grace, r.AbsentReleaseAfter)
+		rt.absentSince = r.AbsentSinceOrLastSeen()
+		if err := rt.start(m.ctx); err != nil {
+			m.mu.Unlock()
+			m.log.Error("cannot restore handler", "handler", r.Handler, "error", err)
+			continue
+		}
+		m.handlers[r.Handler] = rt
+		m.mu.Unlock()
+		m.log.Info("restored handler from its lease", "handler", r.Handler, "absent_since", rt.absentSince)
+	}
 }

@@ -44,6 +44,9 @@ func (rt *runtime) process(ctx context.Context, uid types.UID) (time.Duration, e
 		obj = o.obj
 		rt.mu.Unlock()
 	}
+	if state := rt.absence(); state.absent {
+		return 0, rt.processAbsent(ctx, o, obj, state)
+	}
 	if obj.GetDeletionTimestamp() != nil {
 		return rt.processDeletion(ctx, o, obj)
 	}

@@ -2,6 +2,7 @@ package dispatch
 
 import (
 	"context"
+	"errors"
 	"hash/fnv"
 	"strconv"
 	"sync"
@@ -37,10 +38,18 @@ type runtime struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
+	// declared are the bindings as the handler declared them, for its Lease.
+	declared     []*tetherv1.Binding
+	presenceWake chan struct{}
+
 	mu        sync.Mutex
 	objects   map[types.UID]*object
 	instances []*session.Instance
 	changed   chan struct{} // closed and replaced when instances change
+	// grace and absentAfter are the handler's limits; absentSince is when
+	// its last instance left (zero while one is connected).
+	grace, absentAfter time.Duration
+	absentSince        time.Time
 }
 
 func newRuntime(m *Manager, name string, bindings []*binding.Binding, fp string) *runtime {
@@ -48,8 +57,9 @@ func newRuntime(m *Manager, name string, bindings []*binding.Binding, fp string)
 		m: m, name: name, fingerprint: fp, bindings: bindings,
 		byResource: map[schema.GroupVersionResource][]*binding.Binding{},
 		log:        m.log.Named("handler").With("handler", name),
-		objects:    map[types.UID]*object{},
-		changed:    make(chan struct{}),
+		objects:      map[types.UID]*object{},
+		changed:      make(chan struct{}),
+		presenceWake: make(chan struct{}, 1),
 	}
 	for _, b := range bindings {
 		rt.byResource[b.Resource.GroupVersionResource] = append(rt.byResource[b.Resource.GroupVersionResource], b)
@@ -82,6 +92,7 @@ func (rt *runtime) start(parent context.Context) error {
 			}
 		})
 	}
+	rt.wg.Go(func() { rt.presenceLoop(ctx) })
 	// Shut the queue down when ctx ends so idle workers return from Get.
 	rt.wg.Go(func() {
 		<-ctx.Done()
@@ -193,6 +204,8 @@ func (rt *runtime) addInstance(in *session.Instance) {
 	rt.mu.Lock()
 	returned := len(rt.instances) == 0
 	rt.instances = append(rt.instances, in)
+	rt.absentSince = time.Time{}
+	rt.pokePresence()
 	rt.signalLocked()
 	var uids []types.UID
 	if returned {
@@ -217,6 +230,10 @@ func (rt *runtime) removeInstance(in *session.Instance) {
 			rt.instances = append(rt.instances[:i:i], rt.instances[i+1:]...)
 			break
 		}
+	}
+	if len(rt.instances) == 0 {
+		rt.absentSince = time.Now()
+		rt.pokePresence()
 	}
 	rt.signalLocked()
 	var uids []types.UID
@@ -292,12 +309,16 @@ func (rt *runtime) owner(uid types.UID) (*session.Instance, <-chan struct{}) {
 	return best, rt.changed
 }
 
-// waitOwner blocks until some instance can take the object.
+// waitOwner blocks until some instance can take the object, or returns
+// errAbsent once the handler is past its grace.
 func (rt *runtime) waitOwner(ctx context.Context, uid types.UID) (*session.Instance, error) {
 	for {
 		in, changed := rt.owner(uid)
 		if in != nil {
 			return in, nil
+		}
+		if rt.absence().absent {
+			return nil, errAbsent
 		}
 		select {
 		case <-changed:
@@ -317,6 +338,9 @@ func (rt *runtime) processNext(ctx context.Context) bool {
 	after, err := rt.process(ctx, uid)
 	switch {
 	case ctx.Err() != nil:
+	case errors.Is(err, errAbsent):
+		// Looked at again when the handler returns.
+		rt.queue.Forget(uid)
 	case err != nil:
 		rt.log.Debug("object requeued", "uid", uid, "error", err)
 		rt.queue.AddRateLimited(uid)

@@ -40,6 +40,10 @@ func (rt *runtime) processTimers(ctx context.Context, o *object, obj *unstructur
 		}
 		due, ok := rt.takeDue(o, b.ID)
 		if !ok {
+			if _, scheduled := rt.sched.Scheduled(key); !scheduled {
+				// Its tick came while the handler was absent.
+				rt.sched.Schedule(key, time.Now())
+			}
 			continue
 		}
 		if b.Timer.Idle > 0 {

@@ -12,15 +12,23 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/tether-dev/tether/broker/binding"
 	tetherv1 "github.com/tether-dev/tether/proto/tether/v1"
 )
 
-// Attacher takes validated instances: the dispatcher. detach is called once
-// when the session ends.
+// Attacher takes validated instances: the dispatcher.
 type Attacher interface {
-	Attach(ctx context.Context, in *Instance, bindings []*binding.Binding) (detach func(), err error)
+	Attach(ctx context.Context, in *Instance, hello *tetherv1.Hello, bindings []*binding.Binding) (Attachment, error)
+}
+
+// Attachment is what Attach grants an instance.
+type Attachment struct {
+	// Detach is called once, when the session ends.
+	Detach func()
+	// Grace and AbsentReleaseAfter apply to the handler; Welcome says them.
+	Grace, AbsentReleaseAfter time.Duration
 }
 
 // Options configure a Server. Attacher and Resolver are required.
@@ -105,17 +113,20 @@ func (s *Server) Connect(stream tetherv1.BrokerService_ConnectServer) error {
 
 	in := newInstance(hello.GetHandler(), hello.GetInstanceId(), newSessionID(), window)
 	log := s.log.With("handler", in.Handler, "instance", in.ID, "session", in.SessionID)
-	detach, err := s.opts.Attacher.Attach(ctx, in, bindings)
+	att, err := s.opts.Attacher.Attach(ctx, in, hello, bindings)
 	if err != nil {
 		return status.Error(codes.FailedPrecondition, fmt.Sprintf("attaching handler %q: %v", in.Handler, err))
 	}
 	defer func() {
 		close(in.done)
-		detach()
+		att.Detach()
 		log.Info("handler instance disconnected")
 	}()
 
-	welcome := &tetherv1.Welcome{SessionId: in.SessionID, Window: uint32(window), BrokerVersion: s.opts.Version}
+	welcome := &tetherv1.Welcome{
+		SessionId: in.SessionID, Window: uint32(window), BrokerVersion: s.opts.Version,
+		Grace: durationpb.New(att.Grace), AbsentReleaseAfter: durationpb.New(att.AbsentReleaseAfter),
+	}
 	for _, b := range bindings {
 		welcome.Resources = append(welcome.Resources, &tetherv1.Resource{
 			Group: b.Resource.Group, Version: b.Resource.Version, Resource: b.Resource.Resource,

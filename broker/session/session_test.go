@@ -70,23 +70,23 @@ func newAttacher() *fakeAttacher {
 	return &fakeAttacher{attached: make(chan attachment, 16), detached: make(chan string, 16), detaches: map[string]int{}}
 }
 
-func (a *fakeAttacher) Attach(ctx context.Context, in *Instance, bindings []*binding.Binding) (func(), error) {
+func (a *fakeAttacher) Attach(ctx context.Context, in *Instance, _ *tetherv1.Hello, bindings []*binding.Binding) (Attachment, error) {
 	if ctx == nil {
-		return nil, errors.New("no context")
+		return Attachment{}, errors.New("no context")
 	}
 	if a.err != nil {
-		return nil, a.err
+		return Attachment{}, a.err
 	}
 	a.mu.Lock()
 	a.attaches++
 	a.mu.Unlock()
 	a.attached <- attachment{in, bindings}
-	return func() {
+	return Attachment{Detach: func() {
 		a.mu.Lock()
 		a.detaches[in.SessionID]++
 		a.mu.Unlock()
 		a.detached <- in.SessionID
-	}, nil
+	}}, nil
 }
 
 func (a *fakeAttacher) counts() (attaches int, detaches map[string]int) {

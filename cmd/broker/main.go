@@ -12,16 +12,14 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"syscall"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/tether-dev/tether/broker"
 	"github.com/tether-dev/tether/broker/binding"
+	"github.com/tether-dev/tether/broker/dispatch"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -46,10 +44,29 @@ type config struct {
 	timeout       time.Duration
 	backoff       time.Duration
 	maxBackoff    time.Duration
+	namespace     string
+	identity      string
+	deployment    string
+	grace         time.Duration
+	maxGrace      time.Duration
+	absentAfter   time.Duration
+	maxAbsent     time.Duration
 }
 
 func main() {
-	if err := run(os.Args[1:], os.Stderr); err != nil {
+	args := os.Args[1:]
+	run := serve
+	if len(args) > 0 {
+		switch args[0] {
+		case "status":
+			run, args = status, args[1:]
+		case "release":
+			run, args = releaseCmd, args[1:]
+		case "serve":
+			args = args[1:]
+		}
+	}
+	if err := run(args, os.Stdout, os.Stderr); err != nil {
 		if !errors.Is(err, flag.ErrHelp) {
 			fmt.Fprintln(os.Stderr, "broker:", err)
 		}
@@ -62,10 +79,18 @@ func parseFlags(args []string, out io.Writer) (*config, error) {
 	fs := flag.NewFlagSet("broker", flag.ContinueOnError)
 	fs.SetOutput(out)
 	fs.Usage = func() {
-		fmt.Fprintf(out, "Usage: broker [flags]\n\nThe Tether broker. Kubeconfig is found as kubectl finds it: --kubeconfig, then\n$KUBECONFIG, then the in-cluster service account, then ~/.kube/config.\n\nFlags:\n")
+		fmt.Fprintf(out, "Usage: broker [serve] [flags]\n       broker status [flags]\n       broker release (--handler NAME ... | --all) [flags]\n\n"+
+			"The Tether broker. Kubeconfig is found as kubectl finds it: --kubeconfig, then\n$KUBECONFIG, then the in-cluster service account, then ~/.kube/config.\n"+
+			"'broker status -help' and 'broker release -help' describe the subcommands.\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
-	fs.StringVar(&c.kubeconfig, "kubeconfig", "", "path to a kubeconfig file (default: $KUBECONFIG, in-cluster, ~/.kube/config)")
+	commonFlags(fs, &c.kubeconfig, &c.namespace)
+	fs.StringVar(&c.identity, "identity", envOr("POD_NAME", ""), "this broker's name in the Leases it writes (default $POD_NAME, else the host name)")
+	fs.StringVar(&c.deployment, "deployment", os.Getenv("TETHER_DEPLOYMENT"), "the broker's own Deployment in --namespace; deleting it makes the broker release every hold and exit (default $TETHER_DEPLOYMENT)")
+	fs.DurationVar(&c.grace, "grace", 30*time.Second, "how long a handler may have no instance before the objects being deleted that it holds are released")
+	fs.DurationVar(&c.maxGrace, "max-grace", time.Hour, "the longest grace a handler may ask for in Hello")
+	fs.DurationVar(&c.absentAfter, "absent-release-after", 10*time.Minute, "after this long absent, a handler's holds are stripped from every object until it returns (0: never)")
+	fs.DurationVar(&c.maxAbsent, "max-absent-release-after", 24*time.Hour, "the longest absent-release-after a handler may ask for in Hello")
 	fs.StringVar(&c.listen, "listen", "127.0.0.1:7443", "gRPC listen address HOST:PORT")
 	fs.BoolVar(&c.insecure, "insecure", false, "serve plain text without authentication, for local development; loopback addresses only")
 	fs.StringVar(&c.tlsCert, "tls-cert-file", "", "TLS certificate file for the gRPC server (required unless --insecure)")
@@ -103,18 +128,13 @@ func parseFlags(args []string, out io.Writer) (*config, error) {
 	return c, nil
 }
 
-func run(args []string, stderr io.Writer) error {
+func serve(args []string, _, stderr io.Writer) error {
 	c, err := parseFlags(args, stderr)
 	if err != nil {
 		return err
 	}
 	inCluster := os.Getenv("KUBERNETES_SERVICE_HOST") != ""
-	log := hclog.New(&hclog.LoggerOptions{
-		Name:       "broker",
-		Level:      hclog.LevelFromString(c.logLevel),
-		Output:     stderr,
-		JSONFormat: c.logFormat == "json" || (c.logFormat == "auto" && inCluster),
-	})
+	log := newLogger(c.logLevel, c.logFormat, stderr)
 	restCfg, source, err := kubeConfig(c.kubeconfig, inCluster)
 	if err != nil {
 		return err
@@ -139,6 +159,11 @@ func run(args []string, stderr io.Writer) error {
 		Defaults: binding.Defaults{Retries: c.retries, Timeout: c.timeout, Backoff: c.backoff, MaxBackoff: c.maxBackoff},
 		Workers:  c.workers, DefaultWindow: c.defaultWindow, MaxWindow: c.maxWindow,
 		HelloTimeout: c.helloTimeout, MaxMessageSize: c.maxMsgSize, Version: version,
+		Namespace: c.namespace, Identity: c.identity, Deployment: c.deployment,
+		Absence: dispatch.AbsenceLimits{
+			Grace: c.grace, MaxGrace: c.maxGrace,
+			AbsentReleaseAfter: absentAfter(c.absentAfter), MaxAbsentReleaseAfter: c.maxAbsent,
+		},
 	})
 	if err != nil {
 		return err
@@ -148,40 +173,33 @@ func run(args []string, stderr io.Writer) error {
 	return b.Start(ctx)
 }
 
-// kubeConfig finds the cluster as kubectl does: the flag, $KUBECONFIG, the
-// in-cluster service account, then ~/.kube/config.
-func kubeConfig(path string, inCluster bool) (*rest.Config, string, error) {
-	load := func(p string) (*rest.Config, string, error) {
-		rules := &clientcmd.ClientConfigLoadingRules{ExplicitPath: p}
-		if p == "" {
-			rules = clientcmd.NewDefaultClientConfigLoadingRules()
-		}
-		cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
-		if err != nil {
-			return nil, "", fmt.Errorf("loading kubeconfig %s: %w", p, err)
-		}
-		return cfg, "kubeconfig " + p, nil
+
+// absentAfter maps the flag's 0 (never) to the library's negative.
+func absentAfter(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
 	}
-	switch {
-	case path != "":
-		return load(path)
-	case os.Getenv("KUBECONFIG") != "":
-		cfg, _, err := load("")
-		return cfg, "$KUBECONFIG", err
-	case inCluster:
-		cfg, err := rest.InClusterConfig()
-		if err != nil {
-			return nil, "", fmt.Errorf("loading in-cluster config: %w", err)
-		}
-		return cfg, "in-cluster service account", nil
+	return d
+}
+
+func envOr(key, def string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
 	}
-	home, err := os.UserHomeDir()
-	if err != nil {
-		return nil, "", fmt.Errorf("no kubeconfig given and no home directory: %w", err)
-	}
-	p := filepath.Join(home, ".kube", "config")
-	if _, err := os.Stat(p); err != nil {
-		return nil, "", fmt.Errorf("no cluster found: pass --kubeconfig, set $KUBECONFIG, run in a cluster, or create %s (try 'make cluster')", p)
-	}
-	return load(p)
+	return def
+}
+
+// commonFlags are the flags every subcommand takes.
+func commonFlags(fs *flag.FlagSet, kubeconfig, namespace *string) {
+	fs.StringVar(kubeconfig, "kubeconfig", "", "path to a kubeconfig file (default: $KUBECONFIG, in-cluster, ~/.kube/config)")
+	fs.StringVar(namespace, "namespace", envOr("POD_NAMESPACE", "tether-system"), "the broker's namespace, where handler presence Leases live ($POD_NAMESPACE when set)")
+}
+
+func newLogger(level, format string, out io.Writer) hclog.Logger {
+	return hclog.New(&hclog.LoggerOptions{
+		Name:       "broker",
+		Level:      hclog.LevelFromString(level),
+		Output:     out,
+		JSONFormat: format == "json" || (format == "auto" && os.Getenv("KUBERNETES_SERVICE_HOST") != ""),
+	})
 }

@@ -30,6 +30,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/signal"
 	"runtime"
@@ -68,6 +69,7 @@ type config struct {
 	rawWorkers int
 	timeout    time.Duration
 	out        string
+	keep       bool
 }
 
 func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
@@ -94,9 +96,10 @@ Flags:
 	fs.Float64Var(&c.qps, "qps", 100, "client QPS of the broker and of the raw controller (--kube-api-qps)")
 	fs.IntVar(&c.burst, "burst", 200, "client burst of the broker and of the raw controller (--kube-api-burst)")
 	fs.IntVar(&c.window, "window", 64, "deliveries the bench handler runs at once (its window)")
-	fs.IntVar(&c.rawWorkers, "raw-workers", 16, "workers of the raw controller")
+	fs.IntVar(&c.rawWorkers, "raw-workers", 64, "workers of the raw controller (the broker runs 64 per handler, bounded by -window)")
 	fs.DurationVar(&c.timeout, "timeout", 10*time.Minute, "how long one phase (create or delete of N objects) may take before the run fails")
 	fs.StringVar(&c.out, "out", "", "also write the table to this `file`")
+	fs.BoolVar(&c.keep, "keep", false, "keep the work folder (binaries, broker and handler logs) after a successful run; a failed run always keeps it")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -189,7 +192,7 @@ func bench(ctx context.Context, cfg *config, stderr io.Writer) (rows []row, err 
 		return nil, err
 	}
 	defer func() {
-		if err != nil {
+		if err != nil || cfg.keep {
 			fmt.Fprintf(stderr, "bench: logs kept in %s\n", e.work)
 			return
 		}
@@ -226,6 +229,7 @@ func bench(ctx context.Context, cfg *config, stderr io.Writer) (rows []row, err 
 	loadCfg := cp.RESTConfig()
 	loadCfg.QPS, loadCfg.Burst = 2000, 2000
 	loadCfg.UserAgent = "tether-bench-load"
+	ownConnection(loadCfg)
 	if e.load, err = dynamic.NewForConfig(loadCfg); err != nil {
 		return nil, err
 	}
@@ -243,6 +247,14 @@ func bench(ctx context.Context, cfg *config, stderr io.Writer) (rows []row, err 
 		}
 	}
 	return rows, nil
+}
+
+// ownConnection gives the clients made from cfg their own connection to
+// the API server. client-go otherwise shares one HTTP/2 connection between
+// every client of the process with the same TLS settings, and the raw
+// controller would queue behind the bench's own load.
+func ownConnection(cfg *rest.Config) {
+	cfg.Dial = (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext
 }
 
 // row is one line of the table.

@@ -61,6 +61,7 @@ func (c *rawController) start(ctx context.Context, ns string) (context.Context, 
 	cfg := c.e.cp.RESTConfig()
 	cfg.QPS, cfg.Burst = float32(c.e.qps), c.e.burst
 	cfg.UserAgent = "tether-bench-raw"
+	ownConnection(cfg)
 	dyn, err := dynamic.NewForConfig(cfg)
 	if err != nil {
 		return nil, err

@@ -51,6 +51,8 @@ func startBroker(t *testing.T, cp *controlplane.ControlPlane, tweaks ...func(*br
 		Listen:   "127.0.0.1:0",
 		Insecure: true,
 		Defaults: testDefaults,
+		// Each test's broker keeps its handlers' Leases apart.
+		Namespace: cp.Namespace(t),
 	}
 	for _, tweak := range tweaks {
 		tweak(&opts)
@@ -283,10 +285,11 @@ func brokerBinary(t *testing.T) string {
 
 // startBrokerProcess starts the broker binary on addr (":0" is not possible:
 // handlers must find it again after a restart, so the caller picks a port).
-func startBrokerProcess(t *testing.T, cp *controlplane.ControlPlane, addr string) *brokerProcess {
+func startBrokerProcess(t *testing.T, cp *controlplane.ControlPlane, addr, namespace string, extra ...string) *brokerProcess {
 	t.Helper()
-	cmd := exec.Command(brokerBinary(t), "--kubeconfig", cp.KubeconfigPath(), "--listen", addr, "--insecure",
-		"--default-backoff", "100ms", "--default-max-backoff", "1s")
+	args := append([]string{"--kubeconfig", cp.KubeconfigPath(), "--listen", addr, "--insecure", "--namespace", namespace,
+		"--default-backoff", "100ms", "--default-max-backoff", "1s"}, extra...)
+	cmd := exec.Command(brokerBinary(t), args...)
 	cmd.Stdout = testWriter{t}
 	cmd.Stderr = testWriter{t}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}

@@ -31,8 +31,8 @@ func TestBrokerKilledMidStreamLosesNothing(t *testing.T) {
 	cp := controlplane.Get(t)
 	dyn := cp.EnsureWidgetCRD(t)
 	ns := cp.Namespace(t)
-	addr := freeAddr(t)
-	first := startBrokerProcess(t, cp, addr)
+	addr, brokerNS := freeAddr(t), cp.Namespace(t)
+	first := startBrokerProcess(t, cp, addr, brokerNS)
 
 	var j journal
 	h := sdk.New("survivor", handlerOpts(t)...)
@@ -52,7 +52,7 @@ func TestBrokerKilledMidStreamLosesNothing(t *testing.T) {
 	setSpec(t, cp, ns, "a", map[string]any{"size": int64(7)})
 	create(t, dyn, widgetGVR, widget(ns, "c", map[string]any{"size": int64(1)}))
 
-	startBrokerProcess(t, cp, addr)
+	startBrokerProcess(t, cp, addr, brokerNS)
 	up := j.waitCount(t, sdk.Update, "a", 1)[0]
 	if got, _, _ := unstructured.NestedInt64(up.Old.Object, "spec", "size"); got != 1 {
 		t.Errorf("update after restart: old spec.size = %d, want 1", got)

@@ -670,9 +670,19 @@ type Hello struct {
 	// protocol_version is the protocol the instance speaks: "v1".
 	ProtocolVersion string `protobuf:"bytes,5,opt,name=protocol_version,json=protocolVersion,proto3" json:"protocol_version,omitempty"`
 	// sdk is a free-form name and version of the SDK, for logs and status.
-	Sdk           string `protobuf:"bytes,6,opt,name=sdk,proto3" json:"sdk,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Sdk string `protobuf:"bytes,6,opt,name=sdk,proto3" json:"sdk,omitempty"`
+	// grace asks for another grace than the broker's default: how long the
+	// handler may have no instance connected before it counts as absent and
+	// the objects being deleted that it holds are released. The broker clamps
+	// it to its limits; Welcome says what applies. Unset means the default.
+	Grace *durationpb.Duration `protobuf:"bytes,7,opt,name=grace,proto3" json:"grace,omitempty"`
+	// absent_release_after asks for another long-absence limit: after this
+	// long absent, the broker strips the handler's holds from every object
+	// (and adds them again when it returns). Zero means never. Unset means the
+	// broker's default.
+	AbsentReleaseAfter *durationpb.Duration `protobuf:"bytes,8,opt,name=absent_release_after,json=absentReleaseAfter,proto3" json:"absent_release_after,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *Hello) Reset() {
@@ -747,6 +757,20 @@ func (x *Hello) GetSdk() string {
 	return ""
 }
 
+func (x *Hello) GetGrace() *durationpb.Duration {
+	if x != nil {
+		return x.Grace
+	}
+	return nil
+}
+
+func (x *Hello) GetAbsentReleaseAfter() *durationpb.Duration {
+	if x != nil {
+		return x.AbsentReleaseAfter
+	}
+	return nil
+}
+
 // Welcome accepts a Hello.
 type Welcome struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -758,9 +782,12 @@ type Welcome struct {
 	BrokerVersion string `protobuf:"bytes,3,opt,name=broker_version,json=brokerVersion,proto3" json:"broker_version,omitempty"`
 	// resources has, per binding (same order as Hello.bindings), the resource
 	// that discovery resolved it to.
-	Resources     []*Resource `protobuf:"bytes,4,rep,name=resources,proto3" json:"resources,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Resources []*Resource `protobuf:"bytes,4,rep,name=resources,proto3" json:"resources,omitempty"`
+	// grace and absent_release_after are the values that apply to the handler.
+	Grace              *durationpb.Duration `protobuf:"bytes,5,opt,name=grace,proto3" json:"grace,omitempty"`
+	AbsentReleaseAfter *durationpb.Duration `protobuf:"bytes,6,opt,name=absent_release_after,json=absentReleaseAfter,proto3" json:"absent_release_after,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *Welcome) Reset() {
@@ -817,6 +844,20 @@ func (x *Welcome) GetBrokerVersion() string {
 func (x *Welcome) GetResources() []*Resource {
 	if x != nil {
 		return x.Resources
+	}
+	return nil
+}
+
+func (x *Welcome) GetGrace() *durationpb.Duration {
+	if x != nil {
+		return x.Grace
+	}
+	return nil
+}
+
+func (x *Welcome) GetAbsentReleaseAfter() *durationpb.Duration {
+	if x != nil {
+		return x.AbsentReleaseAfter
 	}
 	return nil
 }
@@ -1934,7 +1975,7 @@ const file_tether_v1_broker_proto_rawDesc = "" +
 	"\awelcome\x18\x01 \x01(\v2\x12.tether.v1.WelcomeH\x00R\awelcome\x121\n" +
 	"\bdelivery\x18\x02 \x01(\v2\x13.tether.v1.DeliveryH\x00R\bdelivery\x12+\n" +
 	"\x06cancel\x18\x03 \x01(\v2\x11.tether.v1.CancelH\x00R\x06cancelB\t\n" +
-	"\amessage\"\xc7\x01\n" +
+	"\amessage\"\xc5\x02\n" +
 	"\x05Hello\x12\x18\n" +
 	"\ahandler\x18\x01 \x01(\tR\ahandler\x12\x1f\n" +
 	"\vinstance_id\x18\x02 \x01(\tR\n" +
@@ -1942,13 +1983,17 @@ const file_tether_v1_broker_proto_rawDesc = "" +
 	"\bbindings\x18\x03 \x03(\v2\x12.tether.v1.BindingR\bbindings\x12\x16\n" +
 	"\x06window\x18\x04 \x01(\rR\x06window\x12)\n" +
 	"\x10protocol_version\x18\x05 \x01(\tR\x0fprotocolVersion\x12\x10\n" +
-	"\x03sdk\x18\x06 \x01(\tR\x03sdk\"\x9a\x01\n" +
+	"\x03sdk\x18\x06 \x01(\tR\x03sdk\x12/\n" +
+	"\x05grace\x18\a \x01(\v2\x19.google.protobuf.DurationR\x05grace\x12K\n" +
+	"\x14absent_release_after\x18\b \x01(\v2\x19.google.protobuf.DurationR\x12absentReleaseAfter\"\x98\x02\n" +
 	"\aWelcome\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x16\n" +
 	"\x06window\x18\x02 \x01(\rR\x06window\x12%\n" +
 	"\x0ebroker_version\x18\x03 \x01(\tR\rbrokerVersion\x121\n" +
-	"\tresources\x18\x04 \x03(\v2\x13.tether.v1.ResourceR\tresources\"\x8a\x01\n" +
+	"\tresources\x18\x04 \x03(\v2\x13.tether.v1.ResourceR\tresources\x12/\n" +
+	"\x05grace\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\x05grace\x12K\n" +
+	"\x14absent_release_after\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\x12absentReleaseAfter\"\x8a\x01\n" +
 	"\bResource\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\tR\aversion\x12\x1a\n" +
@@ -2147,37 +2192,41 @@ var file_tether_v1_broker_proto_depIdxs = []int32{
 	17, // 6: tether.v1.ConnectResponse.delivery:type_name -> tether.v1.Delivery
 	22, // 7: tether.v1.ConnectResponse.cancel:type_name -> tether.v1.Cancel
 	11, // 8: tether.v1.Hello.bindings:type_name -> tether.v1.Binding
-	10, // 9: tether.v1.Welcome.resources:type_name -> tether.v1.Resource
-	0,  // 10: tether.v1.Binding.kind:type_name -> tether.v1.BindingKind
-	10, // 11: tether.v1.Binding.resource:type_name -> tether.v1.Resource
-	12, // 12: tether.v1.Binding.annotations:type_name -> tether.v1.AnnotationFilter
-	1,  // 13: tether.v1.Binding.finalizer:type_name -> tether.v1.FinalizerPolicy
-	23, // 14: tether.v1.Binding.timeout:type_name -> google.protobuf.Duration
-	23, // 15: tether.v1.Binding.backoff:type_name -> google.protobuf.Duration
-	23, // 16: tether.v1.Binding.max_backoff:type_name -> google.protobuf.Duration
-	13, // 17: tether.v1.Binding.timer:type_name -> tether.v1.TimerOptions
-	14, // 18: tether.v1.Binding.daemon:type_name -> tether.v1.DaemonOptions
-	4,  // 19: tether.v1.AnnotationFilter.operator:type_name -> tether.v1.AnnotationFilter.Operator
-	23, // 20: tether.v1.TimerOptions.interval:type_name -> google.protobuf.Duration
-	23, // 21: tether.v1.TimerOptions.initial_delay:type_name -> google.protobuf.Duration
-	23, // 22: tether.v1.TimerOptions.idle:type_name -> google.protobuf.Duration
-	23, // 23: tether.v1.DaemonOptions.cancellation_timeout:type_name -> google.protobuf.Duration
-	10, // 24: tether.v1.ObjectRef.resource:type_name -> tether.v1.Resource
-	5,  // 25: tether.v1.DiffEntry.operation:type_name -> tether.v1.DiffEntry.Operation
-	2,  // 26: tether.v1.Delivery.kind:type_name -> tether.v1.DeliveryKind
-	15, // 27: tether.v1.Delivery.ref:type_name -> tether.v1.ObjectRef
-	16, // 28: tether.v1.Delivery.diff:type_name -> tether.v1.DiffEntry
-	24, // 29: tether.v1.Delivery.deadline:type_name -> google.protobuf.Timestamp
-	24, // 30: tether.v1.Delivery.scheduled:type_name -> google.protobuf.Timestamp
-	3,  // 31: tether.v1.Ack.outcome:type_name -> tether.v1.Outcome
-	23, // 32: tether.v1.Ack.retry_after:type_name -> google.protobuf.Duration
-	6,  // 33: tether.v1.BrokerService.Connect:input_type -> tether.v1.ConnectRequest
-	7,  // 34: tether.v1.BrokerService.Connect:output_type -> tether.v1.ConnectResponse
-	34, // [34:35] is the sub-list for method output_type
-	33, // [33:34] is the sub-list for method input_type
-	33, // [33:33] is the sub-list for extension type_name
-	33, // [33:33] is the sub-list for extension extendee
-	0,  // [0:33] is the sub-list for field type_name
+	23, // 9: tether.v1.Hello.grace:type_name -> google.protobuf.Duration
+	23, // 10: tether.v1.Hello.absent_release_after:type_name -> google.protobuf.Duration
+	10, // 11: tether.v1.Welcome.resources:type_name -> tether.v1.Resource
+	23, // 12: tether.v1.Welcome.grace:type_name -> google.protobuf.Duration
+	23, // 13: tether.v1.Welcome.absent_release_after:type_name -> google.protobuf.Duration
+	0,  // 14: tether.v1.Binding.kind:type_name -> tether.v1.BindingKind
+	10, // 15: tether.v1.Binding.resource:type_name -> tether.v1.Resource
+	12, // 16: tether.v1.Binding.annotations:type_name -> tether.v1.AnnotationFilter
+	1,  // 17: tether.v1.Binding.finalizer:type_name -> tether.v1.FinalizerPolicy
+	23, // 18: tether.v1.Binding.timeout:type_name -> google.protobuf.Duration
+	23, // 19: tether.v1.Binding.backoff:type_name -> google.protobuf.Duration
+	23, // 20: tether.v1.Binding.max_backoff:type_name -> google.protobuf.Duration
+	13, // 21: tether.v1.Binding.timer:type_name -> tether.v1.TimerOptions
+	14, // 22: tether.v1.Binding.daemon:type_name -> tether.v1.DaemonOptions
+	4,  // 23: tether.v1.AnnotationFilter.operator:type_name -> tether.v1.AnnotationFilter.Operator
+	23, // 24: tether.v1.TimerOptions.interval:type_name -> google.protobuf.Duration
+	23, // 25: tether.v1.TimerOptions.initial_delay:type_name -> google.protobuf.Duration
+	23, // 26: tether.v1.TimerOptions.idle:type_name -> google.protobuf.Duration
+	23, // 27: tether.v1.DaemonOptions.cancellation_timeout:type_name -> google.protobuf.Duration
+	10, // 28: tether.v1.ObjectRef.resource:type_name -> tether.v1.Resource
+	5,  // 29: tether.v1.DiffEntry.operation:type_name -> tether.v1.DiffEntry.Operation
+	2,  // 30: tether.v1.Delivery.kind:type_name -> tether.v1.DeliveryKind
+	15, // 31: tether.v1.Delivery.ref:type_name -> tether.v1.ObjectRef
+	16, // 32: tether.v1.Delivery.diff:type_name -> tether.v1.DiffEntry
+	24, // 33: tether.v1.Delivery.deadline:type_name -> google.protobuf.Timestamp
+	24, // 34: tether.v1.Delivery.scheduled:type_name -> google.protobuf.Timestamp
+	3,  // 35: tether.v1.Ack.outcome:type_name -> tether.v1.Outcome
+	23, // 36: tether.v1.Ack.retry_after:type_name -> google.protobuf.Duration
+	6,  // 37: tether.v1.BrokerService.Connect:input_type -> tether.v1.ConnectRequest
+	7,  // 38: tether.v1.BrokerService.Connect:output_type -> tether.v1.ConnectResponse
+	38, // [38:39] is the sub-list for method output_type
+	37, // [37:38] is the sub-list for method input_type
+	37, // [37:37] is the sub-list for extension type_name
+	37, // [37:37] is the sub-list for extension extendee
+	0,  // [0:37] is the sub-list for field type_name
 }
 
 func init() { file_tether_v1_broker_proto_init() }

@@ -1,0 +1,211 @@
+package presence
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"google.golang.org/protobuf/encoding/protojson"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
+
+	tetherv1 "github.com/tether-dev/tether/proto/tether/v1"
+)
+
+// The Lease's label and annotations.
+const (
+	LabelHandler          = "tether.dev/handler"
+	annInstances          = "tether.dev/instances"
+	annAbsentSince        = "tether.dev/absent-since"
+	annGrace              = "tether.dev/grace"
+	annAbsentReleaseAfter = "tether.dev/absent-release-after"
+	annBindings           = "tether.dev/bindings"
+	annResources          = "tether.dev/resources"
+)
+
+// LeaseName is the Lease of a handler.
+func LeaseName(handler string) string { return "tether-handler-" + handler }
+
+// Record is what the broker remembers about a handler.
+type Record struct {
+	Handler string
+	// Instances connected when the record was written.
+	Instances int
+	// LastSeen is the last time an instance was known to be connected.
+	LastSeen time.Time
+	// AbsentSince is when the last instance left; zero while present.
+	AbsentSince time.Time
+	// Grace and AbsentReleaseAfter are the limits that apply to the handler.
+	Grace, AbsentReleaseAfter time.Duration
+	// Bindings are the handler's bindings as declared in Hello.
+	Bindings []*tetherv1.Binding
+	// Resources are the resources the bindings resolved to.
+	Resources []schema.GroupVersionResource
+	// Holder is the broker that wrote the record.
+	Holder string
+}
+
+// AbsentSinceOrLastSeen is when the handler left: AbsentSince, or, when the
+// broker that recorded it stopped while the handler was connected, the last
+// renewal (the handler's stream ended with that broker).
+func (r Record) AbsentSinceOrLastSeen() time.Time {
+	if !r.AbsentSince.IsZero() {
+		return r.AbsentSince
+	}
+	return r.LastSeen
+}
+
+// Store reads and writes Records.
+type Store struct {
+	Client    kubernetes.Interface
+	Namespace string
+}
+
+// List returns every handler's record.
+func (s *Store) List(ctx context.Context) ([]Record, error) {
+	list, err := s.Client.CoordinationV1().Leases(s.Namespace).List(ctx, metav1.ListOptions{LabelSelector: LabelHandler})
+	if err != nil {
+		return nil, fmt.Errorf("listing handler leases in %s: %w", s.Namespace, err)
+	}
+	out := make([]Record, 0, len(list.Items))
+	for i := range list.Items {
+		r, err := decode(&list.Items[i])
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+// Put writes r, creating the Lease if needed.
+func (s *Store) Put(ctx context.Context, r Record) error {
+	leases := s.Client.CoordinationV1().Leases(s.Namespace)
+	return retry.RetryOnConflict(retry.DefaultBackoff, func() error {
+		cur, err := leases.Get(ctx, LeaseName(r.Handler), metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: LeaseName(r.Handler), Namespace: s.Namespace}}
+			if err := encode(l, r); err != nil {
+				return err
+			}
+			_, err = leases.Create(ctx, l, metav1.CreateOptions{})
+			return err
+		}
+		if err != nil {
+			return err
+		}
+		l := cur.DeepCopy()
+		if err := encode(l, r); err != nil {
+			return err
+		}
+		_, err = leases.Update(ctx, l, metav1.UpdateOptions{})
+		return err
+	})
+}
+
+func encode(l *coordinationv1.Lease, r Record) error {
+	if l.Labels == nil {
+		l.Labels = map[string]string{}
+	}
+	if l.Annotations == nil {
+		l.Annotations = map[string]string{}
+	}
+	l.Labels[LabelHandler] = r.Handler
+	holder := r.Holder
+	secs := int32(r.Grace / time.Second)
+	renew := metav1.NewMicroTime(r.LastSeen)
+	l.Spec.HolderIdentity, l.Spec.LeaseDurationSeconds, l.Spec.RenewTime = &holder, &secs, &renew
+	l.Annotations[annInstances] = strconv.Itoa(r.Instances)
+	l.Annotations[annGrace] = r.Grace.String()
+	l.Annotations[annAbsentReleaseAfter] = r.AbsentReleaseAfter.String()
+	if r.AbsentSince.IsZero() {
+		delete(l.Annotations, annAbsentSince)
+	} else {
+		l.Annotations[annAbsentSince] = r.AbsentSince.UTC().Format(time.RFC3339Nano)
+	}
+	raw := make([]json.RawMessage, 0, len(r.Bindings))
+	for _, b := range r.Bindings {
+		j, err := protojson.Marshal(b)
+		if err != nil {
+			return fmt.Errorf("encoding bindings of %s: %w", r.Handler, err)
+		}
+		raw = append(raw, j)
+	}
+	bs, err := json.Marshal(raw)
+	if err != nil {
+		return fmt.Errorf("encoding bindings of %s: %w", r.Handler, err)
+	}
+	l.Annotations[annBindings] = string(bs)
+	res := make([]string, 0, len(r.Resources))
+	for _, gvr := range r.Resources {
+		res = append(res, gvr.Resource+"."+gvr.Version+"."+gvr.Group)
+	}
+	l.Annotations[annResources] = strings.Join(res, ",")
+	return nil
+}
+
+func decode(l *coordinationv1.Lease) (Record, error) {
+	r := Record{Handler: l.Labels[LabelHandler]}
+	bad := func(what string, err error) (Record, error) {
+		return Record{}, fmt.Errorf("reading lease %s/%s: %s: %w", l.Namespace, l.Name, what, err)
+	}
+	if l.Spec.HolderIdentity != nil {
+		r.Holder = *l.Spec.HolderIdentity
+	}
+	if l.Spec.RenewTime != nil {
+		r.LastSeen = l.Spec.RenewTime.Time
+	}
+	var err error
+	a := l.Annotations
+	if v := a[annInstances]; v != "" {
+		if r.Instances, err = strconv.Atoi(v); err != nil {
+			return bad(annInstances, err)
+		}
+	}
+	if v := a[annAbsentSince]; v != "" {
+		if r.AbsentSince, err = time.Parse(time.RFC3339Nano, v); err != nil {
+			return bad(annAbsentSince, err)
+		}
+	}
+	if r.Grace, err = time.ParseDuration(a[annGrace]); err != nil {
+		return bad(annGrace, err)
+	}
+	if r.AbsentReleaseAfter, err = time.ParseDuration(a[annAbsentReleaseAfter]); err != nil {
+		return bad(annAbsentReleaseAfter, err)
+	}
+	var raw []json.RawMessage
+	if v := a[annBindings]; v != "" {
+		if err := json.Unmarshal([]byte(v), &raw); err != nil {
+			return bad(annBindings, err)
+		}
+	}
+	for _, j := range raw {
+		b := &tetherv1.Binding{}
+		if err := protojson.Unmarshal(j, b); err != nil {
+			return bad(annBindings, err)
+		}
+		r.Bindings = append(r.Bindings, b)
+	}
+	for _, s := range strings.Split(a[annResources], ",") {
+		if s == "" {
+			continue
+		}
+		parts := strings.SplitN(s, ".", 3)
+		if len(parts) < 2 {
+			return bad(annResources, fmt.Errorf("%q is not resource.version.group", s))
+		}
+		gvr := schema.GroupVersionResource{Resource: parts[0], Version: parts[1]}
+		if len(parts) == 3 {
+			gvr.Group = parts[2]
+		}
+		r.Resources = append(r.Resources, gvr)
+	}
+	return r, nil
+}

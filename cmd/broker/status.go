@@ -1,0 +1,162 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/tether-dev/tether/broker/presence"
+	"github.com/tether-dev/tether/broker/release"
+)
+
+// clients builds what status and release need from the common flags.
+func clients(kubeconfig string) (dynamic.Interface, kubernetes.Interface, error) {
+	cfg, _, err := kubeConfig(kubeconfig, false)
+	if err != nil {
+		return nil, nil, err
+	}
+	cfg.QPS, cfg.Burst = 50, 100
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return nil, nil, fmt.Errorf("creating dynamic client: %w", err)
+	}
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, nil, fmt.Errorf("creating client: %w", err)
+	}
+	return dyn, kube, nil
+}
+
+// status lists the handlers the broker knows from their Leases: instances,
+// when last seen, whether they are absent, and how many objects they hold.
+func status(args []string, stdout, stderr io.Writer) error {
+	var kubeconfig, namespace string
+	fs := flag.NewFlagSet("broker status", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "Usage: broker status [flags]\n\nLists the handlers recorded in the broker's namespace: instances connected, when\nlast seen, whether absent, and how many objects carry each one's hold.\n\nFlags:\n")
+		fs.PrintDefaults()
+	}
+	commonFlags(fs, &kubeconfig, &namespace)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	dyn, kube, err := clients(kubeconfig)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	store := &presence.Store{Client: kube, Namespace: namespace}
+	records, err := store.List(ctx)
+	if err != nil {
+		return err
+	}
+	sort.Slice(records, func(i, j int) bool { return records[i].Handler < records[j].Handler })
+	holds, err := release.Run(ctx, release.Options{Client: dyn, Presence: store, DryRun: true})
+	if err != nil {
+		return fmt.Errorf("counting holds: %w", err)
+	}
+	count := map[string]int{}
+	for _, h := range holds {
+		count[h.Handler]++
+	}
+	now := time.Now()
+	w := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "HANDLER\tINSTANCES\tSTATE\tLAST SEEN\tGRACE\tABSENT RELEASE AFTER\tHOLDS\tRESOURCES")
+	for _, r := range records {
+		var res []string
+		for _, gvr := range r.Resources {
+			res = append(res, gvr.Resource+"."+gvr.Group)
+		}
+		fmt.Fprintf(w, "%s\t%d\t%s\t%s ago\t%v\t%s\t%d\t%s\n", r.Handler, r.Instances, state(r, now),
+			now.Sub(r.LastSeen).Round(time.Second), r.Grace, never(r.AbsentReleaseAfter), count[r.Handler],
+			strings.TrimSuffix(strings.Join(res, ","), "."))
+	}
+	if len(records) == 0 {
+		fmt.Fprintf(stdout, "no handlers recorded in namespace %s\n", namespace)
+		return nil
+	}
+	return w.Flush()
+}
+
+func state(r presence.Record, now time.Time) string {
+	if r.Instances > 0 {
+		return "present"
+	}
+	gone := now.Sub(r.AbsentSinceOrLastSeen())
+	switch {
+	case r.AbsentReleaseAfter > 0 && gone >= r.AbsentReleaseAfter:
+		return "absent, holds stripped"
+	case gone >= r.Grace:
+		return "absent"
+	default:
+		return fmt.Sprintf("in grace (%v left)", (r.Grace - gone).Round(time.Second))
+	}
+}
+
+func never(d time.Duration) string {
+	if d <= 0 {
+		return "never"
+	}
+	return d.String()
+}
+
+// releaseCmd strips holds from a terminal or a Job, with the broker down.
+func releaseCmd(args []string, stdout, stderr io.Writer) error {
+	var kubeconfig, namespace string
+	var handlers multiFlag
+	var all, dryRun bool
+	fs := flag.NewFlagSet("broker release", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "Usage: broker release (--handler NAME ... | --all) [flags]\n\n"+
+			"Removes the holds (finalizers tether.dev/<handler>) of the named handlers, or of\n"+
+			"every handler recorded in the broker's namespace, from every object of their\n"+
+			"resources, and prints each object released. Run it with the broker stopped: a\n"+
+			"running broker adds the holds of connected handlers back.\n\nFlags:\n")
+		fs.PrintDefaults()
+	}
+	commonFlags(fs, &kubeconfig, &namespace)
+	fs.Var(&handlers, "handler", "a handler whose holds to release (repeatable)")
+	fs.BoolVar(&all, "all", false, "release the holds of every recorded handler")
+	fs.BoolVar(&dryRun, "dry-run", false, "print what would be released and change nothing")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if all == (len(handlers) > 0) {
+		fs.Usage()
+		return errors.New("give either --handler NAME (one or more) or --all")
+	}
+	dyn, kube, err := clients(kubeconfig)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	store := &presence.Store{Client: kube, Namespace: namespace}
+	released, err := release.Run(ctx, release.Options{
+		Client: dyn, Presence: store, Handlers: handlers, Out: stdout, DryRun: dryRun,
+		Log: newLogger("info", "text", stderr),
+	})
+	verb := "released"
+	if dryRun {
+		verb = "would release"
+	}
+	fmt.Fprintf(stdout, "%s %d hold(s)\n", verb, len(released))
+	return err
+}
+
+type multiFlag []string
+
+func (m *multiFlag) String() string     { return strings.Join(*m, ",") }
+func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }

@@ -1,0 +1,246 @@
+// Command example-handler is a Tether handler built on the Go SDK. It tells
+// the two stories Tether comes from:
+//
+//   - the replicator copies Secrets and ConfigMaps annotated
+//     replicator.tether.dev/enabled: "true" into other namespaces
+//     (replicator.tether.dev/include-namespaces and exclude-namespaces, both
+//     comma-separated, pick them; no include list means every other
+//     namespace). Copies are labelled replicator.tether.dev/copy: "true",
+//     name their source in replicator.tether.dev/source: "<ns>/<name>" and
+//     are kept in step on create, update and a reconcile timer; deleting
+//     the source deletes them. Sources carry the hold tether.dev/<name>.
+//   - the TTL reaper deletes Secrets once their annotation
+//     ttl.tether.dev/ttl (a Go duration) has passed since their creation.
+//     It never holds them.
+//
+// The handler connects to the broker with --broker and writes copies with
+// its own Kubernetes client (--kubeconfig; else $KUBECONFIG, the in-cluster
+// service account, ~/.kube/config). Run `example-handler -help` for the flags.
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/tether-dev/tether/sdk"
+)
+
+// config is what the flags say.
+type config struct {
+	broker            string
+	insecure          bool
+	caFile            string
+	serverName        string
+	token             string
+	tokenFile         string
+	kubeconfig        string
+	name              string
+	namespaces        string
+	logLevel          string
+	logFormat         string
+	reconcileInterval time.Duration
+	ttlInterval       time.Duration
+}
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stderr))
+}
+
+// run is main without the exit: 0 on success or -help, 2 for bad flags, 1
+// when the handler fails.
+func run(args []string, stderr io.Writer) int {
+	c, err := parseFlags(args, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "example-handler:", err)
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := serve(ctx, c, stderr); err != nil {
+		fmt.Fprintln(stderr, "example-handler:", err)
+		return 1
+	}
+	return 0
+}
+
+func parseFlags(args []string, out io.Writer) (*config, error) {
+	c := &config{}
+	fs := flag.NewFlagSet("example-handler", flag.ContinueOnError)
+	fs.SetOutput(out)
+	fs.Usage = func() {
+		fmt.Fprint(out, `Usage: example-handler [flags]
+
+A Tether handler with two jobs: it replicates Secrets and ConfigMaps annotated
+replicator.tether.dev/enabled: "true" into other namespaces (see
+replicator.tether.dev/include-namespaces and exclude-namespaces), and deletes
+Secrets whose ttl.tether.dev/ttl annotation (a Go duration) has passed.
+The Kubernetes client is found as kubectl finds it: --kubeconfig, then
+$KUBECONFIG, then the in-cluster service account, then ~/.kube/config.
+SIGINT or SIGTERM stop it gracefully.
+
+Flags:
+`)
+		fs.PrintDefaults()
+	}
+	fs.StringVar(&c.broker, "broker", "127.0.0.1:7443", "broker address `HOST:PORT`")
+	fs.BoolVar(&c.insecure, "insecure", false, "connect in plain text without a token, to a broker started with --insecure for local development")
+	fs.StringVar(&c.caFile, "tls-ca-file", "", "PEM `file` of the CA that signed the broker's certificate (default: the system roots)")
+	fs.StringVar(&c.serverName, "tls-server-name", "", "`name` to verify the broker's certificate against (default: the host in --broker)")
+	fs.StringVar(&c.token, "token", "", "bearer `token` for the broker (default: the in-cluster service account token)")
+	fs.StringVar(&c.tokenFile, "token-file", "", "`file` to read the bearer token from on every connection attempt")
+	fs.StringVar(&c.kubeconfig, "kubeconfig", "", "kubeconfig `path` for writing copies and deleting Secrets (default: $KUBECONFIG, in-cluster, ~/.kube/config)")
+	fs.StringVar(&c.name, "name", "example", "handler `name`; the hold is the finalizer tether.dev/<name>")
+	fs.StringVar(&c.namespaces, "namespaces", "", "comma-separated `list` of namespaces whose objects the handler binds to (default: all)")
+	fs.StringVar(&c.logLevel, "log-level", "info", "log `level`: trace, debug, info, warn or error")
+	fs.StringVar(&c.logFormat, "log-format", "text", "log `format`: text or json")
+	fs.DurationVar(&c.reconcileInterval, "reconcile-interval", 30*time.Second, "how often the replicator re-creates missing copies and updates drifted ones")
+	fs.DurationVar(&c.ttlInterval, "ttl-interval", 5*time.Second, "how often the TTL reaper looks at each Secret with a ttl")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	if c.broker == "" {
+		return nil, errors.New("--broker is required")
+	}
+	if c.token != "" && c.tokenFile != "" {
+		return nil, errors.New("--token and --token-file exclude each other")
+	}
+	if c.insecure && (c.caFile != "" || c.serverName != "") {
+		return nil, errors.New("--tls-ca-file and --tls-server-name make no sense with --insecure")
+	}
+	if hclog.LevelFromString(c.logLevel) == hclog.NoLevel {
+		return nil, fmt.Errorf("--log-level: unknown level %q", c.logLevel)
+	}
+	if c.logFormat != "text" && c.logFormat != "json" {
+		return nil, fmt.Errorf("--log-format: want text or json, not %q", c.logFormat)
+	}
+	for flagName, d := range map[string]time.Duration{"--reconcile-interval": c.reconcileInterval, "--ttl-interval": c.ttlInterval} {
+		if d < sdk.MinTimerInterval {
+			return nil, fmt.Errorf("%s: %v is shorter than %v", flagName, d, sdk.MinTimerInterval)
+		}
+	}
+	return c, nil
+}
+
+// serve connects to the cluster and the broker and handles deliveries until
+// ctx ends.
+func serve(ctx context.Context, c *config, stderr io.Writer) error {
+	log := hclog.New(&hclog.LoggerOptions{
+		Name:       "example-handler",
+		Level:      hclog.LevelFromString(c.logLevel),
+		Output:     stderr,
+		JSONFormat: c.logFormat == "json",
+	})
+	restCfg, source, err := kubeConfig(c.kubeconfig)
+	if err != nil {
+		return err
+	}
+	restCfg.UserAgent = "tether-example-handler"
+	kube, err := kubernetes.NewForConfig(restCfg)
+	if err != nil {
+		return fmt.Errorf("creating the Kubernetes client: %w", err)
+	}
+	dyn, err := dynamic.NewForConfig(restCfg)
+	if err != nil {
+		return fmt.Errorf("creating the dynamic client: %w", err)
+	}
+	log.Info("using cluster", "from", source, "host", restCfg.Host)
+
+	opts, err := c.sdkOptions(log)
+	if err != nil {
+		return err
+	}
+	h := sdk.New(c.name, opts...)
+	var scope []sdk.BindingOption
+	if ns := splitList(c.namespaces); len(ns) > 0 {
+		scope = append(scope, sdk.Namespaces(ns...))
+	}
+	(&replicator{kube: kube, dyn: dyn}).register(h, c.reconcileInterval, scope)
+	(&reaper{dyn: dyn, now: time.Now}).register(h, c.ttlInterval, scope)
+
+	log.Info("connecting to the broker", "broker", c.broker, "handler", c.name, "insecure", c.insecure)
+	return h.Run(ctx, c.broker)
+}
+
+// sdkOptions turns the connection flags into SDK options.
+func (c *config) sdkOptions(log hclog.Logger) ([]sdk.Option, error) {
+	opts := []sdk.Option{sdk.WithLogger(log.Named("sdk"))}
+	switch {
+	case c.token != "":
+		opts = append(opts, sdk.WithToken(c.token))
+	case c.tokenFile != "":
+		opts = append(opts, sdk.WithTokenFile(c.tokenFile))
+	}
+	if c.insecure {
+		return append(opts, sdk.WithInsecure()), nil
+	}
+	tlsCfg := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: c.serverName}
+	if c.caFile != "" {
+		pem, err := os.ReadFile(c.caFile)
+		if err != nil {
+			return nil, fmt.Errorf("--tls-ca-file: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("--tls-ca-file: no PEM certificate in %s", c.caFile)
+		}
+		tlsCfg.RootCAs = pool
+	}
+	return append(opts, sdk.WithTLS(tlsCfg)), nil
+}
+
+// kubeConfig finds the cluster as kubectl and the broker do: the flag,
+// $KUBECONFIG, the in-cluster service account, then ~/.kube/config. It
+// also says where the config came from.
+func kubeConfig(path string) (*rest.Config, string, error) {
+	fromFiles := func(rules *clientcmd.ClientConfigLoadingRules, what string) (*rest.Config, string, error) {
+		cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
+		if err != nil {
+			return nil, "", fmt.Errorf("loading %s: %w", what, err)
+		}
+		return cfg, what, nil
+	}
+	if path != "" {
+		return fromFiles(&clientcmd.ClientConfigLoadingRules{ExplicitPath: path}, "kubeconfig "+path)
+	}
+	if os.Getenv("KUBECONFIG") != "" {
+		return fromFiles(clientcmd.NewDefaultClientConfigLoadingRules(), "$KUBECONFIG")
+	}
+	if os.Getenv("KUBERNETES_SERVICE_HOST") != "" {
+		cfg, err := rest.InClusterConfig()
+		if err != nil {
+			return nil, "", fmt.Errorf("loading the in-cluster config: %w", err)
+		}
+		return cfg, "in-cluster service account", nil
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return nil, "", fmt.Errorf("no kubeconfig given and no home directory: %w", err)
+	}
+	p := filepath.Join(home, ".kube", "config")
+	if _, err := os.Stat(p); err != nil {
+		return nil, "", fmt.Errorf("no cluster found: pass --kubeconfig, set $KUBECONFIG, run in a cluster, or create %s", p)
+	}
+	return fromFiles(&clientcmd.ClientConfigLoadingRules{ExplicitPath: p}, "kubeconfig "+p)
+}
