@@ -55,8 +55,8 @@ type runtime struct {
 func newRuntime(m *Manager, name string, bindings []*binding.Binding, fp string) *runtime {
 	rt := &runtime{
 		m: m, name: name, fingerprint: fp, bindings: bindings,
-		byResource: map[schema.GroupVersionResource][]*binding.Binding{},
-		log:        m.log.Named("handler").With("handler", name),
+		byResource:   map[schema.GroupVersionResource][]*binding.Binding{},
+		log:          m.log.Named("handler").With("handler", name),
 		objects:      map[types.UID]*object{},
 		changed:      make(chan struct{}),
 		presenceWake: make(chan struct{}, 1),

@@ -173,7 +173,6 @@ func serve(args []string, _, stderr io.Writer) error {
 	return b.Start(ctx)
 }
 
-
 // absentAfter maps the flag's 0 (never) to the library's negative.
 func absentAfter(d time.Duration) time.Duration {
 	if d == 0 {
