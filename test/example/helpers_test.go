@@ -1,0 +1,274 @@
+package example
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/dynamic"
+
+	"github.com/tether-dev/tether/test/controlplane"
+)
+
+// waitTimeout bounds every wait on the cluster or a process.
+const waitTimeout = 30 * time.Second
+
+var (
+	secretsGVR    = schema.GroupVersionResource{Version: "v1", Resource: "secrets"}
+	configMapsGVR = schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
+)
+
+func TestMain(m *testing.M) { os.Exit(controlplane.RunTests(m)) }
+
+var (
+	buildOnce sync.Once
+	bins      Binaries
+	buildErr  error
+)
+
+// binaries builds the broker and the example handler once per test binary,
+// with the race detector.
+func binaries(t *testing.T) Binaries {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "tether-example-bin-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+		defer cancel()
+		bins, buildErr = Build(ctx, dir, "-race")
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return bins
+}
+
+// env is one test's broker and example handler, running as processes.
+type env struct {
+	cp      *controlplane.ControlPlane
+	dyn     dynamic.Interface
+	handler string // the handler name, unique per test
+	ns      string // the namespace the handler binds to
+}
+
+// testWriter sends a process's output to t.Log, and drops it once the test
+// is over.
+type testWriter struct {
+	t      *testing.T
+	prefix string
+}
+
+func (w testWriter) Write(p []byte) (int, error) {
+	defer func() { _ = recover() }() // t.Log after the test ended panics
+	w.t.Log(w.prefix + strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+// start runs a broker and the example handler, bound to a new namespace,
+// with a 1s reconcile interval and a 200ms ttl interval, and waits until
+// the handler is connected. Both stop when the test ends; the handler must
+// then exit cleanly on SIGTERM.
+func start(t *testing.T) *env {
+	t.Helper()
+	cp := controlplane.Get(t)
+	b := binaries(t)
+	e := &env{cp: cp, dyn: cp.Dynamic(t), handler: "ex-" + randomSuffix(), ns: cp.Namespace(t)}
+	addr, err := FreeAddr()
+	if err != nil {
+		t.Fatal(err)
+	}
+	brokerLog := NewLogWatcher()
+	broker, err := Start("broker", b.Broker, []string{"--kubeconfig", cp.KubeconfigPath(), "--listen", addr,
+		"--insecure", "--default-backoff", "100ms", "--default-max-backoff", "1s"},
+		io.MultiWriter(brokerLog, testWriter{t, "broker: "}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = broker.Stop(10 * time.Second) })
+	handler, err := Start("example-handler", b.Handler, []string{"--broker", addr, "--insecure",
+		"--kubeconfig", cp.KubeconfigPath(), "--name", e.handler, "--namespaces", e.ns,
+		"--reconcile-interval", "1s", "--ttl-interval", "200ms", "--log-level", "debug"},
+		testWriter{t, "handler: "})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := handler.Stop(15 * time.Second); err != nil {
+			t.Errorf("the handler did not stop cleanly on SIGTERM: %v", err)
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	if err := brokerLog.WaitCount(ctx, 1, Connected(e.handler)...); err != nil {
+		t.Fatalf("waiting for handler %s to connect: %v", e.handler, err)
+	}
+	return e
+}
+
+// namespaces creates n more namespaces for the test.
+func (e *env) namespaces(t *testing.T, n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = e.cp.Namespace(t)
+	}
+	return out
+}
+
+func randomSuffix() string {
+	return strings.ToLower(rand.Text()[:8])
+}
+
+// eventually polls cond until it holds or waitTimeout passes.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, waitTimeout, true,
+		func(context.Context) (bool, error) { return cond(), nil })
+	if err != nil {
+		t.Fatalf("waiting for %s: %v", what, err)
+	}
+}
+
+// get reads an object; nil when it does not exist.
+func (e *env) get(t *testing.T, gvr schema.GroupVersionResource, ns, name string) *unstructured.Unstructured {
+	t.Helper()
+	obj, err := e.dyn.Resource(gvr).Namespace(ns).Get(context.Background(), name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		t.Fatalf("getting %s %s/%s: %v", gvr.Resource, ns, name, err)
+	}
+	return obj
+}
+
+// waitFor waits until the object satisfies cond (called with nil when it
+// does not exist) and returns it.
+func (e *env) waitFor(t *testing.T, gvr schema.GroupVersionResource, ns, name, what string, cond func(*unstructured.Unstructured) bool) *unstructured.Unstructured {
+	t.Helper()
+	var obj *unstructured.Unstructured
+	eventually(t, fmt.Sprintf("%s %s/%s: %s", gvr.Resource, ns, name, what), func() bool {
+		obj = e.get(t, gvr, ns, name)
+		return cond(obj)
+	})
+	return obj
+}
+
+func gone(obj *unstructured.Unstructured) bool { return obj == nil }
+
+// object builds a Secret (data values are plain text, turned into base64)
+// or a ConfigMap.
+func object(gvr schema.GroupVersionResource, ns, name string, annotations, data map[string]string) *unstructured.Unstructured {
+	kind, payload := "ConfigMap", map[string]any{}
+	for k, v := range data {
+		payload[k] = v
+	}
+	if gvr == secretsGVR {
+		kind = "Secret"
+		for k, v := range data {
+			payload[k] = b64(v)
+		}
+	}
+	u := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "v1", "kind": kind,
+		"metadata": map[string]any{"name": name, "namespace": ns},
+		"data":     payload,
+	}}
+	u.SetAnnotations(annotations)
+	return u
+}
+
+func (e *env) create(t *testing.T, gvr schema.GroupVersionResource, obj *unstructured.Unstructured) *unstructured.Unstructured {
+	t.Helper()
+	out, err := e.dyn.Resource(gvr).Namespace(obj.GetNamespace()).Create(context.Background(), obj, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("creating %s %s/%s: %v", gvr.Resource, obj.GetNamespace(), obj.GetName(), err)
+	}
+	return out
+}
+
+func (e *env) del(t *testing.T, gvr schema.GroupVersionResource, ns, name string) {
+	t.Helper()
+	if err := e.dyn.Resource(gvr).Namespace(ns).Delete(context.Background(), name, metav1.DeleteOptions{}); err != nil {
+		t.Fatalf("deleting %s %s/%s: %v", gvr.Resource, ns, name, err)
+	}
+}
+
+// held reports whether obj carries the test handler's hold.
+func (e *env) held(obj *unstructured.Unstructured) bool {
+	for _, f := range obj.GetFinalizers() {
+		if f == HoldPrefix+e.handler {
+			return true
+		}
+	}
+	return false
+}
+
+// dataOf returns obj's data value for key: decoded for a Secret.
+func dataOf(obj *unstructured.Unstructured, key string) string {
+	v, _, _ := unstructured.NestedString(obj.Object, "data", key)
+	if obj.GetKind() == "Secret" {
+		return unb64(v)
+	}
+	return v
+}
+
+// checkCopy fails the test unless obj is a proper copy of source ns/name:
+// labelled, naming its source, with no other replicator annotation.
+func checkCopy(t *testing.T, obj *unstructured.Unstructured, source string) {
+	t.Helper()
+	if obj.GetLabels()[LabelCopy] != "true" {
+		t.Errorf("copy %s/%s lacks the label %s=true: %v", obj.GetNamespace(), obj.GetName(), LabelCopy, obj.GetLabels())
+	}
+	for k, v := range obj.GetAnnotations() {
+		switch {
+		case k == AnnSource && v != source:
+			t.Errorf("copy %s/%s: %s = %q, want %q", obj.GetNamespace(), obj.GetName(), k, v, source)
+		case k != AnnSource && strings.HasPrefix(k, ReplicatorPrefix):
+			t.Errorf("copy %s/%s carries the replicator annotation %s", obj.GetNamespace(), obj.GetName(), k)
+		}
+	}
+	if obj.GetAnnotations()[AnnSource] != source {
+		t.Errorf("copy %s/%s does not name its source %s", obj.GetNamespace(), obj.GetName(), source)
+	}
+	if len(obj.GetFinalizers()) > 0 {
+		t.Errorf("copy %s/%s is held: %v", obj.GetNamespace(), obj.GetName(), obj.GetFinalizers())
+	}
+}
+
+// warnings lists the Warning Events about the named object.
+func (e *env) warnings(t *testing.T, ns, name string) []corev1.Event {
+	t.Helper()
+	list, err := e.cp.Client().CoreV1().Events(ns).List(context.Background(), metav1.ListOptions{
+		FieldSelector: "involvedObject.name=" + name + ",type=Warning",
+	})
+	if err != nil {
+		t.Fatalf("listing events: %v", err)
+	}
+	return list.Items
+}
+
+func b64(s string) string { return base64.StdEncoding.EncodeToString([]byte(s)) }
+
+func unb64(s string) string {
+	b, err := base64.StdEncoding.DecodeString(s)
+	if err != nil {
+		return "<not base64: " + s + ">"
+	}
+	return string(b)
+}
