@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	tetherv1 "github.com/tether-dev/tether/proto/tether/v1"
 )
@@ -102,6 +103,12 @@ func (h *Handler) prepare() (*plan, error) {
 			ProtocolVersion: protocolVersion,
 			Sdk:             sdkName(),
 		},
+	}
+	if g := h.cfg.grace; g != nil {
+		p.hello.Grace = durationpb.New(*g)
+	}
+	if a := h.cfg.absentAfter; a != nil {
+		p.hello.AbsentReleaseAfter = durationpb.New(*a)
 	}
 	for _, b := range h.bindings {
 		if err := b.check(); err != nil {

@@ -47,6 +47,8 @@ type config struct {
 	drainTimeout time.Duration
 	dialer       Dialer
 	errs         []error
+	// grace and absentAfter are asked of the broker when set.
+	grace, absentAfter *time.Duration
 }
 
 func defaultConfig() config {
@@ -162,6 +164,32 @@ func WithDrainTimeout(d time.Duration) Option {
 			return
 		}
 		c.drainTimeout = d
+	}
+}
+
+// WithGrace asks the broker for another grace than its default: how long
+// the handler may have no instance connected before the objects being
+// deleted that it holds are released. The broker clamps it to its limits.
+func WithGrace(d time.Duration) Option {
+	return func(c *config) {
+		if d < 0 {
+			c.fail("WithGrace: negative grace %s", d)
+			return
+		}
+		c.grace = &d
+	}
+}
+
+// WithAbsentReleaseAfter asks the broker to strip the handler's holds from
+// every object after it has been absent this long (0: never, within the
+// broker's limits); they are added again when it returns.
+func WithAbsentReleaseAfter(d time.Duration) Option {
+	return func(c *config) {
+		if d < 0 {
+			c.fail("WithAbsentReleaseAfter: negative duration %s", d)
+			return
+		}
+		c.absentAfter = &d
 	}
 }
 

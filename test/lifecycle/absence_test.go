@@ -15,6 +15,7 @@ import (
 	"github.com/tether-dev/tether/broker"
 	"github.com/tether-dev/tether/broker/dispatch"
 	"github.com/tether-dev/tether/broker/hold"
+	"github.com/tether-dev/tether/sdk"
 	"github.com/tether-dev/tether/test/controlplane"
 )
 
@@ -248,6 +249,17 @@ func TestReleaseCommandWithBrokerDown(t *testing.T) {
 	})
 	b.kill()
 
+	status, err := exec.Command(brokerBinary(t), "status", "--kubeconfig", cp.KubeconfigPath(), "--namespace", brokerNS).CombinedOutput()
+	if err != nil {
+		t.Fatalf("broker status: %v\n%s", err, status)
+	}
+	t.Logf("broker status:\n%s", status)
+	for _, name := range []string{"gone", "stays"} {
+		if !strings.Contains(string(status), name) {
+			t.Errorf("broker status does not list handler %s", name)
+		}
+	}
+
 	out, err := exec.Command(brokerBinary(t), "release", "--handler", "gone", "--kubeconfig", cp.KubeconfigPath(), "--namespace", brokerNS).CombinedOutput()
 	if err != nil {
 		t.Fatalf("broker release: %v\n%s", err, out)
@@ -258,5 +270,25 @@ func TestReleaseCommandWithBrokerDown(t *testing.T) {
 	obj := get(t, dyn, widgetGVR, ns, "w")
 	if hold.Has(obj, "gone") || !hold.Has(obj, "stays") || !strings.Contains(strings.Join(obj.GetFinalizers(), ","), "other.example.com/keep") {
 		t.Errorf("finalizers after release = %v", obj.GetFinalizers())
+	}
+}
+
+// TestHandlerAsksForItsOwnGrace: a handler may ask for another grace in
+// Hello, within the broker's limits, and it applies.
+func TestHandlerAsksForItsOwnGrace(t *testing.T) {
+	cp := controlplane.Get(t)
+	dyn := cp.EnsureWidgetCRD(t)
+	ns := cp.Namespace(t)
+	addr := startBroker(t, cp, withAbsence(time.Hour, 0))
+	h := sdk.New("hasty", append(handlerOpts(t), sdk.WithGrace(time.Second))...)
+	h.OnDelete(widgets, func(context.Context, *sdk.Event) error { return nil }, sdk.Namespaces(ns))
+	stop := runHandler(t, h, addr)
+	createHeld(t, cp, ns, "hasty", "w")
+	stop()
+	start := time.Now()
+	del(t, dyn, widgetGVR, ns, "w")
+	waitObject(t, dyn, widgetGVR, ns, "w", "released after the handler's own grace", gone)
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("took %v with a 1s grace asked for (broker default 1h)", took)
 	}
 }
