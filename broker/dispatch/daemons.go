@@ -64,7 +64,16 @@ func (rt *runtime) processDaemons(ctx context.Context, o *object, obj *unstructu
 			continue
 		}
 		if d.running() {
-			continue
+			owner, _ := rt.owner(o.uid)
+			if owner == nil || owner == d.inst {
+				continue
+			}
+			// The object moved to another instance: stop the daemon where it
+			// runs, then start it on the new owner.
+			if err := rt.stopDaemon(ctx, o, b, obj, "the object moved to another instance"); err != nil {
+				return err
+			}
+			d = nil
 		}
 		if d != nil && d.exited {
 			if _, due := rt.takeDue(o, restartKey(b.ID)); !due {
@@ -171,6 +180,7 @@ func (rt *runtime) stopDaemon(ctx context.Context, o *object, b *binding.Binding
 	default:
 		rt.m.opts.Recorder.Event(obj, true, "DaemonStopTimeout", fmt.Sprintf(
 			"daemon %q of handler %q did not acknowledge stop (%s) within %v; counting it as stopped", b.ID, rt.name, why, timeout))
+		daemonStopTimedOut(o, obj)
 	}
 	rt.setDaemon(o, b.ID, nil)
 	return nil

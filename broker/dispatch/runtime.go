@@ -208,9 +208,13 @@ func (rt *runtime) addInstance(in *session.Instance) {
 	rt.pokePresence()
 	rt.signalLocked()
 	var uids []types.UID
-	if returned {
-		for uid, o := range rt.objects {
+	for uid, o := range rt.objects {
+		switch {
+		case returned:
 			o.initial = true
+			uids = append(uids, uid)
+		case len(o.daemons) > 0:
+			// A joining instance may now own the object: its daemon moves.
 			uids = append(uids, uid)
 		}
 	}
@@ -302,7 +306,7 @@ func (rt *runtime) owner(uid types.UID) (*session.Instance, <-chan struct{}) {
 		h.Write([]byte(uid))
 		h.Write([]byte{0})
 		h.Write([]byte(in.ID))
-		if s := h.Sum64(); best == nil || s > bestScore {
+		if s := mix64(h.Sum64()); best == nil || s > bestScore {
 			best, bestScore = in, s
 		}
 	}
@@ -335,6 +339,7 @@ func (rt *runtime) processNext(ctx context.Context) bool {
 		return false
 	}
 	defer rt.queue.Done(uid)
+	rt.sampleQueue()
 	after, err := rt.process(ctx, uid)
 	switch {
 	case ctx.Err() != nil:
@@ -363,4 +368,15 @@ func newerRV(a, b *unstructured.Unstructured) bool {
 		return true
 	}
 	return x >= y
+}
+
+// mix64 is splitmix64's finalizer. FNV alone barely changes its high bits
+// for instance ids that differ in one last character ("i0", "i1"), which
+// skews rendezvous hashing; mixed, the shares come out even.
+func mix64(x uint64) uint64 {
+	x ^= x >> 30
+	x *= 0xbf58476d1ce4e5b9
+	x ^= x >> 27
+	x *= 0x94d049bb133111eb
+	return x ^ x>>31
 }

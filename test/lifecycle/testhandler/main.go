@@ -24,15 +24,21 @@ func main() {
 	name := flag.String("name", "testhandler", "handler name")
 	ns := flag.String("namespace", "", "namespace to bind (default all)")
 	strict := flag.Bool("strict", false, "the delete binding is STRICT")
+	delay := flag.Duration("delay", 0, "how long each create takes")
+	instance := flag.String("instance", "", "instance id (default: the SDK's)")
 	flag.Parse()
 
-	h := sdk.New(*name, sdk.WithInsecure(),
+	opts := []sdk.Option{sdk.WithInsecure()}
+	if *instance != "" {
+		opts = append(opts, sdk.WithInstanceID(*instance))
+	}
+	h := sdk.New(*name, append(opts,
 		sdk.WithReconnectBackoff(50*time.Millisecond, 500*time.Millisecond),
-		sdk.WithLogger(hclog.New(&hclog.LoggerOptions{Name: *name, Output: os.Stderr})))
+		sdk.WithLogger(hclog.New(&hclog.LoggerOptions{Name: *name, Output: os.Stderr})))...)
 	widgets := sdk.GVR("test.tether.dev", "v1", "widgets")
-	var opts []sdk.BindingOption
+	var bopts []sdk.BindingOption
 	if *ns != "" {
-		opts = append(opts, sdk.Namespaces(*ns))
+		bopts = append(bopts, sdk.Namespaces(*ns))
 	}
 	say := func(kind string) sdk.Func {
 		return func(_ context.Context, ev *sdk.Event) error {
@@ -40,8 +46,19 @@ func main() {
 			return nil
 		}
 	}
-	h.OnCreate(widgets, say("CREATE"), opts...)
-	delOpts := opts
+	h.OnCreate(widgets, func(ctx context.Context, ev *sdk.Event) error {
+		// START and END bracket the handling so tests can check that no two
+		// instances handle one object at once.
+		fmt.Printf("START %s %d\n", ev.UID, time.Now().UnixNano())
+		select {
+		case <-time.After(*delay):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		fmt.Printf("END %s %d\n", ev.UID, time.Now().UnixNano())
+		return say("CREATE")(ctx, ev)
+	}, bopts...)
+	delOpts := bopts
 	if *strict {
 		delOpts = append(delOpts, sdk.Finalizer(sdk.FinalizerStrict))
 	}

@@ -1,0 +1,116 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+)
+
+// LeaderElection configures how broker replicas elect the one that
+// watches, dispatches and writes. The others serve gRPC only to refuse
+// Connect with Unavailable, which tells handlers to retry (through the
+// Service, which routes to ready replicas: the leader).
+type LeaderElection struct {
+	// Enabled turns election on; without it every broker leads (one replica).
+	Enabled bool
+	// LeaseName is the coordination.k8s.io Lease in the broker's namespace
+	// (default "tether-broker-leader").
+	LeaseName string
+	// LeaseDuration (15 s), RenewDeadline (10 s) and RetryPeriod (2 s) are
+	// client-go's; a follower takes over within about LeaseDuration of the
+	// leader's death.
+	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
+}
+
+func (l LeaderElection) withDefaults() LeaderElection {
+	if l.LeaseName == "" {
+		l.LeaseName = "tether-broker-leader"
+	}
+	if l.LeaseDuration <= 0 {
+		l.LeaseDuration = 15 * time.Second
+	}
+	if l.RenewDeadline <= 0 {
+		l.RenewDeadline = min(10*time.Second, l.LeaseDuration*2/3)
+	}
+	if l.RetryPeriod <= 0 {
+		l.RetryPeriod = min(2*time.Second, l.RenewDeadline/2)
+	}
+	return l
+}
+
+// errLostLeadership ends a broker that stopped leading while it was meant
+// to go on: it exits, and its restart becomes a follower.
+var errLostLeadership = errors.New("lost the leader lease")
+
+// lead runs work while this replica holds the leader Lease. It returns nil
+// when ctx ends, and errLostLeadership when the Lease was lost first. work
+// must return when its context ends; lead waits for it, so that the Lease
+// is released only after this replica stopped writing.
+func lead(ctx context.Context, kube kubernetes.Interface, namespace, identity string, cfg LeaderElection, log hclog.Logger, work func(context.Context)) error {
+	cfg = cfg.withDefaults()
+	lock := &resourcelock.LeaseLock{
+		LeaseMeta:  metaFor(cfg.LeaseName, namespace),
+		Client:     kube.CoordinationV1(),
+		LockConfig: resourcelock.ResourceLockConfig{Identity: identity},
+	}
+	// The elector releases the Lease when its context ends; it must end
+	// only after work stopped, or two replicas could write at once.
+	runCtx, stopRun := context.WithCancel(context.Background())
+	defer stopRun()
+	done := make(chan struct{})
+	started := make(chan struct{})
+	elector, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
+		Lock:            lock,
+		LeaseDuration:   cfg.LeaseDuration,
+		RenewDeadline:   cfg.RenewDeadline,
+		RetryPeriod:     cfg.RetryPeriod,
+		ReleaseOnCancel: true,
+		Name:            cfg.LeaseName,
+		Callbacks: leaderelection.LeaderCallbacks{
+			OnStartedLeading: func(lctx context.Context) {
+				close(started)
+				defer close(done)
+				log.Info("leading: this replica watches, dispatches and writes", "identity", identity)
+				wctx, cancel := context.WithCancel(ctx)
+				defer cancel()
+				stop := context.AfterFunc(lctx, cancel)
+				defer stop()
+				work(wctx)
+			},
+			OnStoppedLeading: func() { log.Info("no longer leading", "identity", identity) },
+			OnNewLeader: func(id string) {
+				if id != identity {
+					log.Info("following", "leader", id)
+				}
+			},
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("setting up leader election: %w", err)
+	}
+	go func() {
+		<-ctx.Done()
+		select {
+		case <-started:
+			<-done
+		default:
+		}
+		stopRun()
+	}()
+	elector.Run(runCtx)
+	select {
+	case <-started:
+		<-done
+	default:
+	}
+	if ctx.Err() != nil {
+		return nil
+	}
+	return errLostLeadership
+}
