@@ -87,3 +87,7 @@ func ensureNamespace(ctx context.Context, kube kubernetes.Interface, name string
 	}
 	return err
 }
+
+func metaFor(name, namespace string) metav1.ObjectMeta {
+	return metav1.ObjectMeta{Name: name, Namespace: namespace}
+}
