@@ -9,7 +9,7 @@ BUF     := $(BIN)/buf
 TESTFLAGS ?= -race -count=1 -timeout 30m -p 2
 
 .PHONY: all build test check vet fmt fmt-check proto proto-lint proto-check \
-        proto-breaking controlplane cluster demo bench clean help
+        proto-breaking proto-python controlplane cluster demo bench clean help
 
 all: build
 
@@ -49,6 +49,9 @@ $(BUF): proto/tools/go.mod proto/tools/go.sum
 
 proto: $(BUF) ## regenerate the Go code from proto/
 	cd proto && $(BUF) generate
+
+proto-python: ## regenerate the Python handler's stubs in test/python/gen (needs protobuf-compiler, protobuf-compiler-grpc)
+	test/python/gen.sh
 
 proto-lint: $(BUF)
 	cd proto && $(BUF) lint

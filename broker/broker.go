@@ -26,6 +26,7 @@ import (
 	"github.com/tether-dev/tether/broker/binding"
 	"github.com/tether-dev/tether/broker/dispatch"
 	"github.com/tether-dev/tether/broker/informer"
+	"github.com/tether-dev/tether/broker/metrics"
 	"github.com/tether-dev/tether/broker/presence"
 	"github.com/tether-dev/tether/broker/release"
 	"github.com/tether-dev/tether/broker/resource"
@@ -73,6 +74,11 @@ type Options struct {
 	// releases every hold it owns and exits (rule 3f). A restart or rolling
 	// update releases nothing.
 	Deployment string
+	// MetricsListen is the address of the HTTP endpoints /metrics, /healthz
+	// and /readyz, e.g. ":9090"; empty serves none. Ignored when
+	// MetricsListener is set.
+	MetricsListen   string
+	MetricsListener net.Listener
 }
 
 // Broker is the running broker.
@@ -80,6 +86,10 @@ type Broker struct {
 	opts Options
 	log  hclog.Logger
 	lis  net.Listener
+
+	metrics *metrics.Metrics
+	mlis    net.Listener // metrics and health endpoints
+	health  readiness
 }
 
 // New checks opts and returns a Broker; it starts nothing.
@@ -105,7 +115,7 @@ func New(opts Options) (*Broker, error) {
 	if opts.Identity == "" {
 		opts.Identity, _ = os.Hostname()
 	}
-	return &Broker{opts: opts, log: opts.Log}, nil
+	return &Broker{opts: opts, log: opts.Log, metrics: metrics.New(metrics.NewRegistry())}, nil
 }
 
 // Addr is the address the broker listens on, once Start has bound it.
@@ -133,6 +143,10 @@ func (b *Broker) Listen() error {
 		lis.Close()
 		return fmt.Errorf("insecure mode serves only loopback addresses, not %s", lis.Addr())
 	}
+	if err := b.listenMetrics(); err != nil {
+		lis.Close()
+		return err
+	}
 	b.lis = lis
 	return nil
 }
@@ -142,6 +156,8 @@ func (b *Broker) Start(ctx context.Context) error {
 	if err := b.Listen(); err != nil {
 		return err
 	}
+	stopMetrics := b.serveMetrics()
+	defer stopMetrics()
 	cfg := rest.CopyConfig(b.opts.Config)
 	dyn, err := dynamic.NewForConfig(cfg)
 	if err != nil {
@@ -166,7 +182,7 @@ func (b *Broker) Start(ctx context.Context) error {
 	informers := informer.New(informer.Options{Client: dyn, Log: b.log.Named("informer")})
 	dispatcher := dispatch.New(dispatch.Options{
 		Log: b.log, Client: dyn, Informers: informers, Recorder: recorder, Workers: b.opts.Workers,
-		Presence: store, Identity: b.opts.Identity, Absence: b.opts.Absence,
+		Presence: store, Identity: b.opts.Identity, Absence: b.opts.Absence, Metrics: b.metrics,
 		Compile: func(ctx context.Context, bs []*tetherv1.Binding) ([]*binding.Binding, error) {
 			return binding.Compile(ctx, bs, resolver, b.opts.Defaults, session.LifecycleKinds)
 		},
@@ -175,6 +191,7 @@ func (b *Broker) Start(ctx context.Context) error {
 		Log: b.log.Named("session"), Attacher: dispatcher, Resolver: resolver,
 		Defaults: b.opts.Defaults, HelloTimeout: b.opts.HelloTimeout,
 		DefaultWindow: b.opts.DefaultWindow, MaxWindow: b.opts.MaxWindow, Version: b.opts.Version,
+		Metrics: b.metrics,
 	})
 
 	srv := grpc.NewServer(b.serverOptions()...)
@@ -189,6 +206,7 @@ func (b *Broker) Start(ctx context.Context) error {
 	g, gctx := errgroup.WithContext(serveCtx)
 	g.Go(func() error { return informers.Start(gctx) })
 	g.Go(func() error { return dispatcher.Start(gctx) })
+	g.Go(func() error { b.awaitSynced(gctx, dispatcher.Synced); return nil })
 	if b.opts.Deployment != "" {
 		g.Go(func() error {
 			if watchUninstall(gctx, kube, b.opts.Namespace, b.opts.Deployment, b.log) {
@@ -202,6 +220,7 @@ func (b *Broker) Start(ctx context.Context) error {
 		healthSrv.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
 		healthSrv.SetServingStatus(tetherv1.BrokerService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
 		b.log.Info("broker serving", "address", b.lis.Addr().String(), "insecure", b.opts.Insecure)
+		b.health.serving.Store(true)
 		if err := srv.Serve(b.lis); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
 			return fmt.Errorf("serving gRPC: %w", err)
 		}
@@ -209,6 +228,7 @@ func (b *Broker) Start(ctx context.Context) error {
 	})
 	g.Go(func() error {
 		<-gctx.Done()
+		b.health.stopping.Store(true)
 		healthSrv.Shutdown()
 		stopGracefully(srv, 5*time.Second)
 		return nil
@@ -232,6 +252,7 @@ func (b *Broker) uninstall(dyn dynamic.Interface, store *presence.Store, recorde
 	released, err := release.Run(ctx, release.Options{
 		Client: dyn, Presence: store, Log: b.log.Named("release"),
 		Event: func(obj *unstructured.Unstructured, handler string) {
+			b.metrics.HoldReleased(handler, metrics.ReleaseUninstall)
 			recorder.Event(obj, false, "HoldReleased",
 				fmt.Sprintf("the Tether broker is being uninstalled: hold of handler %q released (rule 3f)", handler))
 		},

@@ -13,6 +13,11 @@
 //	hold       the finalizer tether.dev/<handler>
 //	progress   last-handled state and results stored on the object
 //	jsonpatch  guarded JSON patches, so no write clobbers another's
+//	metrics    Prometheus metrics the other packages report to
 //
 // New builds a Broker from Options; Start runs it until its context ends.
+// With Options.MetricsListen set, it also serves /metrics (Prometheus),
+// /healthz (200 while the process serves) and /readyz (200 once the gRPC
+// server serves and the handlers restored from their Leases have synced
+// informers; 503 again from the start of shutdown).
 package broker

@@ -102,6 +102,7 @@ func (rt *runtime) presenceLoop(ctx context.Context) {
 			rt.writePresence(ctx, rec)
 			written = rec
 		}
+		rt.observePresence(rec.Instances)
 		t.Reset(next)
 		select {
 		case <-ctx.Done():
@@ -186,7 +187,7 @@ func (rt *runtime) processAbsent(ctx context.Context, o *object, obj *unstructur
 	default:
 		return nil
 	}
-	if err := rt.apply(ctx, o, obj, &write{removeHold: true}); err != nil {
+	if err := rt.apply(ctx, o, obj, &write{removeHold: true, release: absentRelease(obj)}); err != nil {
 		return err
 	}
 	rt.m.opts.Recorder.Event(obj, false, "HoldReleased", msg)

@@ -64,7 +64,10 @@ func (rt *runtime) deliverTo(ctx context.Context, in *session.Instance, o *objec
 	d.Deadline = timestamppb.New(time.Now().Add(timeout))
 	dctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	return in.Deliver(dctx, d)
+	start := time.Now()
+	ack, err := in.Deliver(dctx, d)
+	rt.observeDelivery(ctx, d, time.Since(start), ack, err)
+	return ack, err
 }
 
 // judge turns an ack into the binding's outcome: the ack when the binding

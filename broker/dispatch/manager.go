@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/tether-dev/tether/broker/binding"
 	"github.com/tether-dev/tether/broker/informer"
+	"github.com/tether-dev/tether/broker/metrics"
 	"github.com/tether-dev/tether/broker/presence"
 	"github.com/tether-dev/tether/broker/session"
 	tetherv1 "github.com/tether-dev/tether/proto/tether/v1"
@@ -56,6 +58,8 @@ type Options struct {
 	// ReleaseLimiter paces the writes that strip holds from live objects of
 	// a long-absent handler (default 20 per second, burst 50).
 	ReleaseLimiter flowcontrol.RateLimiter
+	// Metrics records what the handlers do; nil records nothing.
+	Metrics *metrics.Metrics
 }
 
 // AbsenceLimits are the broker's grace and long-absence settings: defaults,
@@ -115,6 +119,8 @@ type Manager struct {
 	mu       sync.Mutex
 	ctx      context.Context
 	handlers map[string]*runtime
+	// restored: the handlers recorded in Leases were brought back.
+	restored atomic.Bool
 }
 
 // New returns a Manager; Start runs it.
@@ -144,6 +150,7 @@ func (m *Manager) Start(ctx context.Context) error {
 	m.ctx = ctx
 	m.mu.Unlock()
 	m.restore(ctx)
+	m.restored.Store(true)
 	<-ctx.Done()
 	m.mu.Lock()
 	handlers := m.handlers

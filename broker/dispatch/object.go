@@ -63,6 +63,9 @@ type object struct {
 	eventDone map[string]bool
 	// timers are the timer bindings scheduled for this object.
 	timers map[string]bool
+	// daemonTimedOut: a daemon did not acknowledge stop while the object
+	// was being deleted, so its hold is released by that timeout.
+	daemonTimedOut bool
 	// settled is the resourceVersion whose lifecycle handling is complete;
 	// a tick on an unchanged object need not work out the cause again.
 	settled string

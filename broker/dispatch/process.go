@@ -150,8 +150,11 @@ func (rt *runtime) processLive(ctx context.Context, o *object, obj *unstructured
 	case initial:
 		cause = "resume"
 	}
+	if progress.Digested(old) {
+		old = nil // too large to have been recorded: the update has no old side
+	}
 	var diff []progress.Entry
-	if cause == "update" {
+	if cause == "update" && old != nil {
 		diff = progress.Diff(old, essence)
 	}
 	o.resetCause(cause + "/" + digest(essence))
@@ -162,7 +165,7 @@ func (rt *runtime) processLive(ctx context.Context, o *object, obj *unstructured
 			continue
 		}
 		d := &tetherv1.Delivery{Kind: kind, Object: mustJSON(obj.Object)}
-		if cause == "update" {
+		if cause == "update" && old != nil {
 			d.OldObject = mustJSON(old)
 			d.Diff = diffEntries(diff)
 		}
@@ -183,7 +186,7 @@ func (rt *runtime) processLive(ctx context.Context, o *object, obj *unstructured
 		o.done[b.ID] = true
 	}
 
-	w := &write{merge: o.acc.merge, status: o.acc.status}
+	w := &write{handler: o.acc.merge, status: o.acc.status}
 	for id, r := range o.acc.results {
 		w.setAnnotation(progress.ResultKey(rt.name, id), r)
 	}
@@ -194,7 +197,7 @@ func (rt *runtime) processLive(ctx context.Context, o *object, obj *unstructured
 			return 0, err
 		}
 		w.setAnnotation(progress.LastHandledKey(rt.name), enc)
-		w.lastHandled = after
+		w.lastHandled = progress.Recorded(after)
 	}
 	held := hold.Has(obj, rt.name)
 	needs := rt.needsHold(bindings, obj)
@@ -290,7 +293,7 @@ func (rt *runtime) processDeletion(ctx context.Context, o *object, obj *unstruct
 	if !hold.Has(obj, rt.name) {
 		return 0, nil
 	}
-	return 0, rt.apply(ctx, o, obj, &write{removeHold: true})
+	return 0, rt.apply(ctx, o, obj, &write{removeHold: true, release: deletionRelease(o)})
 }
 
 func digest(v map[string]any) string {

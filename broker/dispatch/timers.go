@@ -70,7 +70,7 @@ func (rt *runtime) processTimers(ctx context.Context, o *object, obj *unstructur
 			rt.invalidPatch(obj, b, err)
 			continue
 		}
-		w := &write{merge: acc.merge, status: acc.status}
+		w := &write{handler: acc.merge, status: acc.status}
 		for id, r := range acc.results {
 			w.setAnnotation(progress.ResultKey(rt.name, id), r)
 		}

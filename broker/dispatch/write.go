@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/tether-dev/tether/broker/hold"
 	"github.com/tether-dev/tether/broker/jsonpatch"
+	"github.com/tether-dev/tether/broker/metrics"
 	"github.com/tether-dev/tether/broker/progress"
 	tetherv1 "github.com/tether-dev/tether/proto/tether/v1"
 )
@@ -107,16 +109,20 @@ func checkPatch(m map[string]any) error {
 
 // write is everything one handling changes on an object.
 type write struct {
-	merge      map[string]any // merge patch, including the broker's annotations
+	handler    map[string]any // the handler's merge patch
+	merge      map[string]any // the broker's own annotations, as a merge patch
 	status     map[string]any // merge patch for the status subresource
 	addHold    bool
 	removeHold bool
 	// lastHandled is remembered in memory once the write lands.
 	lastHandled map[string]any
+	// release says why removeHold releases, for metrics (default: done or
+	// no-longer-matching).
+	release string
 }
 
 func (w *write) empty() bool {
-	return len(w.merge) == 0 && len(w.status) == 0 && !w.addHold && !w.removeHold
+	return len(w.handler) == 0 && len(w.merge) == 0 && len(w.status) == 0 && !w.addHold && !w.removeHold
 }
 
 // setAnnotation adds one of the broker's annotations to the merge patch.
@@ -149,11 +155,12 @@ func (rt *runtime) apply(ctx context.Context, o *object, obj *unstructured.Unstr
 			return fmt.Errorf("encoding patch: %w", err)
 		}
 		out, err := ri.Patch(ctx, obj.GetName(), types.JSONPatchType, data, metav1.PatchOptions{FieldManager: FieldManager})
+		rt.observeWrite(metrics.VerbPatch, o.res, obj, w, err)
 		if err != nil {
-			return rt.writeFailed(o, obj, err)
+			return rt.writeFailed(o, obj, w, err)
 		}
 		rt.remember(o, out)
-		w.merge, w.addHold, w.removeHold = nil, false, false
+		w.handler, w.merge, w.addHold, w.removeHold = nil, nil, false, false
 	}
 	if w.lastHandled != nil {
 		o.lastHandled = w.lastHandled
@@ -165,8 +172,9 @@ func (rt *runtime) apply(ctx context.Context, o *object, obj *unstructured.Unstr
 			return fmt.Errorf("encoding status patch: %w", err)
 		}
 		out, err := ri.Patch(ctx, obj.GetName(), types.MergePatchType, data, metav1.PatchOptions{FieldManager: FieldManager}, "status")
+		rt.observeWrite(metrics.VerbStatusPatch, o.res, obj, nil, err)
 		if err != nil {
-			return rt.writeFailed(o, obj, err)
+			return rt.writeFailed(o, obj, w, err)
 		}
 		rt.remember(o, out)
 	}
@@ -177,7 +185,7 @@ func (rt *runtime) apply(ctx context.Context, o *object, obj *unstructured.Unstr
 // buildPatch renders w as a JSON patch against obj. It first tests the UID,
 // so that a write meant for X never lands on a re-created X'.
 func (rt *runtime) buildPatch(o *object, obj *unstructured.Unstructured, w *write) (jsonpatch.Patch, error) {
-	merge := w.merge
+	merge := jsonpatch.ComposeMerge(w.handler, w.merge)
 	if len(w.status) > 0 && !o.res.HasStatus {
 		// Without a status subresource, status is written with the object.
 		merge = jsonpatch.ComposeMerge(merge, map[string]any{"status": w.status})
@@ -207,13 +215,27 @@ func (rt *runtime) buildPatch(o *object, obj *unstructured.Unstructured, w *writ
 	return append(p, ops...), nil
 }
 
-func (rt *runtime) writeFailed(o *object, obj *unstructured.Unstructured, err error) error {
+// writeFailed sorts a refused write. A 422 from a failed `test` means the
+// object moved: retry on the next state. Any other 422 means the API server
+// refused the content: when the handler's patch was part of it, that part is
+// dropped with a Warning Event and the rest retried; otherwise the Event
+// says why and the write is retried with backoff.
+func (rt *runtime) writeFailed(o *object, obj *unstructured.Unstructured, w *write, err error) error {
 	switch {
 	case apierrors.IsNotFound(err):
 		o.pending = nil
 		return nil
-	case apierrors.IsConflict(err), apierrors.IsInvalid(err):
+	case apierrors.IsConflict(err), apierrors.IsInvalid(err) && strings.Contains(err.Error(), "test failed"):
 		return fmt.Errorf("writing %s/%s: %w: %v", obj.GetNamespace(), obj.GetName(), errConflict, err)
+	case apierrors.IsInvalid(err) && (len(w.handler) > 0 || len(w.status) > 0):
+		rt.m.opts.Recorder.Event(obj, true, "InvalidPatch",
+			fmt.Sprintf("the API server refused the patch of handler %q, which is dropped: %v", rt.name, err))
+		w.handler, w.status = nil, nil
+		return fmt.Errorf("writing %s/%s without the handler's patch: %w", obj.GetNamespace(), obj.GetName(), errConflict)
+	case apierrors.IsInvalid(err):
+		rt.m.opts.Recorder.Event(obj, true, "WriteRejected",
+			fmt.Sprintf("the API server refused the broker's write for handler %q; retrying with backoff: %v", rt.name, err))
+		return fmt.Errorf("writing %s/%s: %w", obj.GetNamespace(), obj.GetName(), err)
 	default:
 		return fmt.Errorf("writing %s/%s: %w", obj.GetNamespace(), obj.GetName(), err)
 	}

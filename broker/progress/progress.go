@@ -1,6 +1,8 @@
 package progress
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"reflect"
@@ -23,11 +25,17 @@ func ResultKey(handler, binding string) string {
 	return handler + "." + Domain + "/result." + binding
 }
 
-// Ours reports whether an annotation key belongs to Tether (any handler), so
-// that one handler's bookkeeping never looks like a change to another.
+// Ours reports whether an annotation key is the broker's bookkeeping for
+// some handler (its last-handled state or a stored result), so that one
+// handler's bookkeeping never looks like a change to another, and no handler
+// can write it. Other keys under tether.dev, such as the example handler's
+// replicator.tether.dev/enabled, are ordinary annotations.
 func Ours(key string) bool {
-	prefix, _, ok := strings.Cut(key, "/")
-	return ok && (prefix == Domain || strings.HasSuffix(prefix, "."+Domain))
+	prefix, name, ok := strings.Cut(key, "/")
+	if !ok || (prefix != Domain && !strings.HasSuffix(prefix, "."+Domain)) {
+		return false
+	}
+	return name == "last-handled" || strings.HasPrefix(name, "result.")
 }
 
 // ignoredAnnotations are written by tools on every apply and say nothing
@@ -38,13 +46,19 @@ var ignoredAnnotations = map[string]bool{
 
 // Essence is the part of an object whose change is an update: every
 // top-level field except apiVersion, kind, status and metadata, plus the
-// labels and the annotations that are not Tether's own.
+// labels and the annotations that are not Tether's own. A Secret's values
+// are replaced by their SHA-256, so that the last-handled annotation never
+// copies secret material into metadata; a change still shows, by key.
 func Essence(obj map[string]any) map[string]any {
 	out := make(map[string]any, len(obj))
+	secret := obj["kind"] == "Secret" && obj["apiVersion"] == "v1"
 	for k, v := range obj {
 		switch k {
 		case "apiVersion", "kind", "status", "metadata":
 			continue
+		}
+		if m, ok := v.(map[string]any); ok && secret && (k == "data" || k == "stringData") {
+			v = hashValues(m)
 		}
 		out[k] = v
 	}
@@ -86,17 +100,66 @@ func LastHandled(obj *unstructured.Unstructured, handler string) (essence map[st
 	return essence, true, nil
 }
 
-// Encode renders an essence for the last-handled annotation.
+// MaxRecorded bounds the last-handled annotation. Annotations share 256 KiB
+// per object; a larger essence is recorded as its digest alone, which still
+// tells changed from unchanged but gives updates no old side.
+const MaxRecorded = 64 << 10
+
+// digestKey marks an essence recorded as its digest.
+const digestKey = "tether.dev/sha256"
+
+func hashValues(m map[string]any) map[string]any {
+	out := make(map[string]any, len(m))
+	for k, v := range m {
+		sum := sha256.Sum256([]byte(fmt.Sprint(v)))
+		out[k] = "sha256:" + hex.EncodeToString(sum[:])
+	}
+	return out
+}
+
+func digestOf(essence map[string]any) string {
+	b, _ := json.Marshal(normalize(essence))
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
+// Encode renders an essence for the last-handled annotation: as JSON, or as
+// its digest when the JSON would be larger than MaxRecorded.
 func Encode(essence map[string]any) (string, error) {
 	b, err := json.Marshal(essence) // map keys are sorted: stable output
 	if err != nil {
 		return "", fmt.Errorf("encoding last-handled state: %w", err)
 	}
+	if len(b) > MaxRecorded {
+		b, err = json.Marshal(map[string]any{digestKey: digestOf(essence)})
+		if err != nil {
+			return "", fmt.Errorf("encoding last-handled digest: %w", err)
+		}
+	}
 	return string(b), nil
 }
 
-// Equal compares two essences as JSON values.
+// Recorded turns an essence into what Encode records of it, so that the
+// broker's memory compares like the annotation.
+func Recorded(essence map[string]any) map[string]any {
+	if b, err := json.Marshal(essence); err == nil && len(b) > MaxRecorded {
+		return map[string]any{digestKey: digestOf(essence)}
+	}
+	return essence
+}
+
+// Digested reports whether a recorded essence is only a digest.
+func Digested(recorded map[string]any) bool {
+	_, ok := recorded[digestKey]
+	return ok && len(recorded) == 1
+}
+
+// Equal tells whether the recorded last-handled state a matches the
+// essence b.
 func Equal(a, b map[string]any) bool {
+	if Digested(a) {
+		return a[digestKey] == digestOf(b)
+	}
 	return reflect.DeepEqual(normalize(a), normalize(b))
 }
 

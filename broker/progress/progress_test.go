@@ -47,9 +47,12 @@ func TestOurs(t *testing.T) {
 		key  string
 		want bool
 	}{
-		{"tether.dev/x", true},
+		{"tether.dev/x", false},
 		{"h.tether.dev/last-handled", true},
-		{"a.b.tether.dev/x", true},
+		{"h.tether.dev/result.create", true},
+		{"a.b.tether.dev/result.x", true},
+		{"replicator.tether.dev/enabled", false}, // a handler's own interface
+		{"h.tether.dev/last-handled-not", false},
 		{"tether.dev", false},
 		{"nottether.dev/x", false},
 		{"tether.dev.example.com/x", false},
@@ -78,7 +81,7 @@ func TestEssenceKeepsOnlyWhatAnUpdateIs(t *testing.T) {
 		{
 			name: "drops Tether's own annotations and kubectl's last-applied",
 			in: `{"metadata":{"annotations":{
-				"h.tether.dev/last-handled":"{}","other.tether.dev/result.b":"1","tether.dev/x":"y",
+				"h.tether.dev/last-handled":"{}","other.tether.dev/result.b":"1",
 				"kubectl.kubernetes.io/last-applied-configuration":"{...}","keep.example.com/a":"b"}}}`,
 			want: `{"metadata":{"annotations":{"keep.example.com/a":"b"}}}`,
 		},
@@ -367,5 +370,47 @@ func TestTouchesOnARealDiff(t *testing.T) {
 		if got := Touches(Diff(old, obj(t, tt.new)), []string{"spec", "replicas"}); got != tt.want {
 			t.Errorf("%s: Touches = %v, want %v", tt.name, got, tt.want)
 		}
+	}
+}
+
+func TestSecretValuesAreNeverRecorded(t *testing.T) {
+	secret := map[string]any{
+		"apiVersion": "v1", "kind": "Secret",
+		"metadata": map[string]any{"name": "s"},
+		"data":     map[string]any{"password": "aHVudGVyMg=="},
+	}
+	enc, err := Encode(Essence(secret))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(enc, "aHVudGVyMg==") {
+		t.Fatalf("the last-handled state carries the secret value: %s", enc)
+	}
+	changed := map[string]any{"apiVersion": "v1", "kind": "Secret", "data": map[string]any{"password": "b3RoZXI="}}
+	d := Diff(Essence(secret), Essence(changed))
+	if len(d) != 1 || strings.Join(d[0].Path, ".") != "data.password" {
+		t.Errorf("a changed value shows as a change of its key: %+v", d)
+	}
+}
+
+func TestLargeEssenceIsRecordedAsDigest(t *testing.T) {
+	big := map[string]any{"spec": map[string]any{"blob": strings.Repeat("x", MaxRecorded+1)}}
+	enc, err := Encode(Essence(big))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(enc) > 200 {
+		t.Fatalf("a large essence is recorded whole (%d bytes)", len(enc))
+	}
+	var rec map[string]any
+	if err := json.Unmarshal([]byte(enc), &rec); err != nil {
+		t.Fatal(err)
+	}
+	if !Digested(rec) || !Equal(rec, Essence(big)) {
+		t.Errorf("the digest does not match its own essence: %s", enc)
+	}
+	other := map[string]any{"spec": map[string]any{"blob": strings.Repeat("y", MaxRecorded+1)}}
+	if Equal(rec, Essence(other)) || !Equal(Recorded(Essence(big)), Essence(big)) {
+		t.Error("digests do not tell changed from unchanged")
 	}
 }

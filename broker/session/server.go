@@ -15,6 +15,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/tether-dev/tether/broker/binding"
+	"github.com/tether-dev/tether/broker/metrics"
 	tetherv1 "github.com/tether-dev/tether/proto/tether/v1"
 )
 
@@ -49,6 +50,8 @@ type Options struct {
 	MaxBindings int
 	// Version is the broker's build version, sent in Welcome.
 	Version string
+	// Metrics counts sessions; nil counts nothing.
+	Metrics *metrics.Metrics
 }
 
 // LifecycleKinds are the kinds the dispatcher serves: everything but
@@ -117,9 +120,11 @@ func (s *Server) Connect(stream tetherv1.BrokerService_ConnectServer) error {
 	if err != nil {
 		return status.Error(codes.FailedPrecondition, fmt.Sprintf("attaching handler %q: %v", in.Handler, err))
 	}
+	s.opts.Metrics.SessionOpened(in.Handler)
 	defer func() {
 		close(in.done)
 		att.Detach()
+		s.opts.Metrics.SessionClosed(in.Handler)
 		log.Info("handler instance disconnected")
 	}()
 

@@ -47,6 +47,8 @@ type config struct {
 	namespace     string
 	identity      string
 	deployment    string
+	metricsListen string
+	metricsSet    bool // --metrics-listen was given
 	grace         time.Duration
 	maxGrace      time.Duration
 	absentAfter   time.Duration
@@ -92,6 +94,8 @@ func parseFlags(args []string, out io.Writer) (*config, error) {
 	fs.DurationVar(&c.absentAfter, "absent-release-after", 10*time.Minute, "after this long absent, a handler's holds are stripped from every object until it returns (0: never)")
 	fs.DurationVar(&c.maxAbsent, "max-absent-release-after", 24*time.Hour, "the longest absent-release-after a handler may ask for in Hello")
 	fs.StringVar(&c.listen, "listen", "127.0.0.1:7443", "gRPC listen address HOST:PORT")
+	fs.StringVar(&c.metricsListen, "metrics-listen", defaultMetricsListen, "HTTP address HOST:PORT of /metrics (Prometheus), /healthz and /readyz; empty: none.\n"+
+		"The default is for local use and skipped with a warning when the port is taken; in a cluster pass \":9090\"")
 	fs.BoolVar(&c.insecure, "insecure", false, "serve plain text without authentication, for local development; loopback addresses only")
 	fs.StringVar(&c.tlsCert, "tls-cert-file", "", "TLS certificate file for the gRPC server (required unless --insecure)")
 	fs.StringVar(&c.tlsKey, "tls-key-file", "", "TLS private key file for the gRPC server (required unless --insecure)")
@@ -114,6 +118,7 @@ func parseFlags(args []string, out io.Writer) (*config, error) {
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
+	fs.Visit(func(f *flag.Flag) { c.metricsSet = c.metricsSet || f.Name == "metrics-listen" })
 	if !c.insecure && (c.tlsCert == "" || c.tlsKey == "") {
 		return nil, errors.New("--tls-cert-file and --tls-key-file are required unless --insecure is given")
 	}
@@ -154,23 +159,51 @@ func serve(args []string, _, stderr io.Writer) error {
 		log.Warn("insecure mode: plain text, no authentication; for local development only")
 	}
 
-	b, err := broker.New(broker.Options{
+	opts := broker.Options{
 		Log: log, Config: restCfg, Listen: c.listen, Insecure: c.insecure, TLS: tlsCfg,
 		Defaults: binding.Defaults{Retries: c.retries, Timeout: c.timeout, Backoff: c.backoff, MaxBackoff: c.maxBackoff},
 		Workers:  c.workers, DefaultWindow: c.defaultWindow, MaxWindow: c.maxWindow,
 		HelloTimeout: c.helloTimeout, MaxMessageSize: c.maxMsgSize, Version: version,
-		Namespace: c.namespace, Identity: c.identity, Deployment: c.deployment,
+		Namespace: c.namespace, Identity: c.identity, Deployment: c.deployment, MetricsListen: c.metricsListen,
 		Absence: dispatch.AbsenceLimits{
 			Grace: c.grace, MaxGrace: c.maxGrace,
 			AbsentReleaseAfter: absentAfter(c.absentAfter), MaxAbsentReleaseAfter: c.maxAbsent,
 		},
-	})
+	}
+	b, err := listen(opts, c.metricsSet, log)
 	if err != nil {
 		return err
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	return b.Start(ctx)
+}
+
+// defaultMetricsListen is --metrics-listen's default, for local use.
+const defaultMetricsListen = "127.0.0.1:9090"
+
+// listen builds the broker and binds its listeners. When the metrics
+// address is the default (not asked for) and taken, for instance by a second
+// broker on a laptop, the broker runs without the HTTP endpoints.
+func listen(opts broker.Options, metricsSet bool, log hclog.Logger) (*broker.Broker, error) {
+	b, err := broker.New(opts)
+	if err != nil {
+		return nil, err
+	}
+	err = b.Listen()
+	if !metricsSet && errors.Is(err, broker.ErrMetricsListen) && errors.Is(err, syscall.EADDRINUSE) {
+		log.Warn("the default metrics address is taken; serving no metrics or health endpoints (set --metrics-listen)",
+			"address", opts.MetricsListen)
+		opts.MetricsListen = ""
+		if b, err = broker.New(opts); err != nil {
+			return nil, err
+		}
+		err = b.Listen()
+	}
+	if err != nil {
+		return nil, err
+	}
+	return b, nil
 }
 
 // absentAfter maps the flag's 0 (never) to the library's negative.

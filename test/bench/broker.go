@@ -28,13 +28,14 @@ const handlerName = "bench"
 // binaries are the broker and the bench handler, built for this run.
 type binaries struct{ broker, handler string }
 
-// buildBinaries builds cmd/broker and test/bench/handler (without -race:
-// this is a benchmark) into the work folder.
-func buildBinaries(ctx context.Context, e *env) (binaries, error) {
+// buildBinaries builds cmd/broker and the handler package handlerPkg
+// (test/bench/handler or test/bench/timerhandler; without -race: this is a
+// benchmark) into the work folder.
+func buildBinaries(ctx context.Context, e *env, handlerPkg string) (binaries, error) {
 	b := binaries{broker: filepath.Join(e.work, "broker"), handler: filepath.Join(e.work, "bench-handler")}
 	for _, t := range []struct{ out, pkg string }{
 		{b.broker, "./cmd/broker"},
-		{b.handler, "./test/bench/handler"},
+		{b.handler, handlerPkg},
 	} {
 		e.progressf("building %s", t.pkg)
 		cmd := exec.CommandContext(ctx, "go", "build", "-o", t.out, t.pkg)
@@ -56,6 +57,12 @@ type process struct {
 }
 
 func startProcess(e *env, name, bin string, args ...string) (*process, error) {
+	return startProcessEnv(e, name, bin, nil, args...)
+}
+
+// startProcessEnv is startProcess with variables (KEY=VALUE) added to the
+// environment the child inherits.
+func startProcessEnv(e *env, name, bin string, environ []string, args ...string) (*process, error) {
 	p := &process{name: name, log: filepath.Join(e.work, name+".log"), done: make(chan struct{})}
 	f, err := os.OpenFile(p.log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
@@ -63,6 +70,9 @@ func startProcess(e *env, name, bin string, args ...string) (*process, error) {
 	}
 	defer f.Close()
 	p.cmd = exec.Command(bin, args...)
+	if len(environ) > 0 {
+		p.cmd.Env = append(os.Environ(), environ...)
+	}
 	p.cmd.Stdout, p.cmd.Stderr = f, f
 	// The child dies with the bench, however the bench ends.
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}

@@ -70,6 +70,16 @@ type config struct {
 	timeout    time.Duration
 	out        string
 	keep       bool
+
+	// The timer benchmark (-timers); see timers.go.
+	timers    bool
+	objects   []int
+	intervals []time.Duration
+	duration  time.Duration
+	sharp     bool
+	noHold    bool
+	workers   int
+	profile   string
 }
 
 func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
@@ -80,6 +90,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), `Usage: go run ./test/bench [flags]
+       go run ./test/bench -timers [-objects 10000] [-intervals 1s,10s] [-duration 60s] [flags]
 
 The create/delete benchmark: the Tether broker with a handler process against
 a raw client-go controller that makes one JSON patch per object, on a control
@@ -88,6 +99,13 @@ Exit status: 0 when the broker meets the goal (>= 80% of the raw objects/s on
 create and delete, one write per object on create), 3 when it misses it, 1 when
 the run fails, 2 for bad flags.
 
+With -timers, the timer benchmark instead: for each object count and interval,
+that many Widgets with a timer each, handled by an ack-only handler process
+(test/bench/timerhandler), measured for -duration after every object had its
+first tick: ticks delivered against expected, lateness p50/p99/max, broker and
+handler CPU, broker peak RSS, API writes. Goal for every 1s row: >= 99.9% of
+the ticks delivered, p99 lateness < 100ms, the broker under one core.
+
 Flags:
 `)
 		fs.PrintDefaults()
@@ -95,16 +113,31 @@ Flags:
 	counts := fs.String("n", "1000,5000", "comma-separated object `counts`; each runs both scenarios")
 	fs.Float64Var(&c.qps, "qps", 100, "client QPS of the broker and of the raw controller (--kube-api-qps)")
 	fs.IntVar(&c.burst, "burst", 200, "client burst of the broker and of the raw controller (--kube-api-burst)")
-	fs.IntVar(&c.window, "window", 64, "deliveries the bench handler runs at once (its window)")
+	fs.IntVar(&c.window, "window", 64, "deliveries the bench handler runs at once (its window); with -timers 256 unless given")
 	fs.IntVar(&c.rawWorkers, "raw-workers", 64, "workers of the raw controller (the broker runs 64 per handler, bounded by -window)")
-	fs.DurationVar(&c.timeout, "timeout", 10*time.Minute, "how long one phase (create or delete of N objects) may take before the run fails")
+	fs.DurationVar(&c.timeout, "timeout", 10*time.Minute, "how long one phase (create or delete of N objects; with -timers, the warm-up) may take before the run fails")
 	fs.StringVar(&c.out, "out", "", "also write the table to this `file`")
 	fs.BoolVar(&c.keep, "keep", false, "keep the work folder (binaries, broker and handler logs) after a successful run; a failed run always keeps it")
+	fs.BoolVar(&c.timers, "timers", false, "run the timer benchmark instead of create/delete (flags marked -timers: are its own)")
+	objects := fs.String("objects", "10000", "-timers: comma-separated object `counts`, each with a timer")
+	intervals := fs.String("intervals", "1s,10s", "-timers: comma-separated timer `intervals`; each count runs at each interval")
+	fs.DurationVar(&c.duration, "duration", 60*time.Second, "-timers: length of the measurement window, after the warm-up")
+	fs.BoolVar(&c.sharp, "sharp", false, "-timers: sharp timers (sdk.Sharp: ticks on a fixed grid) instead of one interval after each ack")
+	fs.BoolVar(&c.noHold, "no-hold", false, "-timers: sdk.Finalizer(FinalizerNone): no hold, so no write per object at the start")
+	fs.IntVar(&c.workers, "workers", 0, "-timers: the broker's --workers (0: its default, 64)")
+	fs.StringVar(&c.profile, "profile", "", "-timers: run a broker built with net/http/pprof and save in this `dir` a CPU profile of each measurement window and a goroutine dump from its middle")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected arguments: %v", fs.Args())
+	}
+	windowSet := false
+	fs.Visit(func(f *flag.Flag) { windowSet = windowSet || f.Name == "window" })
+	if c.timers {
+		if err := c.parseTimers(*objects, *intervals, windowSet); err != nil {
+			return nil, err
+		}
 	}
 	for f := range strings.SplitSeq(*counts, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
@@ -138,13 +171,23 @@ func run(args []string, stdout, stderr io.Writer) int {
 		<-sigCtx.Done()
 		stop() // a second Ctrl-C kills at once
 	}()
-	rows, err := bench(sigCtx, cfg, stderr)
-	if err != nil {
-		fmt.Fprintln(stderr, "bench:", err)
-		return exitError
-	}
 	var sb strings.Builder
-	ok := report(&sb, cfg, rows)
+	var ok bool
+	if cfg.timers {
+		rows, err := benchTimers(sigCtx, cfg, stderr)
+		if err != nil {
+			fmt.Fprintln(stderr, "bench:", err)
+			return exitError
+		}
+		ok = reportTimers(&sb, cfg, rows)
+	} else {
+		rows, err := bench(sigCtx, cfg, stderr)
+		if err != nil {
+			fmt.Fprintln(stderr, "bench:", err)
+			return exitError
+		}
+		ok = report(&sb, cfg, rows)
+	}
 	fmt.Fprint(stdout, sb.String())
 	if cfg.out != "" {
 		if err := os.WriteFile(cfg.out, []byte(sb.String()), 0o644); err != nil {
@@ -180,16 +223,36 @@ func (e *env) interrupted() bool { return e.sig.Err() != nil }
 
 // bench starts the control plane, runs every scenario and stops everything.
 func bench(ctx context.Context, cfg *config, stderr io.Writer) (rows []row, err error) {
+	err = withEnv(ctx, cfg, stderr, "./test/bench/handler", func(e *env, bin binaries) error {
+		for _, n := range cfg.counts {
+			for _, c := range []controller{newBrokerController(e, bin), newRawController(e)} {
+				e.progressf("%s N=%d: starting", c.name(), n)
+				rs, err := runScenario(ctx, e, c, n)
+				if err != nil {
+					return fmt.Errorf("%s N=%d: %w", c.name(), n, err)
+				}
+				rows = append(rows, rs...)
+			}
+		}
+		return nil
+	})
+	return rows, err
+}
+
+// withEnv builds the broker and the handler package handlerPkg, starts the
+// control plane, makes the clients, installs the Widget CRD and calls body;
+// then it stops everything. The work folder is kept when body fails.
+func withEnv(ctx context.Context, cfg *config, stderr io.Writer, handlerPkg string, body func(*env, binaries) error) (err error) {
 	e := &env{config: cfg, sig: ctx, stderr: stderr}
 	wd, err := os.Getwd()
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if e.repo, err = controlplane.FindRepoRoot(wd); err != nil {
-		return nil, err
+		return err
 	}
 	if e.work, err = os.MkdirTemp("", "tether-bench-"); err != nil {
-		return nil, err
+		return err
 	}
 	defer func() {
 		if err != nil || cfg.keep {
@@ -199,20 +262,20 @@ func bench(ctx context.Context, cfg *config, stderr io.Writer) (rows []row, err 
 		os.RemoveAll(e.work)
 	}()
 
-	bin, err := buildBinaries(ctx, e)
+	bin, err := buildBinaries(ctx, e, handlerPkg)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	log := hclog.New(&hclog.LoggerOptions{Name: "bench", Level: hclog.Warn, Output: stderr})
 	e.progressf("finding or building etcd and kube-apiserver")
 	bins, err := controlplane.Ensure(ctx, controlplane.EnsureOptions{Progress: stderr, Log: log.Named("ensure")})
 	if err != nil {
-		return nil, err
+		return err
 	}
 	e.progressf("starting the control plane")
 	cp, err := controlplane.Start(ctx, controlplane.Options{Binaries: bins, Log: log.Named("controlplane"), Progress: stderr})
 	if err != nil {
-		return nil, err
+		return err
 	}
 	e.cp = cp
 	defer func() {
@@ -224,29 +287,19 @@ func bench(ctx context.Context, cfg *config, stderr io.Writer) (rows []row, err 
 	e.admin = cp.RESTConfig()
 	e.kube = cp.Client()
 	if e.dyn, err = dynamic.NewForConfig(e.admin); err != nil {
-		return nil, err
+		return err
 	}
 	loadCfg := cp.RESTConfig()
 	loadCfg.QPS, loadCfg.Burst = 2000, 2000
 	loadCfg.UserAgent = "tether-bench-load"
 	ownConnection(loadCfg)
 	if e.load, err = dynamic.NewForConfig(loadCfg); err != nil {
-		return nil, err
+		return err
 	}
 	if err := installWidgetCRD(ctx, e.dyn); err != nil {
-		return nil, err
+		return err
 	}
-	for _, n := range cfg.counts {
-		for _, c := range []controller{newBrokerController(e, bin), newRawController(e)} {
-			e.progressf("%s N=%d: starting", c.name(), n)
-			rs, err := runScenario(ctx, e, c, n)
-			if err != nil {
-				return nil, fmt.Errorf("%s N=%d: %w", c.name(), n, err)
-			}
-			rows = append(rows, rs...)
-		}
-	}
-	return rows, nil
+	return body(e, bin)
 }
 
 // ownConnection gives the clients made from cfg their own connection to

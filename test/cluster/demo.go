@@ -2,11 +2,15 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -26,10 +30,16 @@ type demoConfig struct {
 	out io.Writer
 	// wait bounds every wait (default 30s).
 	wait time.Duration
+	// extraLogs are more log files to point at when the demo fails (the
+	// control plane's).
+	extraLogs []string
 	// absentFor is how long the last step watches a held object while the
 	// handler is gone (default 3s).
 	absentFor time.Duration
 }
+
+// errInterrupted is runDemo's error when its context ended (Ctrl-C).
+var errInterrupted = errors.New("demo interrupted")
 
 // handlerName is the example handler's name in the demo; its hold is the
 // finalizer tether.dev/example.
@@ -41,7 +51,6 @@ type demo struct {
 	kube       kubernetes.Interface
 	bins       example.Binaries
 	addr       string
-	brokerLog  *example.LogWatcher
 	broker     *example.Process
 	handler    *example.Process
 	handlerLog string
@@ -62,11 +71,14 @@ func runDemo(ctx context.Context, c demoConfig) (err error) {
 	if c.absentFor <= 0 {
 		c.absentFor = 3 * time.Second
 	}
-	d := &demo{demoConfig: c, started: time.Now(), brokerLog: example.NewLogWatcher()}
+	d := &demo{demoConfig: c, started: time.Now(), logs: slices.Clone(c.extraLogs)}
 	defer d.stopAll()
 	defer func() {
 		if err != nil {
 			d.failed(ctx, err)
+			if ctx.Err() != nil {
+				err = errInterrupted
+			}
 		}
 	}()
 	if err := d.setUp(ctx); err != nil {
@@ -79,7 +91,8 @@ func runDemo(ctx context.Context, c demoConfig) (err error) {
 			return err
 		}
 	}
-	d.say("demo: done in %s: %d steps, each confirmed by reading the cluster; stopping the handler and the broker",
+	d.say("demo: done in %s: %d steps, each confirmed by reading the cluster: replicated, updated, reaped, cleaned up,"+
+		" waited for a killed handler within its grace and released after it. Stopping the handler and the broker.",
 		time.Since(d.started).Round(100*time.Millisecond), d.step)
 	return nil
 }
@@ -110,13 +123,13 @@ func (d *demo) setUp(ctx context.Context) error {
 	if d.addr, err = example.FreeAddr(); err != nil {
 		return err
 	}
+	if err := d.createNamespaces(ctx, brokerNS, sourceNS, targets[0], targets[1], excluded); err != nil {
+		return err
+	}
 	if err := d.startBroker(); err != nil {
 		return err
 	}
-	if err := d.startHandler(); err != nil {
-		return err
-	}
-	return d.createNamespaces(ctx, "demo-a", "demo-b", "demo-c", "demo-d")
+	return d.startHandler()
 }
 
 func (d *demo) startBroker() error {
@@ -126,8 +139,9 @@ func (d *demo) startBroker() error {
 		return err
 	}
 	d.logs = append(d.logs, path)
-	args := []string{"--kubeconfig", d.kubeconfig, "--listen", d.addr, "--insecure"}
-	if d.broker, err = example.Start("broker", d.bins.Broker, args, io.MultiWriter(f, d.brokerLog)); err != nil {
+	args := []string{"--kubeconfig", d.kubeconfig, "--listen", d.addr, "--insecure",
+		"--namespace", brokerNS, "--grace", grace.String()}
+	if d.broker, err = example.Start("broker", d.bins.Broker, args, f); err != nil {
 		f.Close()
 		return err
 	}
@@ -170,13 +184,14 @@ func closeWhenDone(p *example.Process, f *os.File) {
 }
 
 // stopAll stops the handler, then the broker: SIGTERM, SIGKILL after 10s.
+// A process that already ended (the handler the demo killed) is left out.
 func (d *demo) stopAll() {
 	var stopped []string
 	for _, p := range []*example.Process{d.handler, d.broker} {
-		if p == nil {
+		if p == nil || ended(p) {
 			continue
 		}
-		if err := p.Stop(10 * time.Second); err != nil {
+		if err := p.Stop(10 * time.Second); err != nil && !terminated(p) {
 			d.say("demo: stopping: %v", err)
 		}
 		stopped = append(stopped, fmt.Sprintf("%s (pid %d)", p.Name, p.Pid()))
@@ -186,16 +201,46 @@ func (d *demo) stopAll() {
 	}
 }
 
-// failed prints why the demo stopped and where the logs are.
+func ended(p *example.Process) bool {
+	select {
+	case <-p.Done():
+		return true
+	default:
+		return false
+	}
+}
+
+// terminated reports whether p ended by SIGTERM itself, before it had set up
+// its own handling of the signal: a clean stop too.
+func terminated(p *example.Process) bool {
+	var exit *exec.ExitError
+	if !ended(p) || !errors.As(p.Err(), &exit) {
+		return false
+	}
+	ws, ok := exit.Sys().(syscall.WaitStatus)
+	return ok && ws.Signaled() && ws.Signal() == syscall.SIGTERM
+}
+
+// failed prints why the demo stopped and where the logs are, with their
+// last lines unless the demo was interrupted.
 func (d *demo) failed(ctx context.Context, err error) {
-	if ctx.Err() != nil {
+	interrupted := ctx.Err() != nil
+	if interrupted {
 		d.say("demo: interrupted; stopping everything")
 	} else {
 		d.say("demo: FAILED: %v", err)
 	}
 	for _, p := range d.logs {
+		if interrupted {
+			d.say("demo: log %s", rel(p))
+			continue
+		}
 		d.say("demo: log %s; last lines:", rel(p))
-		for _, l := range tail(p, 15) {
+		lines := tail(p, 15)
+		if len(lines) == 1 && lines[0] == "" {
+			lines = []string{"(empty)"}
+		}
+		for _, l := range lines {
 			d.say("demo:   | %s", l)
 		}
 	}
@@ -272,6 +317,21 @@ func (d *demo) ticker(prefix string, every time.Duration) (stop func()) {
 }
 
 func since(t time.Time) string { return time.Since(t).Round(100 * time.Millisecond).String() }
+
+// demoFolder returns the folder of the demo's logs and binaries, creating
+// it: "demo" next to the kubeconfig the user asked for (.dev/demo for make
+// demo), else a new temporary folder.
+func demoFolder(kubeconfig string) (string, error) {
+	if kubeconfig == "" {
+		return os.MkdirTemp("", "tether-demo-")
+	}
+	abs, err := filepath.Abs(kubeconfig)
+	if err != nil {
+		return "", err
+	}
+	dir := filepath.Join(filepath.Dir(abs), "demo")
+	return dir, os.MkdirAll(dir, 0o755)
+}
 
 // rel shortens a path to be relative to the working directory when it is
 // inside it.

@@ -3,7 +3,7 @@
 //
 //	go run ./test/cluster --build-only                         # build the binaries into the cache
 //	go run ./test/cluster --kubeconfig .dev/kubeconfig         # run in the foreground until Ctrl-C
-//	go run ./test/cluster --kubeconfig .dev/kubeconfig --demo  # start, show the demo plan, stop
+//	go run ./test/cluster --kubeconfig .dev/kubeconfig --demo  # the demo (make demo), then stop
 //
 // See package github.com/tether-dev/tether/test/controlplane for what runs and
 // what is missing (no controller manager, scheduler or kubelet).
@@ -46,7 +46,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&c.kubeconfig, "kubeconfig", "",
 		"also write the admin kubeconfig to this `path`, creating its folder (it always exists inside the control plane's temporary folder)")
 	fs.BoolVar(&c.demo, "demo", false,
-		"start the control plane, show what the demo will run on it, stop it and exit")
+		"start the control plane, run the broker and the example handler on it, narrate what they do, stop everything and exit (logs in the folder 'demo' next to --kubeconfig)")
 	fs.StringVar(&c.logLevel, "log-level", "info", "log `level`: trace, debug, info, warn or error")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), `Usage: go run ./test/cluster [flags]
@@ -116,7 +116,20 @@ func serve(ctx context.Context, cfg config, log hclog.Logger, stdout, stderr io.
 		return nil
 	}
 
-	cp, err := controlplane.Start(ctx, controlplane.Options{Log: log.Named("controlplane"), Binaries: bins})
+	cpOpts := controlplane.Options{Log: log.Named("controlplane"), Binaries: bins}
+	var demoDir, cpLog string
+	if cfg.demo {
+		if demoDir, err = demoFolder(cfg.kubeconfig); err != nil {
+			return err
+		}
+		f, err := os.Create(filepath.Join(demoDir, "controlplane.log"))
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		cpOpts.Stdout, cpOpts.Stderr, cpLog = f, f, f.Name()
+	}
+	cp, err := controlplane.Start(ctx, cpOpts)
 	if err != nil {
 		return err
 	}
@@ -132,14 +145,18 @@ func serve(ctx context.Context, cfg config, log hclog.Logger, stdout, stderr io.
 			return err
 		}
 	}
+	logs := cp.Dir()
+	if cpLog != "" {
+		logs = rel(cpLog)
+	}
 	fmt.Fprintf(stdout, "control plane ready at %s in %s (logs in %s)\n",
-		cp.URL(), cp.StartDuration().Round(time.Millisecond), cp.Dir())
+		cp.URL(), cp.StartDuration().Round(time.Millisecond), logs)
 	fmt.Fprintf(stdout, "kubeconfig: %s\n", kubeconfig)
 
 	if cfg.demo {
-		printDemoPlan(stdout, kubeconfig)
+		err := runDemo(ctx, demoConfig{kubeconfig: kubeconfig, dir: demoDir, out: stdout, extraLogs: []string{cpLog}})
 		fmt.Fprintln(stdout, "stopping the control plane")
-		return nil
+		return err
 	}
 	fmt.Fprintf(stdout, `
 Use it from another terminal:
@@ -152,17 +169,6 @@ Press Ctrl-C to stop it.
 	<-ctx.Done()
 	fmt.Fprintln(stdout, "stopping the control plane")
 	return nil
-}
-
-// printDemoPlan says what the demo will run once the broker and the example
-// handler exist.
-func printDemoPlan(w io.Writer, kubeconfig string) {
-	fmt.Fprintf(w, `demo: the broker and the example handler are not built yet; once they are, the demo will:
-demo:   1. start the broker:          go run ./cmd/broker --kubeconfig %s
-demo:   2. start the example handler: go run ./cmd/example-handler (connects to the broker with a ServiceAccount token)
-demo:   3. create objects the handler binds to, and show its create, update and delete deliveries
-demo:   4. delete an object while the handler is stopped, and show the broker releasing its hold after the grace period
-`, kubeconfig)
 }
 
 // copyKubeconfig writes the kubeconfig at src to dst (creating dst's folder)

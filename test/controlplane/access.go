@@ -29,6 +29,10 @@ func (cp *ControlPlane) URL() string { return cp.url }
 // AdminToken returns the bearer token of the admin user (group system:masters).
 func (cp *ControlPlane) AdminToken() string { return cp.token }
 
+// Binaries returns the binaries the control plane was started with. Kubectl
+// is set when they came from [Ensure] (as with [RunTests]).
+func (cp *ControlPlane) Binaries() Binaries { return cp.bins }
+
 // Dir returns the folder holding the control plane's data, keys and logs.
 func (cp *ControlPlane) Dir() string { return cp.dir }
 

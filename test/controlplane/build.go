@@ -57,14 +57,16 @@ func (o *EnsureOptions) setDefaults() error {
 	return nil
 }
 
-// Ensure returns the cached etcd and kube-apiserver, building them first when
-// they are missing. When both binaries and the stamp of a verified build are in
-// the cache folder it returns at once without running anything. Otherwise it
-// takes an exclusive lock on the folder (so concurrent test packages build only
-// once), checks binaries that are already there with --version, builds the
-// missing or wrong ones with 'go build' in test/tools into a temporary name,
-// renames them into place and writes the stamp. The first kube-apiserver build
-// takes about 10 minutes on 2 cores.
+// Ensure returns the cached etcd, kube-apiserver and kubectl, building them
+// first when they are missing. When every binary and the stamp of a verified
+// build are in the cache folder it returns at once without running anything.
+// Otherwise it takes an exclusive lock on the folder (so concurrent test
+// packages build only once), checks binaries that are already there with
+// --version ('version --client' for kubectl), builds the missing or wrong ones
+// with 'go build' in test/tools into a temporary name, renames them into place
+// and writes the stamp. The first kube-apiserver build takes about 10 minutes
+// on 2 cores; kubectl, built after it, shares most of its packages and takes a
+// minute or two more.
 func Ensure(ctx context.Context, opts EnsureOptions) (Binaries, error) {
 	if err := opts.setDefaults(); err != nil {
 		return Binaries{}, fmt.Errorf("ensuring control-plane binaries: %w", err)
@@ -88,14 +90,17 @@ func Ensure(ctx context.Context, opts EnsureOptions) (Binaries, error) {
 
 	type target struct {
 		name, pkg, ldflags, path, want string
+		versionArgs                    []string // nil: --version
 	}
 	targets := []target{
-		{etcdName, "go.etcd.io/etcd/server/v3", "", bins.Etcd, "etcd Version: " + strings.TrimPrefix(EtcdVersion, "v")},
-		{apiserverName, "k8s.io/kubernetes/cmd/kube-apiserver", apiserverLDFlags(), bins.KubeAPIServer, "Kubernetes " + KubernetesVersion},
+		{etcdName, "go.etcd.io/etcd/server/v3", "", bins.Etcd, "etcd Version: " + strings.TrimPrefix(EtcdVersion, "v"), nil},
+		{apiserverName, "k8s.io/kubernetes/cmd/kube-apiserver", apiserverLDFlags(), bins.KubeAPIServer, "Kubernetes " + KubernetesVersion, nil},
+		// kubectl reads the same version variables as kube-apiserver.
+		{kubectlName, "k8s.io/kubernetes/cmd/kubectl", apiserverLDFlags(), bins.Kubectl, "Client Version: " + KubernetesVersion, []string{"version", "--client"}},
 	}
 	for _, t := range targets {
 		if isExecutable(t.path) {
-			if err := checkVersion(ctx, t.path, t.want); err == nil {
+			if err := checkVersion(ctx, t.path, t.want, t.versionArgs...); err == nil {
 				opts.Log.Debug("binary already present", "path", t.path)
 				continue
 			} else {
@@ -116,7 +121,7 @@ func Ensure(ctx context.Context, opts EnsureOptions) (Binaries, error) {
 		if err := buildBinary(ctx, &opts, t.name, t.pkg, t.ldflags, t.path); err != nil {
 			return Binaries{}, err
 		}
-		if err := checkVersion(ctx, t.path, t.want); err != nil {
+		if err := checkVersion(ctx, t.path, t.want, t.versionArgs...); err != nil {
 			return Binaries{}, fmt.Errorf("checking the freshly built %s: %w", t.name, err)
 		}
 	}
@@ -126,8 +131,8 @@ func Ensure(ctx context.Context, opts EnsureOptions) (Binaries, error) {
 	return bins, nil
 }
 
-// apiserverLDFlags makes kube-apiserver report the pinned version instead of
-// v0.0.0-master.
+// apiserverLDFlags makes kube-apiserver (and kubectl) report the pinned
+// version instead of v0.0.0-master.
 func apiserverLDFlags() string {
 	parts := strings.Split(strings.TrimPrefix(KubernetesVersion, "v"), ".") // major, minor, patch
 	return "-X k8s.io/component-base/version.gitVersion=" + KubernetesVersion +
@@ -135,16 +140,21 @@ func apiserverLDFlags() string {
 		" -X k8s.io/component-base/version.gitMinor=" + parts[1]
 }
 
-// checkVersion runs 'path --version' and requires want in its output.
-func checkVersion(ctx context.Context, path, want string) error {
+// checkVersion runs 'path args...' (args default to --version) and requires
+// want in its output.
+func checkVersion(ctx context.Context, path, want string, args ...string) error {
+	if len(args) == 0 {
+		args = []string{"--version"}
+	}
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, path, "--version").CombinedOutput()
+	out, err := exec.CommandContext(ctx, path, args...).CombinedOutput()
+	run := path + " " + strings.Join(args, " ")
 	if err != nil {
-		return fmt.Errorf("running %s --version: %w", path, err)
+		return fmt.Errorf("running %s: %w", run, err)
 	}
 	if !strings.Contains(string(out), want) {
-		return fmt.Errorf("%s --version printed %q, want %q", path, strings.TrimSpace(string(out)), want)
+		return fmt.Errorf("%s printed %q, want %q", run, strings.TrimSpace(string(out)), want)
 	}
 	return nil
 }
@@ -201,8 +211,11 @@ func buildBinary(ctx context.Context, o *EnsureOptions, name, pkg, ldflags, dst 
 	cmd.Stdout, cmd.Stderr = out, out
 
 	hint := "about 30 seconds"
-	if name == apiserverName {
+	switch name {
+	case apiserverName:
 		hint = "about 10 minutes on 2 cores"
+	case kubectlName:
+		hint = "a minute or two after kube-apiserver, whose packages it shares"
 	}
 	fmt.Fprintf(o.Progress, "controlplane: building %s %s into %s (the first build takes %s; later builds reuse the Go build cache)\n",
 		name, versionOf(name), filepath.Dir(dst), hint)

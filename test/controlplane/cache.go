@@ -28,18 +28,23 @@ const (
 
 	etcdName      = "etcd"
 	apiserverName = "kube-apiserver"
+	kubectlName   = "kubectl"
 	stampName     = "stamp"
 	lockName      = ".lock"
 )
 
-// Binaries locates a built etcd and kube-apiserver.
+// Binaries locates a built etcd, kube-apiserver and kubectl.
 type Binaries struct {
-	Dir           string // folder holding both binaries
+	Dir           string // folder holding the binaries
 	Etcd          string // path of the etcd binary
 	KubeAPIServer string // path of the kube-apiserver binary
+	// Kubectl is the path of a kubectl of the same Kubernetes version, for
+	// tests that apply manifests. [Start] does not need it.
+	Kubectl string
 }
 
-// IsZero reports whether b names no binaries.
+// IsZero reports whether b names no control-plane binaries (etcd and
+// kube-apiserver; Kubectl does not count).
 func (b Binaries) IsZero() bool { return b.Etcd == "" && b.KubeAPIServer == "" }
 
 // binariesIn returns the paths the binaries have inside dir.
@@ -48,6 +53,7 @@ func binariesIn(dir string) Binaries {
 		Dir:           dir,
 		Etcd:          filepath.Join(dir, etcdName),
 		KubeAPIServer: filepath.Join(dir, apiserverName),
+		Kubectl:       filepath.Join(dir, kubectlName),
 	}
 }
 
@@ -79,11 +85,15 @@ func cacheDir(getenv func(string) string, userCacheDir func() (string, error)) (
 	return filepath.Join(base, "tether", "controlplane", cacheSubdir()), nil
 }
 
-// stampContent is what a stamp file holds after a verified build.
+// stampContent is what a stamp file holds after a verified build. The
+// binaries line names every binary the stamp vouches for: a cache stamped
+// before kubectl was added does not match, so Ensure checks the binaries that
+// are there and builds only the missing kubectl.
 func stampContent() []byte {
 	return []byte("# written by " + ModulePath + "/test/controlplane after a verified build\n" +
 		"kubernetes " + KubernetesVersion + "\n" +
-		"etcd " + EtcdVersion + "\n")
+		"etcd " + EtcdVersion + "\n" +
+		"binaries " + etcdName + " " + apiserverName + " " + kubectlName + "\n")
 }
 
 // stampOK reports whether dir holds a stamp for the pinned versions.
@@ -111,11 +121,11 @@ func isExecutable(path string) bool {
 	return err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o111 != 0
 }
 
-// ready reports whether dir holds both binaries and a matching stamp, which is
+// ready reports whether dir holds every binary and a matching stamp, which is
 // all Ensure needs to return at once.
 func ready(dir string) bool {
 	b := binariesIn(dir)
-	return stampOK(dir) && isExecutable(b.Etcd) && isExecutable(b.KubeAPIServer)
+	return stampOK(dir) && isExecutable(b.Etcd) && isExecutable(b.KubeAPIServer) && isExecutable(b.Kubectl)
 }
 
 // ErrNoRepoRoot is returned by FindRepoRoot when no parent folder holds the

@@ -66,7 +66,7 @@ func TestCacheDirPublicFunctionHonoursEnvironment(t *testing.T) {
 // fakeBinaries creates executable placeholder binaries in dir.
 func fakeBinaries(t *testing.T, dir string) {
 	t.Helper()
-	for _, name := range []string{etcdName, apiserverName} {
+	for _, name := range []string{etcdName, apiserverName, kubectlName} {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte("#!/bin/sh\n"), 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -96,6 +96,20 @@ func TestReadyNeedsStampAndBothBinaries(t *testing.T) {
 	}
 }
 
+func TestReadyNeedsKubectl(t *testing.T) {
+	dir := t.TempDir()
+	fakeBinaries(t, dir)
+	if err := writeStamp(dir); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(dir, kubectlName)); err != nil {
+		t.Fatal(err)
+	}
+	if ready(dir) {
+		t.Fatal("a cache without kubectl is ready")
+	}
+}
+
 func TestStampForOtherVersionsIsRejected(t *testing.T) {
 	dir := t.TempDir()
 	fakeBinaries(t, dir)
@@ -110,7 +124,7 @@ func TestStampForOtherVersionsIsRejected(t *testing.T) {
 
 func TestStampRecordsPinnedVersions(t *testing.T) {
 	s := string(stampContent())
-	for _, want := range []string{"kubernetes " + KubernetesVersion, "etcd " + EtcdVersion} {
+	for _, want := range []string{"kubernetes " + KubernetesVersion, "etcd " + EtcdVersion, "binaries etcd kube-apiserver kubectl"} {
 		if !strings.Contains(s, want+"\n") {
 			t.Errorf("stamp %q lacks line %q", s, want)
 		}
@@ -128,7 +142,8 @@ func TestEnsureReturnsCachedBinariesWithoutRunningGo(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if b.Etcd != filepath.Join(dir, "etcd") || b.KubeAPIServer != filepath.Join(dir, "kube-apiserver") || b.Dir != dir {
+	if b.Etcd != filepath.Join(dir, "etcd") || b.KubeAPIServer != filepath.Join(dir, "kube-apiserver") ||
+		b.Kubectl != filepath.Join(dir, "kubectl") || b.Dir != dir {
 		t.Fatalf("Ensure = %+v", b)
 	}
 }
@@ -248,6 +263,7 @@ func TestEnsureStampsExistingBinariesThatReportPinnedVersions(t *testing.T) {
 	dir := t.TempDir()
 	writeScript(t, filepath.Join(dir, etcdName), "echo 'etcd Version: 3.7.0'\n")
 	writeScript(t, filepath.Join(dir, apiserverName), "echo 'Kubernetes v1.37.2'\n")
+	writeScript(t, filepath.Join(dir, kubectlName), "[ \"$*\" = 'version --client' ] && echo 'Client Version: v1.37.2'\n")
 	_, err := Ensure(context.Background(), EnsureOptions{Dir: dir, GoCommand: filepath.Join(dir, "no-such-go"), ToolsDir: "/nonexistent"})
 	if err != nil {
 		t.Fatal(err)
@@ -266,6 +282,7 @@ for a in "$@"; do
 done
 case "$pkg" in
   *etcd*) printf '#!/bin/sh\necho "etcd Version: 3.7.0"\n' > "$out" ;;
+  *kubectl*) printf '#!/bin/sh\necho "Client Version: v1.37.2"\n' > "$out" ;;
   *) printf '#!/bin/sh\necho "Kubernetes v1.37.2"\n' > "$out" ;;
 esac
 chmod +x "$out"
@@ -281,6 +298,7 @@ func TestEnsureBuildsWrongBinariesInToolsDir(t *testing.T) {
 	// etcd is right already; kube-apiserver reports the unpatched version.
 	writeScript(t, filepath.Join(dir, etcdName), "echo 'etcd Version: 3.7.0'\n")
 	writeScript(t, filepath.Join(dir, apiserverName), "echo 'Kubernetes v0.0.0-master'\n")
+	writeScript(t, filepath.Join(dir, kubectlName), "echo 'Client Version: v1.37.2'\n")
 
 	var progress strings.Builder
 	b, err := Ensure(context.Background(), EnsureOptions{Dir: dir, ToolsDir: tools, GoCommand: goCmd, Progress: &progress})
@@ -318,5 +336,59 @@ func TestEnsureReportsFailedBuild(t *testing.T) {
 	}
 	if stampOK(dir) {
 		t.Fatal("stamp written after a failed build")
+	}
+}
+
+// TestEnsureOnACacheFromBeforeKubectlBuildsOnlyKubectl is the upgrade of a
+// cache stamped when it held etcd and kube-apiserver only.
+func TestEnsureOnACacheFromBeforeKubectlBuildsOnlyKubectl(t *testing.T) {
+	dir, tools, bin := t.TempDir(), t.TempDir(), t.TempDir()
+	goCmd := filepath.Join(bin, "go")
+	writeScript(t, goCmd, fakeGo)
+	logPath := filepath.Join(bin, "log")
+	t.Setenv("FAKE_GO_LOG", logPath)
+	writeScript(t, filepath.Join(dir, etcdName), "echo 'etcd Version: 3.7.0'\n")
+	writeScript(t, filepath.Join(dir, apiserverName), "echo 'Kubernetes v1.37.2'\n")
+	old := "# written by " + ModulePath + "/test/controlplane after a verified build\n" +
+		"kubernetes " + KubernetesVersion + "\n" + "etcd " + EtcdVersion + "\n"
+	if err := os.WriteFile(filepath.Join(dir, stampName), []byte(old), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if stampOK(dir) {
+		t.Fatal("the stamp of a cache without kubectl is accepted")
+	}
+
+	var progress strings.Builder
+	b, err := Ensure(context.Background(), EnsureOptions{Dir: dir, ToolsDir: tools, GoCommand: goCmd, Progress: &progress})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !ready(dir) {
+		t.Fatal("cache not ready after building kubectl")
+	}
+	if err := checkVersion(context.Background(), b.Kubectl, "Client Version: v1.37.2", "version", "--client"); err != nil {
+		t.Fatal(err)
+	}
+	log, _ := os.ReadFile(logPath)
+	if want := tools + " k8s.io/kubernetes/cmd/kubectl\n"; string(log) != want {
+		t.Fatalf("go ran as %q, want only %q", log, want)
+	}
+	if !strings.Contains(progress.String(), "building kubectl v1.37.2") {
+		t.Errorf("progress %q does not say kubectl is built", progress.String())
+	}
+}
+
+func TestCheckVersionRunsTheGivenArguments(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "tool")
+	writeScript(t, path, "echo \"args: $*\"\n")
+	if err := checkVersion(context.Background(), path, "args: --version"); err != nil {
+		t.Errorf("default arguments: %v", err)
+	}
+	if err := checkVersion(context.Background(), path, "args: version --client", "version", "--client"); err != nil {
+		t.Errorf("given arguments: %v", err)
+	}
+	err := checkVersion(context.Background(), path, "Client Version: v1.37.2", "version", "--client")
+	if err == nil || !strings.Contains(err.Error(), "version --client") {
+		t.Errorf("err = %v, want a mismatch that names the command", err)
 	}
 }

@@ -57,6 +57,7 @@ type ControlPlane struct {
 	url        string
 	token      string
 	kubeconfig string
+	bins       Binaries
 	rest       *rest.Config
 	client     kubernetes.Interface
 	startTook  time.Duration
@@ -97,7 +98,7 @@ func Start(ctx context.Context, opts Options) (*ControlPlane, error) {
 		opts.Binaries = b
 	}
 
-	cp := &ControlPlane{log: opts.Log, dir: opts.Dir, stopGrace: opts.StopTimeout}
+	cp := &ControlPlane{log: opts.Log, dir: opts.Dir, bins: opts.Binaries, stopGrace: opts.StopTimeout}
 	if cp.dir == "" {
 		removeStaleTempDirs()
 		d, err := os.MkdirTemp("", fmt.Sprintf("%s%d-", tempDirPrefix, os.Getpid()))

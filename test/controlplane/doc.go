@@ -2,8 +2,9 @@
 // (etcd and kube-apiserver) as plain local processes, for the end-to-end tests
 // and for 'make cluster'.
 //
-// The two binaries are built once from the Go module proxy by the nested module
-// in test/tools and cached in a folder shared by every later run (see [CacheDir]
+// The two binaries, and a kubectl of the same version for tests that apply
+// manifests, are built once from the Go module proxy by the nested module in
+// test/tools and cached in a folder shared by every later run (see [CacheDir]
 // and [Ensure]). [Start] then launches etcd and kube-apiserver on free loopback
 // ports with RBAC, token authentication and service-account tokens turned on,
 // waits until the API server is ready and writes an admin kubeconfig.

@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"fmt"
-	"io"
 	"os"
 	"strings"
 	"sync"
@@ -93,10 +92,11 @@ func start(t *testing.T) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	brokerLog := NewLogWatcher()
+	// The broker's namespace is the test's: its presence Leases stay apart
+	// from other tests' brokers.
 	broker, err := Start("broker", b.Broker, []string{"--kubeconfig", cp.KubeconfigPath(), "--listen", addr,
-		"--insecure", "--default-backoff", "100ms", "--default-max-backoff", "1s"},
-		io.MultiWriter(brokerLog, testWriter{t, "broker: "}))
+		"--insecure", "--namespace", e.ns, "--default-backoff", "100ms", "--default-max-backoff", "1s"},
+		testWriter{t, "broker: "})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,11 +113,10 @@ func start(t *testing.T) *env {
 			t.Errorf("the handler did not stop cleanly on SIGTERM: %v", err)
 		}
 	})
-	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
-	defer cancel()
-	if err := brokerLog.WaitCount(ctx, 1, Connected(e.handler)...); err != nil {
-		t.Fatalf("waiting for handler %s to connect: %v", e.handler, err)
-	}
+	eventually(t, "handler "+e.handler+" connected (its presence Lease counts 1 instance)", func() bool {
+		l, err := cp.Client().CoordinationV1().Leases(e.ns).Get(context.Background(), "tether-handler-"+e.handler, metav1.GetOptions{})
+		return err == nil && l.Annotations["tether.dev/instances"] == "1"
+	})
 	return e
 }
 

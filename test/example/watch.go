@@ -85,15 +85,3 @@ func containsAll(s string, parts []string) bool {
 	}
 	return true
 }
-
-// Connected is what the broker logs when an instance of the handler named
-// handler connects: pass it to Count and WaitCount.
-func Connected(handler string) []string {
-	return []string{"handler instance connected", "handler=" + handler}
-}
-
-// Disconnected is what the broker logs when an instance of the handler
-// named handler is gone.
-func Disconnected(handler string) []string {
-	return []string{"handler instance disconnected", "handler=" + handler}
-}

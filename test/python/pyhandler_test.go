@@ -206,6 +206,13 @@ func TestReconnectsAfterBrokerRestart(t *testing.T) {
 	if n := h.stdout.count("delivered CREATE " + ns + "/before "); n != 1 {
 		t.Errorf("create of the widget handled before the restart delivered %d times, want once", n)
 	}
+	// Leave before the broker stops, which then need not wait for the stream.
+	if err := h.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if code := h.waitExit(t, 10*time.Second); code != 0 {
+		t.Errorf("exit status after SIGTERM %d, want 0", code)
+	}
 }
 
 // runningBroker is an in-process broker.

@@ -1,0 +1,160 @@
+package dispatch
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/tether-dev/tether/broker/hold"
+	"github.com/tether-dev/tether/broker/metrics"
+	"github.com/tether-dev/tether/broker/resource"
+	"github.com/tether-dev/tether/broker/session"
+	tetherv1 "github.com/tether-dev/tether/proto/tether/v1"
+)
+
+// This file turns what the dispatcher does into metrics, and says when the
+// dispatcher is ready; the rest of the package calls it in one line.
+
+// observeDelivery records one delivery attempt and how long it took. An
+// attempt cut short because the broker is stopping (ctx ended) is not recorded.
+func (rt *runtime) observeDelivery(ctx context.Context, d *tetherv1.Delivery, took time.Duration, ack *tetherv1.Ack, err error) {
+	m := rt.m.opts.Metrics
+	if m == nil {
+		return
+	}
+	var outcome string
+	switch {
+	case err == nil:
+		switch ack.GetOutcome() {
+		case tetherv1.Outcome_OUTCOME_OK:
+			outcome = metrics.OutcomeOK
+		case tetherv1.Outcome_OUTCOME_RETRY:
+			outcome = metrics.OutcomeRetry
+		case tetherv1.Outcome_OUTCOME_FAIL:
+			outcome = metrics.OutcomeFail
+		default:
+			outcome = metrics.OutcomeInvalid
+		}
+	case errors.Is(err, session.ErrGone), errors.Is(err, session.ErrLeaving):
+		outcome = metrics.OutcomeGone
+	case ctx.Err() != nil:
+		return
+	default:
+		outcome = metrics.OutcomeTimeout
+	}
+	m.Delivered(rt.name, kindLabel(d.GetKind()), outcome, took)
+}
+
+// kindLabel names a delivery kind in metrics: "create", "tick",
+// "daemon-start".
+func kindLabel(k tetherv1.DeliveryKind) string {
+	s := strings.TrimPrefix(k.String(), "DELIVERY_KIND_")
+	return strings.ReplaceAll(strings.ToLower(s), "_", "-")
+}
+
+// observeWrite records one API write of apply against obj as last read,
+// and, for the object's JSON patch (w non-nil), the hold it added or
+// released once it landed.
+func (rt *runtime) observeWrite(verb string, res resource.Resource, obj *unstructured.Unstructured, w *write, err error) {
+	m := rt.m.opts.Metrics
+	if m == nil {
+		return
+	}
+	m.APIWrite(verb, resourceLabel(res), metrics.WriteCode(err))
+	if err != nil || w == nil {
+		return
+	}
+	held := hold.Has(obj, rt.name)
+	switch {
+	case w.addHold && !held && obj.GetDeletionTimestamp() == nil:
+		m.HoldAdded(rt.name)
+	case w.removeHold && held:
+		m.HoldReleased(rt.name, releaseReason(w, obj))
+	}
+}
+
+// releaseReason is why w released a hold: what it says, else done for an
+// object being deleted and no-longer-matching for a live one.
+func releaseReason(w *write, obj *unstructured.Unstructured) string {
+	switch {
+	case w.release != "":
+		return w.release
+	case obj.GetDeletionTimestamp() != nil:
+		return metrics.ReleaseDone
+	default:
+		return metrics.ReleaseNoLongerMatching
+	}
+}
+
+// absentRelease is why processAbsent releases obj's hold.
+func absentRelease(obj *unstructured.Unstructured) string {
+	if obj.GetDeletionTimestamp() != nil {
+		return metrics.ReleaseAbsent
+	}
+	return metrics.ReleaseLongAbsent
+}
+
+// deletionRelease is why processDeletion releases o's hold: done, unless a
+// daemon had to be counted as stopped without acknowledging.
+func deletionRelease(o *object) string {
+	if o.daemonTimedOut {
+		return metrics.ReleaseDaemonTimeout
+	}
+	return metrics.ReleaseDone
+}
+
+// daemonStopTimedOut notes that a daemon of obj did not acknowledge stop;
+// when obj is being deleted, its hold is then released by that timeout.
+func daemonStopTimedOut(o *object, obj *unstructured.Unstructured) {
+	if obj.GetDeletionTimestamp() != nil {
+		o.daemonTimedOut = true
+	}
+}
+
+// resourceLabel names a resource as kubectl does: "widgets.test.tether.dev",
+// "secrets".
+func resourceLabel(r resource.Resource) string {
+	if r.Group == "" {
+		return r.Resource
+	}
+	return r.Resource + "." + r.Group
+}
+
+// sampleQueue records the handler's queue depth and scheduled timers.
+func (rt *runtime) sampleQueue() {
+	m := rt.m.opts.Metrics
+	if m == nil {
+		return
+	}
+	m.SetQueueDepth(rt.name, rt.queue.Len())
+	m.TimersScheduled(rt.name, rt.sched.Len())
+}
+
+// observePresence records whether an instance is connected, and samples
+// the queue while at it.
+func (rt *runtime) observePresence(instances int) {
+	rt.m.opts.Metrics.HandlerPresent(rt.name, instances > 0)
+	rt.sampleQueue()
+}
+
+// Synced reports whether the dispatcher has restored the handlers recorded
+// in Leases and every handler's informers have handed it their initial
+// list: from then on it acts on the cluster as it is.
+func (m *Manager) Synced() bool {
+	if !m.restored.Load() {
+		return false
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, rt := range m.handlers {
+		for _, s := range rt.subs {
+			if !s.HasSynced() {
+				return false
+			}
+		}
+	}
+	return true
+}

@@ -1,0 +1,27 @@
+// Package metrics holds the broker's Prometheus metrics behind plain
+// methods, so that the rest of the broker reports what happened without
+// knowing about Prometheus: a delivery answered, a hold added or released,
+// a session opened, an API write made.
+//
+// New registers the collectors on the Registerer it is given, or on a
+// private registry when given nil; never on the global default registry, so
+// tests can build as many as they like. Every method is a no-op on a nil
+// *Metrics, so packages work without metrics.
+//
+// The metrics, all labelled by handler name where one applies:
+//
+//	tether_deliveries_total{handler,kind,outcome}   counter
+//	tether_ack_latency_seconds{handler,kind}        histogram, acked attempts only
+//	tether_queue_depth{handler}                     gauge
+//	tether_holds_added_total{handler}               counter
+//	tether_holds_released_total{handler,reason}     counter
+//	tether_sessions{handler}                        gauge
+//	tether_sessions_total{handler}                  counter
+//	tether_timers_scheduled{handler}                gauge
+//	tether_api_writes_total{verb,resource,code}     counter
+//	tether_handler_present{handler}                 gauge, 1 or 0
+//
+// Label values are bounded: handler names, delivery kinds, the outcome,
+// release-reason and write-code constants of this package, and resource
+// names of bindings.
+package metrics

@@ -1,0 +1,521 @@
+package deploy
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/yaml"
+
+	"github.com/tether-dev/tether/test/controlplane"
+)
+
+const (
+	ns          = "tether-system"
+	brokerName  = "tether-broker"
+	handlerName = "example-handler"
+	image       = "tether:dev"
+)
+
+// brokerArgs are the broker's arguments in deploy/broker/deployment.yaml.
+var brokerArgs = []string{
+	"--listen=:7443",
+	"--metrics-listen=:9090",
+	"--namespace=$(POD_NAMESPACE)",
+	"--deployment=tether-broker",
+	"--log-format=json",
+	"--tls-cert-file=/etc/tether/tls/tls.crt",
+	"--tls-key-file=/etc/tether/tls/tls.key",
+}
+
+// handlerArgs are the example handler's arguments.
+var handlerArgs = []string{
+	"--broker=tether-broker.tether-system.svc:7443",
+	"--tls-ca-file=/etc/tether/ca/ca.crt",
+	"--tls-server-name=tether-broker.tether-system.svc",
+	"--log-format=json",
+}
+
+// wantObjects is every object deploy/ makes, as kind/namespace/name.
+var wantObjects = []string{
+	"ClusterRole//tether-broker",
+	"ClusterRole//tether-example-handler",
+	"ClusterRoleBinding//tether-broker",
+	"ClusterRoleBinding//tether-example-handler",
+	"Deployment/tether-system/example-handler",
+	"Deployment/tether-system/tether-broker",
+	"Namespace//tether-system",
+	"PodDisruptionBudget/tether-system/tether-broker",
+	"Role/tether-system/tether-broker",
+	"RoleBinding/tether-system/tether-broker",
+	"Service/tether-system/tether-broker",
+	"ServiceAccount/tether-system/example-handler",
+	"ServiceAccount/tether-system/tether-broker",
+}
+
+// decodeAll parses a multi-document YAML stream.
+func decodeAll(t testing.TB, data []byte) []*unstructured.Unstructured {
+	t.Helper()
+	dec := yaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
+	var objs []*unstructured.Unstructured
+	for {
+		var m map[string]any
+		err := dec.Decode(&m)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("parsing the kustomize output: %v", err)
+		}
+		if m == nil {
+			continue
+		}
+		objs = append(objs, &unstructured.Unstructured{Object: m})
+	}
+	return objs
+}
+
+func objectKey(o *unstructured.Unstructured) string {
+	return o.GetKind() + "/" + o.GetNamespace() + "/" + o.GetName()
+}
+
+func TestKustomizeBuild(t *testing.T) {
+	cp := controlplane.Get(t)
+	out := kubectl(t, cp, "kustomize", "deploy/")
+	objs := decodeAll(t, []byte(out.stdout))
+	var got []string
+	for _, o := range objs {
+		if o.GetAPIVersion() == "" || o.GetKind() == "" || o.GetName() == "" {
+			t.Errorf("object without apiVersion, kind or name: %v", o.Object)
+		}
+		got = append(got, objectKey(o))
+		if o.GetLabels()["app.kubernetes.io/part-of"] != "tether" {
+			t.Errorf("%s lacks the label app.kubernetes.io/part-of=tether", objectKey(o))
+		}
+		if o.GetKind() == "Deployment" {
+			containers, _, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "containers")
+			for _, c := range containers {
+				if img := c.(map[string]any)["image"]; img != image {
+					t.Errorf("%s runs image %v, want %s", objectKey(o), img, image)
+				}
+			}
+		}
+	}
+	sort.Strings(got)
+	if !slices.Equal(got, wantObjects) {
+		t.Errorf("kubectl kustomize deploy/ made\n  %s\nwant\n  %s", strings.Join(got, "\n  "), strings.Join(wantObjects, "\n  "))
+	}
+
+	// The broker alone builds too, without the example handler.
+	out = kubectl(t, cp, "kustomize", "deploy/broker")
+	for _, o := range decodeAll(t, []byte(out.stdout)) {
+		if strings.Contains(objectKey(o), "example-handler") {
+			t.Errorf("deploy/broker contains %s", objectKey(o))
+		}
+	}
+}
+
+func TestManifestsApply(t *testing.T) {
+	cp, res := applyManifests(t)
+	if strings.Contains(res.stderr, "PodSecurity") {
+		t.Errorf("the apply warned about Pod Security:\n%s", res.stderr)
+	}
+	kube := cp.Client()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+
+	nsObj, err := kube.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := nsObj.Labels["pod-security.kubernetes.io/enforce"]; got != "restricted" {
+		t.Errorf("namespace %s enforces Pod Security %q, want restricted", ns, got)
+	}
+	for _, sa := range []string{brokerName, handlerName} {
+		if _, err := kube.CoreV1().ServiceAccounts(ns).Get(ctx, sa, metav1.GetOptions{}); err != nil {
+			t.Errorf("ServiceAccount %s: %v", sa, err)
+		}
+	}
+
+	t.Run("ClusterRole", func(t *testing.T) {
+		cr, err := kube.RbacV1().ClusterRoles().Get(ctx, brokerName, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := []rbacv1.PolicyRule{
+			{APIGroups: []string{"*"}, Resources: []string{"*"}, Verbs: []string{"get", "list", "watch"}},
+			{APIGroups: []string{"*"}, Resources: []string{"*", "*/status"}, Verbs: []string{"patch"}},
+			{APIGroups: []string{"", "events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
+			{APIGroups: []string{"authentication.k8s.io"}, Resources: []string{"tokenreviews"}, Verbs: []string{"create"}},
+			{APIGroups: []string{"authorization.k8s.io"}, Resources: []string{"subjectaccessreviews"}, Verbs: []string{"create"}},
+			{APIGroups: []string{"admissionregistration.k8s.io"}, Resources: []string{"validatingwebhookconfigurations", "mutatingwebhookconfigurations"},
+				Verbs: []string{"get", "list", "watch", "create", "update", "delete"}},
+		}
+		if !reflect.DeepEqual(cr.Rules, want) {
+			t.Errorf("ClusterRole %s rules\n  %v\nwant\n  %v", brokerName, cr.Rules, want)
+		}
+		role, err := kube.RbacV1().Roles(ns).Get(ctx, brokerName, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantRole := []rbacv1.PolicyRule{
+			{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get", "list", "watch", "create", "update"}},
+			{APIGroups: []string{"apps"}, Resources: []string{"deployments"}, Verbs: []string{"get", "list", "watch"}},
+			{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get", "create", "update"}},
+		}
+		if !reflect.DeepEqual(role.Rules, wantRole) {
+			t.Errorf("Role %s/%s rules\n  %v\nwant\n  %v", ns, brokerName, role.Rules, wantRole)
+		}
+		sa := rbacv1.Subject{Kind: "ServiceAccount", Name: brokerName, Namespace: ns}
+		crb, err := kube.RbacV1().ClusterRoleBindings().Get(ctx, brokerName, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if crb.RoleRef.Kind != "ClusterRole" || crb.RoleRef.Name != brokerName || !slices.Equal(crb.Subjects, []rbacv1.Subject{sa}) {
+			t.Errorf("ClusterRoleBinding %s = %+v %+v", brokerName, crb.RoleRef, crb.Subjects)
+		}
+		rb, err := kube.RbacV1().RoleBindings(ns).Get(ctx, brokerName, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rb.RoleRef.Kind != "Role" || rb.RoleRef.Name != brokerName || !slices.Equal(rb.Subjects, []rbacv1.Subject{sa}) {
+			t.Errorf("RoleBinding %s = %+v %+v", brokerName, rb.RoleRef, rb.Subjects)
+		}
+	})
+
+	t.Run("BrokerDeployment", func(t *testing.T) {
+		d, err := kube.AppsV1().Deployments(ns).Get(ctx, brokerName, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.Spec.Replicas == nil || *d.Spec.Replicas != 2 {
+			t.Errorf("replicas = %v, want 2", d.Spec.Replicas)
+		}
+		pod := d.Spec.Template.Spec
+		if pod.ServiceAccountName != brokerName {
+			t.Errorf("serviceAccountName = %q", pod.ServiceAccountName)
+		}
+		if len(pod.Containers) != 1 {
+			t.Fatalf("%d containers, want 1", len(pod.Containers))
+		}
+		c := pod.Containers[0]
+		if c.Image != image || len(c.Command) != 0 {
+			t.Errorf("image %q command %q, want %s with its entrypoint", c.Image, c.Command, image)
+		}
+		if !slices.Equal(c.Args, brokerArgs) {
+			t.Errorf("args = %q, want %q", c.Args, brokerArgs)
+		}
+		env := map[string]corev1.EnvVar{}
+		for _, e := range c.Env {
+			env[e.Name] = e
+		}
+		for name, field := range map[string]string{"POD_NAMESPACE": "metadata.namespace", "POD_NAME": "metadata.name"} {
+			if e := env[name]; e.ValueFrom == nil || e.ValueFrom.FieldRef == nil || e.ValueFrom.FieldRef.FieldPath != field {
+				t.Errorf("env %s = %+v, want the downward API field %s", name, e, field)
+			}
+		}
+		if e := env["TETHER_DEPLOYMENT"]; e.Value != brokerName {
+			t.Errorf("TETHER_DEPLOYMENT = %q, want %s", e.Value, brokerName)
+		}
+		ports := containerPorts(c)
+		for name, port := range map[string]int32{"grpc": 7443, "webhook": 8443, "metrics": 9090} {
+			if ports[name] != port {
+				t.Errorf("container port %s = %d, want %d", name, ports[name], port)
+			}
+		}
+		checkProbe(t, "readiness", c.ReadinessProbe, "/readyz", ports, 9090)
+		checkProbe(t, "liveness", c.LivenessProbe, "/healthz", ports, 9090)
+		checkResources(t, c)
+		checkSecurity(t, pod, c)
+		checkMount(t, pod, c, "/etc/tether/tls", "tether-broker-tls")
+	})
+
+	t.Run("Service", func(t *testing.T) {
+		svc, err := kube.CoreV1().Services(ns).Get(ctx, brokerName, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, err := kube.AppsV1().Deployments(ns).Get(ctx, brokerName, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !selects(svc.Spec.Selector, d.Spec.Template.Labels) {
+			t.Errorf("Service selector %v does not select the broker's Pods %v", svc.Spec.Selector, d.Spec.Template.Labels)
+		}
+		cports := containerPorts(d.Spec.Template.Spec.Containers[0])
+		want := map[string]int32{"grpc": 7443, "webhook": 8443, "metrics": 9090}
+		if len(svc.Spec.Ports) != len(want) {
+			t.Errorf("Service has %d ports, want %d", len(svc.Spec.Ports), len(want))
+		}
+		for _, p := range svc.Spec.Ports {
+			if want[p.Name] != p.Port {
+				t.Errorf("Service port %s = %d, want %d", p.Name, p.Port, want[p.Name])
+			}
+			if target := resolvePort(p.TargetPort, cports); target != want[p.Name] {
+				t.Errorf("Service port %s targets %s (container port %d), want %d", p.Name, p.TargetPort.String(), target, want[p.Name])
+			}
+		}
+	})
+
+	t.Run("PodDisruptionBudget", func(t *testing.T) {
+		pdb, err := kube.PolicyV1().PodDisruptionBudgets(ns).Get(ctx, brokerName, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if pdb.Spec.MinAvailable == nil || *pdb.Spec.MinAvailable != intstr.FromInt32(1) {
+			t.Errorf("minAvailable = %v, want 1", pdb.Spec.MinAvailable)
+		}
+		d, err := kube.AppsV1().Deployments(ns).Get(ctx, brokerName, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if pdb.Spec.Selector == nil || !selects(pdb.Spec.Selector.MatchLabels, d.Spec.Template.Labels) || len(pdb.Spec.Selector.MatchExpressions) != 0 {
+			t.Errorf("PDB selector %v does not select the broker's Pods %v", pdb.Spec.Selector, d.Spec.Template.Labels)
+		}
+	})
+
+	t.Run("ExampleHandlerDeployment", func(t *testing.T) {
+		d, err := kube.AppsV1().Deployments(ns).Get(ctx, handlerName, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pod := d.Spec.Template.Spec
+		if pod.ServiceAccountName != handlerName {
+			t.Errorf("serviceAccountName = %q", pod.ServiceAccountName)
+		}
+		c := pod.Containers[0]
+		if c.Image != image || !slices.Equal(c.Command, []string{"/example-handler"}) || !slices.Equal(c.Args, handlerArgs) {
+			t.Errorf("image %q command %q args %q, want %s /example-handler %q", c.Image, c.Command, c.Args, image, handlerArgs)
+		}
+		checkResources(t, c)
+		checkSecurity(t, pod, c)
+		checkMount(t, pod, c, "/etc/tether/ca", "tether-broker-tls")
+		// Only ca.crt of the broker's TLS Secret, never its private key.
+		for _, v := range pod.Volumes {
+			if v.Secret != nil && v.Secret.SecretName == "tether-broker-tls" {
+				if len(v.Secret.Items) != 1 || v.Secret.Items[0].Key != "ca.crt" {
+					t.Errorf("the handler mounts %v of tether-broker-tls, want only ca.crt", v.Secret.Items)
+				}
+			}
+		}
+		handlerSelector := d.Spec.Selector.MatchLabels
+		broker, err := kube.AppsV1().Deployments(ns).Get(ctx, brokerName, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if selects(handlerSelector, broker.Spec.Template.Labels) || selects(broker.Spec.Selector.MatchLabels, d.Spec.Template.Labels) {
+			t.Error("the broker's and the handler's selectors overlap")
+		}
+	})
+
+	// Pods from both templates pass admission in tether-system (Pod Security
+	// "restricted", the ServiceAccount admission), with a server-side dry
+	// run: nothing is stored and nothing would run anyway.
+	t.Run("PodsPassAdmission", func(t *testing.T) {
+		for _, name := range []string{brokerName, handlerName} {
+			d, err := kube.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			pod := &corev1.Pod{
+				ObjectMeta: metav1.ObjectMeta{GenerateName: name + "-dry-run-", Namespace: ns, Labels: d.Spec.Template.Labels},
+				Spec:       d.Spec.Template.Spec,
+			}
+			if _, err := kube.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}); err != nil {
+				t.Errorf("a Pod of %s is refused: %v", name, err)
+			}
+		}
+	})
+
+	// Applying again changes nothing, and kubectl diff sees no difference:
+	// the manifests do not fight the API server's defaults.
+	t.Run("Idempotent", func(t *testing.T) {
+		kubectl(t, cp, "apply", "-k", "deploy/", "--server-side", "--field-manager=tether-deploy-test")
+		if _, err := exec.LookPath("diff"); err != nil {
+			t.Skip("no diff program for kubectl diff")
+		}
+		res := runKubectl(cp, repoRoot(t), "diff", "-k", "deploy/", "--server-side", "--field-manager=tether-deploy-test")
+		if res.err != nil {
+			t.Errorf("kubectl diff after apply reports differences or fails:\n%s", res)
+		}
+	})
+}
+
+func containerPorts(c corev1.Container) map[string]int32 {
+	ports := map[string]int32{}
+	for _, p := range c.Ports {
+		ports[p.Name] = p.ContainerPort
+	}
+	return ports
+}
+
+// resolvePort turns a named or numbered target port into a number.
+func resolvePort(p intstr.IntOrString, named map[string]int32) int32 {
+	if p.Type == intstr.String {
+		return named[p.StrVal]
+	}
+	return p.IntVal
+}
+
+// selects reports whether a non-empty selector matches labels.
+func selects(selector, labels map[string]string) bool {
+	if len(selector) == 0 {
+		return false
+	}
+	for k, v := range selector {
+		if labels[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+func checkProbe(t *testing.T, what string, p *corev1.Probe, path string, ports map[string]int32, port int32) {
+	t.Helper()
+	if p == nil || p.HTTPGet == nil {
+		t.Errorf("%s probe = %+v, want HTTP GET %s", what, p, path)
+		return
+	}
+	if p.HTTPGet.Path != path || resolvePort(p.HTTPGet.Port, ports) != port {
+		t.Errorf("%s probe = GET %s on %s, want GET %s on %d", what, p.HTTPGet.Path, p.HTTPGet.Port.String(), path, port)
+	}
+}
+
+func checkResources(t *testing.T, c corev1.Container) {
+	t.Helper()
+	for _, r := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
+		req, lim := c.Resources.Requests[r], c.Resources.Limits[r]
+		if req.IsZero() || lim.IsZero() || req.Cmp(lim) > 0 {
+			t.Errorf("container %s: %s request %s, limit %s; want both, request <= limit", c.Name, r, req.String(), lim.String())
+		}
+	}
+}
+
+func checkSecurity(t *testing.T, pod corev1.PodSpec, c corev1.Container) {
+	t.Helper()
+	psc, sc := pod.SecurityContext, c.SecurityContext
+	if psc == nil || sc == nil {
+		t.Fatalf("container %s: no pod or container securityContext", c.Name)
+	}
+	if psc.RunAsNonRoot == nil || !*psc.RunAsNonRoot || psc.RunAsUser == nil || *psc.RunAsUser == 0 {
+		t.Errorf("pod securityContext runAsNonRoot %v runAsUser %v, want true and non-zero", psc.RunAsNonRoot, psc.RunAsUser)
+	}
+	if psc.SeccompProfile == nil || psc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
+		t.Errorf("pod seccompProfile = %+v, want RuntimeDefault", psc.SeccompProfile)
+	}
+	if sc.RunAsNonRoot == nil || !*sc.RunAsNonRoot {
+		t.Errorf("container %s: runAsNonRoot not true", c.Name)
+	}
+	if sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem {
+		t.Errorf("container %s: readOnlyRootFilesystem not true", c.Name)
+	}
+	if sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation {
+		t.Errorf("container %s: allowPrivilegeEscalation not false", c.Name)
+	}
+	if sc.Capabilities == nil || !slices.Equal(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) || len(sc.Capabilities.Add) != 0 {
+		t.Errorf("container %s: capabilities %+v, want drop ALL and add none", c.Name, sc.Capabilities)
+	}
+	if sc.SeccompProfile == nil || sc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
+		t.Errorf("container %s: seccompProfile = %+v, want RuntimeDefault", c.Name, sc.SeccompProfile)
+	}
+}
+
+// checkMount checks that c mounts the Secret secret read-only at path.
+func checkMount(t *testing.T, pod corev1.PodSpec, c corev1.Container, path, secret string) {
+	t.Helper()
+	for _, m := range c.VolumeMounts {
+		if m.MountPath != path {
+			continue
+		}
+		if !m.ReadOnly {
+			t.Errorf("container %s mounts %s writable", c.Name, path)
+		}
+		for _, v := range pod.Volumes {
+			if v.Name == m.Name {
+				if v.Secret == nil || v.Secret.SecretName != secret {
+					t.Errorf("container %s mounts %+v at %s, want the Secret %s", c.Name, v.VolumeSource, path, secret)
+				}
+				return
+			}
+		}
+		t.Errorf("container %s mounts the missing volume %s", c.Name, m.Name)
+		return
+	}
+	t.Errorf("container %s mounts nothing at %s", c.Name, path)
+}
+
+// TestManifestFlagsExist builds the broker and the example handler and checks
+// that every flag the Deployments pass them is one they define, so that a
+// renamed or not yet added flag cannot crash-loop the Pods.
+func TestManifestFlagsExist(t *testing.T) {
+	root := repoRoot(t)
+	bin := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	build := exec.CommandContext(ctx, "go", "build", "-o", bin+string(os.PathSeparator), "./cmd/broker", "./cmd/example-handler")
+	build.Dir = root
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	flagLine := regexp.MustCompile(`(?m)^\s+-([a-z0-9][a-z0-9-]*)`)
+	for _, tc := range []struct {
+		binary string
+		args   []string
+	}{
+		{"broker", brokerArgs},
+		{"example-handler", handlerArgs},
+	} {
+		help, _ := exec.CommandContext(ctx, filepath.Join(bin, tc.binary), "-help").CombinedOutput()
+		defined := map[string]bool{}
+		for _, m := range flagLine.FindAllStringSubmatch(string(help), -1) {
+			defined[m[1]] = true
+		}
+		if len(defined) == 0 {
+			t.Fatalf("%s -help lists no flags:\n%s", tc.binary, help)
+		}
+		for _, a := range tc.args {
+			name, _, _ := strings.Cut(strings.TrimLeft(a, "-"), "=")
+			if !defined[name] {
+				t.Errorf("the manifests pass %s to %s, which has no flag -%s", a, tc.binary, name)
+			}
+		}
+	}
+	// The arguments above are the ones in the files.
+	for file, want := range map[string][]string{
+		"deploy/broker/deployment.yaml":          brokerArgs,
+		"deploy/example-handler/deployment.yaml": handlerArgs,
+	} {
+		data, err := os.ReadFile(filepath.Join(root, file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range decodeAll(t, data) {
+			containers, _, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "containers")
+			for _, c := range containers {
+				var got []string
+				for _, a := range c.(map[string]any)["args"].([]any) {
+					got = append(got, a.(string))
+				}
+				if !slices.Equal(got, want) {
+					t.Errorf("%s passes %q, this test checks %q", file, got, want)
+				}
+			}
+		}
+	}
+}
