@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/tether-dev/tether/broker/hold"
 	"github.com/tether-dev/tether/sdk"
@@ -18,9 +19,15 @@ import (
 func setSpec(t *testing.T, cp *controlplane.ControlPlane, ns, name string, spec map[string]any) {
 	t.Helper()
 	dyn := cp.Dynamic(t)
-	obj := get(t, dyn, widgetGVR, ns, name)
-	obj.Object["spec"] = spec
-	if _, err := dyn.Resource(widgetGVR).Namespace(ns).Update(context.Background(), obj, metav1UpdateOptions); err != nil {
+	// The broker writes the object too (its last-handled state): retry on
+	// its resourceVersion as any client would.
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		obj := get(t, dyn, widgetGVR, ns, name)
+		obj.Object["spec"] = spec
+		_, err := dyn.Resource(widgetGVR).Namespace(ns).Update(context.Background(), obj, metav1UpdateOptions)
+		return err
+	})
+	if err != nil {
 		t.Fatalf("updating %s: %v", name, err)
 	}
 }

@@ -51,10 +51,7 @@ func TestCreateUpdateDeleteOnCustomResource(t *testing.T) {
 		t.Error("no last-handled state on the object")
 	}
 
-	obj.Object["spec"] = map[string]any{"size": int64(5)}
-	if _, err := dyn.Resource(widgetGVR).Namespace(ns).Update(context.Background(), obj, metav1UpdateOptions); err != nil {
-		t.Fatal(err)
-	}
+	setSpec(t, cp, ns, "w1", map[string]any{"size": int64(5)})
 	up := j.waitCount(t, sdk.Update, "w1", 1)[0]
 	if got, _, _ := unstructured.NestedInt64(up.Old.Object, "spec", "size"); got != 3 {
 		t.Errorf("update old spec.size = %d, want 3", got)

@@ -159,8 +159,10 @@ func TestKilledInstanceObjectsMove(t *testing.T) {
 	const n = 300
 	createWidgets(t, cp, ns, n)
 	eventually(t, "the victim mid-way", func() bool { return creates(procs[0]) >= 10 })
-	procs[0].kill()
+	// SIGKILL ends the process at once: nothing it handles outlives this
+	// moment, while the broker may hand its objects on before Wait returns.
 	killedAt := map[int]int64{0: time.Now().UnixNano()}
+	procs[0].kill()
 
 	handled := func() map[string]bool {
 		seen := map[string]bool{}
