@@ -2,6 +2,8 @@ package broker
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -69,6 +71,8 @@ type Options struct {
 	Identity string
 	// Absence sets grace and long-absence release.
 	Absence dispatch.AbsenceLimits
+	// LeaderElection lets several replicas run: one leads, the others wait.
+	LeaderElection LeaderElection
 	// Deployment is the name of the broker's own Deployment in Namespace.
 	// When set, the broker watches it: once it is being deleted, the broker
 	// releases every hold it owns and exits (rule 3f). A restart or rolling
@@ -113,7 +117,10 @@ func New(opts Options) (*Broker, error) {
 		opts.Namespace = "tether-system"
 	}
 	if opts.Identity == "" {
-		opts.Identity, _ = os.Hostname()
+		// Replicas on one host (or pods without POD_NAME) must still differ:
+		// the identity names the leader.
+		host, _ := os.Hostname()
+		opts.Identity = host + "-" + randomSuffix()
 	}
 	return &Broker{opts: opts, log: opts.Log, metrics: metrics.New(metrics.NewRegistry())}, nil
 }
@@ -203,23 +210,40 @@ func (b *Broker) Start(ctx context.Context) error {
 	serveCtx, stopServing := context.WithCancel(ctx)
 	defer stopServing()
 	uninstalling := make(chan struct{})
+	setServing := func(st healthpb.HealthCheckResponse_ServingStatus) {
+		healthSrv.SetServingStatus("", st)
+		healthSrv.SetServingStatus(tetherv1.BrokerService_ServiceDesc.ServiceName, st)
+	}
+	setServing(healthpb.HealthCheckResponse_NOT_SERVING)
+	// lead is the work of the replica that leads: watching, dispatching and
+	// writing. Followers only serve gRPC, to refuse Connect with Unavailable.
+	lead := func(lctx context.Context) {
+		w, wctx := errgroup.WithContext(lctx)
+		w.Go(func() error { return informers.Start(wctx) })
+		w.Go(func() error { return dispatcher.Start(wctx) })
+		w.Go(func() error { b.awaitSynced(wctx, dispatcher.Synced); return nil })
+		if b.opts.Deployment != "" {
+			w.Go(func() error {
+				if watchUninstall(wctx, kube, b.opts.Namespace, b.opts.Deployment, b.log) {
+					close(uninstalling)
+					stopServing()
+				}
+				return nil
+			})
+		}
+		setServing(healthpb.HealthCheckResponse_SERVING)
+		_ = w.Wait()
+		setServing(healthpb.HealthCheckResponse_NOT_SERVING)
+	}
 	g, gctx := errgroup.WithContext(serveCtx)
-	g.Go(func() error { return informers.Start(gctx) })
-	g.Go(func() error { return dispatcher.Start(gctx) })
-	g.Go(func() error { b.awaitSynced(gctx, dispatcher.Synced); return nil })
-	if b.opts.Deployment != "" {
-		g.Go(func() error {
-			if watchUninstall(gctx, kube, b.opts.Namespace, b.opts.Deployment, b.log) {
-				close(uninstalling)
-				stopServing()
-			}
-			return nil
-		})
+	if le := b.opts.LeaderElection; le.Enabled {
+		g.Go(func() error { return runElected(gctx, kube, b.opts.Namespace, b.opts.Identity, le, b.log, lead) })
+	} else {
+		g.Go(func() error { lead(gctx); return nil })
 	}
 	g.Go(func() error {
-		healthSrv.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
-		healthSrv.SetServingStatus(tetherv1.BrokerService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
-		b.log.Info("broker serving", "address", b.lis.Addr().String(), "insecure", b.opts.Insecure)
+		b.log.Info("broker serving", "address", b.lis.Addr().String(), "insecure", b.opts.Insecure,
+			"leader_election", b.opts.LeaderElection.Enabled)
 		b.health.serving.Store(true)
 		if err := srv.Serve(b.lis); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
 			return fmt.Errorf("serving gRPC: %w", err)
@@ -297,4 +321,10 @@ func stopGracefully(srv *grpc.Server, d time.Duration) {
 func isLoopback(a net.Addr) bool {
 	tcp, ok := a.(*net.TCPAddr)
 	return ok && tcp.IP.IsLoopback()
+}
+
+func randomSuffix() string {
+	b := make([]byte, 3)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
 }

@@ -48,11 +48,11 @@ func (l LeaderElection) withDefaults() LeaderElection {
 // to go on: it exits, and its restart becomes a follower.
 var errLostLeadership = errors.New("lost the leader lease")
 
-// lead runs work while this replica holds the leader Lease. It returns nil
+// runElected runs work while this replica holds the leader Lease. It returns nil
 // when ctx ends, and errLostLeadership when the Lease was lost first. work
 // must return when its context ends; lead waits for it, so that the Lease
 // is released only after this replica stopped writing.
-func lead(ctx context.Context, kube kubernetes.Interface, namespace, identity string, cfg LeaderElection, log hclog.Logger, work func(context.Context)) error {
+func runElected(ctx context.Context, kube kubernetes.Interface, namespace, identity string, cfg LeaderElection, log hclog.Logger, work func(context.Context)) error {
 	cfg = cfg.withDefaults()
 	lock := &resourcelock.LeaseLock{
 		LeaseMeta:  metaFor(cfg.LeaseName, namespace),

@@ -150,17 +150,18 @@ func (h *Handler) Run(ctx context.Context, addr string) error {
 	if ctx.Err() != nil {
 		return nil
 	}
-	conn, err := grpc.NewClient(addr, h.dialOptions()...)
-	if err != nil {
-		return fmt.Errorf("tether: broker address %q: %w", addr, err)
-	}
-	defer conn.Close()
-	client := tetherv1.NewBrokerServiceClient(conn)
-
 	log := h.log.With("broker", addr)
 	bo := backoff{min: h.cfg.backoffMin, max: h.cfg.backoffMax}
 	for {
-		welcomed, err := h.session(ctx, client, p, log)
+		// A new connection for every session: behind a Service, the next
+		// connection may reach another broker replica (the leader), where the
+		// old one would keep reaching a follower that refuses.
+		conn, err := grpc.NewClient(addr, h.dialOptions()...)
+		if err != nil {
+			return fmt.Errorf("tether: broker address %q: %w", addr, err)
+		}
+		welcomed, err := h.session(ctx, tetherv1.NewBrokerServiceClient(conn), p, log)
+		conn.Close()
 		if ctx.Err() != nil {
 			log.Info("handler stopped")
 			return nil

@@ -2,7 +2,6 @@ package dispatch
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -162,8 +161,6 @@ func (m *Manager) Start(ctx context.Context) error {
 	return nil
 }
 
-// errNotStarted is returned by Attach before Start.
-var errNotStarted = errors.New("dispatcher not started")
 
 // Attach adds an instance to its handler, creating the handler's runtime on
 // first use. Every instance of a handler must declare the same bindings; a
@@ -171,8 +168,8 @@ var errNotStarted = errors.New("dispatcher not started")
 func (m *Manager) Attach(_ context.Context, in *session.Instance, hello *tetherv1.Hello, bindings []*binding.Binding) (session.Attachment, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.ctx == nil {
-		return session.Attachment{}, errNotStarted
+	if m.ctx == nil || m.ctx.Err() != nil {
+		return session.Attachment{}, session.ErrNotLeading
 	}
 	grace, absentAfter := m.opts.Absence.For(hello.GetGrace(), hello.GetAbsentReleaseAfter())
 	fp := binding.Fingerprint(bindings)

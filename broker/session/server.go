@@ -24,6 +24,11 @@ type Attacher interface {
 	Attach(ctx context.Context, in *Instance, hello *tetherv1.Hello, bindings []*binding.Binding) (Attachment, error)
 }
 
+// ErrNotLeading is returned by an Attacher on a broker replica that does
+// not lead; the stream ends with Unavailable, which tells handlers to retry
+// (through the Service, on the leader).
+var ErrNotLeading = errors.New("this broker replica is not the leader; retry")
+
 // Attachment is what Attach grants an instance.
 type Attachment struct {
 	// Detach is called once, when the session ends.
@@ -117,6 +122,9 @@ func (s *Server) Connect(stream tetherv1.BrokerService_ConnectServer) error {
 	in := newInstance(hello.GetHandler(), hello.GetInstanceId(), newSessionID(), window)
 	log := s.log.With("handler", in.Handler, "instance", in.ID, "session", in.SessionID)
 	att, err := s.opts.Attacher.Attach(ctx, in, hello, bindings)
+	if errors.Is(err, ErrNotLeading) {
+		return status.Error(codes.Unavailable, err.Error())
+	}
 	if err != nil {
 		return status.Error(codes.FailedPrecondition, fmt.Sprintf("attaching handler %q: %v", in.Handler, err))
 	}

@@ -53,6 +53,7 @@ type config struct {
 	maxGrace      time.Duration
 	absentAfter   time.Duration
 	maxAbsent     time.Duration
+	leader        broker.LeaderElection
 }
 
 func main() {
@@ -93,6 +94,11 @@ func parseFlags(args []string, out io.Writer) (*config, error) {
 	fs.DurationVar(&c.maxGrace, "max-grace", time.Hour, "the longest grace a handler may ask for in Hello")
 	fs.DurationVar(&c.absentAfter, "absent-release-after", 10*time.Minute, "after this long absent, a handler's holds are stripped from every object until it returns (0: never)")
 	fs.DurationVar(&c.maxAbsent, "max-absent-release-after", 24*time.Hour, "the longest absent-release-after a handler may ask for in Hello")
+	fs.BoolVar(&c.leader.Enabled, "leader-elect", false, "elect a leader among broker replicas with a Lease in --namespace; only the leader watches, dispatches and writes")
+	fs.StringVar(&c.leader.LeaseName, "leader-elect-lease-name", "tether-broker-leader", "name of the leader Lease")
+	fs.DurationVar(&c.leader.LeaseDuration, "leader-elect-lease-duration", 15*time.Second, "how long followers wait before taking over a leader that stopped renewing")
+	fs.DurationVar(&c.leader.RenewDeadline, "leader-elect-renew-deadline", 10*time.Second, "how long the leader keeps trying to renew before it gives up leading")
+	fs.DurationVar(&c.leader.RetryPeriod, "leader-elect-retry-period", 2*time.Second, "how often replicas try to acquire or renew the Lease")
 	fs.StringVar(&c.listen, "listen", "127.0.0.1:7443", "gRPC listen address HOST:PORT")
 	fs.StringVar(&c.metricsListen, "metrics-listen", defaultMetricsListen, "HTTP address HOST:PORT of /metrics (Prometheus), /healthz and /readyz; empty: none.\n"+
 		"The default is for local use and skipped with a warning when the port is taken; in a cluster pass \":9090\"")
@@ -165,6 +171,7 @@ func serve(args []string, _, stderr io.Writer) error {
 		Workers:  c.workers, DefaultWindow: c.defaultWindow, MaxWindow: c.maxWindow,
 		HelloTimeout: c.helloTimeout, MaxMessageSize: c.maxMsgSize, Version: version,
 		Namespace: c.namespace, Identity: c.identity, Deployment: c.deployment, MetricsListen: c.metricsListen,
+		LeaderElection: c.leader,
 		Absence: dispatch.AbsenceLimits{
 			Grace: c.grace, MaxGrace: c.maxGrace,
 			AbsentReleaseAfter: absentAfter(c.absentAfter), MaxAbsentReleaseAfter: c.maxAbsent,

@@ -78,6 +78,7 @@ type config struct {
 	duration  time.Duration
 	sharp     bool
 	noHold    bool
+	spread    bool
 	workers   int
 	profile   string
 }
@@ -124,6 +125,7 @@ Flags:
 	fs.DurationVar(&c.duration, "duration", 60*time.Second, "-timers: length of the measurement window, after the warm-up")
 	fs.BoolVar(&c.sharp, "sharp", false, "-timers: sharp timers (sdk.Sharp: ticks on a fixed grid) instead of one interval after each ack")
 	fs.BoolVar(&c.noHold, "no-hold", false, "-timers: sdk.Finalizer(FinalizerNone): no hold, so no write per object at the start")
+	fs.BoolVar(&c.spread, "spread", false, "-timers: create the Widgets after the handler connected, so their first ticks spread over the creation time (default: before the broker starts, as after a broker restart: all first ticks at once)")
 	fs.IntVar(&c.workers, "workers", 0, "-timers: the broker's --workers (0: its default, 64)")
 	fs.StringVar(&c.profile, "profile", "", "-timers: run a broker built with net/http/pprof and save in this `dir` a CPU profile of each measurement window and a goroutine dump from its middle")
 	if err := fs.Parse(args); err != nil {

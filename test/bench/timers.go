@@ -253,14 +253,23 @@ func runTimers(ctx context.Context, e *env, bin binaries, n int, iv time.Duratio
 	if _, err := e.kube.CoreV1().Namespaces().Create(ctx, nsObj, metav1.CreateOptions{}); err != nil {
 		return row, fmt.Errorf("creating namespace %s: %w", ns, err)
 	}
-	if err := r.create(ctx, ns); err != nil {
-		return row, err
+	if !e.spread {
+		if err := r.create(ctx, ns); err != nil {
+			return row, err
+		}
 	}
-
 	defer r.stop()
 	ctx, err := r.start(ctx, bin, ns)
 	if err != nil {
 		return row, err
+	}
+	if e.spread {
+		// The broker sees the objects one by one as they are created, so
+		// their first ticks, and the phase of every later tick, spread
+		// over the creation time.
+		if err := r.create(ctx, ns); err != nil {
+			return row, r.cause(ctx, err)
+		}
 	}
 	if err := r.warmUp(ctx); err != nil {
 		return row, err
@@ -669,12 +678,16 @@ func reportTimers(w io.Writer, cfg *config, rows []timerRow) bool {
 	if cfg.noHold {
 		hold = "not held (FinalizerNone)"
 	}
+	created := "created before the broker started (first ticks all at once)"
+	if cfg.spread {
+		created = "created after the handler connected (-spread: first ticks spread over the creation)"
+	}
 	workers := "64 (default)"
 	if cfg.workers > 0 {
 		workers = strconv.Itoa(cfg.workers)
 	}
-	fmt.Fprintf(w, "Tether timer benchmark: kube-apiserver %s, %d CPUs, %s, broker QPS %g burst %d workers %s, handler window %d, timers %s, objects %s, Widgets\n",
-		controlplane.KubernetesVersion, runtime.NumCPU(), runtime.Version(), cfg.qps, cfg.burst, workers, cfg.window, kind, hold)
+	fmt.Fprintf(w, "Tether timer benchmark: kube-apiserver %s, %d CPUs, %s, broker QPS %g burst %d workers %s, handler window %d, timers %s, Widgets %s, %s\n",
+		controlplane.KubernetesVersion, runtime.NumCPU(), runtime.Version(), cfg.qps, cfg.burst, workers, cfg.window, kind, hold, created)
 	fmt.Fprintf(w, "The machine is shared: load average (1, 5, 15 min) at the start of each window is in the notes.\n\n")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "interval\tobjects\twindow s\texpected\tdelivered\tdelivered %\tp50 ms\tp99 ms\tmax ms\tperiod ms\tbroker cores\tbroker peak RSS MiB\thandler cores\tAPI writes")

@@ -39,6 +39,7 @@ var brokerArgs = []string{
 	"--metrics-listen=:9090",
 	"--namespace=$(POD_NAMESPACE)",
 	"--deployment=tether-broker",
+	"--leader-elect",
 	"--log-format=json",
 	"--tls-cert-file=/etc/tether/tls/tls.crt",
 	"--tls-key-file=/etc/tether/tls/tls.key",
