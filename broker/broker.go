@@ -3,8 +3,8 @@ package broker
 import (
 	"context"
 	"crypto/rand"
-	"encoding/hex"
 	"crypto/tls"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"

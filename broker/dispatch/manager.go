@@ -161,7 +161,6 @@ func (m *Manager) Start(ctx context.Context) error {
 	return nil
 }
 
-
 // Attach adds an instance to its handler, creating the handler's runtime on
 // first use. Every instance of a handler must declare the same bindings; a
 // handler whose instances are all gone may come back with new ones.
