@@ -25,6 +25,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/tether-dev/tether/broker/auth"
 	"github.com/tether-dev/tether/broker/binding"
 	"github.com/tether-dev/tether/broker/dispatch"
 	"github.com/tether-dev/tether/broker/informer"
@@ -194,14 +195,23 @@ func (b *Broker) Start(ctx context.Context) error {
 			return binding.Compile(ctx, bs, resolver, b.opts.Defaults, session.LifecycleKinds)
 		},
 	})
+	var authz *auth.Authenticator
+	var authorize func(context.Context, []*binding.Binding) error
+	if !b.opts.Insecure {
+		authz = auth.New(auth.Options{Client: kube})
+		authorize = authz.Authorize
+	}
 	sessions := session.NewServer(session.Options{
 		Log: b.log.Named("session"), Attacher: dispatcher, Resolver: resolver,
 		Defaults: b.opts.Defaults, HelloTimeout: b.opts.HelloTimeout,
 		DefaultWindow: b.opts.DefaultWindow, MaxWindow: b.opts.MaxWindow, Version: b.opts.Version,
-		Metrics: b.metrics,
+		Metrics: b.metrics, Authorize: authorize,
 	})
-
-	srv := grpc.NewServer(b.serverOptions()...)
+	opts := b.serverOptions()
+	if authz != nil {
+		opts = append(opts, grpc.ChainStreamInterceptor(authz.StreamInterceptor()))
+	}
+	srv := grpc.NewServer(opts...)
 	tetherv1.RegisterBrokerServiceServer(srv, sessions)
 	healthSrv := health.NewServer()
 	healthpb.RegisterHealthServer(srv, healthSrv)

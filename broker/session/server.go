@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/tether-dev/tether/broker/auth"
 	"github.com/tether-dev/tether/broker/binding"
 	"github.com/tether-dev/tether/broker/metrics"
 	tetherv1 "github.com/tether-dev/tether/proto/tether/v1"
@@ -53,6 +54,10 @@ type Options struct {
 	DefaultWindow, MaxWindow int
 	// MaxBindings caps the bindings of one Hello (default 256).
 	MaxBindings int
+	// Authorize checks that the stream's identity may have the bindings;
+	// nil checks nothing (insecure mode). An error wrapping auth.ErrDenied
+	// ends the stream with PermissionDenied naming the binding.
+	Authorize func(ctx context.Context, bindings []*binding.Binding) error
 	// Version is the broker's build version, sent in Welcome.
 	Version string
 	// Metrics counts sessions; nil counts nothing.
@@ -119,6 +124,14 @@ func (s *Server) Connect(stream tetherv1.BrokerService_ConnectServer) error {
 		return status.Error(code, err.Error())
 	}
 
+	if s.opts.Authorize != nil {
+		if err := s.opts.Authorize(ctx, bindings); err != nil {
+			if errors.Is(err, auth.ErrDenied) {
+				return status.Error(codes.PermissionDenied, err.Error())
+			}
+			return status.Error(codes.Unavailable, err.Error())
+		}
+	}
 	in := newInstance(hello.GetHandler(), hello.GetInstanceId(), newSessionID(), window)
 	log := s.log.With("handler", in.Handler, "instance", in.ID, "session", in.SessionID)
 	att, err := s.opts.Attacher.Attach(ctx, in, hello, bindings)
