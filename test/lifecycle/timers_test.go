@@ -2,6 +2,7 @@ package lifecycle
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"sync"
 	"testing"
@@ -243,4 +244,31 @@ func TestRecreatedObjectIsAnotherObject(t *testing.T) {
 	if strings.EqualFold(xUID, x2UID) {
 		t.Fatal("X and X' share a UID")
 	}
+}
+
+// TestDaemonThatReturnsIsReportedAndRestartedWhenAsked: a daemon that
+// returns an error by itself becomes a Warning Event, and is started again
+// (with backoff) only because its binding asks for Restart.
+func TestDaemonThatReturnsIsReportedAndRestartedWhenAsked(t *testing.T) {
+	cp := controlplane.Get(t)
+	dyn := cp.EnsureWidgetCRD(t)
+	ns := cp.Namespace(t)
+	addr := startBroker(t, cp)
+
+	var j journal
+	h := sdk.New("restarter", handlerOpts(t)...)
+	h.OnDaemon(widgets, j.record(func(ctx context.Context, ev *sdk.Event) error {
+		if len(j.find(sdk.DaemonStart, ev.Name)) < 3 {
+			return errors.New("lost the connection to the thing it watches")
+		}
+		<-ctx.Done()
+		return nil
+	}), sdk.Namespaces(ns), sdk.Restart(), sdk.Backoff(100*time.Millisecond, time.Second))
+	runHandler(t, h, addr)
+
+	create(t, dyn, widgetGVR, widget(ns, "d", map[string]any{"size": int64(1)}))
+	j.waitCount(t, sdk.DaemonStart, "d", 3)
+	eventually(t, "a DaemonFailed event", func() bool {
+		return hasEvent(t, cp, ns, "d", "DaemonFailed", "lost the connection")
+	})
 }

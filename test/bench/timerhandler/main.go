@@ -78,6 +78,21 @@ type WindowStats struct {
 	// MeanPeriodMs is the mean time between two consecutive ticks of one
 	// object, both inside the window.
 	MeanPeriodMs float64 `json:"mean_period_ms"`
+	// PerSecond breaks the window down by arrival second, to tell steady
+	// lateness from bursts.
+	PerSecond []SecondStats `json:"per_second"`
+	// Phase counts the ticks by when they were due within the interval
+	// (Scheduled modulo the interval, in tenths): all in one tenth means the
+	// objects tick in step, one burst per interval.
+	Phase [10]int64 `json:"phase"`
+}
+
+// SecondStats is one second of the window.
+type SecondStats struct {
+	Ticks int     `json:"ticks"`
+	P50Ms float64 `json:"p50_ms"`
+	P99Ms float64 `json:"p99_ms"`
+	MaxMs float64 `json:"max_ms"`
 }
 
 // recorder keeps every tick: 16 bytes each, about 10 MiB for 10,000
@@ -112,8 +127,14 @@ func (r *recorder) stats() Stats {
 	return Stats{Ticks: int64(len(r.arrival)), Objects: len(r.ids), LastUnixNano: time.Now().UnixNano()}
 }
 
+// percentile returns the p-quantile (nearest rank) of sorted, in ms.
+func percentile(sorted []int64, p float64) float64 {
+	i := int(math.Ceil(p*float64(len(sorted)))) - 1
+	return float64(sorted[max(i, 0)]) / 1e6
+}
+
 // summary computes the summary; w may be nil.
-func (r *recorder) summary(w *Window) Summary {
+func (r *recorder) summary(w *Window, interval time.Duration) Summary {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	s := Summary{Ticks: int64(len(r.arrival)), Objects: len(r.ids), Window: w}
@@ -121,6 +142,8 @@ func (r *recorder) summary(w *Window) Summary {
 		return s
 	}
 	var late []int64
+	seconds := make([][]int64, (w.ToUnixNano-w.FromUnixNano+int64(time.Second)-1)/int64(time.Second))
+	var phase [10]int64
 	perObject := map[int32]int{}
 	lastSeen := map[int32]int64{}
 	var gaps, gapSum float64
@@ -131,6 +154,10 @@ func (r *recorder) summary(w *Window) Summary {
 		}
 		late = append(late, r.late[i])
 		sum += float64(r.late[i])
+		sec := (at - w.FromUnixNano) / int64(time.Second)
+		seconds[sec] = append(seconds[sec], r.late[i])
+		due := at - r.late[i]
+		phase[(due%int64(interval))*10/int64(interval)]++
 		o := r.object[i]
 		perObject[o]++
 		if prev, ok := lastSeen[o]; ok {
@@ -139,18 +166,22 @@ func (r *recorder) summary(w *Window) Summary {
 		}
 		lastSeen[o] = at
 	}
-	ws := &WindowStats{Delivered: int64(len(late)), Objects: len(perObject)}
+	ws := &WindowStats{Delivered: int64(len(late)), Objects: len(perObject), Phase: phase}
+	for _, l := range seconds {
+		st := SecondStats{Ticks: len(l)}
+		if len(l) > 0 {
+			slices.Sort(l)
+			st.P50Ms, st.P99Ms, st.MaxMs = percentile(l, 0.5), percentile(l, 0.99), percentile(l, 1)
+		}
+		ws.PerSecond = append(ws.PerSecond, st)
+	}
 	s.InWindow = ws
 	if len(late) == 0 {
 		return s
 	}
 	slices.Sort(late)
 	ms := func(ns float64) float64 { return ns / 1e6 }
-	pct := func(p float64) float64 {
-		i := int(math.Ceil(p*float64(len(late)))) - 1
-		return ms(float64(late[max(i, 0)]))
-	}
-	ws.P50Ms, ws.P90Ms, ws.P99Ms, ws.P999Ms = pct(0.50), pct(0.90), pct(0.99), pct(0.999)
+	ws.P50Ms, ws.P90Ms, ws.P99Ms, ws.P999Ms = percentile(late, 0.50), percentile(late, 0.90), percentile(late, 0.99), percentile(late, 0.999)
 	ws.MaxMs = ms(float64(late[len(late)-1]))
 	ws.MeanMs = ms(sum / float64(len(late)))
 	if gaps > 0 {
@@ -266,7 +297,7 @@ func main() {
 			}
 		}
 	}
-	s := rec.summary(w)
+	s := rec.summary(w, *interval)
 	if *summaryPath == "" {
 		out, _ := json.MarshalIndent(s, "", "  ")
 		fmt.Println(string(out))
