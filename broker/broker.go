@@ -264,6 +264,7 @@ func (b *Broker) Start(ctx context.Context) error {
 		<-gctx.Done()
 		b.health.stopping.Store(true)
 		healthSrv.Shutdown()
+		sessions.Shutdown()
 		stopGracefully(srv, 5*time.Second)
 		return nil
 	})

@@ -214,6 +214,17 @@ func (in *Instance) setWindow(n int) {
 	in.wake()
 }
 
+// drained reports whether the instance said Goodbye and has nothing in
+// flight; when not, it returns a channel that closes at the next change.
+func (in *Instance) drained() (bool, <-chan struct{}) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if in.leaving && in.inFlight == 0 {
+		return true, nil
+	}
+	return false, in.freed
+}
+
 func (in *Instance) setLeaving() {
 	in.mu.Lock()
 	defer in.mu.Unlock()

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"sync"
 	"io"
 	"time"
 
@@ -77,6 +78,9 @@ type Server struct {
 	tetherv1.UnimplementedBrokerServiceServer
 	opts Options
 	log  hclog.Logger
+
+	stopping chan struct{}
+	stopOnce sync.Once
 }
 
 // NewServer returns a Server.
@@ -99,7 +103,13 @@ func NewServer(opts Options) *Server {
 	if opts.MaxBindings <= 0 {
 		opts.MaxBindings = 256
 	}
-	return &Server{opts: opts, log: opts.Log}
+	return &Server{opts: opts, log: opts.Log, stopping: make(chan struct{})}
+}
+
+// Shutdown ends every stream at once with Unavailable, so handlers reconnect
+// (to another replica) instead of waiting on a broker that is going away.
+func (s *Server) Shutdown() {
+	s.stopOnce.Do(func() { close(s.stopping) })
 }
 
 // Connect serves one handler instance.
@@ -167,7 +177,15 @@ func (s *Server) Connect(stream tetherv1.BrokerService_ConnectServer) error {
 	recvErr := make(chan error, 1)
 	go func() { recvErr <- s.receive(ctx, stream, in, log) }()
 	for {
+		done, change := in.drained()
+		if done {
+			log.Info("handler instance said goodbye and has nothing in flight; ending its stream")
+			return nil
+		}
 		select {
+		case <-change:
+		case <-s.stopping:
+			return status.Error(codes.Unavailable, "the broker is shutting down; reconnect")
 		case msg := <-in.send:
 			if err := stream.Send(msg); err != nil {
 				return err

@@ -639,8 +639,9 @@ type ConnectResponse_Delivery struct {
 
 type ConnectResponse_Cancel struct {
 	// Cancel tells the instance that a delivery it holds is no longer wanted
-	// (its object was deleted, or the instance no longer owns it). The
-	// instance still acks it.
+	// (the broker stopped waiting for it). The instance still acks it, to
+	// free its window slot; the outcome and any patch of that ack are
+	// ignored.
 	Cancel *Cancel `protobuf:"bytes,3,opt,name=cancel,proto3,oneof"`
 }
 
@@ -1652,6 +1653,9 @@ type Ack struct {
 	RetryAfter *durationpb.Duration `protobuf:"bytes,4,opt,name=retry_after,json=retryAfter,proto3" json:"retry_after,omitempty"`
 	// patch is a JSON merge patch (RFC 7386) for the object: labels,
 	// annotations, spec and other top-level fields. Applied with OK only.
+	// Refused (with a Warning Event, nothing of the ack written): apiVersion,
+	// kind, metadata other than labels and annotations, and the broker's own
+	// annotations (<handler>.tether.dev/last-handled and result.*).
 	Patch []byte `protobuf:"bytes,5,opt,name=patch,proto3" json:"patch,omitempty"`
 	// status_patch is a JSON merge patch for the status subresource.
 	StatusPatch []byte `protobuf:"bytes,6,opt,name=status_patch,json=statusPatch,proto3" json:"status_patch,omitempty"`
@@ -1786,9 +1790,10 @@ func (x *FlowControl) GetWindow() uint32 {
 	return 0
 }
 
-// Goodbye announces that the instance is leaving. The broker sends it no new
-// deliveries, waits for the acks of those in flight until the stream closes,
-// and re-sends the rest to other instances.
+// Goodbye announces that the instance is leaving: its grace starts at once.
+// The broker sends it no new deliveries, takes the acks of those in flight,
+// ends the stream (OK) once none is left, and re-sends to other instances
+// whatever the stream closed on unacknowledged.
 type Goodbye struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Reason        string                 `protobuf:"bytes,1,opt,name=reason,proto3" json:"reason,omitempty"`

@@ -44,6 +44,14 @@ type BrokerServiceClient interface {
 	// Connect carries one handler instance's session: Hello first, then acks
 	// and flow control from the handler; Welcome first, then deliveries from
 	// the broker.
+	//
+	// A stream that ends before Welcome with InvalidArgument, Unimplemented,
+	// PermissionDenied, Unauthenticated or FailedPrecondition means the
+	// handler is misconfigured (the message names the binding and field):
+	// retrying cannot help. Unavailable (a broker replica that does not lead,
+	// or one shutting down) and any other end mean: reconnect with backoff, on
+	// a new connection, so that a Service in front of the replicas can route
+	// to the leader.
 	Connect(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[ConnectRequest, ConnectResponse], error)
 }
 
@@ -77,6 +85,14 @@ type BrokerServiceServer interface {
 	// Connect carries one handler instance's session: Hello first, then acks
 	// and flow control from the handler; Welcome first, then deliveries from
 	// the broker.
+	//
+	// A stream that ends before Welcome with InvalidArgument, Unimplemented,
+	// PermissionDenied, Unauthenticated or FailedPrecondition means the
+	// handler is misconfigured (the message names the binding and field):
+	// retrying cannot help. Unavailable (a broker replica that does not lead,
+	// or one shutting down) and any other end mean: reconnect with backoff, on
+	// a new connection, so that a Service in front of the replicas can route
+	// to the leader.
 	Connect(grpc.BidiStreamingServer[ConnectRequest, ConnectResponse]) error
 	mustEmbedUnimplementedBrokerServiceServer()
 }

@@ -30,6 +30,14 @@ class BrokerServiceServicer(object):
         """Connect carries one handler instance's session: Hello first, then acks
         and flow control from the handler; Welcome first, then deliveries from
         the broker.
+
+        A stream that ends before Welcome with InvalidArgument, Unimplemented,
+        PermissionDenied, Unauthenticated or FailedPrecondition means the
+        handler is misconfigured (the message names the binding and field):
+        retrying cannot help. Unavailable (a broker replica that does not lead,
+        or one shutting down) and any other end mean: reconnect with backoff, on
+        a new connection, so that a Service in front of the replicas can route
+        to the leader.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
