@@ -170,7 +170,7 @@ func (rt *runtime) stopDaemon(ctx context.Context, o *object, b *binding.Binding
 	}
 	timeout := b.Daemon.CancellationTimeout
 	stop := &tetherv1.Delivery{Kind: tetherv1.DeliveryKind_DELIVERY_KIND_DAEMON_STOP, Object: o.encoded(obj)}
-	_, err := rt.deliverTo(ctx, d.inst, o, b, obj, stop, timeout)
+	_, err := rt.deliverTo(ctx, d.inst, o, b, obj, stop, timeout, nil)
 	switch {
 	case err == nil, errors.Is(err, session.ErrGone), errors.Is(err, session.ErrLeaving):
 		// Acknowledged, or its session ended or is ending, which stops its

@@ -38,11 +38,15 @@ func (rt *runtime) call(ctx context.Context, o *object, b *binding.Binding, obj 
 	attempt := o.attempts[b.ID] + 1
 	d.Attempt = uint32(attempt)
 	for ack == nil {
-		if in, err = rt.waitOwner(ctx, o.uid); err != nil {
+		var moved <-chan struct{}
+		if in, moved, err = rt.waitOwner(ctx, o.uid); err != nil {
 			return nil, nil, 0, err
 		}
-		ack, err = rt.deliverTo(ctx, in, o, b, obj, d, b.Retry.Timeout)
+		ack, err = rt.deliverTo(ctx, in, o, b, obj, d, b.Retry.Timeout, moved)
 		switch {
+		case errors.Is(err, session.ErrMoved):
+			// Instances changed while it waited for a window slot: the
+			// object may have another owner now.
 		case errors.Is(err, session.ErrGone), errors.Is(err, session.ErrLeaving):
 			rt.log.Debug("instance left before acking; re-sending", "instance", in.ID, "delivery", d.Id)
 		case ctx.Err() != nil:
@@ -56,8 +60,9 @@ func (rt *runtime) call(ctx context.Context, o *object, b *binding.Binding, obj 
 }
 
 // deliverTo makes one attempt to deliver d to in, waiting at most timeout
-// for the ack.
-func (rt *runtime) deliverTo(ctx context.Context, in *session.Instance, o *object, b *binding.Binding, obj *unstructured.Unstructured, d *tetherv1.Delivery, timeout time.Duration) (*tetherv1.Ack, error) {
+// for the ack. It gives up with session.ErrMoved, before sending, when
+// moved closes (nil: never).
+func (rt *runtime) deliverTo(ctx context.Context, in *session.Instance, o *object, b *binding.Binding, obj *unstructured.Unstructured, d *tetherv1.Delivery, timeout time.Duration, moved <-chan struct{}) (*tetherv1.Ack, error) {
 	d.Id = nextDeliveryID()
 	d.BindingId = b.ID
 	d.Ref = ref(o, obj)
@@ -65,8 +70,10 @@ func (rt *runtime) deliverTo(ctx context.Context, in *session.Instance, o *objec
 	dctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	start := time.Now()
-	ack, err := in.Deliver(dctx, d)
-	rt.observeDelivery(ctx, d, time.Since(start), ack, err)
+	ack, err := in.DeliverUnless(dctx, d, moved)
+	if !errors.Is(err, session.ErrMoved) {
+		rt.observeDelivery(ctx, d, time.Since(start), ack, err)
+	}
 	return ack, err
 }
 

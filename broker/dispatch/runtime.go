@@ -314,20 +314,21 @@ func (rt *runtime) owner(uid types.UID) (*session.Instance, <-chan struct{}) {
 }
 
 // waitOwner blocks until some instance can take the object, or returns
-// errAbsent once the handler is past its grace.
-func (rt *runtime) waitOwner(ctx context.Context, uid types.UID) (*session.Instance, error) {
+// errAbsent once the handler is past its grace. changed closes when the
+// instances change, after which the owner may be another.
+func (rt *runtime) waitOwner(ctx context.Context, uid types.UID) (in *session.Instance, changed <-chan struct{}, err error) {
 	for {
 		in, changed := rt.owner(uid)
 		if in != nil {
-			return in, nil
+			return in, changed, nil
 		}
 		if rt.absence().absent {
-			return nil, errAbsent
+			return nil, nil, errAbsent
 		}
 		select {
 		case <-changed:
 		case <-ctx.Done():
-			return nil, ctx.Err()
+			return nil, nil, ctx.Err()
 		}
 	}
 }

@@ -69,11 +69,22 @@ func (in *Instance) InFlight() int {
 	return in.inFlight
 }
 
+// ErrMoved is returned by DeliverUnless when its abort channel closed
+// while the delivery still waited for a window slot: it was never sent.
+var ErrMoved = errors.New("delivery withdrawn before it was sent")
+
 // Deliver sends d once a window slot is free and waits for its ack. It
 // returns ErrGone or ErrLeaving when the instance cannot answer, and ctx's
 // error when ctx ends first; then the instance is told to cancel d.
 func (in *Instance) Deliver(ctx context.Context, d *tetherv1.Delivery) (*tetherv1.Ack, error) {
-	ackc, err := in.acquire(ctx, d.GetId())
+	return in.DeliverUnless(ctx, d, nil)
+}
+
+// DeliverUnless is Deliver that gives up with ErrMoved when abort closes
+// before a window slot is free (the object may have a new owner by then).
+// Once d is sent, only its ack, the instance leaving, or ctx end it.
+func (in *Instance) DeliverUnless(ctx context.Context, d *tetherv1.Delivery, abort <-chan struct{}) (*tetherv1.Ack, error) {
+	ackc, err := in.acquire(ctx, d.GetId(), abort)
 	if err != nil {
 		return nil, err
 	}
@@ -104,7 +115,7 @@ func (in *Instance) Deliver(ctx context.Context, d *tetherv1.Delivery) (*tetherv
 }
 
 // acquire waits for a window slot and registers the delivery.
-func (in *Instance) acquire(ctx context.Context, id string) (chan *tetherv1.Ack, error) {
+func (in *Instance) acquire(ctx context.Context, id string, abort <-chan struct{}) (chan *tetherv1.Ack, error) {
 	for {
 		in.mu.Lock()
 		switch {
@@ -122,6 +133,8 @@ func (in *Instance) acquire(ctx context.Context, id string) (chan *tetherv1.Ack,
 		in.mu.Unlock()
 		select {
 		case <-freed:
+		case <-abort:
+			return nil, ErrMoved
 		case <-in.done:
 			return nil, ErrGone
 		case <-ctx.Done():

@@ -43,7 +43,7 @@ var testDefaults = binding.Defaults{Backoff: 100 * time.Millisecond, MaxBackoff:
 
 // startBroker runs a broker in this process until the test ends and returns
 // its address.
-func startBroker(t *testing.T, cp *controlplane.ControlPlane, tweaks ...func(*broker.Options)) string {
+func startBroker(t testing.TB, cp *controlplane.ControlPlane, tweaks ...func(*broker.Options)) string {
 	t.Helper()
 	opts := broker.Options{
 		Log:      hclog.New(&hclog.LoggerOptions{Name: "broker", Level: hclog.Info, Output: testWriter{t}}),
@@ -77,7 +77,7 @@ func startBroker(t *testing.T, cp *controlplane.ControlPlane, tweaks ...func(*br
 }
 
 // testWriter sends logs to t.Log, and drops them once the test is over.
-type testWriter struct{ t *testing.T }
+type testWriter struct{ t testing.TB }
 
 func (w testWriter) Write(p []byte) (int, error) {
 	defer func() { _ = recover() }() // t.Log after the test ended panics

@@ -16,7 +16,7 @@ import (
 )
 
 // createWidgets creates n widgets named w-0000... from 16 goroutines.
-func createWidgets(t *testing.T, cp *controlplane.ControlPlane, ns string, n int) {
+func createWidgets(t testing.TB, cp *controlplane.ControlPlane, ns string, n int) {
 	t.Helper()
 	dyn := cp.Dynamic(t)
 	var wg sync.WaitGroup
