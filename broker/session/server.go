@@ -6,8 +6,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"sync"
 	"io"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
