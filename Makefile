@@ -9,7 +9,7 @@ BUF     := $(BIN)/buf
 TESTFLAGS ?= -race -count=1 -timeout 30m -p 2
 
 .PHONY: all build test check vet fmt fmt-check proto proto-lint proto-check \
-        proto-breaking proto-python controlplane cluster demo bench clean help
+        proto-breaking proto-python controlplane cluster demo bench bench-timers clean help
 
 all: build
 
@@ -69,3 +69,6 @@ clean:
 
 bench: ## create/delete benchmark: broker vs a raw client-go controller
 	$(GO) run ./test/bench $(BENCHFLAGS)
+
+bench-timers: ## timer benchmark: 10,000 objects with a timer at 1s and 10s (docs/bench.md)
+	$(GO) run ./test/bench -timers $(BENCHFLAGS)

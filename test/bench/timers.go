@@ -109,7 +109,8 @@ type timerRow struct {
 	hdRSS     float64 // MiB
 	writes    float64 // on widgets and events
 	other     map[string]float64
-	load      string
+	load      string // at the start of the window
+	loadEnd   string
 	profile   string
 }
 
@@ -296,6 +297,7 @@ func runTimers(ctx context.Context, e *env, bin binaries, n int, iv time.Duratio
 		return row, err
 	}
 	t1 := time.Now()
+	row.loadEnd = loadAverage()
 	cpu1, err := r.cpu()
 	if err != nil {
 		return row, err
@@ -412,6 +414,10 @@ func (r *timerRun) start(ctx context.Context, bin binaries, ns string) (context.
 	}
 	if e.noHold {
 		hargs = append(hargs, "-no-hold")
+	}
+	if e.profile != "" {
+		// The handler profiles itself, warm-up included.
+		hargs = append(hargs, "-cpuprofile", filepath.Join(e.profile, fmt.Sprintf("handler-%s-%d.pprof", strings.ReplaceAll(r.interval.String(), ".", "p"), r.n)))
 	}
 	r.handlerStartedAt = time.Now()
 	if r.handler, err = startProcess(e, "handler-"+ns, bin.handler, hargs...); err != nil {
@@ -688,7 +694,7 @@ func reportTimers(w io.Writer, cfg *config, rows []timerRow) bool {
 	}
 	fmt.Fprintf(w, "Tether timer benchmark: kube-apiserver %s, %d CPUs, %s, broker QPS %g burst %d workers %s, handler window %d, timers %s, Widgets %s, %s\n",
 		controlplane.KubernetesVersion, runtime.NumCPU(), runtime.Version(), cfg.qps, cfg.burst, workers, cfg.window, kind, hold, created)
-	fmt.Fprintf(w, "The machine is shared: load average (1, 5, 15 min) at the start of each window is in the notes.\n\n")
+	fmt.Fprintf(w, "The machine may be shared: the load average (1, 5, 15 min) at the start and end of each window is in the notes.\n\n")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "interval\tobjects\twindow s\texpected\tdelivered\tdelivered %\tp50 ms\tp99 ms\tmax ms\tperiod ms\tbroker cores\tbroker peak RSS MiB\thandler cores\tAPI writes")
 	for _, r := range rows {
@@ -704,9 +710,9 @@ func reportTimers(w io.Writer, cfg *config, rows []timerRow) bool {
 		if r.apiserver >= 0 {
 			api = fmt.Sprintf("%.2f", r.apiserver)
 		}
-		fmt.Fprintf(w, "%s N=%d: warm-up %.1fs; %d/%d objects ticked in the window (%d to %d ticks each); lateness mean %.1fms p90 %.1fms p99.9 %.1fms; handler peak RSS %.1f MiB; kube-apiserver %s cores; load average %s; other writes: %s",
+		fmt.Fprintf(w, "%s N=%d: warm-up %.1fs; %d/%d objects ticked in the window (%d to %d ticks each); lateness mean %.1fms p90 %.1fms p99.9 %.1fms; handler peak RSS %.1f MiB; kube-apiserver %s cores; load average %s at the start, %s at the end; other writes: %s",
 			r.interval, r.objects, r.warmup.Seconds(), r.summary.Objects, r.objects, r.summary.MinPerObject, r.summary.MaxPerObject,
-			r.summary.MeanMs, r.summary.P90Ms, r.summary.P999Ms, r.hdRSS, api, r.load, otherWrites(r.other))
+			r.summary.MeanMs, r.summary.P90Ms, r.summary.P999Ms, r.hdRSS, api, r.load, r.loadEnd, otherWrites(r.other))
 		if r.profile != "" {
 			fmt.Fprintf(w, "; CPU profile %s", r.profile)
 		}

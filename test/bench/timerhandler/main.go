@@ -28,6 +28,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime/pprof"
 	"slices"
 	"sync"
 	"syscall"
@@ -228,11 +229,23 @@ func main() {
 	statsPath := flag.String("stats", "", "write progress (ticks, objects) to this JSON `file` every second")
 	windowPath := flag.String("window-file", "", "on exit, read the measurement window from this JSON `file`")
 	summaryPath := flag.String("summary", "", "on exit, write the summary to this JSON `file` (default: stdout)")
+	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this `file`")
 	logLevel := flag.String("log-level", "warn", "log level: trace, debug, info, warn, error")
 	flag.Parse()
 	if *namespace == "" || flag.NArg() > 0 {
 		fmt.Fprintln(os.Stderr, "timerhandler: -namespace is required and no arguments are accepted")
 		os.Exit(2)
+	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "timerhandler: -cpuprofile:", err)
+			os.Exit(1)
+		}
+		defer f.Close()
 	}
 
 	rec := &recorder{ids: map[string]int32{}}
@@ -275,6 +288,9 @@ func main() {
 	runErr := h.Run(ctx, *addr)
 	stop()
 	wg.Wait()
+	if *cpuProfile != "" {
+		pprof.StopCPUProfile()
+	}
 	if runErr != nil {
 		fmt.Fprintln(os.Stderr, "timerhandler:", runErr)
 		os.Exit(1)
