@@ -1,6 +1,7 @@
 package lifecycle
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net"
@@ -13,6 +14,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/tether-dev/tether/broker"
 	"github.com/tether-dev/tether/broker/hold"
@@ -85,8 +87,7 @@ func TestMetricsAndHealth(t *testing.T) {
 	// The counters move right after the writes land, which the test may
 	// see first: look until they all hold.
 	var failed []string
-	deadline := time.Now().Add(waitTimeout)
-	for {
+	_ = wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, waitTimeout, true, func(context.Context) (bool, error) {
 		families := metricFamilies(t, base+"/metrics")
 		failed = failed[:0]
 		for _, c := range checks {
@@ -94,11 +95,8 @@ func TestMetricsAndHealth(t *testing.T) {
 				failed = append(failed, fmt.Sprintf("%s%v = %v (found %v), want %s", c.name, c.labels, got, found, c.want))
 			}
 		}
-		if len(failed) == 0 || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return len(failed) == 0, nil
+	})
 	for _, f := range failed {
 		t.Error(f)
 	}
