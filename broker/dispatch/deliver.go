@@ -80,11 +80,13 @@ func (rt *runtime) deliverTo(ctx context.Context, in *session.Instance, o *objec
 // judge turns an ack into the binding's outcome: the ack when the binding
 // is done with it, or a delay before the next attempt. It posts the Events.
 func (rt *runtime) judge(o *object, b *binding.Binding, obj *unstructured.Unstructured, ack *tetherv1.Ack, attempt int) (*tetherv1.Ack, time.Duration) {
-	what := fmt.Sprintf("%s binding %q of handler %q", b.Kind, b.ID, rt.name)
-	switch ack.GetOutcome() {
-	case tetherv1.Outcome_OUTCOME_OK:
+	if ack.GetOutcome() == tetherv1.Outcome_OUTCOME_OK {
+		// The common case, every tick included: no formatting.
 		delete(o.attempts, b.ID)
 		return ack, 0
+	}
+	what := fmt.Sprintf("%s binding %q of handler %q", b.Kind, b.ID, rt.name)
+	switch ack.GetOutcome() {
 	case tetherv1.Outcome_OUTCOME_FAIL:
 		delete(o.attempts, b.ID)
 		rt.m.opts.Recorder.Event(obj, true, "HandlerFailed", fmt.Sprintf("%s failed: %s", what, ack.GetMessage()))

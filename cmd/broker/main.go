@@ -20,6 +20,7 @@ import (
 	"github.com/tether-dev/tether/broker"
 	"github.com/tether-dev/tether/broker/binding"
 	"github.com/tether-dev/tether/broker/dispatch"
+	"github.com/tether-dev/tether/sdk/kubeconfig"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -144,9 +145,8 @@ func serve(args []string, _, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	inCluster := os.Getenv("KUBERNETES_SERVICE_HOST") != ""
 	log := newLogger(c.logLevel, c.logFormat, stderr)
-	restCfg, source, err := kubeConfig(c.kubeconfig, inCluster)
+	restCfg, source, err := kubeconfig.Load(c.kubeconfig)
 	if err != nil {
 		return err
 	}

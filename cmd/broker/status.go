@@ -16,11 +16,12 @@ import (
 
 	"github.com/tether-dev/tether/broker/presence"
 	"github.com/tether-dev/tether/broker/release"
+	"github.com/tether-dev/tether/sdk/kubeconfig"
 )
 
 // clients builds what status and release need from the common flags.
-func clients(kubeconfig string) (dynamic.Interface, kubernetes.Interface, error) {
-	cfg, _, err := kubeConfig(kubeconfig, false)
+func clients(path string) (dynamic.Interface, kubernetes.Interface, error) {
+	cfg, _, err := kubeconfig.Load(path)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -28,17 +28,15 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"syscall"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/tether-dev/tether/sdk"
+	"github.com/tether-dev/tether/sdk/kubeconfig"
 )
 
 // config is what the flags say.
@@ -152,7 +150,7 @@ func serve(ctx context.Context, c *config, stderr io.Writer) error {
 		Output:     stderr,
 		JSONFormat: c.logFormat == "json",
 	})
-	restCfg, source, err := kubeConfig(c.kubeconfig)
+	restCfg, source, err := kubeconfig.Load(c.kubeconfig)
 	if err != nil {
 		return err
 	}
@@ -208,39 +206,4 @@ func (c *config) sdkOptions(log hclog.Logger) ([]sdk.Option, error) {
 		tlsCfg.RootCAs = pool
 	}
 	return append(opts, sdk.WithTLS(tlsCfg)), nil
-}
-
-// kubeConfig finds the cluster as kubectl and the broker do: the flag,
-// $KUBECONFIG, the in-cluster service account, then ~/.kube/config. It
-// also says where the config came from.
-func kubeConfig(path string) (*rest.Config, string, error) {
-	fromFiles := func(rules *clientcmd.ClientConfigLoadingRules, what string) (*rest.Config, string, error) {
-		cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
-		if err != nil {
-			return nil, "", fmt.Errorf("loading %s: %w", what, err)
-		}
-		return cfg, what, nil
-	}
-	if path != "" {
-		return fromFiles(&clientcmd.ClientConfigLoadingRules{ExplicitPath: path}, "kubeconfig "+path)
-	}
-	if os.Getenv("KUBECONFIG") != "" {
-		return fromFiles(clientcmd.NewDefaultClientConfigLoadingRules(), "$KUBECONFIG")
-	}
-	if os.Getenv("KUBERNETES_SERVICE_HOST") != "" {
-		cfg, err := rest.InClusterConfig()
-		if err != nil {
-			return nil, "", fmt.Errorf("loading the in-cluster config: %w", err)
-		}
-		return cfg, "in-cluster service account", nil
-	}
-	home, err := os.UserHomeDir()
-	if err != nil {
-		return nil, "", fmt.Errorf("no kubeconfig given and no home directory: %w", err)
-	}
-	p := filepath.Join(home, ".kube", "config")
-	if _, err := os.Stat(p); err != nil {
-		return nil, "", fmt.Errorf("no cluster found: pass --kubeconfig, set $KUBECONFIG, run in a cluster, or create %s", p)
-	}
-	return fromFiles(&clientcmd.ClientConfigLoadingRules{ExplicitPath: p}, "kubeconfig "+p)
 }

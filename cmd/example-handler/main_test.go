@@ -70,11 +70,3 @@ func TestTLSOptions(t *testing.T) {
 		t.Error("a missing CA file is accepted")
 	}
 }
-
-func TestKubeconfigFlagWins(t *testing.T) {
-	t.Setenv("KUBECONFIG", filepath.Join(t.TempDir(), "env-config"))
-	_, from, err := kubeConfig(filepath.Join(t.TempDir(), "missing"))
-	if err == nil || !strings.Contains(err.Error(), "missing") {
-		t.Errorf("kubeConfig with a missing --kubeconfig: from %q, error %v", from, err)
-	}
-}

@@ -298,7 +298,7 @@ func withEnv(ctx context.Context, cfg *config, stderr io.Writer, handlerPkg stri
 	if e.load, err = dynamic.NewForConfig(loadCfg); err != nil {
 		return err
 	}
-	if err := installWidgetCRD(ctx, e.dyn); err != nil {
+	if err := controlplane.InstallWidgetCRD(ctx, e.dyn, time.Minute); err != nil {
 		return err
 	}
 	return body(e, bin)

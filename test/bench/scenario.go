@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -12,7 +11,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 
@@ -196,54 +194,4 @@ func probe(ctx context.Context, e *env, ns string, done func(*unstructured.Unstr
 		return fmt.Errorf("deleting the probe widget: %w", err)
 	}
 	return poll("gone", func(_ *unstructured.Unstructured, err error) bool { return apierrors.IsNotFound(err) })
-}
-
-// widgetCRD is the Widget CRD of test/controlplane: namespaced, schemaless
-// spec and status, a status subresource.
-const widgetCRD = `{
-  "apiVersion": "apiextensions.k8s.io/v1",
-  "kind": "CustomResourceDefinition",
-  "metadata": {"name": "widgets.test.tether.dev"},
-  "spec": {
-    "group": "test.tether.dev",
-    "scope": "Namespaced",
-    "names": {"plural": "widgets", "singular": "widget", "kind": "Widget", "listKind": "WidgetList"},
-    "versions": [{
-      "name": "v1", "served": true, "storage": true,
-      "subresources": {"status": {}},
-      "schema": {"openAPIV3Schema": {"type": "object", "properties": {
-        "spec": {"type": "object", "x-kubernetes-preserve-unknown-fields": true},
-        "status": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}
-      }}}
-    }]
-  }
-}`
-
-// installWidgetCRD creates the Widget CRD and waits until it is Established.
-func installWidgetCRD(ctx context.Context, dyn dynamic.Interface) error {
-	crds := dyn.Resource(schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"})
-	crd := &unstructured.Unstructured{}
-	if err := json.Unmarshal([]byte(widgetCRD), &crd.Object); err != nil {
-		return err
-	}
-	if _, err := crds.Create(ctx, crd, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("creating the Widget CRD: %w", err)
-	}
-	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		got, err := crds.Get(ctx, crd.GetName(), metav1.GetOptions{})
-		if err != nil {
-			return false, err
-		}
-		conds, _, _ := unstructured.NestedSlice(got.Object, "status", "conditions")
-		for _, c := range conds {
-			if m, ok := c.(map[string]any); ok && m["type"] == "Established" && m["status"] == "True" {
-				return true, nil
-			}
-		}
-		return false, nil
-	})
-	if err != nil {
-		return fmt.Errorf("waiting for the Widget CRD to be Established: %w", err)
-	}
-	return nil
 }

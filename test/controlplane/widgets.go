@@ -65,15 +65,16 @@ func (cp *ControlPlane) Dynamic(t testing.TB) dynamic.Interface {
 func (cp *ControlPlane) EnsureWidgetCRD(t testing.TB) dynamic.Interface {
 	t.Helper()
 	dyn := cp.Dynamic(t)
-	if err := ensureWidgetCRD(context.Background(), dyn, 30*time.Second); err != nil {
+	if err := InstallWidgetCRD(context.Background(), dyn, 30*time.Second); err != nil {
 		t.Fatal(err)
 	}
 	return dyn
 }
 
-// ensureWidgetCRD creates the Widget CRD if needed and waits up to timeout
-// for it to be Established.
-func ensureWidgetCRD(ctx context.Context, dyn dynamic.Interface, timeout time.Duration) error {
+// InstallWidgetCRD creates the Widget CRD if needed and waits up to timeout
+// for it to be Established. Tests use EnsureWidgetCRD; the benchmarks, which
+// have no testing.TB, call this.
+func InstallWidgetCRD(ctx context.Context, dyn dynamic.Interface, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	crd := &unstructured.Unstructured{}
