@@ -9,7 +9,7 @@ BUF     := $(BIN)/buf
 TESTFLAGS ?= -race -count=1 -timeout 30m -p 2
 
 .PHONY: all build test check vet fmt fmt-check proto proto-lint proto-check \
-        proto-breaking proto-python controlplane cluster demo bench bench-timers clean help
+        proto-breaking proto-python controlplane cluster demo bench bench-timers bench-admission clean help
 
 all: build
 
@@ -72,3 +72,6 @@ bench: ## create/delete benchmark: broker vs a raw client-go controller
 
 bench-timers: ## timer benchmark: 10,000 objects with a timer at 1s and 10s (docs/bench.md)
 	$(GO) run ./test/bench -timers $(BENCHFLAGS)
+
+bench-admission: controlplane ## admission round trip through the broker vs the same API server without a webhook (docs/admission.md)
+	$(GO) test -run '^$$' -bench AdmissionRoundTrip -benchtime 2000x -count 3 ./test/admission

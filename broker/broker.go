@@ -25,6 +25,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/tether-dev/tether/broker/admission"
 	"github.com/tether-dev/tether/broker/auth"
 	"github.com/tether-dev/tether/broker/binding"
 	"github.com/tether-dev/tether/broker/dispatch"
@@ -56,6 +57,13 @@ type Options struct {
 	Defaults binding.Defaults
 	// Workers per handler (default 64).
 	Workers int
+	// WriteQPS and WriteBurst pace the writes to objects (holds, progress,
+	// handlers' patches) at this many per second, in bursts of WriteBurst
+	// (default 100 and 200). A write waiting for its turn holds up no
+	// delivery that writes nothing. Config's QPS and Burst limit the
+	// broker's other requests.
+	WriteQPS   float64
+	WriteBurst int
 	// DefaultWindow and MaxWindow bound instance windows (16 and 1024).
 	DefaultWindow, MaxWindow int
 	// HelloTimeout bounds the wait for Hello (10 s).
@@ -84,6 +92,9 @@ type Options struct {
 	// MetricsListener is set.
 	MetricsListen   string
 	MetricsListener net.Listener
+	// Admission serves the handlers' validate and mutate bindings; the zero
+	// value serves none.
+	Admission Admission
 }
 
 // Broker is the running broker.
@@ -94,6 +105,7 @@ type Broker struct {
 
 	metrics *metrics.Metrics
 	mlis    net.Listener // metrics and health endpoints
+	alis    net.Listener // admission endpoint
 	health  readiness
 }
 
@@ -113,6 +125,12 @@ func New(opts Options) (*Broker, error) {
 	}
 	if opts.MaxMessageSize <= 0 {
 		opts.MaxMessageSize = 4 << 20
+	}
+	if opts.WriteQPS <= 0 {
+		opts.WriteQPS = 100
+	}
+	if opts.WriteBurst <= 0 {
+		opts.WriteBurst = 200
 	}
 	if opts.Namespace == "" {
 		opts.Namespace = "tether-system"
@@ -155,6 +173,10 @@ func (b *Broker) Listen() error {
 		lis.Close()
 		return err
 	}
+	if err := b.listenAdmission(); err != nil {
+		lis.Close()
+		return err
+	}
 	b.lis = lis
 	return nil
 }
@@ -170,6 +192,14 @@ func (b *Broker) Start(ctx context.Context) error {
 	dyn, err := dynamic.NewForConfig(cfg)
 	if err != nil {
 		return fmt.Errorf("creating dynamic client: %w", err)
+	}
+	// The dispatcher paces its writes itself, without holding a worker
+	// while a write waits, so its client has no limit of its own.
+	wcfg := rest.CopyConfig(cfg)
+	wcfg.QPS, wcfg.RateLimiter = -1, nil
+	writer, err := dynamic.NewForConfig(wcfg)
+	if err != nil {
+		return fmt.Errorf("creating dynamic client for writes: %w", err)
 	}
 	disc, err := discovery.NewDiscoveryClientForConfig(cfg)
 	if err != nil {
@@ -188,13 +218,34 @@ func (b *Broker) Start(ctx context.Context) error {
 
 	resolver := &resource.Resolver{Discovery: disc}
 	informers := informer.New(informer.Options{Client: dyn, Log: b.log.Named("informer")})
+	kinds := session.LifecycleKinds
+	var adm *admissionParts
+	var hooks dispatch.Webhooks
+	if b.opts.Admission.Enabled() {
+		if adm, err = b.newAdmission(ctx, kube); err != nil {
+			return err
+		}
+		if err := adm.certs.Load(ctx); err != nil {
+			return fmt.Errorf("loading the admission certificates: %w", err)
+		}
+		kinds, hooks = session.AllKinds, adm.hooks
+	}
 	dispatcher := dispatch.New(dispatch.Options{
-		Log: b.log, Client: dyn, Informers: informers, Recorder: recorder, Workers: b.opts.Workers,
+		Log: b.log, Client: writer, Informers: informers, Recorder: recorder, Workers: b.opts.Workers,
 		Presence: store, Identity: b.opts.Identity, Absence: b.opts.Absence, Metrics: b.metrics,
+		WriteLimiter: dispatch.NewWriteLimiter(b.opts.WriteQPS, b.opts.WriteBurst), Webhooks: hooks,
 		Compile: func(ctx context.Context, bs []*tetherv1.Binding) ([]*binding.Binding, error) {
-			return binding.Compile(ctx, bs, resolver, b.opts.Defaults, session.LifecycleKinds)
+			return binding.Compile(ctx, bs, resolver, b.opts.Defaults, kinds)
 		},
 	})
+	if adm != nil {
+		adm.server, err = admission.New(admission.Options{
+			Log: b.log.Named("admission"), Reviewer: dispatcher, Listener: b.alis, Certs: adm.certs, Metrics: b.metrics,
+		})
+		if err != nil {
+			return err
+		}
+	}
 	var authz *auth.Authenticator
 	var authorize func(context.Context, []*binding.Binding) error
 	if !b.opts.Insecure {
@@ -203,7 +254,7 @@ func (b *Broker) Start(ctx context.Context) error {
 	}
 	sessions := session.NewServer(session.Options{
 		Log: b.log.Named("session"), Attacher: dispatcher, Resolver: resolver,
-		Defaults: b.opts.Defaults, HelloTimeout: b.opts.HelloTimeout,
+		Defaults: b.opts.Defaults, HelloTimeout: b.opts.HelloTimeout, Supported: kinds,
 		DefaultWindow: b.opts.DefaultWindow, MaxWindow: b.opts.MaxWindow, Version: b.opts.Version,
 		Metrics: b.metrics, Authorize: authorize,
 	})
@@ -232,6 +283,10 @@ func (b *Broker) Start(ctx context.Context) error {
 		w.Go(func() error { return informers.Start(wctx) })
 		w.Go(func() error { return dispatcher.Start(wctx) })
 		w.Go(func() error { b.awaitSynced(wctx, dispatcher.Synced); return nil })
+		if adm != nil {
+			w.Go(func() error { return adm.hooks.Start(wctx) })
+			w.Go(func() error { adm.forwardCAChanges(wctx); return nil })
+		}
 		if b.opts.Deployment != "" {
 			w.Go(func() error {
 				if watchUninstall(wctx, kube, b.opts.Namespace, b.opts.Deployment, b.log) {
@@ -260,6 +315,10 @@ func (b *Broker) Start(ctx context.Context) error {
 		}
 		return nil
 	})
+	if adm != nil {
+		g.Go(func() error { return adm.certs.Start(gctx) })
+		g.Go(func() error { return adm.server.Start(gctx) })
+	}
 	g.Go(func() error {
 		<-gctx.Done()
 		b.health.stopping.Store(true)
@@ -271,7 +330,7 @@ func (b *Broker) Start(ctx context.Context) error {
 	err = g.Wait()
 	select {
 	case <-uninstalling:
-		err = b.uninstall(dyn, store, recorder)
+		err = b.uninstall(dyn, store, recorder, adm)
 	default:
 	}
 	b.log.Info("broker stopped")
@@ -280,9 +339,18 @@ func (b *Broker) Start(ctx context.Context) error {
 
 // uninstall releases every hold the broker owns (rule 3f). It runs after
 // the dispatcher stopped, so nothing adds a hold back.
-func (b *Broker) uninstall(dyn dynamic.Interface, store *presence.Store, recorder *eventRecorder) error {
+func (b *Broker) uninstall(dyn dynamic.Interface, store *presence.Store, recorder *eventRecorder, adm *admissionParts) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
+	if adm != nil {
+		// First, so that no webhook of a handler is left pointing at a
+		// broker that is gone.
+		removed, err := adm.hooks.RemoveAll(ctx)
+		if err != nil {
+			b.log.Error("uninstall: cannot remove every webhook configuration", "error", err)
+		}
+		b.log.Info("uninstall: webhook configurations removed", "count", len(removed))
+	}
 	b.log.Info("the broker's Deployment is being deleted: releasing every hold before exiting")
 	released, err := release.Run(ctx, release.Options{
 		Client: dyn, Presence: store, Log: b.log.Named("release"),

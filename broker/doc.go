@@ -1,7 +1,8 @@
 // Package broker is the Tether broker as a library: it watches the cluster
 // with shared informers, serves the Connect stream to handler instances, and
 // dispatches lifecycle events to them while owning the finalizers ("holds")
-// it puts on objects.
+// it puts on objects. With Options.Admission it also serves the handlers'
+// admission webhooks.
 //
 // The pieces live in subpackages, one concept each:
 //
@@ -13,6 +14,12 @@
 //	hold       the finalizer tether.dev/<handler>
 //	progress   last-handled state and results stored on the object
 //	jsonpatch  guarded JSON patches, so no write clobbers another's
+//	timer      one heap scheduler of ticks per handler
+//	presence   one Lease per handler: who is connected, since when absent
+//	release    strip holds by hand or on uninstall
+//	auth       TokenReview and SubjectAccessReview of handler streams
+//	admission  the HTTPS endpoint the API server calls, and its certificates
+//	webhook    the handlers' Validating/MutatingWebhookConfigurations
 //	metrics    Prometheus metrics the other packages report to
 //
 // New builds a Broker from Options; Start runs it until its context ends.

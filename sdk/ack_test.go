@@ -171,8 +171,8 @@ func TestDeliveriesThisSDKCannotHandleAreFailed(t *testing.T) {
 		register func(*sdk.Handler, sdk.Func) // default: a create binding
 		want     string
 	}{
-		{name: "admission review", mod: func(d *tetherv1.Delivery) { d.Kind = tetherv1.DeliveryKind_DELIVERY_KIND_ADMISSION },
-			want: "not supported by this SDK"},
+		{name: "admission review for a create binding", mod: func(d *tetherv1.Delivery) { d.Kind = tetherv1.DeliveryKind_DELIVERY_KIND_ADMISSION },
+			want: `binding "create-0" is a create binding; it does not take DELIVERY_KIND_ADMISSION deliveries`},
 		{name: "kind from a future broker", mod: func(d *tetherv1.Delivery) { d.Kind = 99 },
 			want: "not supported by this SDK"},
 		{name: "undeclared binding", mod: func(d *tetherv1.Delivery) { d.BindingId = "other" },

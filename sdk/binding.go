@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -91,24 +92,27 @@ type binding struct {
 	// daemons
 	cancellationTimeout time.Duration
 	restart             bool
-	// kindOnly lists the options given that apply to one kind of binding.
+	// validate and mutate: the function and the webhook's options
+	review    AdmissionFunc
+	admission admissionOptions
+	// kindOnly lists the options given that apply to some kinds of binding.
 	kindOnly []kindOption
 	errs     []error
 }
 
-// kindOption is an option that applies to bindings of one kind only.
+// kindOption is an option that applies to bindings of some kinds only.
 type kindOption struct {
-	name string
-	kind EventKind
+	name  string
+	kinds []EventKind
 }
 
 func (b *binding) fail(format string, args ...any) {
 	b.errs = append(b.errs, fmt.Errorf(format, args...))
 }
 
-// only records that option name was given and applies to kind only.
-func (b *binding) only(name string, kind EventKind) {
-	b.kindOnly = append(b.kindOnly, kindOption{name: name, kind: kind})
+// only records that option name was given and applies to kinds only.
+func (b *binding) only(name string, kinds ...EventKind) {
+	b.kindOnly = append(b.kindOnly, kindOption{name: name, kinds: kinds})
 }
 
 // nonNegative checks an option's duration.
@@ -184,6 +188,8 @@ func Optional() BindingOption {
 }
 
 // Finalizer sets the finalizer policy of a delete, timer or daemon binding.
+// On a validate or mutate binding, FinalizerStrict keeps the webhook,
+// failing closed, while the handler is absent (see OnValidate).
 func Finalizer(policy FinalizerPolicy) BindingOption {
 	return func(b *binding) { b.finalizer = policy }
 }
@@ -250,7 +256,10 @@ func Retries(n int) BindingOption {
 	}
 }
 
-// Timeout sets how long the broker waits for the ack of one attempt.
+// Timeout sets how long the broker waits for the ack of one attempt. For a
+// validate or mutate binding it is the webhook's timeout instead: whole
+// seconds from 1s to 30s (default 10s); the review's deadline is a little
+// earlier.
 func Timeout(d time.Duration) BindingOption {
 	return func(b *binding) {
 		if b.nonNegative("timeout", d) {
@@ -371,7 +380,7 @@ func (b *binding) check() error {
 	if err := checkName("id", b.id); err != nil {
 		errs = append(errs, err)
 	}
-	if b.fn == nil {
+	if b.fn == nil && b.review == nil {
 		errs = append(errs, errors.New("nil handler function"))
 	}
 	if b.resource.Version == "" {
@@ -390,15 +399,21 @@ func (b *binding) check() error {
 		errs = append(errs, errors.New("Optional applies to delete bindings only"))
 	}
 	for _, o := range b.kindOnly {
-		if b.kind != o.kind {
-			errs = append(errs, fmt.Errorf("%s applies to %s bindings only", o.name, o.kind.bindingName()))
+		if !slices.Contains(o.kinds, b.kind) {
+			names := make([]string, len(o.kinds))
+			for i, k := range o.kinds {
+				names[i] = k.bindingName()
+			}
+			errs = append(errs, fmt.Errorf("%s applies to %s bindings only", o.name, strings.Join(names, " and ")))
 		}
 	}
 	if b.finalizer < FinalizerDefault || b.finalizer > FinalizerNone {
 		errs = append(errs, fmt.Errorf("unknown finalizer policy %d", int(b.finalizer)))
 	}
 	holds := b.finalizer == FinalizerHold || b.finalizer == FinalizerStrict
-	if holds && !b.kind.mayHold() {
+	if b.kind.admission() {
+		errs = append(errs, b.checkAdmission()...)
+	} else if holds && !b.kind.mayHold() {
 		errs = append(errs, fmt.Errorf("finalizer %s applies to delete, timer and daemon bindings only", b.finalizer))
 	}
 	if holds && b.optional {
@@ -444,6 +459,9 @@ func (b *binding) proto() *tetherv1.Binding {
 			CancellationTimeout: duration(b.cancellationTimeout),
 			Restart:             b.restart,
 		}
+	case Validate, Mutate:
+		pb.Timeout = nil // the webhook's timeout, in the admission options
+		pb.Admission = b.admissionProto()
 	}
 	return pb
 }

@@ -19,6 +19,9 @@ const maxAckMessage = 1024
 
 // invoke runs the binding's function for one delivery and builds its ack.
 func (h *Handler) invoke(c *call) *tetherv1.Ack {
+	if c.kind.admission() {
+		return h.review(c)
+	}
 	id := c.d.GetId()
 	ev, err := newEvent(c.d, c.kind, c.log)
 	if err != nil {
@@ -56,16 +59,16 @@ func logOutcome(log hclog.Logger, ack *tetherv1.Ack, took time.Duration) {
 	}
 }
 
-// callSafely runs fn, turning a panic into an error so that a bug in one
-// handler function never takes the process down.
-func callSafely(ctx context.Context, fn Func, ev *Event, log hclog.Logger) (err error) {
+// callSafely runs fn (a Func or an AdmissionFunc), turning a panic into an
+// error so that a bug in one handler function never takes the process down.
+func callSafely[T any](ctx context.Context, fn func(context.Context, T) error, arg T, log hclog.Logger) (err error) {
 	defer func() {
 		if v := recover(); v != nil {
 			log.Error("handler function panicked", "panic", v, "stack", string(debug.Stack()))
 			err = &panicError{value: v}
 		}
 	}()
-	return fn(ctx, ev)
+	return fn(ctx, arg)
 }
 
 func failAck(id, msg string) *tetherv1.Ack {

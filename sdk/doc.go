@@ -68,6 +68,39 @@
 // Timers and daemons hold their objects (the finalizer tether.dev/<handler>)
 // until they are stopped, unless Finalizer(FinalizerNone) is given.
 //
+// # Admission
+//
+// OnValidate and OnMutate answer the API server's admission reviews. The
+// broker serves the webhooks and forwards each review over the stream, so a
+// handler serves no HTTPS and can run on a laptop. An AdmissionFunc gets a
+// *Review and returns nil to allow, Deny or DenyWithCode to refuse; Warn
+// adds a warning for the client. A mutate function changes Review.Object in
+// place and the SDK answers with the JSON patch from the request's object to
+// the changed one:
+//
+//	h.OnValidate(sdk.GVR("", "v1", "secrets"), func(ctx context.Context, r *sdk.Review) error {
+//		if r.Object.GetAnnotations()["example.com/owner"] == "" {
+//			return sdk.Deny("the annotation example.com/owner is required")
+//		}
+//		return nil
+//	}, sdk.Operations(sdk.OpCreate, sdk.OpUpdate))
+//	h.OnMutate(sdk.GVR("", "v1", "configmaps"), func(ctx context.Context, r *sdk.Review) error {
+//		labels := r.Object.GetLabels()
+//		if labels == nil {
+//			labels = map[string]string{}
+//		}
+//		labels["example.com/reviewed"] = "true"
+//		r.Object.SetLabels(labels)
+//		return nil
+//	}, sdk.Timeout(5*time.Second))
+//
+// Any other error, a panic, or no answer before the webhook's timeout is a
+// failure, and the binding's failure policy (Failure) decides: by default
+// the request is admitted (FailOpen), so that a broken handler never blocks
+// the cluster. For the same reason the broker removes a handler's webhooks
+// when it has been absent past its grace, unless the binding has
+// Finalizer(FinalizerStrict): then requests are refused while it is away.
+//
 // # Sessions
 //
 // Run connects, sends the bindings and then handles deliveries. A lost

@@ -30,6 +30,10 @@ const (
 	// DaemonStart is what a daemon function (OnDaemon) sees: the delivery
 	// that started it.
 	DaemonStart
+	// Validate and Mutate are the kinds of OnValidate and OnMutate
+	// bindings, whose functions see a *Review instead of an *Event.
+	Validate
+	Mutate
 )
 
 func (k EventKind) String() string {
@@ -50,6 +54,10 @@ func (k EventKind) String() string {
 		return "tick"
 	case DaemonStart:
 		return "daemon-start"
+	case Validate:
+		return "validate"
+	case Mutate:
+		return "mutate"
 	default:
 		return fmt.Sprintf("EventKind(%d)", int(k))
 	}
@@ -73,7 +81,12 @@ func (k EventKind) bindingName() string {
 // special tells whether the kind's bindings take only their own delivery
 // kinds (and those kinds go to no other bindings).
 func (k EventKind) special() bool {
-	return k == Tick || k == DaemonStart
+	return k == Tick || k == DaemonStart || k.admission()
+}
+
+// admission tells whether the kind's bindings answer admission reviews.
+func (k EventKind) admission() bool {
+	return k == Validate || k == Mutate
 }
 
 // mayHold tells whether bindings of the kind may hold objects with a
@@ -100,14 +113,19 @@ func (k EventKind) bindingKind() tetherv1.BindingKind {
 		return tetherv1.BindingKind_BINDING_KIND_TIMER
 	case DaemonStart:
 		return tetherv1.BindingKind_BINDING_KIND_DAEMON
+	case Validate:
+		return tetherv1.BindingKind_BINDING_KIND_VALIDATE
+	case Mutate:
+		return tetherv1.BindingKind_BINDING_KIND_MUTATE
 	default:
 		return tetherv1.BindingKind_BINDING_KIND_UNSPECIFIED
 	}
 }
 
 // eventKind maps the delivery kinds this SDK handles to the kind of binding
-// that takes them (DAEMON_START and DAEMON_STOP both go to daemon bindings);
-// ok is false for the others (admission), which are acked FAIL.
+// that takes them (DAEMON_START and DAEMON_STOP both go to daemon bindings;
+// ADMISSION to validate and mutate bindings, and accept narrows it to the
+// binding's kind); ok is false for the others, which are acked FAIL.
 func eventKind(k tetherv1.DeliveryKind) (kind EventKind, ok bool) {
 	switch k {
 	case tetherv1.DeliveryKind_DELIVERY_KIND_CREATE:
@@ -126,6 +144,8 @@ func eventKind(k tetherv1.DeliveryKind) (kind EventKind, ok bool) {
 		return Tick, true
 	case tetherv1.DeliveryKind_DELIVERY_KIND_DAEMON_START, tetherv1.DeliveryKind_DELIVERY_KIND_DAEMON_STOP:
 		return DaemonStart, true
+	case tetherv1.DeliveryKind_DELIVERY_KIND_ADMISSION:
+		return Validate, true
 	default:
 		return 0, false
 	}

@@ -259,6 +259,9 @@ func (s *session) accept(d *tetherv1.Delivery, draining bool) {
 		s.ack(failAck(id, fmt.Sprintf("binding %q is not declared by this instance", d.GetBindingId())))
 		return
 	}
+	if kind.admission() && b.kind.admission() {
+		kind = b.kind // one delivery kind serves validate and mutate bindings
+	}
 	if kind != b.kind && (kind.special() || b.kind.special()) {
 		log.Warn("delivery kind does not fit the binding", "kind", d.GetKind().String(), "binding_kind", b.kind.bindingName())
 		s.ack(failAck(id, fmt.Sprintf("binding %q is a %s binding; it does not take %s deliveries",

@@ -181,7 +181,7 @@ func TestTickCarriesScheduledAndPatches(t *testing.T) {
 }
 
 func TestKindNamesIncludeTimersAndDaemons(t *testing.T) {
-	for kind, want := range map[sdk.EventKind]string{sdk.Tick: "tick", sdk.DaemonStart: "daemon-start", sdk.DaemonStart + 1: "EventKind(9)"} {
+	for kind, want := range map[sdk.EventKind]string{sdk.Tick: "tick", sdk.DaemonStart: "daemon-start", sdk.Validate: "validate", sdk.Mutate: "mutate", sdk.Mutate + 1: "EventKind(11)"} {
 		if got := kind.String(); got != want {
 			t.Errorf("EventKind(%d).String() = %q, want %q", int(kind), got, want)
 		}

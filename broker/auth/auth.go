@@ -16,6 +16,7 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/tether-dev/tether/broker/binding"
@@ -133,26 +134,38 @@ func (a *Authenticator) Authorize(ctx context.Context, bindings []*binding.Bindi
 		}
 		for _, ns := range namespaces {
 			for _, verb := range verbs(b.Kind) {
-				if err := a.check(ctx, user, b, ns, verb); err != nil {
+				if err := a.check(ctx, user, ns, verb, b.Resource.GroupVersionResource); err != nil {
 					return &binding.FieldError{Index: i, ID: b.ID, Field: "resource", Err: err}
 				}
+			}
+		}
+		// A webhook can refuse or change every request on its resource: the
+		// broker writes one only for a handler that could write it itself.
+		if cfg, ok := webhookConfigurations[b.Kind]; ok {
+			if err := a.check(ctx, user, "", "create", cfg); err != nil {
+				return &binding.FieldError{Index: i, ID: b.ID, Field: "kind", Err: err}
 			}
 		}
 	}
 	return nil
 }
 
+var webhookConfigurations = map[binding.Kind]schema.GroupVersionResource{
+	binding.Validate: {Group: "admissionregistration.k8s.io", Version: "v1", Resource: "validatingwebhookconfigurations"},
+	binding.Mutate:   {Group: "admissionregistration.k8s.io", Version: "v1", Resource: "mutatingwebhookconfigurations"},
+}
+
 // verbs a binding needs: it is watched; kinds whose acks carry patches write.
 func verbs(k binding.Kind) []string {
 	switch k {
-	case binding.Event, binding.Delete, binding.Daemon:
+	case binding.Event, binding.Delete, binding.Daemon, binding.Validate:
 		return []string{"list", "watch"}
 	default:
 		return []string{"list", "watch", "patch"}
 	}
 }
 
-func (a *Authenticator) check(ctx context.Context, user authenticationv1.UserInfo, b *binding.Binding, ns, verb string) error {
+func (a *Authenticator) check(ctx context.Context, user authenticationv1.UserInfo, ns, verb string, gvr schema.GroupVersionResource) error {
 	extra := map[string]authorizationv1.ExtraValue{}
 	for k, v := range user.Extra {
 		extra[k] = authorizationv1.ExtraValue(v)
@@ -160,7 +173,7 @@ func (a *Authenticator) check(ctx context.Context, user authenticationv1.UserInf
 	sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
 		User: user.Username, Groups: user.Groups, UID: user.UID, Extra: extra,
 		ResourceAttributes: &authorizationv1.ResourceAttributes{
-			Namespace: ns, Verb: verb, Group: b.Resource.Group, Version: b.Resource.Version, Resource: b.Resource.Resource,
+			Namespace: ns, Verb: verb, Group: gvr.Group, Version: gvr.Version, Resource: gvr.Resource,
 		},
 	}}
 	out, err := a.opts.Client.AuthorizationV1().SubjectAccessReviews().Create(ctx, sar, metav1.CreateOptions{})
@@ -172,7 +185,12 @@ func (a *Authenticator) check(ctx context.Context, user authenticationv1.UserInf
 		if ns != "" {
 			where = "in namespace " + ns
 		}
-		return fmt.Errorf("%w: %s may not %s %s %s", ErrDenied, user.Username, verb, b.Resource, where)
+		return fmt.Errorf("%w: %s may not %s %s %s", ErrDenied, user.Username, verb, resourceName(gvr), where)
 	}
 	return nil
+}
+
+// resourceName spells gvr as resource.Resource does: "secrets.v1.".
+func resourceName(gvr schema.GroupVersionResource) string {
+	return gvr.Resource + "." + gvr.Version + "." + gvr.Group
 }

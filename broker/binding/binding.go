@@ -40,6 +40,8 @@ type Binding struct {
 	Timer TimerOptions
 	// Daemon is set for daemon bindings.
 	Daemon DaemonOptions
+	// Admission is set for validate and mutate bindings.
+	Admission AdmissionOptions
 }
 
 // MinInterval is the shortest timer interval a binding may ask for.
@@ -91,7 +93,7 @@ func (r RetryPolicy) Exhausted(n int) bool {
 
 // Holds reports whether objects matching b carry the handler's hold.
 func (b *Binding) Holds() bool {
-	return b.Policy != PolicyNone && !(b.Kind == Delete && b.Optional)
+	return b.Policy != PolicyNone && !(b.Kind == Delete && b.Optional) && !b.Kind.IsAdmission()
 }
 
 // AnnotationFilter matches objects by one annotation.
@@ -218,6 +220,9 @@ func compileOne(ctx context.Context, pb *tetherv1.Binding, res Resolver, def Def
 		return nil, fieldErr("kind", fmt.Errorf("unknown kind %v", pb.GetKind()))
 	}
 	if !supported[b.Kind] {
+		if b.Kind.IsAdmission() {
+			return nil, fieldErr("kind", fmt.Errorf("%s bindings are %w: it serves no admission webhooks (start it with --admission-listen)", b.Kind, ErrUnsupported))
+		}
 		return nil, fieldErr("kind", fmt.Errorf("%s bindings are %w", b.Kind, ErrUnsupported))
 	}
 	r := pb.GetResource()
@@ -285,6 +290,9 @@ func compileOne(ctx context.Context, pb *tetherv1.Binding, res Resolver, def Def
 	if b.Daemon, err = daemonOptions(b.Kind, pb.GetDaemon(), def); err != nil {
 		return nil, err
 	}
+	if b.Admission, err = admissionOptions(b, pb); err != nil {
+		return nil, err
+	}
 	return b, nil
 }
 
@@ -315,6 +323,14 @@ func policy(k Kind, p tetherv1.FinalizerPolicy) (Policy, error) {
 	case tetherv1.FinalizerPolicy_FINALIZER_POLICY_HOLD, tetherv1.FinalizerPolicy_FINALIZER_POLICY_STRICT:
 	default:
 		return 0, fmt.Errorf("unknown policy %v", p)
+	}
+	if k.IsAdmission() {
+		// STRICT keeps the webhook, failing closed, while the handler is
+		// absent; admission bindings hold no objects.
+		if p == tetherv1.FinalizerPolicy_FINALIZER_POLICY_STRICT {
+			return PolicyStrict, nil
+		}
+		return 0, fmt.Errorf("%v: %s bindings hold no objects; only STRICT (keep the webhook while the handler is absent) applies", p, k)
 	}
 	if defaultPolicy(k) == PolicyNone {
 		return 0, fmt.Errorf("%v: %s bindings never hold objects", p, k)
@@ -366,8 +382,8 @@ func Fingerprint(bs []*Binding) string {
 		if x.When != nil {
 			when = x.When.String()
 		}
-		fmt.Fprintf(&b, "%s|%s|%s|%v|%s|%s|%+v|%s|%v|%v|%v|%+v|%+v|%+v\n", x.ID, x.Kind, x.Resource, x.Namespaces,
-			x.Labels, x.Fields, x.Annotations, when, x.FieldPath, x.Optional, x.Policy, x.Retry, x.Timer, x.Daemon)
+		fmt.Fprintf(&b, "%s|%s|%s|%v|%s|%s|%+v|%s|%v|%v|%v|%+v|%+v|%+v|%+v\n", x.ID, x.Kind, x.Resource, x.Namespaces,
+			x.Labels, x.Fields, x.Annotations, when, x.FieldPath, x.Optional, x.Policy, x.Retry, x.Timer, x.Daemon, x.Admission.String())
 	}
 	return b.String()
 }

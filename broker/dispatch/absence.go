@@ -66,6 +66,7 @@ func (rt *runtime) presenceLoop(ctx context.Context) {
 	var last absence
 	var written presence.Record
 	var renewed time.Time
+	hooks := webhookSync{rt: rt}
 	for {
 		now := time.Now()
 		rt.mu.Lock()
@@ -103,6 +104,9 @@ func (rt *runtime) presenceLoop(ctx context.Context) {
 			written = rec
 		}
 		rt.observePresence(rec.Instances)
+		if !hooks.sync(ctx, state.absent) {
+			next = min(next, webhookRetry)
+		}
 		t.Reset(next)
 		select {
 		case <-ctx.Done():
@@ -187,9 +191,35 @@ func (rt *runtime) processAbsent(ctx context.Context, o *object, obj *unstructur
 	default:
 		return nil
 	}
-	if err := rt.apply(ctx, o, obj, &write{removeHold: true, release: absentRelease(obj)}); err != nil {
-		return err
+	return rt.apply(ctx, o, obj, &write{removeHold: true, release: absentRelease(obj), landed: &note{reason: "HoldReleased", message: msg}})
+}
+
+// webhookRetry is how soon a failed write of a handler's webhook
+// configurations is tried again.
+const webhookRetry = 2 * time.Second
+
+// webhookSync writes a handler's webhook configurations when its presence
+// calls for another state than the one written: at start (which also
+// removes those of admission bindings the handler no longer has) and when
+// it passes its grace or returns.
+type webhookSync struct {
+	rt      *runtime
+	done    bool
+	written bool // the absent state written
+}
+
+// sync reports false when the write failed and should be tried again.
+func (w *webhookSync) sync(ctx context.Context, absent bool) bool {
+	hooks := w.rt.m.opts.Webhooks
+	if hooks == nil || (w.done && w.written == absent) {
+		return true
 	}
-	rt.m.opts.Recorder.Event(obj, false, "HoldReleased", msg)
-	return nil
+	if err := hooks.Sync(ctx, w.rt.name, w.rt.bindings, absent); err != nil {
+		if ctx.Err() == nil {
+			w.rt.log.Warn("cannot write the handler's webhook configurations; retrying", "absent", absent, "error", err)
+		}
+		return false
+	}
+	w.done, w.written = true, absent
+	return true
 }

@@ -31,6 +31,14 @@ type nopRecorder struct{}
 
 func (nopRecorder) Event(*unstructured.Unstructured, bool, string, string) {}
 
+// Webhooks keeps each handler's admission webhook configurations
+// (broker/webhook): all its validate and mutate bindings while it is
+// present or in its grace, only the STRICT ones once it is absent past its
+// grace.
+type Webhooks interface {
+	Sync(ctx context.Context, handler string, bindings []*binding.Binding, absent bool) error
+}
+
 // Options configure a Manager. Client and Informers are required.
 type Options struct {
 	Log       hclog.Logger
@@ -57,8 +65,15 @@ type Options struct {
 	// ReleaseLimiter paces the writes that strip holds from live objects of
 	// a long-absent handler (default 20 per second, burst 50).
 	ReleaseLimiter flowcontrol.RateLimiter
+	// WriteLimiter paces every write to the objects (default 100 per
+	// second, burst 200) without holding up deliveries that write nothing;
+	// Client should then have no rate limit of its own.
+	WriteLimiter *WriteLimiter
 	// Metrics records what the handlers do; nil records nothing.
 	Metrics *metrics.Metrics
+	// Webhooks keeps the handlers' webhook configurations; nil keeps none
+	// (the broker serves no admission).
+	Webhooks Webhooks
 }
 
 // AbsenceLimits are the broker's grace and long-absence settings: defaults,
@@ -139,6 +154,9 @@ func New(opts Options) *Manager {
 	opts.Absence = opts.Absence.withDefaults()
 	if opts.ReleaseLimiter == nil {
 		opts.ReleaseLimiter = flowcontrol.NewTokenBucketRateLimiter(20, 50)
+	}
+	if opts.WriteLimiter == nil {
+		opts.WriteLimiter = NewWriteLimiter(100, 200)
 	}
 	return &Manager{opts: opts, log: opts.Log, handlers: map[string]*runtime{}}
 }

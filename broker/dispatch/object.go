@@ -56,9 +56,17 @@ type object struct {
 	done     map[string]bool
 	attempts map[string]int
 	acc      accumulated
-	// pending is a write that was refused (conflict) and must be retried on
-	// the next state before anything else happens.
+	// pending is a write that was refused (conflict) or waits for its turn
+	// under the write limiter; it is made on the latest state before
+	// anything else happens to the object.
 	pending *write
+	// writeAt is the turn the write limiter gave the object's next write
+	// (zero: none reserved).
+	writeAt time.Time
+	// listed: the object was seen in an initial list (a broker start, the
+	// handler's return) and its timers have not been looked at since; their
+	// first ticks are spread over one interval.
+	listed bool
 	// eventDone marks the bindings that finished the head raw event.
 	eventDone map[string]bool
 	// timers are the timer bindings scheduled for this object.

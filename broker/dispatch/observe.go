@@ -49,8 +49,23 @@ func (rt *runtime) observeDelivery(ctx context.Context, d *tetherv1.Delivery, to
 }
 
 // kindLabel names a delivery kind in metrics: "create", "tick",
-// "daemon-start".
+// "daemon-start". The names are worked out once: every delivery needs one.
 func kindLabel(k tetherv1.DeliveryKind) string {
+	if l, ok := kindLabels[k]; ok {
+		return l
+	}
+	return kindName(k)
+}
+
+var kindLabels = func() map[tetherv1.DeliveryKind]string {
+	m := make(map[tetherv1.DeliveryKind]string, len(tetherv1.DeliveryKind_name))
+	for v := range tetherv1.DeliveryKind_name {
+		m[tetherv1.DeliveryKind(v)] = kindName(tetherv1.DeliveryKind(v))
+	}
+	return m
+}()
+
+func kindName(k tetherv1.DeliveryKind) string {
 	s := strings.TrimPrefix(k.String(), "DELIVERY_KIND_")
 	return strings.ReplaceAll(strings.ToLower(s), "_", "-")
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"time"
 
@@ -18,9 +19,21 @@ import (
 )
 
 // process decides and does what one object needs now. It returns a delay
-// when it must look again later (a retry), or an error to be retried with
-// the queue's rate limit (a refused write).
+// when it must look again later (a retry, or a write waiting for its turn
+// under the write limiter), or an error to be retried with the queue's rate
+// limit (a refused write). A write waiting for its turn stays pending on the
+// object and frees the worker: deliveries to other objects that write
+// nothing go on meanwhile.
 func (rt *runtime) process(ctx context.Context, uid types.UID) (time.Duration, error) {
+	after, err := rt.processObject(ctx, uid)
+	var paced *pacedWrite
+	if errors.As(err, &paced) {
+		return paced.wait, nil
+	}
+	return after, err
+}
+
+func (rt *runtime) processObject(ctx context.Context, uid types.UID) (time.Duration, error) {
 	rt.mu.Lock()
 	o := rt.objects[uid]
 	rt.mu.Unlock()
@@ -33,6 +46,9 @@ func (rt *runtime) process(ctx context.Context, uid types.UID) (time.Duration, e
 	rt.mu.Lock()
 	obj, gone, initial := o.obj, o.gone, o.initial
 	rt.mu.Unlock()
+	if initial {
+		o.listed = true
+	}
 	if gone {
 		return 0, rt.processGone(ctx, o, obj)
 	}
@@ -203,6 +219,9 @@ func (rt *runtime) processLive(ctx context.Context, o *object, obj *unstructured
 	needs := rt.needsHold(bindings, obj)
 	w.addHold = needs && !held
 	w.removeHold = !needs && held
+	if w.removeHold {
+		w.landed = &note{reason: "HoldReleased", message: fmt.Sprintf("handler %q no longer has a binding that holds this object", rt.name)}
+	}
 	rt.mu.Lock()
 	o.initial = false
 	rt.mu.Unlock()
@@ -211,10 +230,6 @@ func (rt *runtime) processLive(ctx context.Context, o *object, obj *unstructured
 	}
 	if err := rt.apply(ctx, o, obj, w); err != nil {
 		return 0, err
-	}
-	if w.removeHold {
-		rt.m.opts.Recorder.Event(obj, false, "HoldReleased",
-			fmt.Sprintf("handler %q no longer has a binding that holds this object", rt.name))
 	}
 	o.resetCause("")
 	return 0, nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"hash/fnv"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -29,8 +30,11 @@ type runtime struct {
 	name        string
 	fingerprint string
 	bindings    []*binding.Binding
-	byResource  map[schema.GroupVersionResource][]*binding.Binding
-	log         hclog.Logger
+	// byResource has the bindings served by watching, by resource;
+	// admission has the validate and mutate bindings, by id.
+	byResource map[schema.GroupVersionResource][]*binding.Binding
+	admission  map[string]*binding.Binding
+	log        hclog.Logger
 
 	queue  workqueue.TypedRateLimitingInterface[types.UID]
 	sched  *timer.Scheduler
@@ -56,12 +60,17 @@ func newRuntime(m *Manager, name string, bindings []*binding.Binding, fp string)
 	rt := &runtime{
 		m: m, name: name, fingerprint: fp, bindings: bindings,
 		byResource:   map[schema.GroupVersionResource][]*binding.Binding{},
+		admission:    map[string]*binding.Binding{},
 		log:          m.log.Named("handler").With("handler", name),
 		objects:      map[types.UID]*object{},
 		changed:      make(chan struct{}),
 		presenceWake: make(chan struct{}, 1),
 	}
 	for _, b := range bindings {
+		if b.Kind.IsAdmission() {
+			rt.admission[b.ID] = b
+			continue
+		}
 		rt.byResource[b.Resource.GroupVersionResource] = append(rt.byResource[b.Resource.GroupVersionResource], b)
 	}
 	return rt
@@ -116,6 +125,7 @@ func (rt *runtime) stop() {
 // informerKeys picks one informer per resource: the whole cluster when any
 // binding of the resource is unscoped, else one per named namespace.
 func informerKeys(bs []*binding.Binding) []informer.Key {
+	bs = slices.DeleteFunc(slices.Clone(bs), func(b *binding.Binding) bool { return b.Kind.IsAdmission() })
 	cluster := map[schema.GroupVersionResource]bool{}
 	for _, b := range bs {
 		if len(b.Namespaces) == 0 {

@@ -2,10 +2,12 @@ package dispatch
 
 import (
 	"context"
+	"hash/fnv"
 	"time"
 
 	"google.golang.org/protobuf/types/known/timestamppb"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/tether-dev/tether/broker/binding"
 	"github.com/tether-dev/tether/broker/progress"
@@ -18,7 +20,15 @@ import (
 // most one is outstanding per (binding, object): a slow handler gets its
 // ticks late, never piled up. A tick writes nothing unless its ack carries
 // a patch or a result.
+//
+// The objects of an initial list (a broker start, the handler's return) all
+// come at once: their first ticks, and the ticks that came due while the
+// handler was away, are spread over one interval by a fixed offset per
+// object, so that ten thousand objects do not tick in the same millisecond
+// and then stay in step.
 func (rt *runtime) processTimers(ctx context.Context, o *object, obj *unstructured.Unstructured) (time.Duration, error) {
+	listed := o.listed
+	o.listed = false
 	for _, b := range rt.byResource[o.res.GroupVersionResource] {
 		if b.Kind != binding.Timer {
 			continue
@@ -35,15 +45,25 @@ func (rt *runtime) processTimers(ctx context.Context, o *object, obj *unstructur
 				o.timers = map[string]bool{}
 			}
 			o.timers[b.ID] = true
-			rt.sched.Schedule(key, time.Now().Add(b.Timer.InitialDelay))
+			first := time.Now().Add(b.Timer.InitialDelay)
+			if listed {
+				first = first.Add(spread(o.uid, b.Timer.Interval))
+			}
+			rt.sched.Schedule(key, first)
 			continue
 		}
 		due, ok := rt.takeDue(o, b.ID)
 		if !ok {
 			if _, scheduled := rt.sched.Scheduled(key); !scheduled {
 				// Its tick came while the handler was absent.
-				rt.sched.Schedule(key, time.Now())
+				rt.sched.Schedule(key, returnTick(b.Timer, o, due, listed))
 			}
+			continue
+		}
+		if listed {
+			// The tick came due while the handler was away; every object
+			// of the handler has one now.
+			rt.sched.Schedule(key, returnTick(b.Timer, o, due, listed))
 			continue
 		}
 		if b.Timer.Idle > 0 {
@@ -96,6 +116,33 @@ func nextTick(t binding.TimerOptions, due, now time.Time) time.Time {
 		next = next.Add(missed * t.Interval)
 	}
 	return next
+}
+
+// spread is a fixed offset in [0, interval) for an object, from its UID.
+func spread(uid types.UID, interval time.Duration) time.Duration {
+	if interval <= 0 {
+		return 0
+	}
+	h := fnv.New64a()
+	h.Write([]byte(uid))
+	return time.Duration(mix64(h.Sum64()) % uint64(interval))
+}
+
+// returnTick is when a tick that came due while the handler was away is
+// delivered: at once, or, when the object is part of the handler's return
+// (listed), at its own offset within the next interval for a timer that
+// ticks after each ack, or at the next point of its grid for a sharp timer
+// (whose grid was spread when it started). due is zero when unknown.
+func returnTick(t binding.TimerOptions, o *object, due time.Time, listed bool) time.Time {
+	now := time.Now()
+	switch {
+	case !listed:
+		return now
+	case t.Sharp && !due.IsZero():
+		return nextTick(t, due, now)
+	default:
+		return now.Add(spread(o.uid, t.Interval))
+	}
 }
 
 func (rt *runtime) markDue(o *object, name string, due time.Time) {

@@ -119,7 +119,13 @@ type write struct {
 	// release says why removeHold releases, for metrics (default: done or
 	// no-longer-matching).
 	release string
+	// landed is a Normal Event posted on the object once the write landed,
+	// which may be passes later when the write waits for its turn.
+	landed *note
 }
+
+// note is a Kubernetes Event to post.
+type note struct{ reason, message string }
 
 func (w *write) empty() bool {
 	return len(w.handler) == 0 && len(w.merge) == 0 && len(w.status) == 0 && !w.addHold && !w.removeHold
@@ -138,8 +144,10 @@ var errConflict = errors.New("object changed since it was read")
 
 // apply makes the write against obj as last seen: one guarded JSON patch for
 // the object and, when the resource has a status subresource and the
-// handler patched status, one merge patch for status. On success the new
-// object is remembered; on a conflict the write stays pending.
+// handler patched status, one merge patch for status. Each request waits
+// for its turn under the write limiter: until then apply returns a
+// *pacedWrite. On success the new object is remembered; on a conflict or
+// while waiting for its turn the write stays pending.
 func (rt *runtime) apply(ctx context.Context, o *object, obj *unstructured.Unstructured, w *write) error {
 	o.pending = w
 	p, err := rt.buildPatch(o, obj, w)
@@ -149,6 +157,9 @@ func (rt *runtime) apply(ctx context.Context, o *object, obj *unstructured.Unstr
 	}
 	ri := rt.m.opts.Client.Resource(o.res.GroupVersionResource).Namespace(obj.GetNamespace())
 	if !p.Empty() {
+		if wait := rt.writeTurn(o); wait > 0 {
+			return &pacedWrite{wait: wait}
+		}
 		data, err := p.JSON()
 		if err != nil {
 			o.pending = nil
@@ -166,6 +177,9 @@ func (rt *runtime) apply(ctx context.Context, o *object, obj *unstructured.Unstr
 		o.lastHandled = w.lastHandled
 	}
 	if len(w.status) > 0 {
+		if wait := rt.writeTurn(o); wait > 0 {
+			return &pacedWrite{wait: wait}
+		}
 		data, err := json.Marshal(map[string]any{"status": w.status})
 		if err != nil {
 			o.pending = nil
@@ -179,6 +193,9 @@ func (rt *runtime) apply(ctx context.Context, o *object, obj *unstructured.Unstr
 		rt.remember(o, out)
 	}
 	o.pending = nil
+	if w.landed != nil {
+		rt.m.opts.Recorder.Event(obj, false, w.landed.reason, w.landed.message)
+	}
 	return nil
 }
 

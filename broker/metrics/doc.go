@@ -20,8 +20,10 @@
 //	tether_timers_scheduled{handler}                gauge
 //	tether_api_writes_total{verb,resource,code}     counter
 //	tether_handler_present{handler}                 gauge, 1 or 0
+//	tether_admission_review_duration_seconds{handler,binding,result}   histogram
+//	tether_admission_failures_total{handler,binding,policy,reason}     counter
 //
-// Label values are bounded: handler names, delivery kinds, the outcome,
-// release-reason and write-code constants of this package, and resource
-// names of bindings.
+// Label values are bounded: handler names, binding ids, delivery kinds, the
+// outcome, release-reason, admission and write-code constants of this
+// package, and resource names of bindings.
 package metrics

@@ -65,6 +65,7 @@ type Metrics struct {
 	timers        *prometheus.GaugeVec
 	apiWrites     *prometheus.CounterVec
 	present       *prometheus.GaugeVec
+	admission     admissionMetrics
 
 	// known are the handlers whose series were set to zero.
 	known sync.Map
@@ -124,6 +125,7 @@ func New(reg prometheus.Registerer) *Metrics {
 		Name: "tether_handler_present",
 		Help: "1 while at least one instance of the handler is connected, else 0.",
 	}, handler))
+	m.admission = newAdmissionMetrics(reg)
 	return m
 }
 

@@ -73,6 +73,14 @@ var LifecycleKinds = map[binding.Kind]bool{
 	binding.Timer: true, binding.Daemon: true,
 }
 
+// AllKinds are LifecycleKinds and admission: the kinds of a broker that
+// serves webhooks.
+var AllKinds = map[binding.Kind]bool{
+	binding.Create: true, binding.Update: true, binding.Delete: true,
+	binding.Resume: true, binding.Field: true, binding.Event: true,
+	binding.Timer: true, binding.Daemon: true, binding.Validate: true, binding.Mutate: true,
+}
+
 // Server implements tetherv1.BrokerServiceServer.
 type Server struct {
 	tetherv1.UnimplementedBrokerServiceServer

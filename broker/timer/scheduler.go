@@ -24,7 +24,9 @@ type Scheduler struct {
 
 	mu    sync.Mutex
 	items itemHeap
-	byKey map[Key]*item
+	// byUID has every key of an object that is scheduled or has fired and
+	// not been cancelled. A fired key keeps its entry, off the heap, since
+	// it is usually scheduled again at once (every tick); cancelling drops it.
 	byUID map[types.UID]map[string]*item
 	wake  chan struct{}
 }
@@ -32,8 +34,10 @@ type Scheduler struct {
 type item struct {
 	key   Key
 	at    time.Time
-	index int
+	index int // in the heap; offHeap once fired
 }
+
+const offHeap = -1
 
 // New returns a Scheduler that calls fire(key, due) when key is due. fire
 // runs on the scheduler's goroutine and must not block.
@@ -41,7 +45,6 @@ func New(fire func(key Key, due time.Time)) *Scheduler {
 	return &Scheduler{
 		fire:  fire,
 		now:   time.Now,
-		byKey: map[Key]*item{},
 		byUID: map[types.UID]map[string]*item{},
 		wake:  make(chan struct{}, 1),
 	}
@@ -50,21 +53,25 @@ func New(fire func(key Key, due time.Time)) *Scheduler {
 // Schedule makes key due at at, replacing any earlier schedule of key.
 func (s *Scheduler) Schedule(key Key, at time.Time) {
 	s.mu.Lock()
-	if it, ok := s.byKey[key]; ok {
-		it.at = at
-		heap.Fix(&s.items, it.index)
-	} else {
+	m := s.byUID[key.UID]
+	it, ok := m[key.Name]
+	switch {
+	case !ok:
 		it = &item{key: key, at: at}
 		heap.Push(&s.items, it)
-		s.byKey[key] = it
-		m := s.byUID[key.UID]
 		if m == nil {
 			m = map[string]*item{}
 			s.byUID[key.UID] = m
 		}
 		m[key.Name] = it
+	case it.index == offHeap:
+		it.at = at
+		heap.Push(&s.items, it)
+	default:
+		it.at = at
+		heap.Fix(&s.items, it.index)
 	}
-	first := s.items[0].key == key
+	first := s.items[0] == it
 	s.mu.Unlock()
 	if first {
 		s.poke()
@@ -75,8 +82,13 @@ func (s *Scheduler) Schedule(key Key, at time.Time) {
 func (s *Scheduler) Cancel(key Key) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if it, ok := s.byKey[key]; ok {
-		s.removeLocked(it)
+	m := s.byUID[key.UID]
+	if it, ok := m[key.Name]; ok {
+		s.unscheduleLocked(it)
+		delete(m, key.Name)
+	}
+	if m != nil && len(m) == 0 {
+		delete(s.byUID, key.UID)
 	}
 }
 
@@ -85,16 +97,17 @@ func (s *Scheduler) CancelUID(uid types.UID) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, it := range s.byUID[uid] {
-		s.removeLocked(it)
+		s.unscheduleLocked(it)
 	}
+	delete(s.byUID, uid)
 }
 
 // Scheduled reports when key is due, if it is scheduled.
 func (s *Scheduler) Scheduled(key Key) (time.Time, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	it, ok := s.byKey[key]
-	if !ok {
+	it, ok := s.byUID[key.UID][key.Name]
+	if !ok || it.index == offHeap {
 		return time.Time{}, false
 	}
 	return it.at, true
@@ -107,14 +120,10 @@ func (s *Scheduler) Len() int {
 	return len(s.items)
 }
 
-func (s *Scheduler) removeLocked(it *item) {
-	heap.Remove(&s.items, it.index)
-	delete(s.byKey, it.key)
-	if m := s.byUID[it.key.UID]; m != nil {
-		delete(m, it.key.Name)
-		if len(m) == 0 {
-			delete(s.byUID, it.key.UID)
-		}
+// unscheduleLocked takes it off the heap, if it is there.
+func (s *Scheduler) unscheduleLocked(it *item) {
+	if it.index != offHeap {
+		heap.Remove(&s.items, it.index)
 	}
 }
 
@@ -125,27 +134,33 @@ func (s *Scheduler) poke() {
 	}
 }
 
+// firing is a key that came due, copied out of its item, which may be
+// scheduled again as soon as the lock is released.
+type firing struct {
+	key Key
+	at  time.Time
+}
+
 // Start fires due keys until ctx ends.
 func (s *Scheduler) Start(ctx context.Context) error {
 	t := time.NewTimer(time.Hour)
 	defer t.Stop()
-	var due []*item
+	var due []firing
 	for {
 		due = due[:0]
 		s.mu.Lock()
 		now := s.now()
 		for len(s.items) > 0 && !s.items[0].at.After(now) {
-			it := s.items[0]
-			s.removeLocked(it)
-			due = append(due, it)
+			it := heap.Pop(&s.items).(*item)
+			due = append(due, firing{key: it.key, at: it.at})
 		}
 		wait := time.Hour
 		if len(s.items) > 0 {
 			wait = s.items[0].at.Sub(now)
 		}
 		s.mu.Unlock()
-		for _, it := range due {
-			s.fire(it.key, it.at)
+		for _, f := range due {
+			s.fire(f.key, f.at)
 		}
 		t.Reset(wait)
 		select {
@@ -175,5 +190,6 @@ func (h *itemHeap) Pop() any {
 	it := old[len(old)-1]
 	old[len(old)-1] = nil
 	*h = old[:len(old)-1]
+	it.index = offHeap
 	return it
 }

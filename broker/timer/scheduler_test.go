@@ -101,6 +101,29 @@ func TestCancelAndCancelUID(t *testing.T) {
 	}
 }
 
+func TestFiredKeyIsScheduledAgainAndForgottenWhenCancelled(t *testing.T) {
+	f := newFired()
+	s := New(f.fire)
+	k, other := Key{"u1", "tick"}, Key{"u2", "tick"}
+	run(t, s)
+	s.Schedule(k, time.Now())
+	expect(t, f, k)
+	if _, ok := s.Scheduled(k); ok {
+		t.Error("a fired key still counts as scheduled")
+	}
+	s.Schedule(k, time.Now().Add(10*time.Millisecond))
+	expect(t, f, k)
+	s.Schedule(other, time.Now())
+	expect(t, f, other)
+	s.Cancel(k)
+	s.CancelUID(other.UID)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.byUID) != 0 || len(s.items) != 0 {
+		t.Errorf("after cancelling every key: %d objects, %d scheduled", len(s.byUID), len(s.items))
+	}
+}
+
 func BenchmarkScheduleAndFire(b *testing.B) {
 	var n int
 	s := New(func(Key, time.Time) { n++ })

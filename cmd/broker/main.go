@@ -55,6 +55,7 @@ type config struct {
 	absentAfter   time.Duration
 	maxAbsent     time.Duration
 	leader        broker.LeaderElection
+	admission     broker.Admission
 }
 
 func main() {
@@ -106,8 +107,9 @@ func parseFlags(args []string, out io.Writer) (*config, error) {
 	fs.BoolVar(&c.insecure, "insecure", false, "serve plain text without authentication, for local development; loopback addresses only")
 	fs.StringVar(&c.tlsCert, "tls-cert-file", "", "TLS certificate file for the gRPC server (required unless --insecure)")
 	fs.StringVar(&c.tlsKey, "tls-key-file", "", "TLS private key file for the gRPC server (required unless --insecure)")
-	fs.Float64Var(&c.qps, "kube-api-qps", 100, "queries per second to the API server")
-	fs.IntVar(&c.burst, "kube-api-burst", 200, "burst of queries to the API server")
+	fs.Float64Var(&c.qps, "kube-api-qps", 100, "writes per second to the API server: holds, progress and handlers' patches are paced to this rate\n"+
+		"without holding up deliveries that write nothing (timer ticks); the broker's other requests are limited to the same rate")
+	fs.IntVar(&c.burst, "kube-api-burst", 200, "how many writes (and other requests) may go at once before --kube-api-qps paces them")
 	fs.StringVar(&c.logLevel, "log-level", "info", "log level: trace, debug, info, warn, error")
 	fs.StringVar(&c.logFormat, "log-format", "auto", "log format: text, json, or auto (json inside a cluster)")
 	fs.IntVar(&c.workers, "workers", 64, "workers per handler; in-flight deliveries are bounded by handler windows")
@@ -115,6 +117,16 @@ func parseFlags(args []string, out io.Writer) (*config, error) {
 	fs.IntVar(&c.maxWindow, "max-window", 1024, "largest window a handler instance may ask for")
 	fs.DurationVar(&c.helloTimeout, "hello-timeout", 10*time.Second, "how long a new stream may take to send Hello")
 	fs.IntVar(&c.maxMsgSize, "max-message-size", 4<<20, "largest gRPC message accepted from a handler, in bytes")
+	fs.StringVar(&c.admission.Listen, "admission-listen", "", "HTTPS address HOST:PORT of the admission webhooks the API server calls; empty: validate and mutate bindings are refused")
+	fs.StringVar(&c.admission.URL, "admission-url", "", "base URL at which the API server reaches --admission-listen, when the broker runs outside the cluster\n"+
+		"(default https://<--admission-listen>; e.g. https://172.17.0.1:8443 for kind); the webhook configurations point there")
+	fs.StringVar(&c.admission.Service, "admission-service", "", "name of the Service in --namespace in front of the broker's --admission-listen port, when the broker runs in the cluster;\n"+
+		"the webhook configurations point to it instead of --admission-url")
+	fs.IntVar(&c.admission.ServicePort, "admission-service-port", 8443, "port of --admission-service")
+	fs.StringVar(&c.admission.SecretName, "admission-secret", "tether-admission-tls", "Secret in --namespace keeping the CA and serving certificate the broker generates and rotates for the webhooks")
+	fs.StringVar(&c.admission.CertFile, "admission-tls-cert-file", "", "a serving certificate to use instead of generating one (cert-manager style; re-read when it changes)")
+	fs.StringVar(&c.admission.KeyFile, "admission-tls-key-file", "", "the key of --admission-tls-cert-file")
+	fs.StringVar(&c.admission.CAFile, "admission-ca-file", "", "the CA bundle the API server verifies --admission-tls-cert-file with")
 	fs.IntVar(&c.retries, "default-retries", 0, "retries of a failing delivery when its binding sets none (0: forever)")
 	fs.DurationVar(&c.timeout, "default-timeout", time.Minute, "how long to wait for an ack when the binding sets no timeout")
 	fs.DurationVar(&c.backoff, "default-backoff", time.Second, "first retry delay when the binding sets none")
@@ -128,6 +140,9 @@ func parseFlags(args []string, out io.Writer) (*config, error) {
 	fs.Visit(func(f *flag.Flag) { c.metricsSet = c.metricsSet || f.Name == "metrics-listen" })
 	if !c.insecure && (c.tlsCert == "" || c.tlsKey == "") {
 		return nil, errors.New("--tls-cert-file and --tls-key-file are required unless --insecure is given")
+	}
+	if err := c.admission.Check(); err != nil {
+		return nil, err
 	}
 	if hclog.LevelFromString(c.logLevel) == hclog.NoLevel {
 		return nil, fmt.Errorf("--log-level: unknown level %q", c.logLevel)
@@ -168,10 +183,10 @@ func serve(args []string, _, stderr io.Writer) error {
 	opts := broker.Options{
 		Log: log, Config: restCfg, Listen: c.listen, Insecure: c.insecure, TLS: tlsCfg,
 		Defaults: binding.Defaults{Retries: c.retries, Timeout: c.timeout, Backoff: c.backoff, MaxBackoff: c.maxBackoff},
-		Workers:  c.workers, DefaultWindow: c.defaultWindow, MaxWindow: c.maxWindow,
+		Workers:  c.workers, WriteQPS: c.qps, WriteBurst: c.burst, DefaultWindow: c.defaultWindow, MaxWindow: c.maxWindow,
 		HelloTimeout: c.helloTimeout, MaxMessageSize: c.maxMsgSize, Version: version,
 		Namespace: c.namespace, Identity: c.identity, Deployment: c.deployment, MetricsListen: c.metricsListen,
-		LeaderElection: c.leader,
+		LeaderElection: c.leader, Admission: c.admission,
 		Absence: dispatch.AbsenceLimits{
 			Grace: c.grace, MaxGrace: c.maxGrace,
 			AbsentReleaseAfter: absentAfter(c.absentAfter), MaxAbsentReleaseAfter: c.maxAbsent,

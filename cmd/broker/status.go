@@ -16,6 +16,7 @@ import (
 
 	"github.com/tether-dev/tether/broker/presence"
 	"github.com/tether-dev/tether/broker/release"
+	"github.com/tether-dev/tether/broker/webhook"
 	"github.com/tether-dev/tether/sdk/kubeconfig"
 )
 
@@ -126,8 +127,10 @@ func releaseCmd(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stderr, "Usage: broker release (--handler NAME ... | --all) [flags]\n\n"+
 			"Removes the holds (finalizers tether.dev/<handler>) of the named handlers, or of\n"+
 			"every handler recorded in the broker's namespace, from every object of their\n"+
-			"resources, and prints each object released. Run it with the broker stopped: a\n"+
-			"running broker adds the holds of connected handlers back.\n\nFlags:\n")
+			"resources, and prints each object released. It also removes the handlers'\n"+
+			"webhook configurations (tether-<handler>), so that no webhook is left pointing\n"+
+			"at a broker that is gone. Run it with the broker stopped: a running broker adds\n"+
+			"the holds and webhooks of connected handlers back.\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
 	commonFlags(fs, &kubeconfig, &namespace)
@@ -157,7 +160,36 @@ func releaseCmd(args []string, stdout, stderr io.Writer) error {
 		verb = "would release"
 	}
 	fmt.Fprintf(stdout, "%s %d hold(s)\n", verb, len(released))
-	return err
+	removed, werr := removeWebhooks(ctx, kube, handlers, dryRun, stderr)
+	for _, r := range removed {
+		fmt.Fprintln(stdout, r)
+	}
+	verb = "removed"
+	if dryRun {
+		verb = "would remove"
+	}
+	fmt.Fprintf(stdout, "%s %d webhook configuration(s)\n", verb, len(removed))
+	return errors.Join(err, werr)
+}
+
+// removeWebhooks deletes the webhook configurations the broker wrote for
+// handlers (every handler when none is named): with the broker gone, a
+// STRICT handler's webhook would refuse every request on its resource.
+func removeWebhooks(ctx context.Context, kube kubernetes.Interface, handlers []string, dryRun bool, stderr io.Writer) ([]string, error) {
+	m, err := webhook.New(webhook.Options{Client: kube, Log: newLogger("info", "text", stderr)})
+	if err != nil {
+		return nil, err
+	}
+	if len(handlers) == 0 {
+		return m.RemoveManaged(ctx, "", dryRun)
+	}
+	var all []string
+	var errs []error
+	for _, h := range handlers {
+		removed, err := m.RemoveManaged(ctx, h, dryRun)
+		all, errs = append(all, removed...), append(errs, err)
+	}
+	return all, errors.Join(errs...)
 }
 
 type multiFlag []string

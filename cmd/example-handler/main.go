@@ -1,5 +1,5 @@
 // Command example-handler is a Tether handler built on the Go SDK. It tells
-// the two stories Tether comes from:
+// the two stories Tether comes from, and shows admission on the second:
 //
 //   - the replicator copies Secrets and ConfigMaps annotated
 //     replicator.tether.dev/enabled: "true" into other namespaces
@@ -12,6 +12,13 @@
 //   - the TTL reaper deletes Secrets once their annotation
 //     ttl.tether.dev/ttl (a Go duration) has passed since their creation.
 //     It never holds them.
+//   - the TTL reaper's validating webhook refuses, on CREATE and UPDATE, a
+//     Secret whose ttl.tether.dev/ttl is not a positive Go duration, with
+//     a message that says why. The broker serves the webhook and forwards
+//     each review to the handler, which serves no HTTPS; the broker must
+//     be started with --admission-listen, else run the handler with
+//     --ttl-webhook=false. Its failure policy is Ignore: while the handler
+//     is away, Secrets are admitted unchecked.
 //
 // The handler connects to the broker with --broker and writes copies with
 // its own Kubernetes client (--kubeconfig; else $KUBECONFIG, the in-cluster
@@ -54,6 +61,7 @@ type config struct {
 	logFormat         string
 	reconcileInterval time.Duration
 	ttlInterval       time.Duration
+	ttlWebhook        bool
 }
 
 func main() {
@@ -91,6 +99,9 @@ A Tether handler with two jobs: it replicates Secrets and ConfigMaps annotated
 replicator.tether.dev/enabled: "true" into other namespaces (see
 replicator.tether.dev/include-namespaces and exclude-namespaces), and deletes
 Secrets whose ttl.tether.dev/ttl annotation (a Go duration) has passed.
+A validating webhook refuses Secrets whose ttl is not a positive duration.
+The broker serves it, so it needs a broker started with --admission-listen;
+with another broker, pass --ttl-webhook=false.
 The Kubernetes client is found as kubectl finds it: --kubeconfig, then
 $KUBECONFIG, then the in-cluster service account, then ~/.kube/config.
 SIGINT or SIGTERM stop it gracefully.
@@ -112,6 +123,8 @@ Flags:
 	fs.StringVar(&c.logFormat, "log-format", "text", "log `format`: text or json")
 	fs.DurationVar(&c.reconcileInterval, "reconcile-interval", 30*time.Second, "how often the replicator re-creates missing copies and updates drifted ones")
 	fs.DurationVar(&c.ttlInterval, "ttl-interval", 5*time.Second, "how often the TTL reaper looks at each Secret with a ttl")
+	fs.BoolVar(&c.ttlWebhook, "ttl-webhook", true, "refuse Secrets whose ttl is not a positive duration, with a validating webhook the broker serves;\n"+
+		"set it to false for a broker started without --admission-listen, which would refuse the handler")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -176,6 +189,9 @@ func serve(ctx context.Context, c *config, stderr io.Writer) error {
 	}
 	(&replicator{kube: kube, dyn: dyn}).register(h, c.reconcileInterval, scope)
 	(&reaper{dyn: dyn, now: time.Now}).register(h, c.ttlInterval, scope)
+	if c.ttlWebhook {
+		registerTTLWebhook(h, scope)
+	}
 
 	log.Info("connecting to the broker", "broker", c.broker, "handler", c.name, "insecure", c.insecure)
 	return h.Run(ctx, c.broker)

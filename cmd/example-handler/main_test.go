@@ -18,7 +18,7 @@ func TestHelpDocumentsEveryFlag(t *testing.T) {
 	}
 	for _, f := range []string{"-broker", "-insecure", "-tls-ca-file", "-tls-server-name", "-token", "-token-file",
 		"-kubeconfig", "-name", "-namespaces", "-log-level", "-log-format", "-reconcile-interval", "-ttl-interval",
-		"replicator.tether.dev/enabled", "ttl.tether.dev/ttl", "SIGTERM"} {
+		"-ttl-webhook", "--admission-listen", "replicator.tether.dev/enabled", "ttl.tether.dev/ttl", "SIGTERM"} {
 		if !strings.Contains(out.String(), f) {
 			t.Errorf("help lacks %s", f)
 		}
@@ -31,7 +31,7 @@ func TestDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	if c.broker != "127.0.0.1:7443" || c.name != "example" || c.reconcileInterval != 30*time.Second ||
-		c.ttlInterval != 5*time.Second || c.logFormat != "text" || c.insecure {
+		c.ttlInterval != 5*time.Second || !c.ttlWebhook || c.logFormat != "text" || c.insecure {
 		t.Errorf("defaults: %+v", c)
 	}
 }

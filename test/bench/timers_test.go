@@ -8,23 +8,26 @@ import (
 
 func TestParseTimers(t *testing.T) {
 	c := &config{window: 64, duration: time.Minute}
-	if err := c.parseTimers("2000, 10000", "1s,10s", false); err != nil {
+	if err := c.parseTimers("2000, 10000", "1s,10s", "plain, sharp,plain", false); err != nil {
 		t.Fatal(err)
 	}
 	if len(c.objects) != 2 || c.objects[1] != 10000 || len(c.intervals) != 2 || c.intervals[1] != 10*time.Second {
 		t.Errorf("objects %v intervals %v", c.objects, c.intervals)
 	}
+	if len(c.modes) != 2 || c.modes[0] != modePlain || c.modes[1] != modeSharp {
+		t.Errorf("modes %v", c.modes)
+	}
 	if c.window != timerDefaultWindow {
 		t.Errorf("window %d, want the timer default %d", c.window, timerDefaultWindow)
 	}
 	c = &config{window: 64, duration: time.Minute}
-	if err := c.parseTimers("10", "1s", true); err != nil || c.window != 64 {
+	if err := c.parseTimers("10", "1s", "plain", true); err != nil || c.window != 64 {
 		t.Errorf("an explicit -window must stay: %d, %v", c.window, err)
 	}
-	for _, bad := range [][2]string{{"0", "1s"}, {"x", "1s"}, {"10", "50ms"}, {"10", "soon"}} {
+	for _, bad := range [][3]string{{"0", "1s", "plain"}, {"x", "1s", "plain"}, {"10", "50ms", "plain"}, {"10", "soon", "plain"}, {"10", "1s", "blunt"}} {
 		c := &config{duration: time.Minute}
-		if err := c.parseTimers(bad[0], bad[1], false); err == nil {
-			t.Errorf("-objects %q -intervals %q: no error", bad[0], bad[1])
+		if err := c.parseTimers(bad[0], bad[1], bad[2], false); err == nil {
+			t.Errorf("-objects %q -intervals %q -modes %q: no error", bad[0], bad[1], bad[2])
 		}
 	}
 }
@@ -59,9 +62,18 @@ func TestCPUTime(t *testing.T) {
 }
 
 func TestNSName(t *testing.T) {
-	for iv, want := range map[time.Duration]string{time.Second: "bench-timers-1s-5", 1500 * time.Millisecond: "bench-timers-1p5s-5", time.Minute: "bench-timers-1m0s-5"} {
-		if got := nsName(iv, 5); got != want {
-			t.Errorf("nsName(%v) = %q, want %q", iv, got, want)
+	for _, tc := range []struct {
+		mode string
+		iv   time.Duration
+		want string
+	}{
+		{"", 0, "bench-timers-5"},
+		{modePlain, time.Second, "bench-timers-plain-1s-5"},
+		{modeSharp, 1500 * time.Millisecond, "bench-timers-sharp-1p5s-5"},
+		{modePlain, time.Minute, "bench-timers-plain-1m0s-5"},
+	} {
+		if got := nsName(5, tc.mode, tc.iv); got != tc.want {
+			t.Errorf("nsName(5, %q, %v) = %q, want %q", tc.mode, tc.iv, got, tc.want)
 		}
 	}
 }

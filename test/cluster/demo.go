@@ -15,6 +15,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/tether-dev/tether/test/example"
@@ -48,15 +49,20 @@ const handlerName = "example"
 // demo is one run of the demo: its clients, processes and narration.
 type demo struct {
 	demoConfig
-	kube       kubernetes.Interface
-	bins       example.Binaries
-	addr       string
-	broker     *example.Process
-	handler    *example.Process
-	handlerLog string
-	logs       []string // every log file, for the failure message
-	step       int
-	started    time.Time
+	// kube is the kubeconfig's user, which the broker uses too: the
+	// webhooks let its requests through unreviewed.
+	kube kubernetes.Interface
+	// asUser impersonates demoUser, whose requests the webhooks review.
+	asUser        kubernetes.Interface
+	bins          example.Binaries
+	addr          string
+	admissionAddr string
+	broker        *example.Process
+	handler       *example.Process
+	handlerLog    string
+	logs          []string // every log file, for the failure message
+	step          int
+	started       time.Time
 }
 
 // runDemo tells the example handler's stories on the control plane that
@@ -85,14 +91,14 @@ func runDemo(ctx context.Context, c demoConfig) (err error) {
 		return err
 	}
 	for _, step := range []func(context.Context) error{
-		d.connected, d.replicate, d.update, d.ttl, d.deleteSource, d.handlerAbsent,
+		d.connected, d.replicate, d.update, d.ttl, d.badTTL, d.deleteSource, d.handlerAbsent,
 	} {
 		if err := step(ctx); err != nil {
 			return err
 		}
 	}
-	d.say("demo: done in %s: %d steps, each confirmed by reading the cluster: replicated, updated, reaped, cleaned up,"+
-		" waited for a killed handler within its grace and released after it. Stopping the handler and the broker.",
+	d.say("demo: done in %s: %d steps, each confirmed by reading the cluster: replicated, updated, reaped, refused a bad ttl,"+
+		" cleaned up, waited for a killed handler within its grace and released after it. Stopping the handler and the broker.",
 		time.Since(d.started).Round(100*time.Millisecond), d.step)
 	return nil
 }
@@ -105,6 +111,10 @@ func (d *demo) setUp(ctx context.Context) error {
 		return fmt.Errorf("reading the kubeconfig: %w", err)
 	}
 	if d.kube, err = kubernetes.NewForConfig(cfg); err != nil {
+		return err
+	}
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: demoUser, Groups: []string{"system:masters", "system:authenticated"}}
+	if d.asUser, err = kubernetes.NewForConfig(cfg); err != nil {
 		return err
 	}
 	if err := os.MkdirAll(d.dir, 0o755); err != nil {
@@ -121,6 +131,9 @@ func (d *demo) setUp(ctx context.Context) error {
 	}
 	d.say("demo: built in %s", since(t0))
 	if d.addr, err = example.FreeAddr(); err != nil {
+		return err
+	}
+	if d.admissionAddr, err = example.FreeAddr(); err != nil {
 		return err
 	}
 	if err := d.createNamespaces(ctx, brokerNS, sourceNS, targets[0], targets[1], excluded); err != nil {
@@ -140,7 +153,7 @@ func (d *demo) startBroker() error {
 	}
 	d.logs = append(d.logs, path)
 	args := []string{"--kubeconfig", d.kubeconfig, "--listen", d.addr, "--insecure",
-		"--namespace", brokerNS, "--grace", grace.String()}
+		"--namespace", brokerNS, "--grace", grace.String(), "--admission-listen", d.admissionAddr}
 	if d.broker, err = example.Start("broker", d.bins.Broker, args, f); err != nil {
 		f.Close()
 		return err

@@ -159,10 +159,18 @@ func serve(ctx context.Context, cfg config, log hclog.Logger, stdout, stderr io.
 		return err
 	}
 	fmt.Fprintf(stdout, `
-Use it from another terminal:
+Use it from other terminals:
   export KUBECONFIG=%[1]s
   kubectl get ns
-  go run ./cmd/broker --kubeconfig %[1]s
+  go run ./cmd/broker --kubeconfig %[1]s --insecure --admission-listen 127.0.0.1:8443
+  go run ./cmd/example-handler --kubeconfig %[1]s --insecure
+
+The API server runs on this machine, so it calls the broker's webhooks on
+loopback. They let the broker's own user through unreviewed, and the broker
+uses this kubeconfig's user: to see the example handler refuse a bad ttl, ask
+as another user:
+  kubectl create secret generic tmp --from-literal=a=b
+  kubectl annotate secret tmp ttl.tether.dev/ttl=banana --as=alice --as-group=system:masters
 
 Press Ctrl-C to stop it.
 `, kubeconfig)

@@ -133,6 +133,9 @@ func TestBrokerRBACIsEnough(t *testing.T) {
 		// Handler authentication and authorization.
 		allow("create", "authentication.k8s.io", "tokenreviews", ""),
 		allow("create", "authorization.k8s.io", "subjectaccessreviews", ""),
+		// Its own user name, which its webhooks let through unreviewed: every
+		// authenticated user may ask (system:basic-user), no rule needed.
+		allow("create", "authentication.k8s.io", "selfsubjectreviews", ""),
 		// Admission webhooks.
 		allow("create", "admissionregistration.k8s.io", "validatingwebhookconfigurations", ""),
 		allow("update", "admissionregistration.k8s.io", "validatingwebhookconfigurations", ""),
@@ -203,7 +206,7 @@ func TestBrokerRBACIsEnough(t *testing.T) {
 }
 
 // TestExampleHandlerRBAC checks the example handler's ServiceAccount: what
-// its replicator and TTL reaper need, and no more.
+// its replicator, TTL reaper and TTL webhook need, and no more.
 func TestExampleHandlerRBAC(t *testing.T) {
 	cp, _ := applyManifests(t)
 	const other = "some-namespace"
@@ -211,6 +214,9 @@ func TestExampleHandlerRBAC(t *testing.T) {
 		allow("get", "", "namespaces", ""),
 		allow("list", "", "namespaces", ""),
 		allow("watch", "", "namespaces", ""),
+		// The broker writes the webhook configuration of a validate binding
+		// only when the handler could create one itself (broker/auth).
+		allow("create", "admissionregistration.k8s.io", "validatingwebhookconfigurations", ""),
 	}
 	for _, r := range []string{"secrets", "configmaps"} {
 		for _, verb := range []string{"list", "watch"} {
@@ -230,6 +236,13 @@ func TestExampleHandlerRBAC(t *testing.T) {
 		deny("create", "coordination.k8s.io", "leases", ns),
 		deny("create", "authentication.k8s.io", "tokenreviews", ""),
 		deny("create", "", "serviceaccounts", other).sub("token"),
+		// It binds no mutate binding, and the broker, not the handler,
+		// keeps the configuration in sync and removes it.
+		deny("create", "admissionregistration.k8s.io", "mutatingwebhookconfigurations", ""),
+		deny("update", "admissionregistration.k8s.io", "validatingwebhookconfigurations", ""),
+		deny("patch", "admissionregistration.k8s.io", "validatingwebhookconfigurations", ""),
+		deny("delete", "admissionregistration.k8s.io", "validatingwebhookconfigurations", ""),
+		deny("list", "admissionregistration.k8s.io", "validatingwebhookconfigurations", ""),
 	)
 	checkAccess(t, cp.Client(), ns, handlerName, table)
 }
@@ -280,6 +293,11 @@ func TestBrokerServiceAccountDoesItsJob(t *testing.T) {
 	ok("TokenReview", err)
 	if user, _ := serviceAccountUser(ns, brokerName); err == nil && (!tr.Status.Authenticated || tr.Status.User.Username != user) {
 		t.Fatalf("TokenReview of the broker's token: %+v, want %s", tr.Status, user)
+	}
+	self, err := kube.AuthenticationV1().SelfSubjectReviews().Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
+	ok("SelfSubjectReview (the user its webhooks let through)", err)
+	if user, _ := serviceAccountUser(ns, brokerName); err == nil && self.Status.UserInfo.Username != user {
+		t.Errorf("SelfSubjectReview: the broker is %q, want %s", self.Status.UserInfo.Username, user)
 	}
 	_, err = kube.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{
 		Spec: authorizationv1.SubjectAccessReviewSpec{

@@ -1,8 +1,11 @@
 // Package example runs the example handler (cmd/example-handler) end to
 // end: as a real process, connected to a real broker process, against a
-// real control plane (package test/controlplane). Its tests are the two
-// stories of the example handler, the replicator and the TTL reaper, seen
-// from the cluster.
+// real control plane (package test/controlplane). Its tests are the
+// stories of the example handler, the replicator and the TTL reaper with its
+// validating webhook, seen from the cluster. The broker serves admission, so
+// the API server calls it for the webhook; requests made with the broker's
+// own credentials (the admin's, which the tests share) are let through
+// unreviewed, so the webhook test impersonates another user.
 //
 // The exported helpers build and start those processes and watch their
 // logs; the demo in test/cluster (`make demo`) uses them too. The constants

@@ -174,6 +174,9 @@ func TestTTLSecretIsReapedAndNeverHeld(t *testing.T) {
 	defer w.Stop()
 
 	e.create(t, secretsGVR, object(secretsGVR, e.ns, "long", map[string]string{AnnTTL: "1h"}, nil))
+	// The webhook would refuse this ttl from anyone but the broker's own
+	// user, which e.create is: so the reaper meets one, as it does one
+	// written while the handler was away.
 	e.create(t, secretsGVR, object(secretsGVR, e.ns, "bad", map[string]string{AnnTTL: "soon"}, nil))
 	created := time.Now()
 	e.create(t, secretsGVR, object(secretsGVR, e.ns, "short", map[string]string{AnnTTL: "2s"}, nil))

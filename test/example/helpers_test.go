@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
 
 	"github.com/tether-dev/tether/test/controlplane"
 )
@@ -60,8 +61,12 @@ func binaries(t *testing.T) Binaries {
 
 // env is one test's broker and example handler, running as processes.
 type env struct {
-	cp      *controlplane.ControlPlane
-	dyn     dynamic.Interface
+	cp *controlplane.ControlPlane
+	// dyn is the admin, the broker's own user: the webhooks the broker
+	// writes let its requests through without a review.
+	dyn dynamic.Interface
+	// tester is another user, whose requests the webhooks review.
+	tester  dynamic.Interface
 	handler string // the handler name, unique per test
 	ns      string // the namespace the handler binds to
 }
@@ -79,23 +84,32 @@ func (w testWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// start runs a broker and the example handler, bound to a new namespace,
-// with a 1s reconcile interval and a 200ms ttl interval, and waits until
-// the handler is connected. Both stop when the test ends; the handler must
-// then exit cleanly on SIGTERM.
+// start runs a broker, serving admission, and the example handler, bound
+// to a new namespace, with a 1s reconcile interval and a 200ms ttl
+// interval, and waits until the handler is connected. Both stop when the
+// test ends; the handler must then exit cleanly on SIGTERM.
 func start(t *testing.T) *env {
 	t.Helper()
 	cp := controlplane.Get(t)
 	b := binaries(t)
-	e := &env{cp: cp, dyn: cp.Dynamic(t), handler: "ex-" + randomSuffix(), ns: cp.Namespace(t)}
+	tester, err := dynamic.NewForConfig(asTester(cp.RESTConfig()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &env{cp: cp, dyn: cp.Dynamic(t), tester: tester, handler: "ex-" + randomSuffix(), ns: cp.Namespace(t)}
 	addr, err := FreeAddr()
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The broker's namespace is the test's: its presence Leases stay apart
-	// from other tests' brokers.
+	admissionAddr, err := FreeAddr()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The broker's namespace is the test's: its presence Leases and its
+	// webhook certificates stay apart from other tests' brokers.
 	broker, err := Start("broker", b.Broker, []string{"--kubeconfig", cp.KubeconfigPath(), "--listen", addr,
-		"--insecure", "--namespace", e.ns, "--default-backoff", "100ms", "--default-max-backoff", "1s"},
+		"--insecure", "--namespace", e.ns, "--default-backoff", "100ms", "--default-max-backoff", "1s",
+		"--admission-listen", admissionAddr},
 		testWriter{t, "broker: "})
 	if err != nil {
 		t.Fatal(err)
@@ -118,6 +132,14 @@ func start(t *testing.T) *env {
 		return err == nil && l.Annotations["tether.dev/instances"] == "1"
 	})
 	return e
+}
+
+// asTester impersonates another user than the broker's, whose requests
+// the webhooks review: the broker and the tests share the admin's
+// credentials.
+func asTester(cfg *rest.Config) *rest.Config {
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: "tester", Groups: []string{"system:masters", "system:authenticated"}}
+	return cfg
 }
 
 // namespaces creates n more namespaces for the test.

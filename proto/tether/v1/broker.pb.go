@@ -183,6 +183,171 @@ func (FinalizerPolicy) EnumDescriptor() ([]byte, []int) {
 	return file_tether_v1_broker_proto_rawDescGZIP(), []int{1}
 }
 
+// AdmissionOperation is an operation an admission binding intercepts.
+type AdmissionOperation int32
+
+const (
+	AdmissionOperation_ADMISSION_OPERATION_UNSPECIFIED AdmissionOperation = 0
+	AdmissionOperation_ADMISSION_OPERATION_CREATE      AdmissionOperation = 1
+	AdmissionOperation_ADMISSION_OPERATION_UPDATE      AdmissionOperation = 2
+	AdmissionOperation_ADMISSION_OPERATION_DELETE      AdmissionOperation = 3
+	AdmissionOperation_ADMISSION_OPERATION_CONNECT     AdmissionOperation = 4
+)
+
+// Enum value maps for AdmissionOperation.
+var (
+	AdmissionOperation_name = map[int32]string{
+		0: "ADMISSION_OPERATION_UNSPECIFIED",
+		1: "ADMISSION_OPERATION_CREATE",
+		2: "ADMISSION_OPERATION_UPDATE",
+		3: "ADMISSION_OPERATION_DELETE",
+		4: "ADMISSION_OPERATION_CONNECT",
+	}
+	AdmissionOperation_value = map[string]int32{
+		"ADMISSION_OPERATION_UNSPECIFIED": 0,
+		"ADMISSION_OPERATION_CREATE":      1,
+		"ADMISSION_OPERATION_UPDATE":      2,
+		"ADMISSION_OPERATION_DELETE":      3,
+		"ADMISSION_OPERATION_CONNECT":     4,
+	}
+)
+
+func (x AdmissionOperation) Enum() *AdmissionOperation {
+	p := new(AdmissionOperation)
+	*p = x
+	return p
+}
+
+func (x AdmissionOperation) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (AdmissionOperation) Descriptor() protoreflect.EnumDescriptor {
+	return file_tether_v1_broker_proto_enumTypes[2].Descriptor()
+}
+
+func (AdmissionOperation) Type() protoreflect.EnumType {
+	return &file_tether_v1_broker_proto_enumTypes[2]
+}
+
+func (x AdmissionOperation) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use AdmissionOperation.Descriptor instead.
+func (AdmissionOperation) EnumDescriptor() ([]byte, []int) {
+	return file_tether_v1_broker_proto_rawDescGZIP(), []int{2}
+}
+
+// FailurePolicy is what the API server does when the webhook cannot answer
+// (the handler is slow, absent, or answers with an invalid patch).
+type FailurePolicy int32
+
+const (
+	// FAILURE_POLICY_UNSPECIFIED: the broker's default, IGNORE, so that a
+	// missing handler never blocks the cluster.
+	FailurePolicy_FAILURE_POLICY_UNSPECIFIED FailurePolicy = 0
+	// FAILURE_POLICY_IGNORE: the request is admitted.
+	FailurePolicy_FAILURE_POLICY_IGNORE FailurePolicy = 1
+	// FAILURE_POLICY_FAIL: the request is refused.
+	FailurePolicy_FAILURE_POLICY_FAIL FailurePolicy = 2
+)
+
+// Enum value maps for FailurePolicy.
+var (
+	FailurePolicy_name = map[int32]string{
+		0: "FAILURE_POLICY_UNSPECIFIED",
+		1: "FAILURE_POLICY_IGNORE",
+		2: "FAILURE_POLICY_FAIL",
+	}
+	FailurePolicy_value = map[string]int32{
+		"FAILURE_POLICY_UNSPECIFIED": 0,
+		"FAILURE_POLICY_IGNORE":      1,
+		"FAILURE_POLICY_FAIL":        2,
+	}
+)
+
+func (x FailurePolicy) Enum() *FailurePolicy {
+	p := new(FailurePolicy)
+	*p = x
+	return p
+}
+
+func (x FailurePolicy) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (FailurePolicy) Descriptor() protoreflect.EnumDescriptor {
+	return file_tether_v1_broker_proto_enumTypes[3].Descriptor()
+}
+
+func (FailurePolicy) Type() protoreflect.EnumType {
+	return &file_tether_v1_broker_proto_enumTypes[3]
+}
+
+func (x FailurePolicy) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use FailurePolicy.Descriptor instead.
+func (FailurePolicy) EnumDescriptor() ([]byte, []int) {
+	return file_tether_v1_broker_proto_rawDescGZIP(), []int{3}
+}
+
+// SideEffects says whether calling the handler has effects beyond its
+// answer; the API server skips webhooks with side effects on dry runs.
+type SideEffects int32
+
+const (
+	// SIDE_EFFECTS_UNSPECIFIED: NONE.
+	SideEffects_SIDE_EFFECTS_UNSPECIFIED SideEffects = 0
+	SideEffects_SIDE_EFFECTS_NONE        SideEffects = 1
+	// SIDE_EFFECTS_NONE_ON_DRY_RUN: the handler has side effects, but not
+	// when the request is a dry run (AdmissionRequest.dry_run).
+	SideEffects_SIDE_EFFECTS_NONE_ON_DRY_RUN SideEffects = 2
+)
+
+// Enum value maps for SideEffects.
+var (
+	SideEffects_name = map[int32]string{
+		0: "SIDE_EFFECTS_UNSPECIFIED",
+		1: "SIDE_EFFECTS_NONE",
+		2: "SIDE_EFFECTS_NONE_ON_DRY_RUN",
+	}
+	SideEffects_value = map[string]int32{
+		"SIDE_EFFECTS_UNSPECIFIED":     0,
+		"SIDE_EFFECTS_NONE":            1,
+		"SIDE_EFFECTS_NONE_ON_DRY_RUN": 2,
+	}
+)
+
+func (x SideEffects) Enum() *SideEffects {
+	p := new(SideEffects)
+	*p = x
+	return p
+}
+
+func (x SideEffects) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (SideEffects) Descriptor() protoreflect.EnumDescriptor {
+	return file_tether_v1_broker_proto_enumTypes[4].Descriptor()
+}
+
+func (SideEffects) Type() protoreflect.EnumType {
+	return &file_tether_v1_broker_proto_enumTypes[4]
+}
+
+func (x SideEffects) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use SideEffects.Descriptor instead.
+func (SideEffects) EnumDescriptor() ([]byte, []int) {
+	return file_tether_v1_broker_proto_rawDescGZIP(), []int{4}
+}
+
 // DeliveryKind is why a delivery was sent.
 type DeliveryKind int32
 
@@ -241,11 +406,11 @@ func (x DeliveryKind) String() string {
 }
 
 func (DeliveryKind) Descriptor() protoreflect.EnumDescriptor {
-	return file_tether_v1_broker_proto_enumTypes[2].Descriptor()
+	return file_tether_v1_broker_proto_enumTypes[5].Descriptor()
 }
 
 func (DeliveryKind) Type() protoreflect.EnumType {
-	return &file_tether_v1_broker_proto_enumTypes[2]
+	return &file_tether_v1_broker_proto_enumTypes[5]
 }
 
 func (x DeliveryKind) Number() protoreflect.EnumNumber {
@@ -254,7 +419,7 @@ func (x DeliveryKind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use DeliveryKind.Descriptor instead.
 func (DeliveryKind) EnumDescriptor() ([]byte, []int) {
-	return file_tether_v1_broker_proto_rawDescGZIP(), []int{2}
+	return file_tether_v1_broker_proto_rawDescGZIP(), []int{5}
 }
 
 // Outcome is how a delivery ended.
@@ -297,11 +462,11 @@ func (x Outcome) String() string {
 }
 
 func (Outcome) Descriptor() protoreflect.EnumDescriptor {
-	return file_tether_v1_broker_proto_enumTypes[3].Descriptor()
+	return file_tether_v1_broker_proto_enumTypes[6].Descriptor()
 }
 
 func (Outcome) Type() protoreflect.EnumType {
-	return &file_tether_v1_broker_proto_enumTypes[3]
+	return &file_tether_v1_broker_proto_enumTypes[6]
 }
 
 func (x Outcome) Number() protoreflect.EnumNumber {
@@ -310,7 +475,7 @@ func (x Outcome) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Outcome.Descriptor instead.
 func (Outcome) EnumDescriptor() ([]byte, []int) {
-	return file_tether_v1_broker_proto_rawDescGZIP(), []int{3}
+	return file_tether_v1_broker_proto_rawDescGZIP(), []int{6}
 }
 
 type AnnotationFilter_Operator int32
@@ -349,11 +514,11 @@ func (x AnnotationFilter_Operator) String() string {
 }
 
 func (AnnotationFilter_Operator) Descriptor() protoreflect.EnumDescriptor {
-	return file_tether_v1_broker_proto_enumTypes[4].Descriptor()
+	return file_tether_v1_broker_proto_enumTypes[7].Descriptor()
 }
 
 func (AnnotationFilter_Operator) Type() protoreflect.EnumType {
-	return &file_tether_v1_broker_proto_enumTypes[4]
+	return &file_tether_v1_broker_proto_enumTypes[7]
 }
 
 func (x AnnotationFilter_Operator) Number() protoreflect.EnumNumber {
@@ -401,11 +566,11 @@ func (x DiffEntry_Operation) String() string {
 }
 
 func (DiffEntry_Operation) Descriptor() protoreflect.EnumDescriptor {
-	return file_tether_v1_broker_proto_enumTypes[5].Descriptor()
+	return file_tether_v1_broker_proto_enumTypes[8].Descriptor()
 }
 
 func (DiffEntry_Operation) Type() protoreflect.EnumType {
-	return &file_tether_v1_broker_proto_enumTypes[5]
+	return &file_tether_v1_broker_proto_enumTypes[8]
 }
 
 func (x DiffEntry_Operation) Number() protoreflect.EnumNumber {
@@ -414,7 +579,7 @@ func (x DiffEntry_Operation) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use DiffEntry_Operation.Descriptor instead.
 func (DiffEntry_Operation) EnumDescriptor() ([]byte, []int) {
-	return file_tether_v1_broker_proto_rawDescGZIP(), []int{10, 0}
+	return file_tether_v1_broker_proto_rawDescGZIP(), []int{12, 0}
 }
 
 // ConnectRequest is one message from a handler instance to the broker.
@@ -985,7 +1150,9 @@ type Binding struct {
 	// timer options, for TIMER bindings.
 	Timer *TimerOptions `protobuf:"bytes,16,opt,name=timer,proto3" json:"timer,omitempty"`
 	// daemon options, for DAEMON bindings.
-	Daemon        *DaemonOptions `protobuf:"bytes,17,opt,name=daemon,proto3" json:"daemon,omitempty"`
+	Daemon *DaemonOptions `protobuf:"bytes,17,opt,name=daemon,proto3" json:"daemon,omitempty"`
+	// admission options, for VALIDATE and MUTATE bindings.
+	Admission     *AdmissionOptions `protobuf:"bytes,18,opt,name=admission,proto3" json:"admission,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1135,6 +1302,13 @@ func (x *Binding) GetTimer() *TimerOptions {
 func (x *Binding) GetDaemon() *DaemonOptions {
 	if x != nil {
 		return x.Daemon
+	}
+	return nil
+}
+
+func (x *Binding) GetAdmission() *AdmissionOptions {
+	if x != nil {
+		return x.Admission
 	}
 	return nil
 }
@@ -1341,6 +1515,167 @@ func (x *DaemonOptions) GetRestart() bool {
 	return false
 }
 
+// MatchCondition is a CEL expression the API server evaluates before it
+// calls the webhook, as in admissionregistration.k8s.io/v1: variables
+// object, oldObject, request, authorizer.
+type MatchCondition struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// name is unique within the binding: a Kubernetes qualified name.
+	Name          string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Expression    string `protobuf:"bytes,2,opt,name=expression,proto3" json:"expression,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MatchCondition) Reset() {
+	*x = MatchCondition{}
+	mi := &file_tether_v1_broker_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MatchCondition) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MatchCondition) ProtoMessage() {}
+
+func (x *MatchCondition) ProtoReflect() protoreflect.Message {
+	mi := &file_tether_v1_broker_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MatchCondition.ProtoReflect.Descriptor instead.
+func (*MatchCondition) Descriptor() ([]byte, []int) {
+	return file_tether_v1_broker_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *MatchCondition) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *MatchCondition) GetExpression() string {
+	if x != nil {
+		return x.Expression
+	}
+	return ""
+}
+
+// AdmissionOptions configure a VALIDATE or MUTATE binding. The broker
+// writes them into the handler's Validating- or MutatingWebhookConfiguration;
+// the binding's label_selector becomes the webhook's objectSelector and its
+// namespaces a namespaceSelector on kubernetes.io/metadata.name. The
+// binding's annotations and when are evaluated by the broker: a review they
+// do not match is admitted without asking the handler.
+type AdmissionOptions struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// operations to intercept; empty means CREATE and UPDATE.
+	Operations []AdmissionOperation `protobuf:"varint,1,rep,packed,name=operations,proto3,enum=tether.v1.AdmissionOperation" json:"operations,omitempty"`
+	// subresource to intercept instead of the resource itself ("status",
+	// "scale"); "*" means the resource and all its subresources.
+	Subresource string `protobuf:"bytes,2,opt,name=subresource,proto3" json:"subresource,omitempty"`
+	// namespace_selector is a Kubernetes label selector over the labels of
+	// the object's namespace.
+	NamespaceSelector string            `protobuf:"bytes,3,opt,name=namespace_selector,json=namespaceSelector,proto3" json:"namespace_selector,omitempty"`
+	MatchConditions   []*MatchCondition `protobuf:"bytes,4,rep,name=match_conditions,json=matchConditions,proto3" json:"match_conditions,omitempty"`
+	// timeout of the webhook, 1 to 30 s; zero means 10 s. The broker waits
+	// for the handler a little less, so it can still answer in time.
+	Timeout       *durationpb.Duration `protobuf:"bytes,5,opt,name=timeout,proto3" json:"timeout,omitempty"`
+	FailurePolicy FailurePolicy        `protobuf:"varint,6,opt,name=failure_policy,json=failurePolicy,proto3,enum=tether.v1.FailurePolicy" json:"failure_policy,omitempty"`
+	SideEffects   SideEffects          `protobuf:"varint,7,opt,name=side_effects,json=sideEffects,proto3,enum=tether.v1.SideEffects" json:"side_effects,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AdmissionOptions) Reset() {
+	*x = AdmissionOptions{}
+	mi := &file_tether_v1_broker_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AdmissionOptions) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AdmissionOptions) ProtoMessage() {}
+
+func (x *AdmissionOptions) ProtoReflect() protoreflect.Message {
+	mi := &file_tether_v1_broker_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AdmissionOptions.ProtoReflect.Descriptor instead.
+func (*AdmissionOptions) Descriptor() ([]byte, []int) {
+	return file_tether_v1_broker_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *AdmissionOptions) GetOperations() []AdmissionOperation {
+	if x != nil {
+		return x.Operations
+	}
+	return nil
+}
+
+func (x *AdmissionOptions) GetSubresource() string {
+	if x != nil {
+		return x.Subresource
+	}
+	return ""
+}
+
+func (x *AdmissionOptions) GetNamespaceSelector() string {
+	if x != nil {
+		return x.NamespaceSelector
+	}
+	return ""
+}
+
+func (x *AdmissionOptions) GetMatchConditions() []*MatchCondition {
+	if x != nil {
+		return x.MatchConditions
+	}
+	return nil
+}
+
+func (x *AdmissionOptions) GetTimeout() *durationpb.Duration {
+	if x != nil {
+		return x.Timeout
+	}
+	return nil
+}
+
+func (x *AdmissionOptions) GetFailurePolicy() FailurePolicy {
+	if x != nil {
+		return x.FailurePolicy
+	}
+	return FailurePolicy_FAILURE_POLICY_UNSPECIFIED
+}
+
+func (x *AdmissionOptions) GetSideEffects() SideEffects {
+	if x != nil {
+		return x.SideEffects
+	}
+	return SideEffects_SIDE_EFFECTS_UNSPECIFIED
+}
+
 // ObjectRef identifies an object. Identity is the UID.
 type ObjectRef struct {
 	state           protoimpl.MessageState `protogen:"open.v1"`
@@ -1355,7 +1690,7 @@ type ObjectRef struct {
 
 func (x *ObjectRef) Reset() {
 	*x = ObjectRef{}
-	mi := &file_tether_v1_broker_proto_msgTypes[9]
+	mi := &file_tether_v1_broker_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1367,7 +1702,7 @@ func (x *ObjectRef) String() string {
 func (*ObjectRef) ProtoMessage() {}
 
 func (x *ObjectRef) ProtoReflect() protoreflect.Message {
-	mi := &file_tether_v1_broker_proto_msgTypes[9]
+	mi := &file_tether_v1_broker_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1380,7 +1715,7 @@ func (x *ObjectRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ObjectRef.ProtoReflect.Descriptor instead.
 func (*ObjectRef) Descriptor() ([]byte, []int) {
-	return file_tether_v1_broker_proto_rawDescGZIP(), []int{9}
+	return file_tether_v1_broker_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ObjectRef) GetResource() *Resource {
@@ -1433,7 +1768,7 @@ type DiffEntry struct {
 
 func (x *DiffEntry) Reset() {
 	*x = DiffEntry{}
-	mi := &file_tether_v1_broker_proto_msgTypes[10]
+	mi := &file_tether_v1_broker_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1445,7 +1780,7 @@ func (x *DiffEntry) String() string {
 func (*DiffEntry) ProtoMessage() {}
 
 func (x *DiffEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_tether_v1_broker_proto_msgTypes[10]
+	mi := &file_tether_v1_broker_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1458,7 +1793,7 @@ func (x *DiffEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiffEntry.ProtoReflect.Descriptor instead.
 func (*DiffEntry) Descriptor() ([]byte, []int) {
-	return file_tether_v1_broker_proto_rawDescGZIP(), []int{10}
+	return file_tether_v1_broker_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *DiffEntry) GetOperation() DiffEntry_Operation {
@@ -1517,14 +1852,19 @@ type Delivery struct {
 	FieldNew []byte `protobuf:"bytes,12,opt,name=field_new,json=fieldNew,proto3" json:"field_new,omitempty"`
 	// scheduled is when a TICK was due; the difference to its arrival is the
 	// tick's lateness.
-	Scheduled     *timestamppb.Timestamp `protobuf:"bytes,13,opt,name=scheduled,proto3" json:"scheduled,omitempty"`
+	Scheduled *timestamppb.Timestamp `protobuf:"bytes,13,opt,name=scheduled,proto3" json:"scheduled,omitempty"`
+	// admission is the review, for ADMISSION. object is the request's object
+	// (empty for DELETE and CONNECT without one) and old_object its
+	// oldObject (UPDATE, DELETE), both as JSON. The instance answers with
+	// Ack.admission before deadline.
+	Admission     *AdmissionRequest `protobuf:"bytes,14,opt,name=admission,proto3" json:"admission,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Delivery) Reset() {
 	*x = Delivery{}
-	mi := &file_tether_v1_broker_proto_msgTypes[11]
+	mi := &file_tether_v1_broker_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1536,7 +1876,7 @@ func (x *Delivery) String() string {
 func (*Delivery) ProtoMessage() {}
 
 func (x *Delivery) ProtoReflect() protoreflect.Message {
-	mi := &file_tether_v1_broker_proto_msgTypes[11]
+	mi := &file_tether_v1_broker_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1549,7 +1889,7 @@ func (x *Delivery) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Delivery.ProtoReflect.Descriptor instead.
 func (*Delivery) Descriptor() ([]byte, []int) {
-	return file_tether_v1_broker_proto_rawDescGZIP(), []int{11}
+	return file_tether_v1_broker_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Delivery) GetId() string {
@@ -1643,6 +1983,197 @@ func (x *Delivery) GetScheduled() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *Delivery) GetAdmission() *AdmissionRequest {
+	if x != nil {
+		return x.Admission
+	}
+	return nil
+}
+
+// AdmissionRequest is the part of an admission.k8s.io/v1 AdmissionRequest
+// a handler usually needs; request has all of it.
+type AdmissionRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// uid identifies the review (not the object).
+	Uid string `protobuf:"bytes,1,opt,name=uid,proto3" json:"uid,omitempty"`
+	// operation is CREATE, UPDATE, DELETE or CONNECT.
+	Operation   AdmissionOperation `protobuf:"varint,2,opt,name=operation,proto3,enum=tether.v1.AdmissionOperation" json:"operation,omitempty"`
+	SubResource string             `protobuf:"bytes,3,opt,name=sub_resource,json=subResource,proto3" json:"sub_resource,omitempty"`
+	// dry_run: the request will not be persisted.
+	DryRun bool `protobuf:"varint,4,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	// user_name and user_groups are who made the request.
+	UserName   string   `protobuf:"bytes,5,opt,name=user_name,json=userName,proto3" json:"user_name,omitempty"`
+	UserGroups []string `protobuf:"bytes,6,rep,name=user_groups,json=userGroups,proto3" json:"user_groups,omitempty"`
+	// request is the whole AdmissionRequest as JSON (Kubernetes wire form).
+	Request       []byte `protobuf:"bytes,7,opt,name=request,proto3" json:"request,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AdmissionRequest) Reset() {
+	*x = AdmissionRequest{}
+	mi := &file_tether_v1_broker_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AdmissionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AdmissionRequest) ProtoMessage() {}
+
+func (x *AdmissionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tether_v1_broker_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AdmissionRequest.ProtoReflect.Descriptor instead.
+func (*AdmissionRequest) Descriptor() ([]byte, []int) {
+	return file_tether_v1_broker_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *AdmissionRequest) GetUid() string {
+	if x != nil {
+		return x.Uid
+	}
+	return ""
+}
+
+func (x *AdmissionRequest) GetOperation() AdmissionOperation {
+	if x != nil {
+		return x.Operation
+	}
+	return AdmissionOperation_ADMISSION_OPERATION_UNSPECIFIED
+}
+
+func (x *AdmissionRequest) GetSubResource() string {
+	if x != nil {
+		return x.SubResource
+	}
+	return ""
+}
+
+func (x *AdmissionRequest) GetDryRun() bool {
+	if x != nil {
+		return x.DryRun
+	}
+	return false
+}
+
+func (x *AdmissionRequest) GetUserName() string {
+	if x != nil {
+		return x.UserName
+	}
+	return ""
+}
+
+func (x *AdmissionRequest) GetUserGroups() []string {
+	if x != nil {
+		return x.UserGroups
+	}
+	return nil
+}
+
+func (x *AdmissionRequest) GetRequest() []byte {
+	if x != nil {
+		return x.Request
+	}
+	return nil
+}
+
+// AdmissionResponse answers an ADMISSION delivery.
+type AdmissionResponse struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Allowed bool                   `protobuf:"varint,1,opt,name=allowed,proto3" json:"allowed,omitempty"`
+	// message says why a request is refused; the API server shows it to the
+	// client.
+	Message string `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
+	// code is the HTTP status code of a refusal; zero means 403.
+	Code int32 `protobuf:"varint,3,opt,name=code,proto3" json:"code,omitempty"`
+	// warnings are shown to the client (kubectl prints them), at most 1024
+	// characters each.
+	Warnings []string `protobuf:"bytes,4,rep,name=warnings,proto3" json:"warnings,omitempty"`
+	// patch is an RFC 6902 JSON patch for the request's object, for MUTATE
+	// bindings only. The broker checks that it applies to the object before
+	// returning it; an invalid patch is a failure of the webhook.
+	Patch         []byte `protobuf:"bytes,5,opt,name=patch,proto3" json:"patch,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AdmissionResponse) Reset() {
+	*x = AdmissionResponse{}
+	mi := &file_tether_v1_broker_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AdmissionResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AdmissionResponse) ProtoMessage() {}
+
+func (x *AdmissionResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tether_v1_broker_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AdmissionResponse.ProtoReflect.Descriptor instead.
+func (*AdmissionResponse) Descriptor() ([]byte, []int) {
+	return file_tether_v1_broker_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *AdmissionResponse) GetAllowed() bool {
+	if x != nil {
+		return x.Allowed
+	}
+	return false
+}
+
+func (x *AdmissionResponse) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+func (x *AdmissionResponse) GetCode() int32 {
+	if x != nil {
+		return x.Code
+	}
+	return 0
+}
+
+func (x *AdmissionResponse) GetWarnings() []string {
+	if x != nil {
+		return x.Warnings
+	}
+	return nil
+}
+
+func (x *AdmissionResponse) GetPatch() []byte {
+	if x != nil {
+		return x.Patch
+	}
+	return nil
+}
+
 // Ack answers one delivery.
 type Ack struct {
 	state      protoimpl.MessageState `protogen:"open.v1"`
@@ -1661,14 +2192,18 @@ type Ack struct {
 	StatusPatch []byte `protobuf:"bytes,6,opt,name=status_patch,json=statusPatch,proto3" json:"status_patch,omitempty"`
 	// result is JSON the broker stores on the object under the handler's key
 	// for this binding.
-	Result        []byte `protobuf:"bytes,7,opt,name=result,proto3" json:"result,omitempty"`
+	Result []byte `protobuf:"bytes,7,opt,name=result,proto3" json:"result,omitempty"`
+	// admission answers an ADMISSION delivery (any outcome but OK without it
+	// counts as the handler failing, and the binding's failure policy
+	// applies).
+	Admission     *AdmissionResponse `protobuf:"bytes,8,opt,name=admission,proto3" json:"admission,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Ack) Reset() {
 	*x = Ack{}
-	mi := &file_tether_v1_broker_proto_msgTypes[12]
+	mi := &file_tether_v1_broker_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1680,7 +2215,7 @@ func (x *Ack) String() string {
 func (*Ack) ProtoMessage() {}
 
 func (x *Ack) ProtoReflect() protoreflect.Message {
-	mi := &file_tether_v1_broker_proto_msgTypes[12]
+	mi := &file_tether_v1_broker_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1693,7 +2228,7 @@ func (x *Ack) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Ack.ProtoReflect.Descriptor instead.
 func (*Ack) Descriptor() ([]byte, []int) {
-	return file_tether_v1_broker_proto_rawDescGZIP(), []int{12}
+	return file_tether_v1_broker_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Ack) GetDeliveryId() string {
@@ -1745,6 +2280,13 @@ func (x *Ack) GetResult() []byte {
 	return nil
 }
 
+func (x *Ack) GetAdmission() *AdmissionResponse {
+	if x != nil {
+		return x.Admission
+	}
+	return nil
+}
+
 // FlowControl changes the instance's window.
 type FlowControl struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -1755,7 +2297,7 @@ type FlowControl struct {
 
 func (x *FlowControl) Reset() {
 	*x = FlowControl{}
-	mi := &file_tether_v1_broker_proto_msgTypes[13]
+	mi := &file_tether_v1_broker_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1767,7 +2309,7 @@ func (x *FlowControl) String() string {
 func (*FlowControl) ProtoMessage() {}
 
 func (x *FlowControl) ProtoReflect() protoreflect.Message {
-	mi := &file_tether_v1_broker_proto_msgTypes[13]
+	mi := &file_tether_v1_broker_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1780,7 +2322,7 @@ func (x *FlowControl) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FlowControl.ProtoReflect.Descriptor instead.
 func (*FlowControl) Descriptor() ([]byte, []int) {
-	return file_tether_v1_broker_proto_rawDescGZIP(), []int{13}
+	return file_tether_v1_broker_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *FlowControl) GetWindow() uint32 {
@@ -1803,7 +2345,7 @@ type Goodbye struct {
 
 func (x *Goodbye) Reset() {
 	*x = Goodbye{}
-	mi := &file_tether_v1_broker_proto_msgTypes[14]
+	mi := &file_tether_v1_broker_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1815,7 +2357,7 @@ func (x *Goodbye) String() string {
 func (*Goodbye) ProtoMessage() {}
 
 func (x *Goodbye) ProtoReflect() protoreflect.Message {
-	mi := &file_tether_v1_broker_proto_msgTypes[14]
+	mi := &file_tether_v1_broker_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1828,7 +2370,7 @@ func (x *Goodbye) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Goodbye.ProtoReflect.Descriptor instead.
 func (*Goodbye) Descriptor() ([]byte, []int) {
-	return file_tether_v1_broker_proto_rawDescGZIP(), []int{14}
+	return file_tether_v1_broker_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Goodbye) GetReason() string {
@@ -1855,7 +2397,7 @@ type DaemonExited struct {
 
 func (x *DaemonExited) Reset() {
 	*x = DaemonExited{}
-	mi := &file_tether_v1_broker_proto_msgTypes[15]
+	mi := &file_tether_v1_broker_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1867,7 +2409,7 @@ func (x *DaemonExited) String() string {
 func (*DaemonExited) ProtoMessage() {}
 
 func (x *DaemonExited) ProtoReflect() protoreflect.Message {
-	mi := &file_tether_v1_broker_proto_msgTypes[15]
+	mi := &file_tether_v1_broker_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1880,7 +2422,7 @@ func (x *DaemonExited) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DaemonExited.ProtoReflect.Descriptor instead.
 func (*DaemonExited) Descriptor() ([]byte, []int) {
-	return file_tether_v1_broker_proto_rawDescGZIP(), []int{15}
+	return file_tether_v1_broker_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *DaemonExited) GetBindingId() string {
@@ -1922,7 +2464,7 @@ type Cancel struct {
 
 func (x *Cancel) Reset() {
 	*x = Cancel{}
-	mi := &file_tether_v1_broker_proto_msgTypes[16]
+	mi := &file_tether_v1_broker_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1934,7 +2476,7 @@ func (x *Cancel) String() string {
 func (*Cancel) ProtoMessage() {}
 
 func (x *Cancel) ProtoReflect() protoreflect.Message {
-	mi := &file_tether_v1_broker_proto_msgTypes[16]
+	mi := &file_tether_v1_broker_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1947,7 +2489,7 @@ func (x *Cancel) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Cancel.ProtoReflect.Descriptor instead.
 func (*Cancel) Descriptor() ([]byte, []int) {
-	return file_tether_v1_broker_proto_rawDescGZIP(), []int{16}
+	return file_tether_v1_broker_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Cancel) GetDeliveryId() string {
@@ -2006,7 +2548,7 @@ const file_tether_v1_broker_proto_rawDesc = "" +
 	"\x04kind\x18\x04 \x01(\tR\x04kind\x12\x1e\n" +
 	"\n" +
 	"namespaced\x18\x05 \x01(\bR\n" +
-	"namespaced\"\xd5\x05\n" +
+	"namespaced\"\x90\x06\n" +
 	"\aBinding\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12*\n" +
 	"\x04kind\x18\x02 \x01(\x0e2\x16.tether.v1.BindingKindR\x04kind\x12/\n" +
@@ -2028,7 +2570,8 @@ const file_tether_v1_broker_proto_rawDesc = "" +
 	"\vmax_backoff\x18\x0f \x01(\v2\x19.google.protobuf.DurationR\n" +
 	"maxBackoff\x12-\n" +
 	"\x05timer\x18\x10 \x01(\v2\x17.tether.v1.TimerOptionsR\x05timer\x120\n" +
-	"\x06daemon\x18\x11 \x01(\v2\x18.tether.v1.DaemonOptionsR\x06daemonB\n" +
+	"\x06daemon\x18\x11 \x01(\v2\x18.tether.v1.DaemonOptionsR\x06daemon\x129\n" +
+	"\tadmission\x18\x12 \x01(\v2\x1b.tether.v1.AdmissionOptionsR\tadmissionB\n" +
 	"\n" +
 	"\b_retries\"\xe2\x01\n" +
 	"\x10AnnotationFilter\x12\x10\n" +
@@ -2047,7 +2590,22 @@ const file_tether_v1_broker_proto_rawDesc = "" +
 	"\x05sharp\x18\x04 \x01(\bR\x05sharp\"w\n" +
 	"\rDaemonOptions\x12L\n" +
 	"\x14cancellation_timeout\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\x13cancellationTimeout\x12\x18\n" +
-	"\arestart\x18\x02 \x01(\bR\arestart\"\xab\x01\n" +
+	"\arestart\x18\x02 \x01(\bR\arestart\"D\n" +
+	"\x0eMatchCondition\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1e\n" +
+	"\n" +
+	"expression\x18\x02 \x01(\tR\n" +
+	"expression\"\x99\x03\n" +
+	"\x10AdmissionOptions\x12=\n" +
+	"\n" +
+	"operations\x18\x01 \x03(\x0e2\x1d.tether.v1.AdmissionOperationR\n" +
+	"operations\x12 \n" +
+	"\vsubresource\x18\x02 \x01(\tR\vsubresource\x12-\n" +
+	"\x12namespace_selector\x18\x03 \x01(\tR\x11namespaceSelector\x12D\n" +
+	"\x10match_conditions\x18\x04 \x03(\v2\x19.tether.v1.MatchConditionR\x0fmatchConditions\x123\n" +
+	"\atimeout\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\atimeout\x12?\n" +
+	"\x0efailure_policy\x18\x06 \x01(\x0e2\x18.tether.v1.FailurePolicyR\rfailurePolicy\x129\n" +
+	"\fside_effects\x18\a \x01(\x0e2\x16.tether.v1.SideEffectsR\vsideEffects\"\xab\x01\n" +
 	"\tObjectRef\x12/\n" +
 	"\bresource\x18\x01 \x01(\v2\x13.tether.v1.ResourceR\bresource\x12\x1c\n" +
 	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12\x12\n" +
@@ -2063,7 +2621,7 @@ const file_tether_v1_broker_proto_rawDesc = "" +
 	"\x15OPERATION_UNSPECIFIED\x10\x00\x12\x11\n" +
 	"\rOPERATION_ADD\x10\x01\x12\x14\n" +
 	"\x10OPERATION_CHANGE\x10\x02\x12\x14\n" +
-	"\x10OPERATION_REMOVE\x10\x03\"\xd4\x03\n" +
+	"\x10OPERATION_REMOVE\x10\x03\"\x8f\x04\n" +
 	"\bDelivery\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1d\n" +
 	"\n" +
@@ -2081,7 +2639,23 @@ const file_tether_v1_broker_proto_rawDesc = "" +
 	" \x01(\v2\x1a.google.protobuf.TimestampR\bdeadline\x12\x1b\n" +
 	"\tfield_old\x18\v \x01(\fR\bfieldOld\x12\x1b\n" +
 	"\tfield_new\x18\f \x01(\fR\bfieldNew\x128\n" +
-	"\tscheduled\x18\r \x01(\v2\x1a.google.protobuf.TimestampR\tscheduled\"\xfb\x01\n" +
+	"\tscheduled\x18\r \x01(\v2\x1a.google.protobuf.TimestampR\tscheduled\x129\n" +
+	"\tadmission\x18\x0e \x01(\v2\x1b.tether.v1.AdmissionRequestR\tadmission\"\xf5\x01\n" +
+	"\x10AdmissionRequest\x12\x10\n" +
+	"\x03uid\x18\x01 \x01(\tR\x03uid\x12;\n" +
+	"\toperation\x18\x02 \x01(\x0e2\x1d.tether.v1.AdmissionOperationR\toperation\x12!\n" +
+	"\fsub_resource\x18\x03 \x01(\tR\vsubResource\x12\x17\n" +
+	"\adry_run\x18\x04 \x01(\bR\x06dryRun\x12\x1b\n" +
+	"\tuser_name\x18\x05 \x01(\tR\buserName\x12\x1f\n" +
+	"\vuser_groups\x18\x06 \x03(\tR\n" +
+	"userGroups\x12\x18\n" +
+	"\arequest\x18\a \x01(\fR\arequest\"\x8d\x01\n" +
+	"\x11AdmissionResponse\x12\x18\n" +
+	"\aallowed\x18\x01 \x01(\bR\aallowed\x12\x18\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\x12\x12\n" +
+	"\x04code\x18\x03 \x01(\x05R\x04code\x12\x1a\n" +
+	"\bwarnings\x18\x04 \x03(\tR\bwarnings\x12\x14\n" +
+	"\x05patch\x18\x05 \x01(\fR\x05patch\"\xb7\x02\n" +
 	"\x03Ack\x12\x1f\n" +
 	"\vdelivery_id\x18\x01 \x01(\tR\n" +
 	"deliveryId\x12,\n" +
@@ -2091,7 +2665,8 @@ const file_tether_v1_broker_proto_rawDesc = "" +
 	"retryAfter\x12\x14\n" +
 	"\x05patch\x18\x05 \x01(\fR\x05patch\x12!\n" +
 	"\fstatus_patch\x18\x06 \x01(\fR\vstatusPatch\x12\x16\n" +
-	"\x06result\x18\a \x01(\fR\x06result\"%\n" +
+	"\x06result\x18\a \x01(\fR\x06result\x12:\n" +
+	"\tadmission\x18\b \x01(\v2\x1c.tether.v1.AdmissionResponseR\tadmission\"%\n" +
 	"\vFlowControl\x12\x16\n" +
 	"\x06window\x18\x01 \x01(\rR\x06window\"!\n" +
 	"\aGoodbye\x12\x16\n" +
@@ -2123,7 +2698,21 @@ const file_tether_v1_broker_proto_rawDesc = "" +
 	"\x1cFINALIZER_POLICY_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15FINALIZER_POLICY_HOLD\x10\x01\x12\x1b\n" +
 	"\x17FINALIZER_POLICY_STRICT\x10\x02\x12\x19\n" +
-	"\x15FINALIZER_POLICY_NONE\x10\x03*\xbb\x02\n" +
+	"\x15FINALIZER_POLICY_NONE\x10\x03*\xba\x01\n" +
+	"\x12AdmissionOperation\x12#\n" +
+	"\x1fADMISSION_OPERATION_UNSPECIFIED\x10\x00\x12\x1e\n" +
+	"\x1aADMISSION_OPERATION_CREATE\x10\x01\x12\x1e\n" +
+	"\x1aADMISSION_OPERATION_UPDATE\x10\x02\x12\x1e\n" +
+	"\x1aADMISSION_OPERATION_DELETE\x10\x03\x12\x1f\n" +
+	"\x1bADMISSION_OPERATION_CONNECT\x10\x04*c\n" +
+	"\rFailurePolicy\x12\x1e\n" +
+	"\x1aFAILURE_POLICY_UNSPECIFIED\x10\x00\x12\x19\n" +
+	"\x15FAILURE_POLICY_IGNORE\x10\x01\x12\x17\n" +
+	"\x13FAILURE_POLICY_FAIL\x10\x02*d\n" +
+	"\vSideEffects\x12\x1c\n" +
+	"\x18SIDE_EFFECTS_UNSPECIFIED\x10\x00\x12\x15\n" +
+	"\x11SIDE_EFFECTS_NONE\x10\x01\x12 \n" +
+	"\x1cSIDE_EFFECTS_NONE_ON_DRY_RUN\x10\x02*\xbb\x02\n" +
 	"\fDeliveryKind\x12\x1d\n" +
 	"\x19DELIVERY_KIND_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14DELIVERY_KIND_CREATE\x10\x01\x12\x18\n" +
@@ -2158,80 +2747,96 @@ func file_tether_v1_broker_proto_rawDescGZIP() []byte {
 	return file_tether_v1_broker_proto_rawDescData
 }
 
-var file_tether_v1_broker_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
-var file_tether_v1_broker_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
+var file_tether_v1_broker_proto_enumTypes = make([]protoimpl.EnumInfo, 9)
+var file_tether_v1_broker_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
 var file_tether_v1_broker_proto_goTypes = []any{
 	(BindingKind)(0),               // 0: tether.v1.BindingKind
 	(FinalizerPolicy)(0),           // 1: tether.v1.FinalizerPolicy
-	(DeliveryKind)(0),              // 2: tether.v1.DeliveryKind
-	(Outcome)(0),                   // 3: tether.v1.Outcome
-	(AnnotationFilter_Operator)(0), // 4: tether.v1.AnnotationFilter.Operator
-	(DiffEntry_Operation)(0),       // 5: tether.v1.DiffEntry.Operation
-	(*ConnectRequest)(nil),         // 6: tether.v1.ConnectRequest
-	(*ConnectResponse)(nil),        // 7: tether.v1.ConnectResponse
-	(*Hello)(nil),                  // 8: tether.v1.Hello
-	(*Welcome)(nil),                // 9: tether.v1.Welcome
-	(*Resource)(nil),               // 10: tether.v1.Resource
-	(*Binding)(nil),                // 11: tether.v1.Binding
-	(*AnnotationFilter)(nil),       // 12: tether.v1.AnnotationFilter
-	(*TimerOptions)(nil),           // 13: tether.v1.TimerOptions
-	(*DaemonOptions)(nil),          // 14: tether.v1.DaemonOptions
-	(*ObjectRef)(nil),              // 15: tether.v1.ObjectRef
-	(*DiffEntry)(nil),              // 16: tether.v1.DiffEntry
-	(*Delivery)(nil),               // 17: tether.v1.Delivery
-	(*Ack)(nil),                    // 18: tether.v1.Ack
-	(*FlowControl)(nil),            // 19: tether.v1.FlowControl
-	(*Goodbye)(nil),                // 20: tether.v1.Goodbye
-	(*DaemonExited)(nil),           // 21: tether.v1.DaemonExited
-	(*Cancel)(nil),                 // 22: tether.v1.Cancel
-	(*durationpb.Duration)(nil),    // 23: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),  // 24: google.protobuf.Timestamp
+	(AdmissionOperation)(0),        // 2: tether.v1.AdmissionOperation
+	(FailurePolicy)(0),             // 3: tether.v1.FailurePolicy
+	(SideEffects)(0),               // 4: tether.v1.SideEffects
+	(DeliveryKind)(0),              // 5: tether.v1.DeliveryKind
+	(Outcome)(0),                   // 6: tether.v1.Outcome
+	(AnnotationFilter_Operator)(0), // 7: tether.v1.AnnotationFilter.Operator
+	(DiffEntry_Operation)(0),       // 8: tether.v1.DiffEntry.Operation
+	(*ConnectRequest)(nil),         // 9: tether.v1.ConnectRequest
+	(*ConnectResponse)(nil),        // 10: tether.v1.ConnectResponse
+	(*Hello)(nil),                  // 11: tether.v1.Hello
+	(*Welcome)(nil),                // 12: tether.v1.Welcome
+	(*Resource)(nil),               // 13: tether.v1.Resource
+	(*Binding)(nil),                // 14: tether.v1.Binding
+	(*AnnotationFilter)(nil),       // 15: tether.v1.AnnotationFilter
+	(*TimerOptions)(nil),           // 16: tether.v1.TimerOptions
+	(*DaemonOptions)(nil),          // 17: tether.v1.DaemonOptions
+	(*MatchCondition)(nil),         // 18: tether.v1.MatchCondition
+	(*AdmissionOptions)(nil),       // 19: tether.v1.AdmissionOptions
+	(*ObjectRef)(nil),              // 20: tether.v1.ObjectRef
+	(*DiffEntry)(nil),              // 21: tether.v1.DiffEntry
+	(*Delivery)(nil),               // 22: tether.v1.Delivery
+	(*AdmissionRequest)(nil),       // 23: tether.v1.AdmissionRequest
+	(*AdmissionResponse)(nil),      // 24: tether.v1.AdmissionResponse
+	(*Ack)(nil),                    // 25: tether.v1.Ack
+	(*FlowControl)(nil),            // 26: tether.v1.FlowControl
+	(*Goodbye)(nil),                // 27: tether.v1.Goodbye
+	(*DaemonExited)(nil),           // 28: tether.v1.DaemonExited
+	(*Cancel)(nil),                 // 29: tether.v1.Cancel
+	(*durationpb.Duration)(nil),    // 30: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),  // 31: google.protobuf.Timestamp
 }
 var file_tether_v1_broker_proto_depIdxs = []int32{
-	8,  // 0: tether.v1.ConnectRequest.hello:type_name -> tether.v1.Hello
-	18, // 1: tether.v1.ConnectRequest.ack:type_name -> tether.v1.Ack
-	19, // 2: tether.v1.ConnectRequest.flow_control:type_name -> tether.v1.FlowControl
-	20, // 3: tether.v1.ConnectRequest.goodbye:type_name -> tether.v1.Goodbye
-	21, // 4: tether.v1.ConnectRequest.daemon_exited:type_name -> tether.v1.DaemonExited
-	9,  // 5: tether.v1.ConnectResponse.welcome:type_name -> tether.v1.Welcome
-	17, // 6: tether.v1.ConnectResponse.delivery:type_name -> tether.v1.Delivery
-	22, // 7: tether.v1.ConnectResponse.cancel:type_name -> tether.v1.Cancel
-	11, // 8: tether.v1.Hello.bindings:type_name -> tether.v1.Binding
-	23, // 9: tether.v1.Hello.grace:type_name -> google.protobuf.Duration
-	23, // 10: tether.v1.Hello.absent_release_after:type_name -> google.protobuf.Duration
-	10, // 11: tether.v1.Welcome.resources:type_name -> tether.v1.Resource
-	23, // 12: tether.v1.Welcome.grace:type_name -> google.protobuf.Duration
-	23, // 13: tether.v1.Welcome.absent_release_after:type_name -> google.protobuf.Duration
+	11, // 0: tether.v1.ConnectRequest.hello:type_name -> tether.v1.Hello
+	25, // 1: tether.v1.ConnectRequest.ack:type_name -> tether.v1.Ack
+	26, // 2: tether.v1.ConnectRequest.flow_control:type_name -> tether.v1.FlowControl
+	27, // 3: tether.v1.ConnectRequest.goodbye:type_name -> tether.v1.Goodbye
+	28, // 4: tether.v1.ConnectRequest.daemon_exited:type_name -> tether.v1.DaemonExited
+	12, // 5: tether.v1.ConnectResponse.welcome:type_name -> tether.v1.Welcome
+	22, // 6: tether.v1.ConnectResponse.delivery:type_name -> tether.v1.Delivery
+	29, // 7: tether.v1.ConnectResponse.cancel:type_name -> tether.v1.Cancel
+	14, // 8: tether.v1.Hello.bindings:type_name -> tether.v1.Binding
+	30, // 9: tether.v1.Hello.grace:type_name -> google.protobuf.Duration
+	30, // 10: tether.v1.Hello.absent_release_after:type_name -> google.protobuf.Duration
+	13, // 11: tether.v1.Welcome.resources:type_name -> tether.v1.Resource
+	30, // 12: tether.v1.Welcome.grace:type_name -> google.protobuf.Duration
+	30, // 13: tether.v1.Welcome.absent_release_after:type_name -> google.protobuf.Duration
 	0,  // 14: tether.v1.Binding.kind:type_name -> tether.v1.BindingKind
-	10, // 15: tether.v1.Binding.resource:type_name -> tether.v1.Resource
-	12, // 16: tether.v1.Binding.annotations:type_name -> tether.v1.AnnotationFilter
+	13, // 15: tether.v1.Binding.resource:type_name -> tether.v1.Resource
+	15, // 16: tether.v1.Binding.annotations:type_name -> tether.v1.AnnotationFilter
 	1,  // 17: tether.v1.Binding.finalizer:type_name -> tether.v1.FinalizerPolicy
-	23, // 18: tether.v1.Binding.timeout:type_name -> google.protobuf.Duration
-	23, // 19: tether.v1.Binding.backoff:type_name -> google.protobuf.Duration
-	23, // 20: tether.v1.Binding.max_backoff:type_name -> google.protobuf.Duration
-	13, // 21: tether.v1.Binding.timer:type_name -> tether.v1.TimerOptions
-	14, // 22: tether.v1.Binding.daemon:type_name -> tether.v1.DaemonOptions
-	4,  // 23: tether.v1.AnnotationFilter.operator:type_name -> tether.v1.AnnotationFilter.Operator
-	23, // 24: tether.v1.TimerOptions.interval:type_name -> google.protobuf.Duration
-	23, // 25: tether.v1.TimerOptions.initial_delay:type_name -> google.protobuf.Duration
-	23, // 26: tether.v1.TimerOptions.idle:type_name -> google.protobuf.Duration
-	23, // 27: tether.v1.DaemonOptions.cancellation_timeout:type_name -> google.protobuf.Duration
-	10, // 28: tether.v1.ObjectRef.resource:type_name -> tether.v1.Resource
-	5,  // 29: tether.v1.DiffEntry.operation:type_name -> tether.v1.DiffEntry.Operation
-	2,  // 30: tether.v1.Delivery.kind:type_name -> tether.v1.DeliveryKind
-	15, // 31: tether.v1.Delivery.ref:type_name -> tether.v1.ObjectRef
-	16, // 32: tether.v1.Delivery.diff:type_name -> tether.v1.DiffEntry
-	24, // 33: tether.v1.Delivery.deadline:type_name -> google.protobuf.Timestamp
-	24, // 34: tether.v1.Delivery.scheduled:type_name -> google.protobuf.Timestamp
-	3,  // 35: tether.v1.Ack.outcome:type_name -> tether.v1.Outcome
-	23, // 36: tether.v1.Ack.retry_after:type_name -> google.protobuf.Duration
-	6,  // 37: tether.v1.BrokerService.Connect:input_type -> tether.v1.ConnectRequest
-	7,  // 38: tether.v1.BrokerService.Connect:output_type -> tether.v1.ConnectResponse
-	38, // [38:39] is the sub-list for method output_type
-	37, // [37:38] is the sub-list for method input_type
-	37, // [37:37] is the sub-list for extension type_name
-	37, // [37:37] is the sub-list for extension extendee
-	0,  // [0:37] is the sub-list for field type_name
+	30, // 18: tether.v1.Binding.timeout:type_name -> google.protobuf.Duration
+	30, // 19: tether.v1.Binding.backoff:type_name -> google.protobuf.Duration
+	30, // 20: tether.v1.Binding.max_backoff:type_name -> google.protobuf.Duration
+	16, // 21: tether.v1.Binding.timer:type_name -> tether.v1.TimerOptions
+	17, // 22: tether.v1.Binding.daemon:type_name -> tether.v1.DaemonOptions
+	19, // 23: tether.v1.Binding.admission:type_name -> tether.v1.AdmissionOptions
+	7,  // 24: tether.v1.AnnotationFilter.operator:type_name -> tether.v1.AnnotationFilter.Operator
+	30, // 25: tether.v1.TimerOptions.interval:type_name -> google.protobuf.Duration
+	30, // 26: tether.v1.TimerOptions.initial_delay:type_name -> google.protobuf.Duration
+	30, // 27: tether.v1.TimerOptions.idle:type_name -> google.protobuf.Duration
+	30, // 28: tether.v1.DaemonOptions.cancellation_timeout:type_name -> google.protobuf.Duration
+	2,  // 29: tether.v1.AdmissionOptions.operations:type_name -> tether.v1.AdmissionOperation
+	18, // 30: tether.v1.AdmissionOptions.match_conditions:type_name -> tether.v1.MatchCondition
+	30, // 31: tether.v1.AdmissionOptions.timeout:type_name -> google.protobuf.Duration
+	3,  // 32: tether.v1.AdmissionOptions.failure_policy:type_name -> tether.v1.FailurePolicy
+	4,  // 33: tether.v1.AdmissionOptions.side_effects:type_name -> tether.v1.SideEffects
+	13, // 34: tether.v1.ObjectRef.resource:type_name -> tether.v1.Resource
+	8,  // 35: tether.v1.DiffEntry.operation:type_name -> tether.v1.DiffEntry.Operation
+	5,  // 36: tether.v1.Delivery.kind:type_name -> tether.v1.DeliveryKind
+	20, // 37: tether.v1.Delivery.ref:type_name -> tether.v1.ObjectRef
+	21, // 38: tether.v1.Delivery.diff:type_name -> tether.v1.DiffEntry
+	31, // 39: tether.v1.Delivery.deadline:type_name -> google.protobuf.Timestamp
+	31, // 40: tether.v1.Delivery.scheduled:type_name -> google.protobuf.Timestamp
+	23, // 41: tether.v1.Delivery.admission:type_name -> tether.v1.AdmissionRequest
+	2,  // 42: tether.v1.AdmissionRequest.operation:type_name -> tether.v1.AdmissionOperation
+	6,  // 43: tether.v1.Ack.outcome:type_name -> tether.v1.Outcome
+	30, // 44: tether.v1.Ack.retry_after:type_name -> google.protobuf.Duration
+	24, // 45: tether.v1.Ack.admission:type_name -> tether.v1.AdmissionResponse
+	9,  // 46: tether.v1.BrokerService.Connect:input_type -> tether.v1.ConnectRequest
+	10, // 47: tether.v1.BrokerService.Connect:output_type -> tether.v1.ConnectResponse
+	47, // [47:48] is the sub-list for method output_type
+	46, // [46:47] is the sub-list for method input_type
+	46, // [46:46] is the sub-list for extension type_name
+	46, // [46:46] is the sub-list for extension extendee
+	0,  // [0:46] is the sub-list for field type_name
 }
 
 func init() { file_tether_v1_broker_proto_init() }
@@ -2257,8 +2862,8 @@ func file_tether_v1_broker_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tether_v1_broker_proto_rawDesc), len(file_tether_v1_broker_proto_rawDesc)),
-			NumEnums:      6,
-			NumMessages:   17,
+			NumEnums:      9,
+			NumMessages:   21,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

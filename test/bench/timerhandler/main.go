@@ -9,10 +9,18 @@
 // warm-up. When it gets SIGTERM it stops (the SDK drains and says goodbye),
 // reads the measurement window the bench wrote to -window-file (JSON
 // {"from_unix_nano":..., "to_unix_nano":...}), and writes a JSON summary of
-// the ticks that arrived inside the window to -summary: count, objects,
-// lateness percentiles and the mean period between two ticks of an object.
-// Both files are written to a temporary name and renamed, so a reader never
-// sees half of one.
+// the window to -summary. Both files are written to a temporary name and
+// renamed, so a reader never sees half of one.
+//
+// The summary counts ticks by when they were due, as the timers' own
+// schedules define it: a tick is expected when it came due inside the
+// window, and delivered when it arrived, even after the window's end (the
+// bench lets a drain pass before SIGTERM). A sharp timer's ticks are due on
+// its grid; any other timer's tick is due one interval after the broker
+// received the previous ack, which the handler sees as Event.Scheduled and
+// reconstructs from its own ack times: when the next tick is due more than
+// -tolerance later than (ack + interval), or never comes, the ticks that
+// would have been due meanwhile are missed.
 //
 //	timerhandler -addr 127.0.0.1:7443 -namespace bench-timers-1s-10000 -interval 1s \
 //		-stats stats.json -window-file window.json -summary summary.json
@@ -58,27 +66,45 @@ type Summary struct {
 	Ticks   int64   `json:"ticks"`   // every tick received
 	Objects int     `json:"objects"` // objects that had at least one tick
 	Window  *Window `json:"window,omitempty"`
-	// The ticks that arrived inside the window; absent without a window.
+	// The ticks due inside the window; absent without a window.
 	InWindow *WindowStats `json:"in_window,omitempty"`
 }
 
-// WindowStats describes the ticks that arrived inside the window.
+// WindowStats describes the ticks due inside the window.
 type WindowStats struct {
+	// Expected is Delivered + Missed: the ticks the timers' schedules made
+	// due inside the window.
+	Expected int64 `json:"expected"`
+	// Delivered ticks were due inside the window and arrived, possibly
+	// after its end.
 	Delivered int64 `json:"delivered"`
-	Objects   int   `json:"objects"` // objects with at least one tick in the window
-	// MinPerObject and MaxPerObject are the fewest and most ticks one of
-	// those objects had.
-	MinPerObject int     `json:"min_per_object"`
-	MaxPerObject int     `json:"max_per_object"`
-	P50Ms        float64 `json:"p50_ms"`
-	P90Ms        float64 `json:"p90_ms"`
-	P99Ms        float64 `json:"p99_ms"`
-	P999Ms       float64 `json:"p999_ms"`
-	MaxMs        float64 `json:"max_ms"`
-	MeanMs       float64 `json:"mean_ms"`
-	// MeanPeriodMs is the mean time between two consecutive ticks of one
-	// object, both inside the window.
+	// Missed ticks were due inside the window and never arrived.
+	Missed int64 `json:"missed"`
+	// Arrived counts the ticks that arrived inside the window, whatever
+	// their due time: the count a grid of one tick per interval is
+	// compared with.
+	Arrived int64 `json:"arrived"`
+	Objects int   `json:"objects"` // objects with at least one tick due in the window
+	// MinPerObject and MaxPerObject are the fewest and most delivered
+	// ticks one of those objects had.
+	MinPerObject int `json:"min_per_object"`
+	MaxPerObject int `json:"max_per_object"`
+	// Lateness of the delivered ticks: arrival − Event.Scheduled.
+	P50Ms  float64 `json:"p50_ms"`
+	P90Ms  float64 `json:"p90_ms"`
+	P99Ms  float64 `json:"p99_ms"`
+	P999Ms float64 `json:"p999_ms"`
+	MaxMs  float64 `json:"max_ms"`
+	MeanMs float64 `json:"mean_ms"`
+	// MeanPeriodMs is the mean time between the arrivals of two
+	// consecutive ticks of one object, both inside the window.
 	MeanPeriodMs float64 `json:"mean_period_ms"`
+	// SlipP50Ms and SlipP99Ms (timers that tick after each ack): how much
+	// later than (the handler's ack + interval) the next tick was due, for
+	// the delivered ticks. It is the ack's way back to the broker, which
+	// lateness does not see.
+	SlipP50Ms float64 `json:"slip_p50_ms"`
+	SlipP99Ms float64 `json:"slip_p99_ms"`
 	// PerSecond breaks the window down by arrival second, to tell steady
 	// lateness from bursts.
 	PerSecond []SecondStats `json:"per_second"`
@@ -96,12 +122,13 @@ type SecondStats struct {
 	MaxMs float64 `json:"max_ms"`
 }
 
-// recorder keeps every tick: 16 bytes each, about 10 MiB for 10,000
+// recorder keeps every tick: 24 bytes each, about 15 MiB for 10,000
 // objects at 1 s over 60 s (warm-up included, somewhat more).
 type recorder struct {
 	mu      sync.Mutex
 	arrival []int64 // unix ns
-	late    []int64 // ns
+	late    []int64 // ns: arrival − Scheduled
+	ack     []int32 // ns from arrival to the function's return
 	object  []int32 // index into ids
 	ids     map[string]int32
 }
@@ -110,6 +137,7 @@ func (r *recorder) tick(_ context.Context, ev *sdk.Event) error {
 	now := time.Now()
 	late := now.Sub(ev.Scheduled)
 	r.mu.Lock()
+	defer r.mu.Unlock()
 	id, ok := r.ids[ev.UID]
 	if !ok {
 		id = int32(len(r.ids))
@@ -118,7 +146,8 @@ func (r *recorder) tick(_ context.Context, ev *sdk.Event) error {
 	r.arrival = append(r.arrival, now.UnixNano())
 	r.late = append(r.late, int64(late))
 	r.object = append(r.object, id)
-	r.mu.Unlock()
+	// The ack leaves when the function returns, right after this.
+	r.ack = append(r.ack, int32(min(time.Since(now), time.Second)))
 	return nil
 }
 
@@ -134,40 +163,99 @@ func percentile(sorted []int64, p float64) float64 {
 	return float64(sorted[max(i, 0)]) / 1e6
 }
 
+// schedule is how the timer makes its ticks due.
+type schedule struct {
+	interval time.Duration
+	sharp    bool
+	// tolerance: how much later than expected the next tick may be due
+	// before the ticks in between count as missed.
+	tolerance time.Duration
+}
+
 // summary computes the summary; w may be nil.
-func (r *recorder) summary(w *Window, interval time.Duration) Summary {
+func (r *recorder) summary(w *Window, sc schedule) Summary {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	s := Summary{Ticks: int64(len(r.arrival)), Objects: len(r.ids), Window: w}
 	if w == nil {
 		return s
 	}
-	var late []int64
-	seconds := make([][]int64, (w.ToUnixNano-w.FromUnixNano+int64(time.Second)-1)/int64(time.Second))
-	var phase [10]int64
-	perObject := map[int32]int{}
-	lastSeen := map[int32]int64{}
-	var gaps, gapSum float64
-	var sum float64
-	for i, at := range r.arrival {
-		if at < w.FromUnixNano || at >= w.ToUnixNano {
-			continue
+	from, to := w.FromUnixNano, w.ToUnixNano
+	in := func(t int64) bool { return t >= from && t < to }
+	iv, tol := int64(sc.interval), int64(sc.tolerance)
+	// missed counts the due times base + k×interval (k ≥ 1) inside the
+	// window that come more than the tolerance before next: the next tick's
+	// due time, or the window's end when no tick came after.
+	missed := func(base, next int64) int64 {
+		var n int64
+		for v := base + iv; v+tol < next; v += iv {
+			if in(v) {
+				n++
+			}
 		}
-		late = append(late, r.late[i])
-		sum += float64(r.late[i])
-		sec := (at - w.FromUnixNano) / int64(time.Second)
-		seconds[sec] = append(seconds[sec], r.late[i])
-		due := at - r.late[i]
-		phase[(due%int64(interval))*10/int64(interval)]++
-		o := r.object[i]
-		perObject[o]++
-		if prev, ok := lastSeen[o]; ok {
-			gaps++
-			gapSum += float64(at - prev)
-		}
-		lastSeen[o] = at
+		return n
 	}
-	ws := &WindowStats{Delivered: int64(len(late)), Objects: len(perObject), Phase: phase}
+	// One tick per object is in flight at a time, so arrival order is the
+	// order of each object's ticks.
+	byObject := make([][]int, len(r.ids))
+	for i, o := range r.object {
+		byObject[o] = append(byObject[o], i)
+	}
+	ws := &WindowStats{}
+	seconds := make([][]int64, (to-from+int64(time.Second)-1)/int64(time.Second))
+	var late, slips []int64
+	var sum, gaps, gapSum float64
+	perObject := map[int]int{}
+	for o, ticks := range byObject {
+		var prevDue, prevAck, prevArrival int64
+		seen := false
+		for _, i := range ticks {
+			at := r.arrival[i]
+			due := at - r.late[i]
+			if in(at) {
+				ws.Arrived++
+				sec := (at - from) / int64(time.Second)
+				seconds[sec] = append(seconds[sec], r.late[i])
+				if seen && in(prevArrival) {
+					gaps++
+					gapSum += float64(at - prevArrival)
+				}
+			}
+			if seen && due == prevDue {
+				// The same tick delivered again: the broker schedules the
+				// next one after this ack.
+				prevAck, prevArrival = at+int64(r.ack[i]), at
+				continue
+			}
+			if seen {
+				base := prevAck
+				if sc.sharp {
+					base = prevDue
+				}
+				ws.Missed += missed(base, due)
+				if !sc.sharp && in(due) {
+					slips = append(slips, due-prevAck-iv)
+				}
+			}
+			if in(due) {
+				ws.Delivered++
+				late = append(late, r.late[i])
+				sum += float64(r.late[i])
+				ws.Phase[(due%iv)*10/iv]++
+				perObject[o]++
+			}
+			prevDue, prevAck, prevArrival, seen = due, at+int64(r.ack[i]), at, true
+		}
+		if seen {
+			base := prevAck
+			if sc.sharp {
+				base = prevDue
+			}
+			ws.Missed += missed(base, to)
+		}
+	}
+	ws.Expected = ws.Delivered + ws.Missed
+	ws.Objects = len(perObject)
 	for _, l := range seconds {
 		st := SecondStats{Ticks: len(l)}
 		if len(l) > 0 {
@@ -177,17 +265,20 @@ func (r *recorder) summary(w *Window, interval time.Duration) Summary {
 		ws.PerSecond = append(ws.PerSecond, st)
 	}
 	s.InWindow = ws
+	if gaps > 0 {
+		ws.MeanPeriodMs = gapSum / gaps / 1e6
+	}
+	if len(slips) > 0 {
+		slices.Sort(slips)
+		ws.SlipP50Ms, ws.SlipP99Ms = percentile(slips, 0.5), percentile(slips, 0.99)
+	}
 	if len(late) == 0 {
 		return s
 	}
 	slices.Sort(late)
-	ms := func(ns float64) float64 { return ns / 1e6 }
 	ws.P50Ms, ws.P90Ms, ws.P99Ms, ws.P999Ms = percentile(late, 0.50), percentile(late, 0.90), percentile(late, 0.99), percentile(late, 0.999)
-	ws.MaxMs = ms(float64(late[len(late)-1]))
-	ws.MeanMs = ms(sum / float64(len(late)))
-	if gaps > 0 {
-		ws.MeanPeriodMs = ms(gapSum / gaps)
-	}
+	ws.MaxMs = float64(late[len(late)-1]) / 1e6
+	ws.MeanMs = sum / float64(len(late)) / 1e6
 	ws.MinPerObject = math.MaxInt
 	for _, n := range perObject {
 		ws.MinPerObject = min(ws.MinPerObject, n)
@@ -224,6 +315,7 @@ func main() {
 	namespace := flag.String("namespace", "", "namespace whose Widgets get a timer each (required)")
 	interval := flag.Duration("interval", time.Second, "timer interval")
 	sharp := flag.Bool("sharp", false, "tick on a fixed grid of the interval (sdk.Sharp) instead of one interval after each ack")
+	tolerance := flag.Duration("tolerance", 0, "how much later than expected (after the ack, or on the grid) the next tick may be due before\nthe ticks in between count as missed (default: half the interval)")
 	noHold := flag.Bool("no-hold", false, "sdk.Finalizer(sdk.FinalizerNone): the timer holds no object")
 	window := flag.Int("window", 256, "deliveries handled at once")
 	statsPath := flag.String("stats", "", "write progress (ticks, objects) to this JSON `file` every second")
@@ -313,7 +405,11 @@ func main() {
 			}
 		}
 	}
-	s := rec.summary(w, *interval)
+	sc := schedule{interval: *interval, sharp: *sharp, tolerance: *tolerance}
+	if sc.tolerance <= 0 {
+		sc.tolerance = sc.interval / 2
+	}
+	s := rec.summary(w, sc)
 	if *summaryPath == "" {
 		out, _ := json.MarshalIndent(s, "", "  ")
 		fmt.Println(string(out))

@@ -1,0 +1,201 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"strconv"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/tether-dev/tether/broker/admission"
+	"github.com/tether-dev/tether/broker/webhook"
+)
+
+// Admission configures the HTTPS endpoint the API server calls for the
+// handlers' validate and mutate bindings, and where the webhook
+// configurations the broker writes point. The zero value serves no
+// admission: validate and mutate bindings are refused.
+type Admission struct {
+	// Listen is the HTTPS address, e.g. ":8443". Ignored when Listener is set.
+	Listen   string
+	Listener net.Listener
+	// URL is the base URL at which the API server reaches the endpoint, for a
+	// broker outside the cluster; the default is https://<listen address>.
+	URL string
+	// Service names the Service in the broker's namespace in front of the
+	// endpoint, for a broker inside the cluster; ServicePort is its port
+	// (default 8443). When set, URL is not used.
+	Service     string
+	ServicePort int
+	// SecretName is the Secret in the broker's namespace that keeps the CA and
+	// serving certificate the broker generates (default
+	// "tether-admission-tls"), so that replicas and restarts agree.
+	SecretName string
+	// CertFile and KeyFile are a serving certificate to use instead, and
+	// CAFile the bundle that verifies it (without it, the API server uses
+	// its system roots).
+	CertFile, KeyFile, CAFile string
+}
+
+// Enabled reports whether the broker serves admission.
+func (a Admission) Enabled() bool { return a.Listen != "" || a.Listener != nil }
+
+// Check reports settings that cannot work together.
+func (a Admission) Check() error {
+	given := 0
+	for _, f := range []string{a.CertFile, a.KeyFile, a.CAFile} {
+		if f != "" {
+			given++
+		}
+	}
+	if (a.CertFile == "") != (a.KeyFile == "") || (a.CAFile != "" && a.CertFile == "") {
+		return errors.New("admission: a given certificate needs its key (and, optionally, the CA bundle that verifies it)")
+	}
+	if !a.Enabled() {
+		if a.URL != "" || a.Service != "" || given > 0 {
+			return errors.New("admission: settings given but no listen address")
+		}
+		return nil
+	}
+	if a.URL != "" && a.Service != "" {
+		return errors.New("admission: give the URL (broker outside the cluster) or the Service (inside), not both")
+	}
+	if a.URL != "" {
+		u, err := url.Parse(a.URL)
+		if err != nil {
+			return fmt.Errorf("admission URL: %w", err)
+		}
+		if u.Scheme != "https" || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
+			return fmt.Errorf("admission URL %q: want https://HOST[:PORT][/PATH]", a.URL)
+		}
+	}
+	if a.ServicePort < 0 || a.ServicePort > 65535 {
+		return fmt.Errorf("admission service port %d is out of range", a.ServicePort)
+	}
+	return nil
+}
+
+// listenAdmission binds the admission endpoint's listener, if any.
+func (b *Broker) listenAdmission() error {
+	a := b.opts.Admission
+	if !a.Enabled() || b.alis != nil {
+		return nil
+	}
+	if a.Listener != nil {
+		b.alis = a.Listener
+		return nil
+	}
+	lis, err := net.Listen("tcp", a.Listen)
+	if err != nil {
+		return fmt.Errorf("listening for admission reviews on %s: %w", a.Listen, err)
+	}
+	b.alis = lis
+	return nil
+}
+
+// AdmissionAddr is the address of the admission endpoint, once Listen has
+// bound it; nil when the broker serves no admission.
+func (b *Broker) AdmissionAddr() net.Addr {
+	if b.alis == nil {
+		return nil
+	}
+	return b.alis.Addr()
+}
+
+// admissionParts are what serves admission: the certificates, the HTTPS
+// endpoint (on every replica) and the webhook configurations (written by
+// the leader).
+type admissionParts struct {
+	certs  *admission.Certs
+	hooks  *webhook.Manager
+	server *admission.Server // set once the dispatcher exists
+}
+
+// newAdmission builds the certificates and the configuration writer. The
+// webhooks point at the Service when one is named, else at the URL.
+func (b *Broker) newAdmission(ctx context.Context, kube kubernetes.Interface) (*admissionParts, error) {
+	a := b.opts.Admission
+	copts := admission.CertsOptions{
+		Client: kube, Namespace: b.opts.Namespace, SecretName: a.SecretName,
+		CertFile: a.CertFile, KeyFile: a.KeyFile, CAFile: a.CAFile, Log: b.log.Named("admission"),
+	}
+	wopts := webhook.Options{Client: kube, Log: b.log.Named("webhook"), ExcludeUsers: b.ownUser(ctx, kube)}
+	if a.Service != "" {
+		port := a.ServicePort
+		if port == 0 {
+			port = 8443
+		}
+		wopts.Service = &webhook.Service{Namespace: b.opts.Namespace, Name: a.Service, Port: int32(port)}
+		svc := a.Service + "." + b.opts.Namespace
+		copts.DNSNames = []string{a.Service, svc, svc + ".svc", svc + ".svc.cluster.local"}
+	} else {
+		u, err := b.admissionURL()
+		if err != nil {
+			return nil, err
+		}
+		wopts.URL = u.String()
+		if ip := net.ParseIP(u.Hostname()); ip != nil {
+			copts.IPAddresses = []net.IP{ip}
+		} else {
+			copts.DNSNames = []string{u.Hostname()}
+		}
+	}
+	certs, err := admission.NewCerts(copts)
+	if err != nil {
+		return nil, err
+	}
+	wopts.CABundle = certs.CABundle
+	hooks, err := webhook.New(wopts)
+	if err != nil {
+		return nil, err
+	}
+	return &admissionParts{certs: certs, hooks: hooks}, nil
+}
+
+// admissionURL is where the API server reaches the endpoint from outside
+// the cluster: the given URL, or the listen address (loopback when it
+// listens on every address).
+func (b *Broker) admissionURL() (*url.URL, error) {
+	if b.opts.Admission.URL != "" {
+		return url.Parse(b.opts.Admission.URL)
+	}
+	tcp, ok := b.alis.Addr().(*net.TCPAddr)
+	if !ok {
+		return nil, fmt.Errorf("admission: cannot make a URL of the listen address %s; give one", b.alis.Addr())
+	}
+	host := tcp.IP.String()
+	if tcp.IP == nil || tcp.IP.IsUnspecified() {
+		host = "127.0.0.1"
+	}
+	return &url.URL{Scheme: "https", Host: net.JoinHostPort(host, strconv.Itoa(tcp.Port))}, nil
+}
+
+// ownUser is the broker's user name, so that the webhooks let its own
+// writes (holds, progress) through: a handler's webhook must never block the
+// broker that releases its holds.
+func (b *Broker) ownUser(ctx context.Context, kube kubernetes.Interface) []string {
+	r, err := kube.AuthenticationV1().SelfSubjectReviews().Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
+	if err != nil {
+		b.log.Warn("cannot learn the broker's own user name; the webhooks will also review the broker's writes", "error", err)
+		return nil
+	}
+	return []string{r.Status.UserInfo.Username}
+}
+
+// forwardCAChanges has the webhook configurations rewritten whenever the CA
+// bundle changes.
+func (a *admissionParts) forwardCAChanges(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-a.certs.Changed():
+			a.hooks.CAChanged()
+		}
+	}
+}

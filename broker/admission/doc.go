@@ -1,0 +1,56 @@
+// Package admission is the broker's HTTPS admission endpoint and its
+// certificates: the API server calls the broker's webhooks, and the broker
+// forwards each review to a handler instance over the stream the handler
+// already has, so handlers never serve HTTPS and may run anywhere.
+//
+// # The endpoint
+//
+// Server serves one path per validate or mutate binding,
+//
+//	POST /admit/<handler>/<binding-id>[?timeout=10s]
+//
+// (see Path), taking an admission.k8s.io/v1 AdmissionReview and answering
+// one with the same apiVersion and kind and the request's uid. What is not
+// a review it can serve gets a plain-text error and a log line: 404 for
+// another path, 405 for another method, 413 for a body over MaxBodyBytes,
+// 400 for a body that is not an AdmissionReview with a request. The
+// review goes to the Reviewer (the dispatcher) with a deadline inside the
+// webhook's timeout, the ?timeout= the API server adds to every webhook URL
+// minus min(1 s, timeout/5), so the broker can still answer in time.
+//
+// The handler's answer becomes the API server's: allowed, or refused with
+// its message and code (403 when it gave none), its warnings, and for a
+// mutate binding its JSON patch (patchType JSONPatch). The broker checks a
+// patch before passing it on: it must be an RFC 6902 patch that applies to
+// the request's object and leaves an object with the same apiVersion,
+// kind, name and namespace. A validate binding may not patch.
+//
+// # Failure policy
+//
+// When the handler fails (no answer within the deadline, no instance
+// connected, an error, no admission answer, an invalid patch) the broker
+// applies the binding's failure policy itself, rather than leaving it to
+// the API server, so that it can say why: Fail refuses the request with 500
+// (504 for a timeout) and a message naming the handler, the binding and the
+// reason; Ignore admits it with a warning that says the same. Each failure
+// is logged at Warn and counted (tether_admission_failures_total). Only
+// when the broker does not know the binding (an unknown handler, or a
+// replica that does not lead) does it answer 503, so that the API server
+// applies the webhook's own failure policy. Reviews run concurrently; one
+// slow handler holds only its own requests.
+//
+// # Certificates
+//
+// Certs serves the endpoint's certificate and the CA bundle the webhook
+// configurations carry. Given a certificate (CertFile, KeyFile, optionally
+// CAFile, as cert-manager writes them), it reads the files again when they
+// change. Otherwise it generates a self-signed ECDSA P-256 CA and a serving
+// certificate for the broker's names, kept in the Secret
+// tether-admission-tls (keys ca.crt, ca.key, tls.crt, tls.key) in the
+// broker's namespace, so that replicas and restarts share one CA. The
+// serving certificate is renewed on the same CA when less than a third of
+// its validity is left or it does not cover the wanted names; writes to
+// the Secret are create-or-take-the-winner's and updates guarded by its
+// resourceVersion. Changed tells the webhook configuration writer when the
+// CA bundle changed.
+package admission

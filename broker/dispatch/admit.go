@@ -1,0 +1,216 @@
+package dispatch
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
+	admissionv1 "k8s.io/api/admission/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/tether-dev/tether/broker/admission"
+	"github.com/tether-dev/tether/broker/binding"
+	"github.com/tether-dev/tether/broker/session"
+	tetherv1 "github.com/tether-dev/tether/proto/tether/v1"
+)
+
+// Review forwards an admission review to an instance of handler for its
+// binding bindingID and waits, until ctx ends, for the answer. The owner of
+// the object's UID answers, so that one object's reviews and lifecycle
+// deliveries go to the same instance; a CREATE (no UID yet) goes to the
+// least busy instance. While the handler has no instance, Review waits for
+// one until ctx ends.
+//
+// The binding is returned whenever the handler and binding are known, also
+// with an error, so that the caller can apply its failure policy; it is nil
+// on a replica that does not lead or for a handler this broker never saw.
+func (m *Manager) Review(ctx context.Context, handler, bindingID string, req *admissionv1.AdmissionRequest) (*tetherv1.AdmissionResponse, *binding.Binding, error) {
+	rt, b := m.admissionBinding(handler, bindingID)
+	if b == nil {
+		return nil, nil, fmt.Errorf("handler %q has no validate or mutate binding %q on this broker", handler, bindingID)
+	}
+	resp, err := rt.review(ctx, b, req)
+	return resp, b, err
+}
+
+// Binding returns a handler's validate or mutate binding; nil when this
+// broker does not know it.
+func (m *Manager) Binding(handler, bindingID string) *binding.Binding {
+	_, b := m.admissionBinding(handler, bindingID)
+	return b
+}
+
+func (m *Manager) admissionBinding(handler, bindingID string) (*runtime, *binding.Binding) {
+	m.mu.Lock()
+	rt := m.handlers[handler]
+	m.mu.Unlock()
+	if rt == nil {
+		return nil, nil
+	}
+	return rt, rt.admission[bindingID]
+}
+
+func (rt *runtime) review(ctx context.Context, b *binding.Binding, req *admissionv1.AdmissionRequest) (*tetherv1.AdmissionResponse, error) {
+	obj, err := decodeReviewObject(req.Object.Raw)
+	if err != nil {
+		return nil, fmt.Errorf("decoding the review's object: %w", err)
+	}
+	old, err := decodeReviewObject(req.OldObject.Raw)
+	if err != nil {
+		return nil, fmt.Errorf("decoding the review's oldObject: %w", err)
+	}
+	subject := obj
+	if subject == nil {
+		subject = old // DELETE has only the old object
+	}
+	if subject != nil && !rt.admissionMatches(b, subject, old) {
+		return &tetherv1.AdmissionResponse{Allowed: true}, nil
+	}
+	raw, err := json.Marshal(req)
+	if err != nil {
+		return nil, fmt.Errorf("encoding the review: %w", err)
+	}
+	d := &tetherv1.Delivery{
+		Id: nextDeliveryID(), BindingId: b.ID, Kind: tetherv1.DeliveryKind_DELIVERY_KIND_ADMISSION, Attempt: 1,
+		Ref:       reviewRef(b, req),
+		Object:    req.Object.Raw,
+		OldObject: req.OldObject.Raw,
+		Admission: &tetherv1.AdmissionRequest{
+			Uid: string(req.UID), Operation: admissionOperation(req.Operation), SubResource: req.SubResource,
+			DryRun: req.DryRun != nil && *req.DryRun, UserName: req.UserInfo.Username, UserGroups: req.UserInfo.Groups,
+			Request: raw,
+		},
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		d.Deadline = timestamppb.New(dl)
+	}
+	var uid types.UID
+	if subject != nil {
+		uid = subject.GetUID()
+		d.Ref.Uid = string(uid)
+	}
+	start := time.Now()
+	ack, err := rt.deliverReview(ctx, uid, d)
+	rt.observeDelivery(ctx, d, time.Since(start), ack, err)
+	if err != nil {
+		return nil, err
+	}
+	if ack.GetOutcome() != tetherv1.Outcome_OUTCOME_OK || ack.GetAdmission() == nil {
+		msg := ack.GetMessage()
+		if msg == "" {
+			msg = "no admission response in its ack"
+		}
+		return nil, fmt.Errorf("%w: the handler failed (%s): %s", admission.ErrInvalidResponse, outcomeName(ack.GetOutcome()), msg)
+	}
+	return ack.GetAdmission(), nil
+}
+
+// deliverReview sends d to the instance that should answer and waits for
+// its ack. An instance that leaves before it answers does not count: the
+// review goes to the next one, as long as ctx allows.
+func (rt *runtime) deliverReview(ctx context.Context, uid types.UID, d *tetherv1.Delivery) (*tetherv1.Ack, error) {
+	for {
+		in, changed := rt.reviewer(uid)
+		if in == nil {
+			select {
+			case <-changed:
+				continue
+			case <-ctx.Done():
+				return nil, fmt.Errorf("%w: %w", admission.ErrNoInstance, ctx.Err())
+			}
+		}
+		ack, err := in.DeliverUnless(ctx, d, changed)
+		switch {
+		case errors.Is(err, session.ErrMoved), errors.Is(err, session.ErrGone), errors.Is(err, session.ErrLeaving):
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			continue
+		case err != nil:
+			return nil, err
+		}
+		return ack, nil
+	}
+}
+
+// reviewer picks the instance for a review: the owner of uid, or for a new
+// object the instance with the fewest deliveries in flight.
+func (rt *runtime) reviewer(uid types.UID) (*session.Instance, <-chan struct{}) {
+	if uid != "" {
+		return rt.owner(uid)
+	}
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	var best *session.Instance
+	for _, in := range rt.instances {
+		if !in.Leaving() && (best == nil || in.InFlight() < best.InFlight()) {
+			best = in
+		}
+	}
+	return best, rt.changed
+}
+
+// admissionMatches applies the filters the API server cannot: annotations
+// and CEL. Labels and namespaces are the webhook's own selectors, which the
+// API server applied already (to the old and the new object).
+func (rt *runtime) admissionMatches(b *binding.Binding, obj *unstructured.Unstructured, old *unstructured.Unstructured) bool {
+	if len(b.Annotations) == 0 && b.When == nil {
+		return true
+	}
+	filters := binding.Binding{Annotations: b.Annotations, When: b.When}
+	var oldMap map[string]any
+	if old != nil {
+		oldMap = old.Object
+	}
+	return rt.matches(&filters, obj, oldMap)
+}
+
+func decodeReviewObject(raw []byte) (*unstructured.Unstructured, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, nil
+	}
+	var m map[string]any
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return nil, err
+	}
+	return &unstructured.Unstructured{Object: m}, nil
+}
+
+func reviewRef(b *binding.Binding, req *admissionv1.AdmissionRequest) *tetherv1.ObjectRef {
+	r := b.Resource
+	return &tetherv1.ObjectRef{
+		Resource:  &tetherv1.Resource{Group: r.Group, Version: r.Version, Resource: r.Resource, Kind: r.Kind, Namespaced: r.Namespaced},
+		Namespace: req.Namespace,
+		Name:      req.Name,
+	}
+}
+
+func admissionOperation(op admissionv1.Operation) tetherv1.AdmissionOperation {
+	switch op {
+	case admissionv1.Create:
+		return tetherv1.AdmissionOperation_ADMISSION_OPERATION_CREATE
+	case admissionv1.Update:
+		return tetherv1.AdmissionOperation_ADMISSION_OPERATION_UPDATE
+	case admissionv1.Delete:
+		return tetherv1.AdmissionOperation_ADMISSION_OPERATION_DELETE
+	case admissionv1.Connect:
+		return tetherv1.AdmissionOperation_ADMISSION_OPERATION_CONNECT
+	}
+	return tetherv1.AdmissionOperation_ADMISSION_OPERATION_UNSPECIFIED
+}
+
+func outcomeName(o tetherv1.Outcome) string {
+	switch o {
+	case tetherv1.Outcome_OUTCOME_OK:
+		return "OK"
+	case tetherv1.Outcome_OUTCOME_RETRY:
+		return "RETRY"
+	case tetherv1.Outcome_OUTCOME_FAIL:
+		return "FAIL"
+	}
+	return "no outcome"
+}

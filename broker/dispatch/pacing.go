@@ -1,0 +1,78 @@
+package dispatch
+
+import (
+	"fmt"
+	"sync"
+	"time"
+)
+
+// WriteLimiter paces the dispatcher's writes to the API server: at most qps
+// a second on average, in bursts of at most burst. It never blocks. A write
+// reserves the next free turn; when the turn is later, the write stays
+// pending on its object and the worker moves on to other objects until the
+// turn comes. A client-side limiter in the REST client would instead hold
+// the worker inside the request, and with enough writes waiting every
+// worker of the handler is held there, so deliveries that write nothing
+// (timer ticks, most of all) wait N/qps seconds behind them.
+//
+// One WriteLimiter is shared by every handler of a broker.
+type WriteLimiter struct {
+	interval time.Duration // between two turns at the steady rate
+	ahead    time.Duration // how far a burst may run ahead of the steady rate
+
+	mu sync.Mutex
+	// next is when the next turn comes at the steady rate (GCRA's
+	// theoretical arrival time).
+	next time.Time
+}
+
+// NewWriteLimiter returns a limiter of qps writes a second with bursts of
+// burst (at least 1). A qps of zero or less does not limit.
+func NewWriteLimiter(qps float64, burst int) *WriteLimiter {
+	if qps <= 0 {
+		return &WriteLimiter{}
+	}
+	interval := time.Duration(float64(time.Second) / qps)
+	return &WriteLimiter{interval: interval, ahead: time.Duration(max(burst, 1)-1) * interval}
+}
+
+// reserve takes the next free turn and returns when it is: now, or later.
+func (l *WriteLimiter) reserve(now time.Time) time.Time {
+	if l.interval <= 0 {
+		return now
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.next.Before(now) {
+		l.next = now
+	}
+	at := l.next.Add(-l.ahead)
+	if at.Before(now) {
+		at = now
+	}
+	l.next = l.next.Add(l.interval)
+	return at
+}
+
+// pacedWrite is what apply returns when its write must wait for its turn.
+// The write stays pending on the object; process turns this into a delay
+// after which the object is looked at again.
+type pacedWrite struct{ wait time.Duration }
+
+func (p *pacedWrite) Error() string { return fmt.Sprintf("write waits %v for its turn", p.wait) }
+
+// writeTurn says how long o's next write must still wait for its turn. The
+// object keeps its reservation across passes, so coming back early (an
+// informer event, a tick) neither loses its place nor takes a second turn.
+// Zero means the write may go now, and uses the turn.
+func (rt *runtime) writeTurn(o *object) time.Duration {
+	now := time.Now()
+	if o.writeAt.IsZero() {
+		o.writeAt = rt.m.opts.WriteLimiter.reserve(now)
+	}
+	if wait := o.writeAt.Sub(now); wait > 0 {
+		return wait
+	}
+	o.writeAt = time.Time{}
+	return 0
+}

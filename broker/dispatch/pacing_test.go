@@ -1,0 +1,63 @@
+package dispatch
+
+import (
+	"testing"
+	"time"
+)
+
+func TestWriteLimiterTurns(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
+	for _, tc := range []struct {
+		name       string
+		qps        float64
+		burst      int
+		at         []time.Duration // when each write asks, from t0
+		wantOffset []time.Duration // its turn, from t0
+	}{
+		{"burst goes at once, then one per interval", 10, 3,
+			[]time.Duration{0, 0, 0, 0, 0},
+			[]time.Duration{0, 0, 0, ms(100), ms(200)}},
+		{"no burst", 10, 1,
+			[]time.Duration{0, 0, 0},
+			[]time.Duration{0, ms(100), ms(200)}},
+		{"idle time refills the burst", 10, 2,
+			[]time.Duration{0, 0, 0, ms(1000), ms(1000), ms(1000)},
+			[]time.Duration{0, 0, ms(100), ms(1000), ms(1000), ms(1100)}},
+		{"writes slower than the rate never wait", 10, 1,
+			[]time.Duration{0, ms(150), ms(300)},
+			[]time.Duration{0, ms(150), ms(300)}},
+		{"no limit", 0, 0,
+			[]time.Duration{0, 0, 0},
+			[]time.Duration{0, 0, 0}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l := NewWriteLimiter(tc.qps, tc.burst)
+			for i, at := range tc.at {
+				if got := l.reserve(t0.Add(at)).Sub(t0); got != tc.wantOffset[i] {
+					t.Errorf("write %d asking at %v: turn at %v, want %v", i, at, got, tc.wantOffset[i])
+				}
+			}
+		})
+	}
+}
+
+func TestWriteTurnKeepsItsReservation(t *testing.T) {
+	rt := &runtime{m: &Manager{opts: Options{WriteLimiter: NewWriteLimiter(1, 1)}}}
+	a, b := &object{}, &object{}
+	if wait := rt.writeTurn(a); wait != 0 {
+		t.Fatalf("the first write waits %v", wait)
+	}
+	first := rt.writeTurn(b)
+	if first <= 0 || first > time.Second {
+		t.Fatalf("the second write waits %v, want up to 1s", first)
+	}
+	// Looking again before its turn neither loses its place nor takes
+	// another turn.
+	if again := rt.writeTurn(b); again <= 0 || again > first {
+		t.Errorf("asking again: waits %v, after %v", again, first)
+	}
+	if c := rt.writeTurn(&object{}); c <= first {
+		t.Errorf("a third object waits %v, no longer than the second (%v)", c, first)
+	}
+}

@@ -1,0 +1,67 @@
+package metrics
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Results of an admission review, for AdmissionReviewed.
+const (
+	AdmissionAllowed = "allowed"
+	AdmissionDenied  = "denied"
+	AdmissionError   = "error" // the handler failed; the binding's failure policy answered
+)
+
+// Why a handler's admission webhook failed, for AdmissionFailed.
+const (
+	AdmissionTimeout         = "timeout"          // no answer within the webhook's deadline
+	AdmissionNoInstance      = "no-instance"      // no instance of the handler is connected
+	AdmissionInvalidResponse = "invalid-response" // no admission answer, or a patch that does not apply
+	AdmissionHandlerError    = "error"            // any other failure of the handler or its stream
+)
+
+// AdmissionLatencyBuckets span 1 ms to 30 s, the longest webhook timeout.
+var AdmissionLatencyBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30}
+
+// admissionMetrics are the metrics of the admission endpoint:
+//
+//	tether_admission_review_duration_seconds{handler,binding,result}  histogram
+//	tether_admission_failures_total{handler,binding,policy,reason}    counter
+type admissionMetrics struct {
+	reviews  *prometheus.HistogramVec
+	failures *prometheus.CounterVec
+}
+
+func newAdmissionMetrics(reg prometheus.Registerer) admissionMetrics {
+	return admissionMetrics{
+		reviews: register(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "tether_admission_review_duration_seconds",
+			Help:    "Time to answer an admission review, by handler, binding and result (allowed, denied, error).",
+			Buckets: AdmissionLatencyBuckets,
+		}, []string{"handler", "binding", "result"})),
+		failures: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tether_admission_failures_total",
+			Help: "Admission reviews answered by the binding's failure policy (Ignore, Fail), by reason (timeout, no-instance, invalid-response, error).",
+		}, []string{"handler", "binding", "policy", "reason"})),
+	}
+}
+
+// AdmissionReviewed records one admission review of a known binding:
+// result is AdmissionAllowed, AdmissionDenied or AdmissionError.
+func (m *Metrics) AdmissionReviewed(handler, binding, result string, took time.Duration) {
+	if m == nil {
+		return
+	}
+	m.admission.reviews.WithLabelValues(handler, binding, result).Observe(took.Seconds())
+}
+
+// AdmissionFailed records a review answered by the binding's failure
+// policy ("Ignore" or "Fail"); reason is one of the Admission reason
+// constants.
+func (m *Metrics) AdmissionFailed(handler, binding, policy, reason string) {
+	if m == nil {
+		return
+	}
+	m.admission.failures.WithLabelValues(handler, binding, policy, reason).Inc()
+}
