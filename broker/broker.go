@@ -64,6 +64,10 @@ type Options struct {
 	// broker's other requests.
 	WriteQPS   float64
 	WriteBurst int
+	// ReleaseQPS paces, more slowly still, the writes that strip the holds
+	// of a handler absent past absent_release_after (default 20 a second,
+	// in bursts of 50).
+	ReleaseQPS float64
 	// DefaultWindow and MaxWindow bound instance windows (16 and 1024).
 	DefaultWindow, MaxWindow int
 	// HelloTimeout bounds the wait for Hello (10 s).
@@ -128,6 +132,9 @@ func New(opts Options) (*Broker, error) {
 	}
 	if opts.WriteQPS <= 0 {
 		opts.WriteQPS = 100
+	}
+	if opts.ReleaseQPS <= 0 {
+		opts.ReleaseQPS = 20
 	}
 	if opts.WriteBurst <= 0 {
 		opts.WriteBurst = 200
@@ -234,6 +241,7 @@ func (b *Broker) Start(ctx context.Context) error {
 		Log: b.log, Client: writer, Informers: informers, Recorder: recorder, Workers: b.opts.Workers,
 		Presence: store, Identity: b.opts.Identity, Absence: b.opts.Absence, Metrics: b.metrics,
 		WriteLimiter: dispatch.NewWriteLimiter(b.opts.WriteQPS, b.opts.WriteBurst), Webhooks: hooks,
+		ReleaseLimiter: dispatch.NewWriteLimiter(b.opts.ReleaseQPS, max(int(b.opts.ReleaseQPS*2.5), 1)),
 		Compile: func(ctx context.Context, bs []*tetherv1.Binding) ([]*binding.Binding, error) {
 			return binding.Compile(ctx, bs, resolver, b.opts.Defaults, kinds)
 		},

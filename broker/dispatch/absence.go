@@ -184,8 +184,10 @@ func (rt *runtime) processAbsent(ctx context.Context, o *object, obj *unstructur
 	case obj.GetDeletionTimestamp() != nil:
 		msg = fmt.Sprintf("handler %q has had no instance connected for longer than its grace of %v: released (rule 3c)", rt.name, grace)
 	case state.long:
-		if err := rt.m.opts.ReleaseLimiter.Wait(ctx); err != nil {
-			return err
+		// Waiting for the turn frees the worker (see WriteLimiter): releases
+		// of objects being deleted must not queue behind these.
+		if wait := rt.releaseTurn(o); wait > 0 {
+			return &pacedWrite{wait: wait}
 		}
 		msg = fmt.Sprintf("handler %q has been absent for longer than %v: hold stripped until it returns (rule 3d)", rt.name, absentAfter)
 	default:

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"google.golang.org/protobuf/types/known/durationpb"
-	"k8s.io/client-go/util/flowcontrol"
 
 	"github.com/hashicorp/go-hclog"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -64,7 +63,7 @@ type Options struct {
 	Compile func(ctx context.Context, bindings []*tetherv1.Binding) ([]*binding.Binding, error)
 	// ReleaseLimiter paces the writes that strip holds from live objects of
 	// a long-absent handler (default 20 per second, burst 50).
-	ReleaseLimiter flowcontrol.RateLimiter
+	ReleaseLimiter *WriteLimiter
 	// WriteLimiter paces every write to the objects (default 100 per
 	// second, burst 200) without holding up deliveries that write nothing;
 	// Client should then have no rate limit of its own.
@@ -153,7 +152,7 @@ func New(opts Options) *Manager {
 	}
 	opts.Absence = opts.Absence.withDefaults()
 	if opts.ReleaseLimiter == nil {
-		opts.ReleaseLimiter = flowcontrol.NewTokenBucketRateLimiter(20, 50)
+		opts.ReleaseLimiter = NewWriteLimiter(20, 50)
 	}
 	if opts.WriteLimiter == nil {
 		opts.WriteLimiter = NewWriteLimiter(100, 200)

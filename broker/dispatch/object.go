@@ -61,8 +61,9 @@ type object struct {
 	// anything else happens to the object.
 	pending *write
 	// writeAt is the turn the write limiter gave the object's next write
-	// (zero: none reserved).
-	writeAt time.Time
+	// (zero: none reserved); releaseAt the release limiter's turn for
+	// stripping its hold while the handler is long absent.
+	writeAt, releaseAt time.Time
 	// listed: the object was seen in an initial list (a broker start, the
 	// handler's return) and its timers have not been looked at since; their
 	// first ticks are spread over one interval.

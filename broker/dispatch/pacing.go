@@ -66,13 +66,25 @@ func (p *pacedWrite) Error() string { return fmt.Sprintf("write waits %v for its
 // informer event, a tick) neither loses its place nor takes a second turn.
 // Zero means the write may go now, and uses the turn.
 func (rt *runtime) writeTurn(o *object) time.Duration {
+	return takeTurn(&o.writeAt, rt.m.opts.WriteLimiter)
+}
+
+// releaseTurn is writeTurn for stripping the hold of a long-absent handler
+// (rule 3d), which the release limiter paces more slowly still.
+func (rt *runtime) releaseTurn(o *object) time.Duration {
+	return takeTurn(&o.releaseAt, rt.m.opts.ReleaseLimiter)
+}
+
+// takeTurn reserves a turn of l in *at unless one is held, and says how long
+// it is still away; zero uses it up.
+func takeTurn(at *time.Time, l *WriteLimiter) time.Duration {
 	now := time.Now()
-	if o.writeAt.IsZero() {
-		o.writeAt = rt.m.opts.WriteLimiter.reserve(now)
+	if at.IsZero() {
+		*at = l.reserve(now)
 	}
-	if wait := o.writeAt.Sub(now); wait > 0 {
+	if wait := at.Sub(now); wait > 0 {
 		return wait
 	}
-	o.writeAt = time.Time{}
+	*at = time.Time{}
 	return 0
 }

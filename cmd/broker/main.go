@@ -53,6 +53,7 @@ type config struct {
 	grace         time.Duration
 	maxGrace      time.Duration
 	absentAfter   time.Duration
+	releaseQPS    float64
 	maxAbsent     time.Duration
 	leader        broker.LeaderElection
 	admission     broker.Admission
@@ -95,6 +96,7 @@ func parseFlags(args []string, out io.Writer) (*config, error) {
 	fs.DurationVar(&c.grace, "grace", 30*time.Second, "how long a handler may have no instance before the objects being deleted that it holds are released")
 	fs.DurationVar(&c.maxGrace, "max-grace", time.Hour, "the longest grace a handler may ask for in Hello")
 	fs.DurationVar(&c.absentAfter, "absent-release-after", 10*time.Minute, "after this long absent, a handler's holds are stripped from every object until it returns (0: never)")
+	fs.Float64Var(&c.releaseQPS, "absent-release-qps", 20, "how many holds a second are stripped from the objects of a handler absent past --absent-release-after")
 	fs.DurationVar(&c.maxAbsent, "max-absent-release-after", 24*time.Hour, "the longest absent-release-after a handler may ask for in Hello")
 	fs.BoolVar(&c.leader.Enabled, "leader-elect", false, "elect a leader among broker replicas with a Lease in --namespace; only the leader watches, dispatches and writes")
 	fs.StringVar(&c.leader.LeaseName, "leader-elect-lease-name", "tether-broker-leader", "name of the leader Lease")
@@ -183,7 +185,7 @@ func serve(args []string, _, stderr io.Writer) error {
 	opts := broker.Options{
 		Log: log, Config: restCfg, Listen: c.listen, Insecure: c.insecure, TLS: tlsCfg,
 		Defaults: binding.Defaults{Retries: c.retries, Timeout: c.timeout, Backoff: c.backoff, MaxBackoff: c.maxBackoff},
-		Workers:  c.workers, WriteQPS: c.qps, WriteBurst: c.burst, DefaultWindow: c.defaultWindow, MaxWindow: c.maxWindow,
+		Workers:  c.workers, WriteQPS: c.qps, WriteBurst: c.burst, ReleaseQPS: c.releaseQPS, DefaultWindow: c.defaultWindow, MaxWindow: c.maxWindow,
 		HelloTimeout: c.helloTimeout, MaxMessageSize: c.maxMsgSize, Version: version,
 		Namespace: c.namespace, Identity: c.identity, Deployment: c.deployment, MetricsListen: c.metricsListen,
 		LeaderElection: c.leader, Admission: c.admission,

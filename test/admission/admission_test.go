@@ -13,7 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/tether-dev/tether/test/example"
+	"github.com/tether-dev/tether/test/gobin"
 )
 
 const ownerMessage = "the annotation example.tether.dev/owner is required"
@@ -51,6 +51,15 @@ func TestValidatingHandlerRefusesSecretWithoutOwner(t *testing.T) {
 	}
 	if !h.saw("VALIDATE " + e.ns + "/owned") {
 		t.Fatal("the handler never saw the Secret it admitted")
+	}
+	// An update is reviewed too (by the instance that owns the Secret's UID).
+	owned, err := e.kube.CoreV1().Secrets(e.ns).Get(context.Background(), "owned", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	owned.Annotations = nil
+	if _, err := e.kube.CoreV1().Secrets(e.ns).Update(context.Background(), owned, metav1.UpdateOptions{}); err == nil || !strings.Contains(err.Error(), ownerMessage) {
+		t.Fatalf("an update dropping the owner: want the handler's refusal, got %v", err)
 	}
 	// Other namespaces are not the handler's: no webhook call there.
 	other := e.cp.Namespace(t)
@@ -199,12 +208,9 @@ func TestReleaseRemovesWebhooksWithBrokerDown(t *testing.T) {
 	if !e.webhookConfigured(t, "leftover") {
 		t.Fatal("the configuration is gone with the broker; nothing left to release")
 	}
-	bins, err := example.Build(context.Background(), t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	brokerBin := gobin.Build(t, "github.com/tether-dev/tether/cmd/broker")
 	run := func(args ...string) string {
-		out, err := exec.Command(bins.Broker, append([]string{"release", "--kubeconfig", e.cp.KubeconfigPath(), "--namespace", "tether-test-none"}, args...)...).CombinedOutput()
+		out, err := exec.Command(brokerBin, append([]string{"release", "--kubeconfig", e.cp.KubeconfigPath(), "--namespace", "tether-test-none"}, args...)...).CombinedOutput()
 		if err != nil {
 			t.Fatalf("broker release %v: %v\n%s", args, err, out)
 		}

@@ -3,11 +3,8 @@ package admission
 import (
 	"bufio"
 	"context"
-	"fmt"
 	"io"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -25,6 +22,7 @@ import (
 	"github.com/tether-dev/tether/broker/binding"
 	"github.com/tether-dev/tether/test/controlplane"
 	"github.com/tether-dev/tether/test/example"
+	"github.com/tether-dev/tether/test/gobin"
 )
 
 func TestMain(m *testing.M) { os.Exit(controlplane.RunTests(m)) }
@@ -104,31 +102,9 @@ func (w testWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-var (
-	buildOnce  sync.Once
-	handlerBin string
-	buildErr   error
-)
-
 // handlerBinary builds ./admissionhandler once per test run.
 func handlerBinary(t testing.TB) string {
-	t.Helper()
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "tether-admissionhandler-")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		handlerBin = filepath.Join(dir, "admissionhandler")
-		out, err := exec.Command("go", "build", "-o", handlerBin, "github.com/tether-dev/tether/test/admission/admissionhandler").CombinedOutput()
-		if err != nil {
-			buildErr = fmt.Errorf("building the admission handler: %v\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return handlerBin
+	return gobin.Build(t, "github.com/tether-dev/tether/test/admission/admissionhandler")
 }
 
 // handler is ./admissionhandler running as a real process.

@@ -114,8 +114,8 @@ Flags:
 		fs.PrintDefaults()
 	}
 	counts := fs.String("n", "1000,5000", "comma-separated object `counts`; each runs both scenarios")
-	fs.Float64Var(&c.qps, "qps", 100, "client QPS of the broker and of the raw controller (--kube-api-qps)")
-	fs.IntVar(&c.burst, "burst", 200, "client burst of the broker and of the raw controller (--kube-api-burst)")
+	fs.Float64Var(&c.qps, "qps", 100, "writes per second of the broker (--kube-api-qps) and client QPS of the raw controller")
+	fs.IntVar(&c.burst, "burst", 200, "burst of the broker (--kube-api-burst) and of the raw controller's client")
 	fs.IntVar(&c.window, "window", 64, "deliveries the bench handler runs at once (its window); with -timers 256 unless given")
 	fs.IntVar(&c.rawWorkers, "raw-workers", 64, "workers of the raw controller (the broker runs 64 per handler, bounded by -window)")
 	fs.DurationVar(&c.timeout, "timeout", 10*time.Minute, "how long one phase (create or delete of N objects; with -timers, the warm-up) may take before the run fails")
