@@ -158,8 +158,12 @@ func serve(ctx context.Context, cfg config, log hclog.Logger, stdout, stderr io.
 		fmt.Fprintln(stdout, "stopping the control plane")
 		return err
 	}
+	kubectl := "kubectl"
+	if k := cp.Binaries().Kubectl; k != "" {
+		kubectl = rel(k)
+	}
 	fmt.Fprintf(stdout, `
-Use it from other terminals:
+Use it from other terminals (kubectl: %[2]s, built with the control plane):
   export KUBECONFIG=%[1]s
   kubectl get ns
   go run ./cmd/broker --kubeconfig %[1]s --insecure --admission-listen 127.0.0.1:8443
@@ -173,7 +177,7 @@ as another user:
   kubectl annotate secret tmp ttl.tether.dev/ttl=banana --as=alice --as-group=system:masters
 
 Press Ctrl-C to stop it.
-`, kubeconfig)
+`, kubeconfig, kubectl)
 	<-ctx.Done()
 	fmt.Fprintln(stdout, "stopping the control plane")
 	return nil
