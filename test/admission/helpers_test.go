@@ -14,7 +14,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
@@ -23,6 +22,7 @@ import (
 	"github.com/tether-dev/tether/test/controlplane"
 	"github.com/tether-dev/tether/test/example"
 	"github.com/tether-dev/tether/test/gobin"
+	"github.com/tether-dev/tether/test/testenv"
 )
 
 func TestMain(m *testing.M) { os.Exit(controlplane.RunTests(m)) }
@@ -49,7 +49,7 @@ func start(t testing.TB, tweaks ...func(*broker.Options)) *env {
 		level = hclog.Warn // a benchmark's output is its table
 	}
 	opts := broker.Options{
-		Log:       hclog.New(&hclog.LoggerOptions{Name: "broker", Level: level, Output: testWriter{t}}),
+		Log:       hclog.New(&hclog.LoggerOptions{Name: "broker", Level: level, Output: testenv.LogWriter(t, "")}),
 		Config:    cp.RESTConfig(),
 		Listen:    "127.0.0.1:0",
 		Insecure:  true,
@@ -60,26 +60,7 @@ func start(t testing.TB, tweaks ...func(*broker.Options)) *env {
 	for _, tweak := range tweaks {
 		tweak(&opts)
 	}
-	b, err := broker.New(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := b.Listen(); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- b.Start(ctx) }()
-	var once sync.Once
-	stop := func() {
-		once.Do(func() {
-			cancel()
-			if err := <-done; err != nil {
-				t.Errorf("broker: %v", err)
-			}
-		})
-	}
-	t.Cleanup(stop)
+	b, stop := testenv.StartBroker(t, opts)
 	return &env{cp: cp, kube: kubernetes.NewForConfigOrDie(asTester(cp.RESTConfig())), ns: cp.Namespace(t),
 		broker: b.Addr().String(), stop: stop}
 }
@@ -91,15 +72,6 @@ func asTester(cfg *rest.Config) *rest.Config {
 	cfg = rest.CopyConfig(cfg)
 	cfg.Impersonate = rest.ImpersonationConfig{UserName: "tester", Groups: []string{"system:masters", "system:authenticated"}}
 	return cfg
-}
-
-// testWriter sends logs to t.Log, and drops them once the test is over.
-type testWriter struct{ t testing.TB }
-
-func (w testWriter) Write(p []byte) (int, error) {
-	defer func() { _ = recover() }() // t.Log after the test ended panics
-	w.t.Log(strings.TrimRight(string(p), "\n"))
-	return len(p), nil
 }
 
 // handlerBinary builds ./admissionhandler once per test run.
@@ -123,7 +95,7 @@ func (e *env) startHandler(t testing.TB, name string, extra ...string) *handler 
 	h := &handler{name: name}
 	r, w := io.Pipe()
 	args := append([]string{"--broker", e.broker, "--name", name, "--namespace", e.ns}, extra...)
-	var out io.Writer = io.MultiWriter(w, testWriter{t})
+	var out io.Writer = io.MultiWriter(w, testenv.LogWriter(t, ""))
 	if _, bench := t.(*testing.B); bench {
 		out = w // a benchmark's output is its table
 	}
@@ -170,11 +142,7 @@ func (h *handler) kill() {
 // eventually polls cond until it holds or waitTimeout passes.
 func eventually(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	err := wait.PollUntilContextTimeout(context.Background(), 20*time.Millisecond, waitTimeout, true,
-		func(context.Context) (bool, error) { return cond(), nil })
-	if err != nil {
-		t.Fatalf("waiting for %s: %v", what, err)
-	}
+	testenv.Eventually(t, waitTimeout, what, cond)
 }
 
 // webhookConfigured reports whether the handler's validating configuration

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,11 +15,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 
 	"github.com/tether-dev/tether/test/controlplane"
+	"github.com/tether-dev/tether/test/gobin"
+	"github.com/tether-dev/tether/test/testenv"
 )
 
 // waitTimeout bounds every wait on the cluster or a process.
@@ -33,30 +33,13 @@ var (
 
 func TestMain(m *testing.M) { os.Exit(controlplane.RunTests(m)) }
 
-var (
-	buildOnce sync.Once
-	bins      Binaries
-	buildErr  error
-)
-
 // binaries builds the broker and the example handler once per test binary,
 // with the race detector.
 func binaries(t *testing.T) Binaries {
-	t.Helper()
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "tether-example-bin-")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-		defer cancel()
-		bins, buildErr = Build(ctx, dir, "-race")
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
+	return Binaries{
+		Broker:  gobin.Build(t, "github.com/tether-dev/tether/cmd/broker", "-race"),
+		Handler: gobin.Build(t, "github.com/tether-dev/tether/cmd/example-handler", "-race"),
 	}
-	return bins
 }
 
 // env is one test's broker and example handler, running as processes.
@@ -69,19 +52,6 @@ type env struct {
 	tester  dynamic.Interface
 	handler string // the handler name, unique per test
 	ns      string // the namespace the handler binds to
-}
-
-// testWriter sends a process's output to t.Log, and drops it once the test
-// is over.
-type testWriter struct {
-	t      *testing.T
-	prefix string
-}
-
-func (w testWriter) Write(p []byte) (int, error) {
-	defer func() { _ = recover() }() // t.Log after the test ended panics
-	w.t.Log(w.prefix + strings.TrimRight(string(p), "\n"))
-	return len(p), nil
 }
 
 // start runs a broker, serving admission, and the example handler, bound
@@ -110,7 +80,7 @@ func start(t *testing.T) *env {
 	broker, err := Start("broker", b.Broker, []string{"--kubeconfig", cp.KubeconfigPath(), "--listen", addr,
 		"--insecure", "--namespace", e.ns, "--default-backoff", "100ms", "--default-max-backoff", "1s",
 		"--admission-listen", admissionAddr},
-		testWriter{t, "broker: "})
+		testenv.LogWriter(t, "broker: "))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,7 +88,7 @@ func start(t *testing.T) *env {
 	handler, err := Start("example-handler", b.Handler, []string{"--broker", addr, "--insecure",
 		"--kubeconfig", cp.KubeconfigPath(), "--name", e.handler, "--namespaces", e.ns,
 		"--reconcile-interval", "1s", "--ttl-interval", "200ms", "--log-level", "debug"},
-		testWriter{t, "handler: "})
+		testenv.LogWriter(t, "handler: "))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -158,11 +128,7 @@ func randomSuffix() string {
 // eventually polls cond until it holds or waitTimeout passes.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, waitTimeout, true,
-		func(context.Context) (bool, error) { return cond(), nil })
-	if err != nil {
-		t.Fatalf("waiting for %s: %v", what, err)
-	}
+	testenv.Eventually(t, waitTimeout, what, cond)
 }
 
 // get reads an object; nil when it does not exist.

@@ -1,7 +1,3 @@
-// Package gobin builds the Go commands that end-to-end tests run as real
-// processes (test handlers, the broker), once per test binary and set of
-// build flags. The binaries go to a fresh folder under the system's temp
-// dir each run; the Go build cache makes the builds after the first quick.
 package gobin
 
 import (
@@ -51,7 +47,7 @@ func Build(t testing.TB, pkg string, flags ...string) string {
 func build(pkg string, flags []string) (string, error) {
 	dir, err := os.MkdirTemp("", "tether-bin-")
 	if err != nil {
-		return "", err
+		return "", fmt.Errorf("making a folder for %s: %w", pkg, err)
 	}
 	bin := filepath.Join(dir, path.Base(pkg))
 	args := append(append([]string{"build"}, flags...), "-o", bin, pkg)

@@ -4,9 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"sync"
 	"syscall"
 	"testing"
@@ -19,13 +17,14 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 
 	"github.com/tether-dev/tether/broker"
 	"github.com/tether-dev/tether/broker/binding"
 	"github.com/tether-dev/tether/sdk"
 	"github.com/tether-dev/tether/test/controlplane"
+	"github.com/tether-dev/tether/test/gobin"
+	"github.com/tether-dev/tether/test/testenv"
 )
 
 // waitTimeout bounds every wait on the cluster or a handler.
@@ -46,7 +45,7 @@ var testDefaults = binding.Defaults{Backoff: 100 * time.Millisecond, MaxBackoff:
 func startBroker(t testing.TB, cp *controlplane.ControlPlane, tweaks ...func(*broker.Options)) string {
 	t.Helper()
 	opts := broker.Options{
-		Log:      hclog.New(&hclog.LoggerOptions{Name: "broker", Level: hclog.Info, Output: testWriter{t}}),
+		Log:      hclog.New(&hclog.LoggerOptions{Name: "broker", Level: hclog.Info, Output: testenv.LogWriter(t, "")}),
 		Config:   cp.RESTConfig(),
 		Listen:   "127.0.0.1:0",
 		Insecure: true,
@@ -57,32 +56,8 @@ func startBroker(t testing.TB, cp *controlplane.ControlPlane, tweaks ...func(*br
 	for _, tweak := range tweaks {
 		tweak(&opts)
 	}
-	b, err := broker.New(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := b.Listen(); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- b.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("broker: %v", err)
-		}
-	})
+	b, _ := testenv.StartBroker(t, opts)
 	return b.Addr().String()
-}
-
-// testWriter sends logs to t.Log, and drops them once the test is over.
-type testWriter struct{ t testing.TB }
-
-func (w testWriter) Write(p []byte) (int, error) {
-	defer func() { _ = recover() }() // t.Log after the test ended panics
-	w.t.Log(string(p))
-	return len(p), nil
 }
 
 // runHandler runs h against the broker until the returned stop is called
@@ -109,7 +84,7 @@ func runHandler(t *testing.T, h *sdk.Handler, addr string) (stop func()) {
 func handlerOpts(t *testing.T) []sdk.Option {
 	return []sdk.Option{
 		sdk.WithInsecure(),
-		sdk.WithLogger(hclog.New(&hclog.LoggerOptions{Name: "handler", Level: hclog.Info, Output: testWriter{t}})),
+		sdk.WithLogger(hclog.New(&hclog.LoggerOptions{Name: "handler", Level: hclog.Info, Output: testenv.LogWriter(t, "")})),
 		sdk.WithReconnectBackoff(50*time.Millisecond, 500*time.Millisecond),
 	}
 }
@@ -180,11 +155,7 @@ func (j *journal) waitCount(t *testing.T, kind sdk.EventKind, name string, n int
 // eventually polls cond until it holds or waitTimeout passes.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	err := wait.PollUntilContextTimeout(context.Background(), 20*time.Millisecond, waitTimeout, true,
-		func(context.Context) (bool, error) { return cond(), nil })
-	if err != nil {
-		t.Fatalf("waiting for %s: %v", what, err)
-	}
+	testenv.Eventually(t, waitTimeout, what, cond)
 }
 
 // get reads an object; nil when it does not exist.
@@ -256,31 +227,9 @@ type brokerProcess struct {
 	addr string
 }
 
-var (
-	buildOnce   sync.Once
-	brokerBin   string
-	buildBinErr error
-)
-
-// brokerBinary builds cmd/broker once per test run.
+// brokerBinary builds cmd/broker, with the race detector, once per test run.
 func brokerBinary(t *testing.T) string {
-	t.Helper()
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "tether-broker-bin-")
-		if err != nil {
-			buildBinErr = err
-			return
-		}
-		brokerBin = filepath.Join(dir, "broker")
-		out, err := exec.Command("go", "build", "-race", "-o", brokerBin, "github.com/tether-dev/tether/cmd/broker").CombinedOutput()
-		if err != nil {
-			buildBinErr = fmt.Errorf("building the broker: %v\n%s", err, out)
-		}
-	})
-	if buildBinErr != nil {
-		t.Fatal(buildBinErr)
-	}
-	return brokerBin
+	return gobin.Build(t, "github.com/tether-dev/tether/cmd/broker", "-race")
 }
 
 // startBrokerProcess starts the broker binary on addr (":0" is not possible:
@@ -290,8 +239,8 @@ func startBrokerProcess(t *testing.T, cp *controlplane.ControlPlane, addr, names
 	args := append([]string{"--kubeconfig", cp.KubeconfigPath(), "--listen", addr, "--insecure", "--namespace", namespace,
 		"--default-backoff", "100ms", "--default-max-backoff", "1s"}, extra...)
 	cmd := exec.Command(brokerBinary(t), args...)
-	cmd.Stdout = testWriter{t}
-	cmd.Stderr = testWriter{t}
+	cmd.Stdout = testenv.LogWriter(t, "")
+	cmd.Stderr = cmd.Stdout
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("starting the broker: %v", err)

@@ -2,43 +2,16 @@ package lifecycle
 
 import (
 	"bufio"
-	"fmt"
 	"io"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
-)
 
-var (
-	handlerOnce sync.Once
-	handlerBin  string
-	handlerErr  error
+	"github.com/tether-dev/tether/test/gobin"
+	"github.com/tether-dev/tether/test/testenv"
 )
-
-// testHandlerBinary builds ./testhandler once per test run.
-func testHandlerBinary(t *testing.T) string {
-	t.Helper()
-	handlerOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "tether-testhandler-bin-")
-		if err != nil {
-			handlerErr = err
-			return
-		}
-		handlerBin = filepath.Join(dir, "testhandler")
-		out, err := exec.Command("go", "build", "-o", handlerBin, "github.com/tether-dev/tether/test/lifecycle/testhandler").CombinedOutput()
-		if err != nil {
-			handlerErr = fmt.Errorf("building the test handler: %v\n%s", err, out)
-		}
-	})
-	if handlerErr != nil {
-		t.Fatal(handlerErr)
-	}
-	return handlerBin
-}
 
 // handlerProcess is the test handler running as a real process; lines
 // collects what it printed on stdout.
@@ -54,12 +27,12 @@ type handlerProcess struct {
 func startHandlerProcess(t *testing.T, addr, name, ns string, extra ...string) *handlerProcess {
 	t.Helper()
 	args := append([]string{"--broker", addr, "--name", name, "--namespace", ns}, extra...)
-	cmd := exec.Command(testHandlerBinary(t), args...)
+	cmd := exec.Command(gobin.Build(t, "github.com/tether-dev/tether/test/lifecycle/testhandler"), args...)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd.Stderr = testWriter{t}
+	cmd.Stderr = testenv.LogWriter(t, "")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("starting the test handler: %v", err)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -21,7 +22,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 
 	"github.com/tether-dev/tether/broker"
@@ -29,6 +29,7 @@ import (
 	"github.com/tether-dev/tether/broker/hold"
 	"github.com/tether-dev/tether/broker/progress"
 	"github.com/tether-dev/tether/test/controlplane"
+	"github.com/tether-dev/tether/test/testenv"
 )
 
 const (
@@ -227,32 +228,13 @@ type runningBroker struct {
 func startBroker(t *testing.T, cp *controlplane.ControlPlane, addr string) *runningBroker {
 	t.Helper()
 	log := newOutput(t, "broker: ")
-	b, err := broker.New(broker.Options{
+	b, stop := testenv.StartBroker(t, broker.Options{
 		Log:      hclog.New(&hclog.LoggerOptions{Name: "broker", Level: hclog.Info, Output: log}),
 		Config:   cp.RESTConfig(),
 		Listen:   addr,
 		Insecure: true,
 		Defaults: binding.Defaults{Backoff: 100 * time.Millisecond, MaxBackoff: time.Second, Timeout: 10 * time.Second},
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := b.Listen(); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- b.Start(ctx) }()
-	var once sync.Once
-	stop := func() {
-		once.Do(func() {
-			cancel()
-			if err := <-done; err != nil {
-				t.Errorf("broker: %v", err)
-			}
-		})
-	}
-	t.Cleanup(stop)
 	return &runningBroker{addr: b.Addr().String(), log: log, stop: stop}
 }
 
@@ -321,17 +303,19 @@ func (p *handlerProcess) waitExit(t *testing.T, timeout time.Duration) int {
 	}
 }
 
-// output records the lines written to it and copies them to the test log.
+// output records the lines written to it and copies them, a line at a
+// time, to the test log.
 type output struct {
-	t      *testing.T
-	prefix string
+	log io.Writer // the test log
 
 	mu      sync.Mutex
 	partial []byte
 	lines   []string
 }
 
-func newOutput(t *testing.T, prefix string) *output { return &output{t: t, prefix: prefix} }
+func newOutput(t *testing.T, prefix string) *output {
+	return &output{log: testenv.LogWriter(t, prefix)}
+}
 
 func (o *output) Write(p []byte) (int, error) {
 	o.mu.Lock()
@@ -348,14 +332,9 @@ func (o *output) Write(p []byte) (int, error) {
 	o.lines = append(o.lines, complete...)
 	o.mu.Unlock()
 	for _, line := range complete {
-		o.log(line)
+		_, _ = o.log.Write([]byte(line))
 	}
 	return len(p), nil
-}
-
-func (o *output) log(line string) {
-	defer func() { _ = recover() }() // t.Log after the test has ended panics
-	o.t.Log(o.prefix + line)
 }
 
 // count returns how many lines contain s.
@@ -388,11 +367,7 @@ func (o *output) wait(t *testing.T, s string, n int) {
 // eventually polls cond until it holds or waitTimeout passes.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	err := wait.PollUntilContextTimeout(context.Background(), 20*time.Millisecond, waitTimeout, true,
-		func(context.Context) (bool, error) { return cond(), nil })
-	if err != nil {
-		t.Fatalf("waiting for %s: %v", what, err)
-	}
+	testenv.Eventually(t, waitTimeout, what, cond)
 }
 
 func createWidget(t *testing.T, dyn dynamic.Interface, ns, name string, spec map[string]any) {
