@@ -3,16 +3,22 @@ package admission
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"os/exec"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/tether-dev/tether/broker"
+	"github.com/tether-dev/tether/test/controlplane"
 	"github.com/tether-dev/tether/test/gobin"
 )
 
@@ -157,7 +163,7 @@ func TestSlowHandlerFailurePolicyDecides(t *testing.T) {
 		{"fail-open", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			e := start(t)
+			e := start(t, func(o *broker.Options) { o.MetricsListen = "127.0.0.1:0" })
 			args := []string{"--sleep", "20s", "--timeout", "1s"}
 			if tc.failClosed {
 				args = append(args, "--fail-closed")
@@ -180,6 +186,10 @@ func TestSlowHandlerFailurePolicyDecides(t *testing.T) {
 			t.Logf("create answered in %v: %v; warnings %q", took.Round(time.Millisecond), err, warnings.all())
 			if took > 3*time.Second {
 				t.Errorf("the create took %v; the webhook's timeout is 1s", took)
+			}
+			policy := map[bool]string{true: "Fail", false: "Ignore"}[tc.failClosed]
+			if got := failures(t, e, "slow-"+tc.name, policy, "timeout"); got < 1 {
+				t.Errorf("tether_admission_failures_total{policy=%q,reason=\"timeout\"} = %v, want at least 1", policy, got)
 			}
 			if tc.failClosed {
 				if err == nil || !strings.Contains(err.Error(), "slow-fail-closed") {
@@ -227,5 +237,66 @@ func TestReleaseRemovesWebhooksWithBrokerDown(t *testing.T) {
 	if e.webhookConfigured(t, "leftover") {
 		t.Fatal("the configuration is still there after release")
 	}
+	eventually(t, "an unowned Secret to be admitted", func() bool { return !e.refusesUnowned(t) })
+}
+
+// failures reads tether_admission_failures_total for one handler, policy
+// and reason from the broker's /metrics.
+func failures(t *testing.T, e *env, handler, policy, reason string) float64 {
+	t.Helper()
+	resp, err := http.Get("http://" + e.b.MetricsAddr().String() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum float64
+	for _, m := range families["tether_admission_failures_total"].GetMetric() {
+		labels := map[string]string{}
+		for _, l := range m.GetLabel() {
+			labels[l.GetName()] = l.GetValue()
+		}
+		if labels["handler"] == handler && labels["policy"] == policy && labels["reason"] == reason {
+			sum += m.GetCounter().GetValue()
+		}
+	}
+	return sum
+}
+
+// Uninstalling the broker (deleting its Deployment) removes every webhook
+// configuration it wrote, so that none is left pointing at a broker that is
+// gone.
+func TestUninstallRemovesWebhookConfigurations(t *testing.T) {
+	cp := controlplane.Get(t)
+	brokerNS := cp.Namespace(t)
+	deployment := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "tether-broker", Namespace: brokerNS},
+		Spec: appsv1.DeploymentSpec{
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "tether-broker"}},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "tether-broker"}},
+				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "broker", Image: "tether/broker"}}},
+			},
+		},
+	}
+	if _, err := cp.Client().AppsV1().Deployments(brokerNS).Create(context.Background(), deployment, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e := start(t, func(o *broker.Options) { o.Namespace, o.Deployment = brokerNS, "tether-broker" })
+	e.startHandler(t, "uninstalled", "--strict", "--timeout", "1s")
+	eventually(t, "the handler's webhook to be enforced", func() bool { return e.refusesUnowned(t) })
+
+	if err := cp.Client().AppsV1().Deployments(brokerNS).Delete(context.Background(), "tether-broker", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the webhook configurations to be removed", func() bool {
+		_, err := e.kube.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(context.Background(), "tether-uninstalled", metav1.GetOptions{})
+		return !e.webhookConfigured(t, "uninstalled") && apierrors.IsNotFound(err)
+	})
+	e.stop() // the broker exits by itself after an uninstall; this waits for it
 	eventually(t, "an unowned Secret to be admitted", func() bool { return !e.refusesUnowned(t) })
 }

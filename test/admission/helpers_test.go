@@ -36,6 +36,7 @@ type env struct {
 	kube   *kubernetes.Clientset
 	ns     string // where the handler's bindings apply
 	broker string // gRPC address
+	b      *broker.Broker
 	// stop ends the broker and waits for it; the test's end calls it too.
 	stop func()
 }
@@ -62,7 +63,7 @@ func start(t testing.TB, tweaks ...func(*broker.Options)) *env {
 	}
 	b, stop := testenv.StartBroker(t, opts)
 	return &env{cp: cp, kube: kubernetes.NewForConfigOrDie(asTester(cp.RESTConfig())), ns: cp.Namespace(t),
-		broker: b.Addr().String(), stop: stop}
+		broker: b.Addr().String(), b: b, stop: stop}
 }
 
 // asTester impersonates another user than the broker's: the webhooks let
