@@ -300,3 +300,67 @@ func TestUninstallRemovesWebhookConfigurations(t *testing.T) {
 	e.stop() // the broker exits by itself after an uninstall; this waits for it
 	eventually(t, "an unowned Secret to be admitted", func() bool { return !e.refusesUnowned(t) })
 }
+
+// With two instances, the reviews of one object's updates all go to the
+// instance that owns its UID (the same one its lifecycle deliveries go
+// to), and the objects are shared between the instances.
+func TestUpdateReviewsGoToTheObjectsOwner(t *testing.T) {
+	const objects, updates = 20, 2
+	e := start(t)
+	a := e.startHandler(t, "sharded", "--instance", "a")
+	b := e.startHandler(t, "sharded", "--instance", "b")
+	eventually(t, "the handler's webhook to be enforced", func() bool { return e.refusesUnowned(t) })
+	secrets := e.kube.CoreV1().Secrets(e.ns)
+	for i := range objects {
+		name := fmt.Sprintf("shard-%02d", i)
+		if err := e.createSecret(name, "team-a"); err != nil {
+			t.Fatal(err)
+		}
+		for u := range updates {
+			s, err := secrets.Get(context.Background(), name, metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			s.Annotations["update"] = fmt.Sprint(u)
+			if _, err := secrets.Update(context.Background(), s, metav1.UpdateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	var by map[string]map[string]int // object -> instance -> update reviews
+	// The handlers print before they answer; their output may still be on
+	// its way through the pipes.
+	eventually(t, "every update review to be printed", func() bool {
+		by = map[string]map[string]int{}
+		seen := 0
+		for _, h := range []*handler{a, b} {
+			for _, l := range h.all() {
+				f := strings.Fields(l) // VALIDATE ns/name UPDATE instance
+				if len(f) == 4 && f[0] == "VALIDATE" && f[2] == "UPDATE" && strings.HasPrefix(f[1], e.ns+"/shard-") {
+					if by[f[1]] == nil {
+						by[f[1]] = map[string]int{}
+					}
+					by[f[1]][f[3]]++
+					seen++
+				}
+			}
+		}
+		return seen >= objects*updates
+	})
+	perInstance := map[string]int{}
+	for obj, counts := range by {
+		if len(counts) != 1 {
+			t.Errorf("the updates of %s were reviewed by several instances: %v", obj, counts)
+		}
+		for in, n := range counts {
+			perInstance[in] += n
+		}
+	}
+	if len(by) != objects {
+		t.Fatalf("update reviews seen for %d objects, want %d", len(by), objects)
+	}
+	if perInstance["a"] == 0 || perInstance["b"] == 0 {
+		t.Fatalf("one instance reviewed every update: %v", perInstance)
+	}
+	t.Logf("update reviews per instance: %v", perInstance)
+}

@@ -135,6 +135,13 @@ func (h *handler) saw(prefix string) bool {
 	return false
 }
 
+// all returns the lines the handler printed so far.
+func (h *handler) all() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]string(nil), h.lines...)
+}
+
 // kill ends the handler with SIGKILL, as a crash would, and waits for it.
 func (h *handler) kill() {
 	h.proc.Kill()

@@ -2,7 +2,8 @@
 // run as a real process, so that they can kill it. It validates Secrets
 // (the annotation example.tether.dev/owner is required) and labels
 // ConfigMaps (tether.dev/mutated=true), both in one namespace, and prints
-// one line per review to stdout ("VALIDATE ns/name", "MUTATE ns/name").
+// one line per review to stdout ("VALIDATE ns/name OPERATION instance",
+// "MUTATE ns/name").
 package main
 
 import (
@@ -31,6 +32,7 @@ func main() {
 	timeout := flag.Duration("timeout", 0, "the webhooks' timeout (0: the broker's default, 10s)")
 	failClosed := flag.Bool("fail-closed", false, "failure policy Fail instead of Ignore")
 	strict := flag.Bool("strict", false, "finalizer STRICT: the validating webhook stays, failing closed, while the handler is absent")
+	instance := flag.String("instance", "", "instance id (default: the SDK's); printed after each VALIDATE line")
 	flag.Parse()
 	if *ns == "" {
 		fmt.Fprintln(os.Stderr, "admissionhandler: --namespace is required")
@@ -41,6 +43,9 @@ func main() {
 		sdk.WithLogger(hclog.New(&hclog.LoggerOptions{Name: *name, Output: os.Stderr}))}
 	if *grace > 0 {
 		opts = append(opts, sdk.WithGrace(*grace))
+	}
+	if *instance != "" {
+		opts = append(opts, sdk.WithInstanceID(*instance))
 	}
 	h := sdk.New(*name, opts...)
 	common := []sdk.BindingOption{sdk.Namespaces(*ns)}
@@ -56,7 +61,7 @@ func main() {
 	}
 
 	h.OnValidate(sdk.GVR("", "v1", "secrets"), func(ctx context.Context, r *sdk.Review) error {
-		fmt.Printf("VALIDATE %s/%s\n", r.Namespace, r.Name)
+		fmt.Printf("VALIDATE %s/%s %s %s\n", r.Namespace, r.Name, r.Operation, *instance)
 		if *sleep > 0 {
 			select {
 			case <-time.After(*sleep):
