@@ -7,10 +7,13 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
@@ -45,7 +48,7 @@ func status(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("broker status", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: broker status [flags]\n\nLists the handlers recorded in the broker's namespace: instances connected, when\nlast seen, whether absent, and how many objects carry each one's hold.\n\nFlags:\n")
+		fmt.Fprintf(stderr, "Usage: broker status [flags]\n\nLists the handlers recorded in the broker's namespace: instances connected, when\nlast seen, whether absent, how many objects carry each one's hold, and how many\nadmission webhooks its configurations (tether-<handler>) have.\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
 	commonFlags(fs, &kubeconfig, &namespace)
@@ -74,15 +77,15 @@ func status(args []string, stdout, stderr io.Writer) error {
 	}
 	now := time.Now()
 	w := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "HANDLER\tINSTANCES\tSTATE\tLAST SEEN\tGRACE\tABSENT RELEASE AFTER\tHOLDS\tRESOURCES")
+	fmt.Fprintln(w, "HANDLER\tINSTANCES\tSTATE\tLAST SEEN\tGRACE\tABSENT RELEASE AFTER\tHOLDS\tWEBHOOKS\tRESOURCES")
 	for _, r := range records {
 		var res []string
 		for _, gvr := range r.Resources {
 			res = append(res, gvr.Resource+"."+gvr.Group)
 		}
-		fmt.Fprintf(w, "%s\t%d\t%s\t%s ago\t%v\t%s\t%d\t%s\n", r.Handler, r.Instances, state(r, now),
+		fmt.Fprintf(w, "%s\t%d\t%s\t%s ago\t%v\t%s\t%d\t%s\t%s\n", r.Handler, r.Instances, state(r, now),
 			now.Sub(r.LastSeen).Round(time.Second), r.Grace, never(r.AbsentReleaseAfter), count[r.Handler],
-			strings.TrimSuffix(strings.Join(res, ","), "."))
+			webhooks(ctx, kube, r.Handler), strings.TrimSuffix(strings.Join(res, ","), "."))
 	}
 	if len(records) == 0 {
 		fmt.Fprintf(stdout, "no handlers recorded in namespace %s\n", namespace)
@@ -107,6 +110,28 @@ func state(r presence.Record, now time.Time) string {
 	default:
 		return fmt.Sprintf("in grace (%v left)", (r.Grace - gone).Round(time.Second))
 	}
+}
+
+// webhooks counts the webhooks in the handler's two configurations, or says
+// why it cannot.
+func webhooks(ctx context.Context, kube kubernetes.Interface, handler string) string {
+	name := webhook.ConfigName(handler)
+	n := 0
+	v, err := kube.AdmissionregistrationV1().ValidatingWebhookConfigurations().Get(ctx, name, metav1.GetOptions{})
+	switch {
+	case err == nil:
+		n += len(v.Webhooks)
+	case !apierrors.IsNotFound(err):
+		return "?"
+	}
+	m, err := kube.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(ctx, name, metav1.GetOptions{})
+	switch {
+	case err == nil:
+		n += len(m.Webhooks)
+	case !apierrors.IsNotFound(err):
+		return "?"
+	}
+	return strconv.Itoa(n)
 }
 
 func never(d time.Duration) string {

@@ -226,6 +226,13 @@ func TestReleaseRemovesWebhooksWithBrokerDown(t *testing.T) {
 		}
 		return string(out)
 	}
+	status, err := exec.Command(brokerBin, "status", "--kubeconfig", e.cp.KubeconfigPath(), "--namespace", e.brokerNS).CombinedOutput()
+	if err != nil {
+		t.Fatalf("broker status: %v\n%s", err, status)
+	}
+	if got := column(string(status), "leftover", "WEBHOOKS"); got != "2" {
+		t.Fatalf("broker status: WEBHOOKS of leftover = %q, want 2 (one validate, one mutate)\n%s", got, status)
+	}
 	out := run("--handler", "leftover", "--dry-run")
 	if !strings.Contains(out, "would remove 2 webhook configuration(s)") || !e.webhookConfigured(t, "leftover") {
 		t.Fatalf("dry run:\n%s", out)
@@ -363,4 +370,17 @@ func TestUpdateReviewsGoToTheObjectsOwner(t *testing.T) {
 		t.Fatalf("one instance reviewed every update: %v", perInstance)
 	}
 	t.Logf("update reviews per instance: %v", perInstance)
+}
+
+// column reads one cell of a tabwriter table: the row that starts with row,
+// under the header name.
+func column(table, row, name string) string {
+	lines := strings.Split(table, "\n")
+	at := strings.Index(lines[0], name)
+	for _, l := range lines[1:] {
+		if strings.HasPrefix(l, row+" ") && at >= 0 && at < len(l) {
+			return strings.Fields(l[at:])[0]
+		}
+	}
+	return ""
 }

@@ -37,6 +37,8 @@ type env struct {
 	ns     string // where the handler's bindings apply
 	broker string // gRPC address
 	b      *broker.Broker
+	// brokerNS is the broker's namespace (its Leases and certificates).
+	brokerNS string
 	// stop ends the broker and waits for it; the test's end calls it too.
 	stop func()
 }
@@ -63,7 +65,7 @@ func start(t testing.TB, tweaks ...func(*broker.Options)) *env {
 	}
 	b, stop := testenv.StartBroker(t, opts)
 	return &env{cp: cp, kube: kubernetes.NewForConfigOrDie(asTester(cp.RESTConfig())), ns: cp.Namespace(t),
-		broker: b.Addr().String(), b: b, stop: stop}
+		broker: b.Addr().String(), b: b, brokerNS: opts.Namespace, stop: stop}
 }
 
 // asTester impersonates another user than the broker's: the webhooks let
