@@ -10,6 +10,13 @@ It serves Widgets (widgets.test.tether.dev/v1) with three bindings:
   tick    a 500 ms timer that writes the widget's tick count (counted by
           this process) to the annotation python.example.com/ticks
 
+With --admission it also answers the API server's admission reviews of
+Widgets, which the broker serves as webhooks and forwards over the stream:
+
+  validate-size  refuses (422) a widget whose spec.size is more than 10
+  mark-seen      labels each widget python.tether.dev/seen=true with an
+                 RFC 6902 JSON patch
+
 For the tests, a widget with spec.stall=true makes create wait until the
 broker cancels the delivery (the create binding's timeout is 2 s).
 
@@ -45,6 +52,8 @@ CREATED_LABEL = "python.tether.dev/created"
 # Annotations under tether.dev and *.tether.dev are the broker's own: it
 # refuses a patch that touches them. Labels have no such rule.
 TICKS_ANNOTATION = "python.example.com/ticks"
+SEEN_LABEL = "python.tether.dev/seen"
+MAX_SIZE = 10  # the largest spec.size validate-size admits
 SDK = f"tether-python-example/0.1 (grpcio {grpc.__version__}, protobuf {protobuf_version})"
 
 # Codes with which the broker refuses a Hello: retrying cannot help.
@@ -98,10 +107,27 @@ def bindings(args):
         pb.Binding(id="tick", kind=pb.BINDING_KIND_TIMER, resource=WIDGETS, namespaces=ns,
                    timer=pb.TimerOptions(interval=ms(500))),
     ]
+    if args.admission:
+        out += admission_bindings(ns)
     if args.bad_binding:
         out.append(pb.Binding(id="bad", kind=pb.BINDING_KIND_CREATE, resource=WIDGETS,
                               namespaces=ns, label_selector="a=(b"))
     return out
+
+
+def admission_bindings(ns):
+    """The webhooks: the broker writes their configurations and serves them."""
+    # Failing open (the broker's default too) means a widget is never
+    # blocked while this handler is away; the timeout is the default 10 s.
+    webhook = pb.AdmissionOptions(
+        operations=[pb.ADMISSION_OPERATION_CREATE, pb.ADMISSION_OPERATION_UPDATE],
+        failure_policy=pb.FAILURE_POLICY_IGNORE)
+    return [
+        pb.Binding(id="validate-size", kind=pb.BINDING_KIND_VALIDATE, resource=WIDGETS,
+                   namespaces=ns, admission=webhook),
+        pb.Binding(id="mark-seen", kind=pb.BINDING_KIND_MUTATE, resource=WIDGETS,
+                   namespaces=ns, admission=webhook),
+    ]
 
 
 class Widgets:
@@ -128,7 +154,58 @@ class Widgets:
             with self._lock:
                 n = self._ticks[d.ref.uid] = self._ticks.get(d.ref.uid, 0) + 1
             return ok(d, patch={"metadata": {"annotations": {TICKS_ANNOTATION: str(n)}}})
+        if d.kind == pb.DELIVERY_KIND_ADMISSION:
+            return review(d, obj)
         return ok(d)  # a kind this handler never asked for: nothing to do
+
+
+def review(d, obj):
+    """Answer one admission review; the ack's outcome is OK even for a
+    refusal, since anything else means the handler failed."""
+    if d.binding_id == "validate-size":
+        answer = check_size(obj)
+    elif d.binding_id == "mark-seen":
+        answer = mark_seen(obj)
+    else:
+        raise ValueError(f"review for unknown binding {d.binding_id!r}")
+    op = pb.AdmissionOperation.Name(d.admission.operation).removeprefix("ADMISSION_OPERATION_")
+    verdict = "allowed" if answer.allowed else f"refused ({answer.code}: {answer.message})"
+    if answer.patch:
+        verdict += f" with patch {answer.patch.decode()}"
+    say(f"review {d.binding_id} {op} {d.ref.namespace}/{d.ref.name}: {verdict}")
+    return pb.Ack(delivery_id=d.id, outcome=pb.OUTCOME_OK, admission=answer)
+
+
+def check_size(obj):
+    size = (obj.get("spec") or {}).get("size")
+    # bool is an int to Python, but `size: true` is no size.
+    if isinstance(size, (int, float)) and not isinstance(size, bool) and size > MAX_SIZE:
+        # 422, not the default 403: the object is invalid, the user may
+        # create widgets.
+        return pb.AdmissionResponse(
+            allowed=False, code=422,
+            message=f"spec.size is {size}; a widget may be at most {MAX_SIZE}")
+    return pb.AdmissionResponse(allowed=True)
+
+
+def mark_seen(obj):
+    """Allow, with a JSON patch adding SEEN_LABEL unless it is already there."""
+    labels = (obj.get("metadata") or {}).get("labels")
+    if labels is None:
+        # A JSON patch cannot add a member to a missing map: add the map.
+        op = {"op": "add", "path": "/metadata/labels", "value": {SEEN_LABEL: "true"}}
+    elif labels.get(SEEN_LABEL) == "true":
+        return pb.AdmissionResponse(allowed=True)  # an update: nothing to change
+    else:
+        # "add" on an existing member replaces it (RFC 6902 4.1).
+        op = {"op": "add", "path": "/metadata/labels/" + pointer_token(SEEN_LABEL), "value": "true"}
+    return pb.AdmissionResponse(allowed=True, patch=to_json([op]))
+
+
+def pointer_token(key):
+    """Escape key as one JSON pointer token (RFC 6901): "~" first, so that
+    the "~" of "~1" is not escaped again."""
+    return key.replace("~", "~0").replace("/", "~1")
 
 
 def ok(d, patch=None, result=None):
@@ -142,6 +219,15 @@ def ok(d, patch=None, result=None):
 
 def retry(d, message):
     return pb.Ack(delivery_id=d.id, outcome=pb.OUTCOME_RETRY, message=message)
+
+
+def failed(d, message):
+    """The ack for a delivery the handler could not do. Lifecycle work is
+    tried again; a review is answered once, so FAIL lets its binding's
+    failure policy decide now."""
+    if d.kind == pb.DELIVERY_KIND_ADMISSION:
+        return pb.Ack(delivery_id=d.id, outcome=pb.OUTCOME_FAIL, message=message)
+    return retry(d, message)
 
 
 class Rejected(Exception):
@@ -240,8 +326,8 @@ class Session:
     def work(self, d, cancelled):
         try:
             ack = self.logic.handle(d, cancelled)
-        except Exception as e:  # a bug in the handler: let the broker retry
-            ack = retry(d, f"handler error: {e!r}")
+        except Exception as e:  # a bug in the handler
+            ack = failed(d, f"handler error: {e!r}")
         self.outbox.put(pb.ConnectRequest(ack=ack))  # before leaving inflight
         with self.lock:
             self.inflight.pop(d.id, None)
@@ -276,6 +362,8 @@ def parse_args():
     p.add_argument("--window", type=int, default=8, help="deliveries in flight (default %(default)s)")
     p.add_argument("--max-backoff", type=float, default=5.0,
                    help="longest wait between reconnects, seconds (default %(default)s)")
+    p.add_argument("--admission", action="store_true",
+                   help="also validate (spec.size at most 10) and mutate (label) widgets as webhooks")
     p.add_argument("--bad-binding", action="store_true",
                    help="add a binding with an invalid label selector (tests the rejection)")
     return p.parse_args()

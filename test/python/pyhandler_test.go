@@ -224,17 +224,21 @@ type runningBroker struct {
 }
 
 // startBroker runs a plain-text broker on addr ("127.0.0.1:0" for any port)
-// until stop is called or the test ends.
-func startBroker(t *testing.T, cp *controlplane.ControlPlane, addr string) *runningBroker {
+// until stop is called or the test ends; tweaks change its options.
+func startBroker(t *testing.T, cp *controlplane.ControlPlane, addr string, tweaks ...func(*broker.Options)) *runningBroker {
 	t.Helper()
 	log := newOutput(t, "broker: ")
-	b, stop := testenv.StartBroker(t, broker.Options{
+	opts := broker.Options{
 		Log:      hclog.New(&hclog.LoggerOptions{Name: "broker", Level: hclog.Info, Output: log}),
 		Config:   cp.RESTConfig(),
 		Listen:   addr,
 		Insecure: true,
 		Defaults: binding.Defaults{Backoff: 100 * time.Millisecond, MaxBackoff: time.Second, Timeout: 10 * time.Second},
-	})
+	}
+	for _, tweak := range tweaks {
+		tweak(&opts)
+	}
+	b, stop := testenv.StartBroker(t, opts)
 	return &runningBroker{addr: b.Addr().String(), log: log, stop: stop}
 }
 
@@ -370,17 +374,21 @@ func eventually(t *testing.T, what string, cond func() bool) {
 	testenv.Eventually(t, waitTimeout, what, cond)
 }
 
-func createWidget(t *testing.T, dyn dynamic.Interface, ns, name string, spec map[string]any) {
-	t.Helper()
+// newWidget builds a Widget with spec (nil: empty).
+func newWidget(ns, name string, spec map[string]any) *unstructured.Unstructured {
 	if spec == nil {
 		spec = map[string]any{}
 	}
-	obj := &unstructured.Unstructured{Object: map[string]any{
+	return &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "test.tether.dev/v1", "kind": "Widget",
 		"metadata": map[string]any{"name": name, "namespace": ns},
 		"spec":     spec,
 	}}
-	if _, err := dyn.Resource(widgetGVR).Namespace(ns).Create(context.Background(), obj, metav1.CreateOptions{}); err != nil {
+}
+
+func createWidget(t *testing.T, dyn dynamic.Interface, ns, name string, spec map[string]any) {
+	t.Helper()
+	if _, err := dyn.Resource(widgetGVR).Namespace(ns).Create(context.Background(), newWidget(ns, name, spec), metav1.CreateOptions{}); err != nil {
 		t.Fatalf("creating widget %s/%s: %v", ns, name, err)
 	}
 }
