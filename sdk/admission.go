@@ -56,8 +56,9 @@ type Review struct {
 	// OldObject is the object before the request, for UPDATE and DELETE;
 	// nil otherwise.
 	OldObject *unstructured.Unstructured
-	// Raw is the whole admission.k8s.io/v1 AdmissionRequest as JSON, for
-	// what the fields above leave out (e.g. options, requestKind).
+	// Raw is the admission.k8s.io/v1 AdmissionRequest as JSON, for what the
+	// fields above leave out (e.g. options, requestKind); its object and
+	// oldObject are left out, as Object and OldObject have them.
 	Raw json.RawMessage
 
 	log hclog.Logger

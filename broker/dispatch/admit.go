@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 	admissionv1 "k8s.io/api/admission/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	kruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/tether-dev/tether/broker/admission"
@@ -70,7 +71,10 @@ func (rt *runtime) review(ctx context.Context, b *binding.Binding, req *admissio
 	if subject != nil && !rt.admissionMatches(b, subject, old) {
 		return &tetherv1.AdmissionResponse{Allowed: true}, nil
 	}
-	raw, err := json.Marshal(req)
+	// The objects travel once, in Delivery.object and old_object.
+	slim := *req
+	slim.Object, slim.OldObject = kruntime.RawExtension{}, kruntime.RawExtension{}
+	raw, err := json.Marshal(&slim)
 	if err != nil {
 		return nil, fmt.Errorf("encoding the review: %w", err)
 	}

@@ -1991,7 +1991,7 @@ func (x *Delivery) GetAdmission() *AdmissionRequest {
 }
 
 // AdmissionRequest is the part of an admission.k8s.io/v1 AdmissionRequest
-// a handler usually needs; request has all of it.
+// a handler usually needs; request has the rest.
 type AdmissionRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// uid identifies the review (not the object).
@@ -2004,7 +2004,8 @@ type AdmissionRequest struct {
 	// user_name and user_groups are who made the request.
 	UserName   string   `protobuf:"bytes,5,opt,name=user_name,json=userName,proto3" json:"user_name,omitempty"`
 	UserGroups []string `protobuf:"bytes,6,rep,name=user_groups,json=userGroups,proto3" json:"user_groups,omitempty"`
-	// request is the whole AdmissionRequest as JSON (Kubernetes wire form).
+	// request is the AdmissionRequest as JSON (Kubernetes wire form), without
+	// object and oldObject, which are Delivery.object and old_object.
 	Request       []byte `protobuf:"bytes,7,opt,name=request,proto3" json:"request,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
