@@ -103,6 +103,11 @@ func (rt *runtime) review(ctx context.Context, b *binding.Binding, req *admissio
 	if err != nil {
 		return nil, err
 	}
+	if ack.GetOutcome() != tetherv1.Outcome_OUTCOME_OK && pastDeadline(ctx) {
+		// The handler's own context ended at the same deadline, a moment
+		// before the broker's: it ran out of time, and says so.
+		return nil, fmt.Errorf("%w: the handler gave up at the deadline: %s", context.DeadlineExceeded, ack.GetMessage())
+	}
 	if ack.GetOutcome() != tetherv1.Outcome_OUTCOME_OK || ack.GetAdmission() == nil {
 		msg := ack.GetMessage()
 		if msg == "" {
@@ -111,6 +116,16 @@ func (rt *runtime) review(ctx context.Context, b *binding.Binding, req *admissio
 		return nil, fmt.Errorf("%w: the handler failed (%s): %s", admission.ErrInvalidResponse, outcomeName(ack.GetOutcome()), msg)
 	}
 	return ack.GetAdmission(), nil
+}
+
+// deadlineSlack is how close to its deadline a review's failure counts as
+// the deadline's: the handler's clock and the broker's end it apart by a
+// round trip.
+const deadlineSlack = 50 * time.Millisecond
+
+func pastDeadline(ctx context.Context) bool {
+	dl, ok := ctx.Deadline()
+	return ok && time.Until(dl) < deadlineSlack
 }
 
 // deliverReview sends d to the instance that should answer and waits for
