@@ -56,24 +56,16 @@ func (m *Manager) admissionBinding(handler, bindingID string) (*runtime, *bindin
 }
 
 func (rt *runtime) review(ctx context.Context, b *binding.Binding, req *admissionv1.AdmissionRequest) (*tetherv1.AdmissionResponse, error) {
-	obj, err := decodeReviewObject(req.Object.Raw)
-	if err != nil {
-		return nil, fmt.Errorf("decoding the review's object: %w", err)
-	}
-	old, err := decodeReviewObject(req.OldObject.Raw)
-	if err != nil {
-		return nil, fmt.Errorf("decoding the review's oldObject: %w", err)
-	}
 	if !b.Admission.Admits(string(req.Operation), req.SubResource) {
 		// A configuration written for older bindings of the handler, not
 		// yet rewritten: these bindings do not intercept this request.
 		return &tetherv1.AdmissionResponse{Allowed: true}, nil
 	}
-	subject := obj
-	if subject == nil {
-		subject = old // DELETE has only the old object
+	uid, matched, err := rt.reviewSubject(b, req)
+	if err != nil {
+		return nil, err
 	}
-	if subject != nil && !rt.admissionMatches(b, subject, old) {
+	if !matched {
 		return &tetherv1.AdmissionResponse{Allowed: true}, nil
 	}
 	// The objects travel once, in Delivery.object and old_object.
@@ -97,11 +89,7 @@ func (rt *runtime) review(ctx context.Context, b *binding.Binding, req *admissio
 	if dl, ok := ctx.Deadline(); ok {
 		d.Deadline = timestamppb.New(dl)
 	}
-	var uid types.UID
-	if subject != nil {
-		uid = subject.GetUID()
-		d.Ref.Uid = string(uid)
-	}
+	d.Ref.Uid = string(uid)
 	start := time.Now()
 	ack, err := rt.deliverReview(ctx, uid, d)
 	rt.observeDelivery(ctx, d, time.Since(start), ack, err)
@@ -178,6 +166,43 @@ func (rt *runtime) reviewer(uid types.UID) (*session.Instance, <-chan struct{}) 
 	return best, rt.changed
 }
 
+// reviewSubject reads the UID of the object a review is about (the old one
+// for a DELETE), which picks the instance, and applies the filters the API
+// server cannot: annotations and CEL. Only when the binding has those is
+// the whole object decoded; otherwise its metadata is enough.
+func (rt *runtime) reviewSubject(b *binding.Binding, req *admissionv1.AdmissionRequest) (uid types.UID, matched bool, err error) {
+	raw := req.Object.Raw
+	if isNull(raw) {
+		raw = req.OldObject.Raw // DELETE has only the old object
+	}
+	if len(b.Annotations) == 0 && b.When == nil {
+		if isNull(raw) {
+			return "", true, nil
+		}
+		var meta struct {
+			Metadata struct {
+				UID types.UID `json:"uid"`
+			} `json:"metadata"`
+		}
+		if err := json.Unmarshal(raw, &meta); err != nil {
+			return "", false, fmt.Errorf("decoding the review's object: %w", err)
+		}
+		return meta.Metadata.UID, true, nil
+	}
+	subject, err := decodeReviewObject(raw)
+	if err != nil {
+		return "", false, fmt.Errorf("decoding the review's object: %w", err)
+	}
+	old, err := decodeReviewObject(req.OldObject.Raw)
+	if err != nil {
+		return "", false, fmt.Errorf("decoding the review's oldObject: %w", err)
+	}
+	if subject == nil {
+		return "", true, nil
+	}
+	return subject.GetUID(), rt.admissionMatches(b, subject, old), nil
+}
+
 // admissionMatches applies the filters the API server cannot: annotations
 // and CEL. Labels and namespaces are the webhook's own selectors, which the
 // API server applied already (to the old and the new object).
@@ -193,8 +218,10 @@ func (rt *runtime) admissionMatches(b *binding.Binding, obj *unstructured.Unstru
 	return rt.matches(&filters, obj, oldMap)
 }
 
+func isNull(raw []byte) bool { return len(raw) == 0 || string(raw) == "null" }
+
 func decodeReviewObject(raw []byte) (*unstructured.Unstructured, error) {
-	if len(raw) == 0 || string(raw) == "null" {
+	if isNull(raw) {
 		return nil, nil
 	}
 	var m map[string]any

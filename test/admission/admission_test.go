@@ -12,7 +12,6 @@ import (
 
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -20,6 +19,7 @@ import (
 	"github.com/tether-dev/tether/broker"
 	"github.com/tether-dev/tether/test/controlplane"
 	"github.com/tether-dev/tether/test/gobin"
+	"github.com/tether-dev/tether/test/testenv"
 )
 
 const ownerMessage = "the annotation example.tether.dev/owner is required"
@@ -280,19 +280,7 @@ func failures(t *testing.T, e *env, handler, policy, reason string) float64 {
 func TestUninstallRemovesWebhookConfigurations(t *testing.T) {
 	cp := controlplane.Get(t)
 	brokerNS := cp.Namespace(t)
-	deployment := &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Name: "tether-broker", Namespace: brokerNS},
-		Spec: appsv1.DeploymentSpec{
-			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "tether-broker"}},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "tether-broker"}},
-				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "broker", Image: "tether/broker"}}},
-			},
-		},
-	}
-	if _, err := cp.Client().AppsV1().Deployments(brokerNS).Create(context.Background(), deployment, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	testenv.CreateBrokerDeployment(t, cp.Client(), brokerNS, "tether-broker")
 	e := start(t, func(o *broker.Options) { o.Namespace, o.Deployment = brokerNS, "tether-broker" })
 	e.startHandler(t, "uninstalled", "--strict", "--timeout", "1s")
 	eventually(t, "the handler's webhook to be enforced", func() bool { return e.refusesUnowned(t) })
@@ -341,7 +329,7 @@ func TestUpdateReviewsGoToTheObjectsOwner(t *testing.T) {
 		by = map[string]map[string]int{}
 		seen := 0
 		for _, h := range []*handler{a, b} {
-			for _, l := range h.all() {
+			for _, l := range h.out.All() {
 				f := strings.Fields(l) // VALIDATE ns/name UPDATE instance
 				if len(f) == 4 && f[0] == "VALIDATE" && f[2] == "UPDATE" && strings.HasPrefix(f[1], e.ns+"/shard-") {
 					if by[f[1]] == nil {

@@ -1,9 +1,7 @@
 package admission
 
 import (
-	"bufio"
 	"context"
-	"io"
 	"os"
 	"strings"
 	"sync"
@@ -86,9 +84,7 @@ func handlerBinary(t testing.TB) string {
 type handler struct {
 	name string
 	proc *example.Process
-
-	mu    sync.Mutex
-	lines []string
+	out  testenv.Lines // stdout and stderr
 }
 
 // startHandler runs the admission handler named name against e's broker,
@@ -96,52 +92,22 @@ type handler struct {
 func (e *env) startHandler(t testing.TB, name string, extra ...string) *handler {
 	t.Helper()
 	h := &handler{name: name}
-	r, w := io.Pipe()
-	args := append([]string{"--broker", e.broker, "--name", name, "--namespace", e.ns}, extra...)
-	var out io.Writer = io.MultiWriter(w, testenv.LogWriter(t, ""))
-	if _, bench := t.(*testing.B); bench {
-		out = w // a benchmark's output is its table
+	if _, bench := t.(*testing.B); !bench { // a benchmark's output is its table
+		h.out.Log = testenv.LogWriter(t, "")
 	}
-	p, err := example.Start(name, handlerBinary(t), args, out)
+	args := append([]string{"--broker", e.broker, "--name", name, "--namespace", e.ns}, extra...)
+	p, err := example.Start(name, handlerBinary(t), args, &h.out)
 	if err != nil {
 		t.Fatal(err)
 	}
 	h.proc = p
-	go h.scan(r)
-	go func() {
-		<-p.Done()
-		w.Close()
-	}()
 	t.Cleanup(h.kill)
 	return h
 }
 
-func (h *handler) scan(r io.Reader) {
-	s := bufio.NewScanner(r)
-	for s.Scan() {
-		h.mu.Lock()
-		h.lines = append(h.lines, s.Text())
-		h.mu.Unlock()
-	}
-}
-
 // saw reports whether the handler printed a line starting with prefix.
 func (h *handler) saw(prefix string) bool {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	for _, l := range h.lines {
-		if strings.HasPrefix(l, prefix) {
-			return true
-		}
-	}
-	return false
-}
-
-// all returns the lines the handler printed so far.
-func (h *handler) all() []string {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return append([]string(nil), h.lines...)
+	return h.out.Any(func(l string) bool { return strings.HasPrefix(l, prefix) })
 }
 
 // kill ends the handler with SIGKILL, as a crash would, and waits for it.

@@ -41,6 +41,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/tether-dev/tether/test/bench/timerstats"
 	"github.com/tether-dev/tether/test/controlplane"
 )
 
@@ -129,7 +130,7 @@ type timerRow struct {
 	window    time.Duration // measured
 	warmup    time.Duration // from the handler's start to every object's first tick
 	grid      float64       // N × window / interval
-	summary   windowStats
+	summary   timerstats.WindowStats
 	broker    float64 // cores
 	handler   float64 // cores
 	apiserver float64 // cores; -1 when its process was not found
@@ -140,37 +141,6 @@ type timerRow struct {
 	load      string // at the start of the window
 	loadEnd   string
 	profile   string
-}
-
-// windowStats mirrors the handler's summary (test/bench/timerhandler).
-type windowStats struct {
-	Expected     int64   `json:"expected"`
-	Delivered    int64   `json:"delivered"`
-	Missed       int64   `json:"missed"`
-	Arrived      int64   `json:"arrived"`
-	Objects      int     `json:"objects"`
-	MinPerObject int     `json:"min_per_object"`
-	MaxPerObject int     `json:"max_per_object"`
-	P50Ms        float64 `json:"p50_ms"`
-	P90Ms        float64 `json:"p90_ms"`
-	P99Ms        float64 `json:"p99_ms"`
-	P999Ms       float64 `json:"p999_ms"`
-	MaxMs        float64 `json:"max_ms"`
-	MeanMs       float64 `json:"mean_ms"`
-	MeanPeriodMs float64 `json:"mean_period_ms"`
-	SlipP50Ms    float64 `json:"slip_p50_ms"`
-	SlipP99Ms    float64 `json:"slip_p99_ms"`
-}
-
-type handlerStats struct {
-	Ticks   int64 `json:"ticks"`
-	Objects int   `json:"objects"`
-}
-
-type handlerSummary struct {
-	Ticks    int64        `json:"ticks"`
-	Objects  int          `json:"objects"`
-	InWindow *windowStats `json:"in_window"`
 }
 
 // deliveredShare is the share of the ticks due in the window that arrived.
@@ -409,8 +379,7 @@ func runTimers(ctx context.Context, e *env, bin binaries, c timerCase) (timerRow
 	if err := sleepCtx(ctx, timerDrain); err != nil {
 		return row, r.cause(ctx, err)
 	}
-	w := map[string]int64{"from_unix_nano": t0.UnixNano(), "to_unix_nano": t1.UnixNano()}
-	data, _ := json.Marshal(w)
+	data, _ := json.Marshal(timerstats.Window{FromUnixNano: t0.UnixNano(), ToUnixNano: t1.UnixNano()})
 	if err := os.WriteFile(r.win, data, 0o644); err != nil {
 		return row, err
 	}
@@ -529,8 +498,8 @@ func (r *timerRun) cause(ctx context.Context, err error) error {
 }
 
 // readStats reads the handler's progress file; zero before its first write.
-func (r *timerRun) readStats() (handlerStats, error) {
-	var s handlerStats
+func (r *timerRun) readStats() (timerstats.Progress, error) {
+	var s timerstats.Progress
 	data, err := os.ReadFile(r.stats)
 	if errors.Is(err, os.ErrNotExist) {
 		return s, nil
@@ -665,7 +634,7 @@ func fetchProfile(ctx context.Context, url, path string) error {
 }
 
 // finish stops the handler with SIGTERM and reads its summary.
-func (r *timerRun) finish() (*handlerSummary, error) {
+func (r *timerRun) finish() (*timerstats.Summary, error) {
 	r.cancelWatch(context.Canceled) // exits from here on are expected
 	if err := r.handler.stop(); err != nil {
 		return nil, err
@@ -677,7 +646,7 @@ func (r *timerRun) finish() (*handlerSummary, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading the handler's summary: %w", err)
 	}
-	var s handlerSummary
+	var s timerstats.Summary
 	if err := json.Unmarshal(data, &s); err != nil {
 		return nil, fmt.Errorf("reading %s: %w", r.summ, err)
 	}

@@ -7,8 +7,6 @@ import (
 	"testing"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
@@ -17,6 +15,7 @@ import (
 	"github.com/tether-dev/tether/broker/hold"
 	"github.com/tether-dev/tether/sdk"
 	"github.com/tether-dev/tether/test/controlplane"
+	"github.com/tether-dev/tether/test/testenv"
 )
 
 func withAbsence(grace, absentAfter time.Duration) func(*broker.Options) {
@@ -188,19 +187,7 @@ func TestUninstallReleasesEveryHold(t *testing.T) {
 	cp := controlplane.Get(t)
 	dyn := cp.EnsureWidgetCRD(t)
 	ns, brokerNS := cp.Namespace(t), cp.Namespace(t)
-	deployment := &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Name: "tether-broker", Namespace: brokerNS},
-		Spec: appsv1.DeploymentSpec{
-			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "tether-broker"}},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "tether-broker"}},
-				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "broker", Image: "tether/broker"}}},
-			},
-		},
-	}
-	if _, err := cp.Client().AppsV1().Deployments(brokerNS).Create(context.Background(), deployment, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	testenv.CreateBrokerDeployment(t, cp.Client(), brokerNS, "tether-broker")
 	addr := freeAddr(t)
 	b := startBrokerProcess(t, cp, addr, brokerNS, "--deployment", "tether-broker")
 	startHandlerProcess(t, addr, "one", ns)

@@ -1,11 +1,8 @@
 package lifecycle
 
 import (
-	"bufio"
-	"io"
 	"os/exec"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 
@@ -13,33 +10,27 @@ import (
 	"github.com/tether-dev/tether/test/testenv"
 )
 
-// handlerProcess is the test handler running as a real process; lines
+// handlerProcess is the test handler running as a real process; out
 // collects what it printed on stdout.
 type handlerProcess struct {
 	cmd  *exec.Cmd
 	done chan struct{}
 	err  error
-
-	mu    sync.Mutex
-	lines []string
+	out  testenv.Lines
 }
 
 func startHandlerProcess(t *testing.T, addr, name, ns string, extra ...string) *handlerProcess {
 	t.Helper()
 	args := append([]string{"--broker", addr, "--name", name, "--namespace", ns}, extra...)
 	cmd := exec.Command(gobin.Build(t, "github.com/tether-dev/tether/test/lifecycle/testhandler"), args...)
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := &handlerProcess{cmd: cmd, done: make(chan struct{})}
+	cmd.Stdout = &p.out
 	cmd.Stderr = testenv.LogWriter(t, "")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("starting the test handler: %v", err)
 	}
-	p := &handlerProcess{cmd: cmd, done: make(chan struct{})}
 	go func() {
-		p.scan(stdout)
 		p.err = cmd.Wait()
 		close(p.done)
 	}()
@@ -47,25 +38,9 @@ func startHandlerProcess(t *testing.T, addr, name, ns string, extra ...string) *
 	return p
 }
 
-func (p *handlerProcess) scan(r io.Reader) {
-	s := bufio.NewScanner(r)
-	for s.Scan() {
-		p.mu.Lock()
-		p.lines = append(p.lines, s.Text())
-		p.mu.Unlock()
-	}
-}
-
 // saw reports whether the process printed line.
 func (p *handlerProcess) saw(line string) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for _, l := range p.lines {
-		if strings.TrimSpace(l) == line {
-			return true
-		}
-	}
-	return false
+	return p.out.Any(func(l string) bool { return strings.TrimSpace(l) == line })
 }
 
 // kill ends the process with SIGKILL and waits for it.

@@ -53,9 +53,8 @@ type span struct {
 func spans(procs []*handlerProcess, killedAt map[int]int64) map[string][]span {
 	out := map[string][]span{}
 	for i, p := range procs {
-		p.mu.Lock()
 		open := map[string]int64{}
-		for _, l := range p.lines {
+		for _, l := range p.out.All() {
 			f := strings.Fields(l)
 			if len(f) != 3 {
 				continue
@@ -76,7 +75,6 @@ func spans(procs []*handlerProcess, killedAt map[int]int64) map[string][]span {
 			}
 			out[uid] = append(out[uid], span{instance: i, start: start, end: end})
 		}
-		p.mu.Unlock()
 	}
 	return out
 }
@@ -96,15 +94,7 @@ func overlaps(all map[string][]span) []string {
 }
 
 func creates(p *handlerProcess) int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	n := 0
-	for _, l := range p.lines {
-		if strings.HasPrefix(l, "CREATE ") {
-			n++
-		}
-	}
-	return n
+	return p.out.Count(func(l string) bool { return strings.HasPrefix(l, "CREATE ") })
 }
 
 // TestInstancesShareObjectsWithoutOverlap: three instances of one handler
@@ -167,13 +157,11 @@ func TestKilledInstanceObjectsMove(t *testing.T) {
 	handled := func() map[string]bool {
 		seen := map[string]bool{}
 		for _, p := range procs {
-			p.mu.Lock()
-			for _, l := range p.lines {
+			for _, l := range p.out.All() {
 				if name, ok := strings.CutPrefix(l, "CREATE "+ns+"/"); ok {
 					seen[name] = true
 				}
 			}
-			p.mu.Unlock()
 		}
 		return seen
 	}

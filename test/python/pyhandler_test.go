@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -307,60 +306,22 @@ func (p *handlerProcess) waitExit(t *testing.T, timeout time.Duration) int {
 	}
 }
 
-// output records the lines written to it and copies them, a line at a
+// output records the Python handler's lines and copies them, a line at a
 // time, to the test log.
-type output struct {
-	log io.Writer // the test log
-
-	mu      sync.Mutex
-	partial []byte
-	lines   []string
-}
+type output struct{ testenv.Lines }
 
 func newOutput(t *testing.T, prefix string) *output {
-	return &output{log: testenv.LogWriter(t, prefix)}
-}
-
-func (o *output) Write(p []byte) (int, error) {
-	o.mu.Lock()
-	o.partial = append(o.partial, p...)
-	var complete []string
-	for {
-		i := bytes.IndexByte(o.partial, '\n')
-		if i < 0 {
-			break
-		}
-		complete = append(complete, string(o.partial[:i]))
-		o.partial = o.partial[i+1:]
-	}
-	o.lines = append(o.lines, complete...)
-	o.mu.Unlock()
-	for _, line := range complete {
-		_, _ = o.log.Write([]byte(line))
-	}
-	return len(p), nil
+	return &output{testenv.Lines{Log: testenv.LogWriter(t, prefix)}}
 }
 
 // count returns how many lines contain s.
 func (o *output) count(s string) int {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	n := 0
-	for _, line := range o.lines {
-		if strings.Contains(line, s) {
-			n++
-		}
-	}
-	return n
+	return o.Count(func(line string) bool { return strings.Contains(line, s) })
 }
 
 func (o *output) has(s string) bool { return o.count(s) > 0 }
 
-func (o *output) text() string {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return strings.Join(o.lines, "\n")
-}
+func (o *output) text() string { return o.Text() }
 
 // wait waits until at least n lines contain s.
 func (o *output) wait(t *testing.T, s string, n int) {

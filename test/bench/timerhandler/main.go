@@ -7,10 +7,11 @@
 // Every second it writes a small JSON progress file (-stats: ticks so far,
 // objects that had at least one tick); the bench waits on it for the
 // warm-up. When it gets SIGTERM it stops (the SDK drains and says goodbye),
-// reads the measurement window the bench wrote to -window-file (JSON
-// {"from_unix_nano":..., "to_unix_nano":...}), and writes a JSON summary of
-// the window to -summary. Both files are written to a temporary name and
-// renamed, so a reader never sees half of one.
+// reads the measurement window the bench wrote to -window-file, and writes a
+// summary of the window to -summary. The three files are JSON, in the
+// formats of package test/bench/timerstats. The progress file and the
+// summary are written to a temporary name and renamed, so a reader never
+// sees half of one.
 //
 // The summary counts ticks by when they were due, as the timers' own
 // schedules define it: a tick is expected when it came due inside the
@@ -45,82 +46,8 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/tether-dev/tether/sdk"
+	"github.com/tether-dev/tether/test/bench/timerstats"
 )
-
-// Stats is the progress file, rewritten every second.
-type Stats struct {
-	Ticks   int64 `json:"ticks"`
-	Objects int   `json:"objects"`
-	// LastUnixNano is when the file was written.
-	LastUnixNano int64 `json:"last_unix_nano"`
-}
-
-// Window is what the bench writes to -window-file before SIGTERM.
-type Window struct {
-	FromUnixNano int64 `json:"from_unix_nano"`
-	ToUnixNano   int64 `json:"to_unix_nano"`
-}
-
-// Summary is written to -summary on exit.
-type Summary struct {
-	Ticks   int64   `json:"ticks"`   // every tick received
-	Objects int     `json:"objects"` // objects that had at least one tick
-	Window  *Window `json:"window,omitempty"`
-	// The ticks due inside the window; absent without a window.
-	InWindow *WindowStats `json:"in_window,omitempty"`
-}
-
-// WindowStats describes the ticks due inside the window.
-type WindowStats struct {
-	// Expected is Delivered + Missed: the ticks the timers' schedules made
-	// due inside the window.
-	Expected int64 `json:"expected"`
-	// Delivered ticks were due inside the window and arrived, possibly
-	// after its end.
-	Delivered int64 `json:"delivered"`
-	// Missed ticks were due inside the window and never arrived.
-	Missed int64 `json:"missed"`
-	// Arrived counts the ticks that arrived inside the window, whatever
-	// their due time: the count a grid of one tick per interval is
-	// compared with.
-	Arrived int64 `json:"arrived"`
-	Objects int   `json:"objects"` // objects with at least one tick due in the window
-	// MinPerObject and MaxPerObject are the fewest and most delivered
-	// ticks one of those objects had.
-	MinPerObject int `json:"min_per_object"`
-	MaxPerObject int `json:"max_per_object"`
-	// Lateness of the delivered ticks: arrival − Event.Scheduled.
-	P50Ms  float64 `json:"p50_ms"`
-	P90Ms  float64 `json:"p90_ms"`
-	P99Ms  float64 `json:"p99_ms"`
-	P999Ms float64 `json:"p999_ms"`
-	MaxMs  float64 `json:"max_ms"`
-	MeanMs float64 `json:"mean_ms"`
-	// MeanPeriodMs is the mean time between the arrivals of two
-	// consecutive ticks of one object, both inside the window.
-	MeanPeriodMs float64 `json:"mean_period_ms"`
-	// SlipP50Ms and SlipP99Ms (timers that tick after each ack): how much
-	// later than (the handler's ack + interval) the next tick was due, for
-	// the delivered ticks. It is the ack's way back to the broker, which
-	// lateness does not see.
-	SlipP50Ms float64 `json:"slip_p50_ms"`
-	SlipP99Ms float64 `json:"slip_p99_ms"`
-	// PerSecond breaks the window down by arrival second, to tell steady
-	// lateness from bursts.
-	PerSecond []SecondStats `json:"per_second"`
-	// Phase counts the ticks by when they were due within the interval
-	// (Scheduled modulo the interval, in tenths): all in one tenth means the
-	// objects tick in step, one burst per interval.
-	Phase [10]int64 `json:"phase"`
-}
-
-// SecondStats is one second of the window.
-type SecondStats struct {
-	Ticks int     `json:"ticks"`
-	P50Ms float64 `json:"p50_ms"`
-	P99Ms float64 `json:"p99_ms"`
-	MaxMs float64 `json:"max_ms"`
-}
 
 // recorder keeps every tick: 24 bytes each, about 15 MiB for 10,000
 // objects at 1 s over 60 s (warm-up included, somewhat more).
@@ -151,10 +78,10 @@ func (r *recorder) tick(_ context.Context, ev *sdk.Event) error {
 	return nil
 }
 
-func (r *recorder) stats() Stats {
+func (r *recorder) stats() timerstats.Progress {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return Stats{Ticks: int64(len(r.arrival)), Objects: len(r.ids), LastUnixNano: time.Now().UnixNano()}
+	return timerstats.Progress{Ticks: int64(len(r.arrival)), Objects: len(r.ids), LastUnixNano: time.Now().UnixNano()}
 }
 
 // percentile returns the p-quantile (nearest rank) of sorted, in ms.
@@ -173,10 +100,10 @@ type schedule struct {
 }
 
 // summary computes the summary; w may be nil.
-func (r *recorder) summary(w *Window, sc schedule) Summary {
+func (r *recorder) summary(w *timerstats.Window, sc schedule) timerstats.Summary {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	s := Summary{Ticks: int64(len(r.arrival)), Objects: len(r.ids), Window: w}
+	s := timerstats.Summary{Ticks: int64(len(r.arrival)), Objects: len(r.ids), Window: w}
 	if w == nil {
 		return s
 	}
@@ -201,7 +128,7 @@ func (r *recorder) summary(w *Window, sc schedule) Summary {
 	for i, o := range r.object {
 		byObject[o] = append(byObject[o], i)
 	}
-	ws := &WindowStats{}
+	ws := &timerstats.WindowStats{}
 	seconds := make([][]int64, (to-from+int64(time.Second)-1)/int64(time.Second))
 	var late, slips []int64
 	var sum, gaps, gapSum float64
@@ -257,7 +184,7 @@ func (r *recorder) summary(w *Window, sc schedule) Summary {
 	ws.Expected = ws.Delivered + ws.Missed
 	ws.Objects = len(perObject)
 	for _, l := range seconds {
-		st := SecondStats{Ticks: len(l)}
+		st := timerstats.SecondStats{Ticks: len(l)}
 		if len(l) > 0 {
 			slices.Sort(l)
 			st.P50Ms, st.P99Ms, st.MaxMs = percentile(l, 0.5), percentile(l, 0.99), percentile(l, 1)
@@ -388,7 +315,7 @@ func main() {
 		os.Exit(1)
 	}
 
-	var w *Window
+	var w *timerstats.Window
 	if *windowPath != "" {
 		data, err := os.ReadFile(*windowPath)
 		switch {
@@ -398,7 +325,7 @@ func main() {
 			fmt.Fprintln(os.Stderr, "timerhandler:", err)
 			os.Exit(1)
 		default:
-			w = &Window{}
+			w = &timerstats.Window{}
 			if err := json.Unmarshal(data, w); err != nil {
 				fmt.Fprintf(os.Stderr, "timerhandler: reading %s: %v\n", *windowPath, err)
 				os.Exit(1)

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/tether-dev/tether/sdk"
+	"github.com/tether-dev/tether/test/bench/timerstats"
 )
 
 // add records a tick of uid due at due (from base) that arrived late after
@@ -27,7 +28,7 @@ func (r *recorder) add(base time.Time, uid string, due, late time.Duration) {
 func TestSummaryCountsTicksByDueTime(t *testing.T) {
 	const ms = time.Millisecond
 	base := time.Now().Truncate(time.Second).Add(-time.Minute)
-	w := &Window{FromUnixNano: base.UnixNano(), ToUnixNano: base.Add(4 * time.Second).UnixNano()}
+	w := &timerstats.Window{FromUnixNano: base.UnixNano(), ToUnixNano: base.Add(4 * time.Second).UnixNano()}
 	plain := schedule{interval: time.Second, tolerance: 500 * ms}
 	sharp := schedule{interval: time.Second, sharp: true, tolerance: 500 * ms}
 	type tick struct {
@@ -122,7 +123,7 @@ func TestSummaryLatenessPeriodAndSlip(t *testing.T) {
 		due += late + time.Second + time.Millisecond
 	}
 	r.add(base, "b", 1500*time.Millisecond, 10*time.Millisecond)
-	w := &Window{FromUnixNano: base.UnixNano(), ToUnixNano: base.Add(4 * time.Second).UnixNano()}
+	w := &timerstats.Window{FromUnixNano: base.UnixNano(), ToUnixNano: base.Add(4 * time.Second).UnixNano()}
 	s := r.summary(w, schedule{interval: time.Second, tolerance: 500 * time.Millisecond})
 	if s.Ticks != 6 || s.Objects != 2 {
 		t.Errorf("totals %d ticks, %d objects", s.Ticks, s.Objects)
