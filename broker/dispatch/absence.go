@@ -3,27 +3,19 @@ package dispatch
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/tether-dev/tether/broker/binding"
+	"github.com/tether-dev/tether/broker/contract"
 	"github.com/tether-dev/tether/broker/hold"
 	"github.com/tether-dev/tether/broker/presence"
 )
 
 // errAbsent ends a wait for an instance once the handler is past its grace.
 var errAbsent = errors.New("handler is absent")
-
-// absence says where a handler stands: present (an instance connected), in
-// its grace, absent past grace (rule 3c: deleting objects are released), or
-// absent past absent_release_after (rule 3d: every hold is stripped).
-type absence struct {
-	absent, long bool
-}
 
 func (rt *runtime) setLimits(grace, absentAfter time.Duration) {
 	rt.mu.Lock()
@@ -32,22 +24,22 @@ func (rt *runtime) setLimits(grace, absentAfter time.Duration) {
 	rt.pokePresence()
 }
 
-// absenceLocked computes the handler's absence at now; rt.mu must be held.
-func (rt *runtime) absenceLocked(now time.Time) absence {
-	if len(rt.instances) > 0 || rt.absentSince.IsZero() {
-		return absence{}
-	}
-	gone := now.Sub(rt.absentSince)
-	return absence{
-		absent: gone >= rt.grace,
-		long:   rt.absentAfter > 0 && gone >= rt.absentAfter,
+// absenceLocked is what the handler's presence is worked out from; rt.mu
+// must be held.
+func (rt *runtime) absenceLocked() contract.Absence {
+	return contract.Absence{
+		Connected: len(rt.instances) > 0, Since: rt.absentSince, Accepting: rt.m.acceptingSince(),
+		Grace: rt.grace, ReleaseAfter: rt.absentAfter,
 	}
 }
 
-func (rt *runtime) absence() absence {
+// presence is where the handler stands now.
+func (rt *runtime) presence() contract.Presence {
 	rt.mu.Lock()
-	defer rt.mu.Unlock()
-	return rt.absenceLocked(time.Now())
+	a := rt.absenceLocked()
+	rt.mu.Unlock()
+	p, _ := a.At(time.Now())
+	return p
 }
 
 func (rt *runtime) pokePresence() {
@@ -63,14 +55,14 @@ func (rt *runtime) pokePresence() {
 func (rt *runtime) presenceLoop(ctx context.Context) {
 	t := time.NewTimer(0)
 	defer t.Stop()
-	var last absence
+	last := contract.Present
 	var written presence.Record
 	var renewed time.Time
 	hooks := webhookSync{rt: rt}
 	for {
 		now := time.Now()
 		rt.mu.Lock()
-		state := rt.absenceLocked(now)
+		state, changes := rt.absenceLocked().At(now)
 		rec := presence.Record{
 			Handler: rt.name, Instances: len(rt.instances), AbsentSince: rt.absentSince,
 			Grace: rt.grace, AbsentReleaseAfter: rt.absentAfter, Bindings: rt.declared,
@@ -78,17 +70,13 @@ func (rt *runtime) presenceLoop(ctx context.Context) {
 		}
 		renewEvery := min(max(rt.grace/3, time.Second), 10*time.Second)
 		next := renewEvery
-		if !rt.absentSince.IsZero() {
-			for _, limit := range []time.Duration{rt.grace, rt.absentAfter} {
-				if at := rt.absentSince.Add(limit); limit > 0 && at.After(now) {
-					next = min(next, at.Sub(now))
-				}
-			}
+		if !changes.IsZero() {
+			next = min(next, changes.Sub(now))
 		}
 		rt.mu.Unlock()
 
 		if state != last {
-			rt.log.Info("handler presence changed", "absent", state.absent, "long_absent", state.long)
+			rt.log.Info("handler presence changed", "presence", state)
 			last = state
 			rt.signalAll()
 		}
@@ -104,7 +92,7 @@ func (rt *runtime) presenceLoop(ctx context.Context) {
 			written = rec
 		}
 		rt.observePresence(rec.Instances)
-		if !hooks.sync(ctx, state.absent) {
+		if !hooks.sync(ctx, state >= contract.Absent) {
 			next = min(next, webhookRetry)
 		}
 		t.Reset(next)
@@ -155,45 +143,25 @@ func (rt *runtime) signalAll() {
 	}
 }
 
-// strict reports whether a STRICT binding holds obj: such holds are kept
-// through absence, for cleanup that must not be skipped.
-func (rt *runtime) strict(bindings []*binding.Binding, obj *unstructured.Unstructured) bool {
-	for _, b := range bindings {
-		if b.Policy == binding.PolicyStrict && b.Holds() && rt.matches(b, obj, nil) {
-			return true
-		}
-	}
-	return false
-}
-
-// processAbsent handles an object while the handler is absent past grace:
-// an object being deleted is released (rule 3c); once absent past
-// absent_release_after, a live object's hold is stripped too (rule 3d),
-// paced by the release limiter, to be added again on return. Nothing is
-// delivered.
-func (rt *runtime) processAbsent(ctx context.Context, o *object, obj *unstructured.Unstructured, state absence) error {
-	bindings := rt.byResource[o.res.GroupVersionResource]
-	if !hold.Has(obj, rt.name) || rt.strict(bindings, obj) {
+// processAbsent handles a live object while the handler is absent past its
+// grace: nothing is delivered, and once it is absent past
+// absent_release_after the hold is stripped (rule 3d), paced by the release
+// limiter, to be added again on return. Objects being deleted are
+// processDeletion's.
+func (rt *runtime) processAbsent(ctx context.Context, o *object, obj *unstructured.Unstructured, p contract.Presence) error {
+	held := hold.Has(obj, rt.name)
+	dec := contract.Decide(contract.Object{Held: held, Policy: rt.policy(rt.byResource[o.res.GroupVersionResource], obj)}, p)
+	if dec.Action != contract.Release {
 		return nil
 	}
-	rt.mu.Lock()
-	grace, absentAfter := rt.grace, rt.absentAfter
-	rt.mu.Unlock()
-	var msg string
-	switch {
-	case obj.GetDeletionTimestamp() != nil:
-		msg = fmt.Sprintf("handler %q has had no instance connected for longer than its grace of %v: released (rule 3c)", rt.name, grace)
-	case state.long:
+	if dec.Rule == contract.RuleLongAbsent {
 		// Waiting for the turn frees the worker (see WriteLimiter): releases
 		// of objects being deleted must not queue behind these.
 		if wait := rt.releaseTurn(o); wait > 0 {
 			return &pacedWrite{wait: wait}
 		}
-		msg = fmt.Sprintf("handler %q has been absent for longer than %v: hold stripped until it returns (rule 3d)", rt.name, absentAfter)
-	default:
-		return nil
 	}
-	return rt.apply(ctx, o, obj, &write{removeHold: true, release: absentRelease(obj), landed: &note{reason: "HoldReleased", message: msg}})
+	return rt.apply(ctx, o, obj, rt.releaseWrite(dec.Rule))
 }
 
 // webhookRetry is how soon a failed write of a handler's webhook

@@ -100,6 +100,10 @@ func (rt *runtime) judge(o *object, b *binding.Binding, obj *unstructured.Unstru
 	o.attempts[b.ID] = attempt
 	if b.Retry.Exhausted(attempt) {
 		delete(o.attempts, b.ID)
+		if o.gaveUp == nil {
+			o.gaveUp = map[string]bool{}
+		}
+		o.gaveUp[b.ID] = true
 		msg := fmt.Sprintf("%s failed %d times, giving up: %s", what, attempt, ack.GetMessage())
 		rt.m.opts.Recorder.Event(obj, true, "RetriesExhausted", msg)
 		return &tetherv1.Ack{Outcome: tetherv1.Outcome_OUTCOME_FAIL, Message: msg}, 0

@@ -134,6 +134,19 @@ type Manager struct {
 	handlers map[string]*runtime
 	// restored: the handlers recorded in Leases were brought back.
 	restored atomic.Bool
+	// accepting is when this broker, restored and synced, could first
+	// accept handlers' instances (UnixNano; zero: not yet). Every handler's
+	// grace counts from no earlier (contract.Absence).
+	accepting atomic.Int64
+}
+
+// acceptingSince is when the broker could first accept instances; zero
+// while it cannot yet.
+func (m *Manager) acceptingSince() time.Time {
+	if n := m.accepting.Load(); n != 0 {
+		return time.Unix(0, n)
+	}
+	return time.Time{}
 }
 
 // New returns a Manager; Start runs it.
@@ -167,6 +180,7 @@ func (m *Manager) Start(ctx context.Context) error {
 	m.mu.Unlock()
 	m.restore(ctx)
 	m.restored.Store(true)
+	m.awaitAccepting(ctx)
 	<-ctx.Done()
 	m.mu.Lock()
 	handlers := m.handlers
@@ -176,6 +190,28 @@ func (m *Manager) Start(ctx context.Context) error {
 		rt.stop()
 	}
 	return nil
+}
+
+// awaitAccepting waits until every handler's informers have handed over
+// their initial list, from when a handler coming through the Service (which
+// routes to a ready broker only) can be accepted, and then starts the
+// handlers' graces.
+func (m *Manager) awaitAccepting(ctx context.Context) {
+	t := time.NewTicker(50 * time.Millisecond)
+	defer t.Stop()
+	for !m.Synced() {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+	m.accepting.Store(time.Now().UnixNano())
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, rt := range m.handlers {
+		rt.pokePresence()
+	}
 }
 
 // Attach adds an instance to its handler, creating the handler's runtime on

@@ -50,10 +50,13 @@ type object struct {
 	// lastHandled is the essence this broker last recorded, which may be
 	// newer than what the informer shows in the annotation.
 	lastHandled map[string]any
-	// cause identifies the change being handled; done and attempts belong
-	// to it and are reset when it changes.
+	// cause identifies the change being handled; done, gaveUp and attempts
+	// belong to it and are reset when it changes. gaveUp marks the bindings
+	// that are done because the broker gave up on them (retries ran out),
+	// not because the handler answered.
 	cause    string
 	done     map[string]bool
+	gaveUp   map[string]bool
 	attempts map[string]int
 	acc      accumulated
 	// pending is a write that was refused (conflict) or waits for its turn
@@ -113,6 +116,7 @@ func (o *object) resetCause(cause string) {
 	}
 	o.cause = cause
 	o.done = map[string]bool{}
+	o.gaveUp = nil
 	o.attempts = map[string]int{}
 	o.acc = accumulated{}
 }

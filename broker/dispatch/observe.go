@@ -87,38 +87,8 @@ func (rt *runtime) observeWrite(verb string, res resource.Resource, obj *unstruc
 	case w.addHold && !held && obj.GetDeletionTimestamp() == nil:
 		m.HoldAdded(rt.name)
 	case w.removeHold && held:
-		m.HoldReleased(rt.name, releaseReason(w, obj))
+		m.HoldReleased(rt.name, w.release)
 	}
-}
-
-// releaseReason is why w released a hold: what it says, else done for an
-// object being deleted and no-longer-matching for a live one.
-func releaseReason(w *write, obj *unstructured.Unstructured) string {
-	switch {
-	case w.release != "":
-		return w.release
-	case obj.GetDeletionTimestamp() != nil:
-		return metrics.ReleaseDone
-	default:
-		return metrics.ReleaseNoLongerMatching
-	}
-}
-
-// absentRelease is why processAbsent releases obj's hold.
-func absentRelease(obj *unstructured.Unstructured) string {
-	if obj.GetDeletionTimestamp() != nil {
-		return metrics.ReleaseAbsent
-	}
-	return metrics.ReleaseLongAbsent
-}
-
-// deletionRelease is why processDeletion releases o's hold: done, unless a
-// daemon had to be counted as stopped without acknowledging.
-func deletionRelease(o *object) string {
-	if o.daemonTimedOut {
-		return metrics.ReleaseDaemonTimeout
-	}
-	return metrics.ReleaseDone
 }
 
 // daemonStopTimedOut notes that a daemon of obj did not acknowledge stop;

@@ -1,11 +1,13 @@
 package dispatch
 
 import (
+	"slices"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/tether-dev/tether/broker/contract"
 	"github.com/tether-dev/tether/broker/metrics"
 	"github.com/tether-dev/tether/broker/resource"
 	tetherv1 "github.com/tether-dev/tether/proto/tether/v1"
@@ -36,32 +38,26 @@ func TestResourceLabel(t *testing.T) {
 	}
 }
 
-func TestReleaseReasons(t *testing.T) {
+// TestEveryReleaseRuleHasAMetricReason: each rule that releases is counted
+// under a reason the metrics know.
+func TestEveryReleaseRuleHasAMetricReason(t *testing.T) {
+	for _, r := range []contract.Rule{contract.RuleAcked, contract.RuleTimeout, contract.RuleAbsent,
+		contract.RuleLongAbsent, contract.RuleNoLongerMatching} {
+		if !slices.Contains(metrics.ReleaseReasons, releaseReasons[r]) {
+			t.Errorf("rule %s: reason %q is not one of %v", r, releaseReasons[r], metrics.ReleaseReasons)
+		}
+	}
+	o := &object{}
 	live := &unstructured.Unstructured{Object: map[string]any{}}
-	deleting := &unstructured.Unstructured{Object: map[string]any{}}
+	daemonStopTimedOut(o, live) // stopped for another reason: not a release
+	if o.daemonTimedOut {
+		t.Error("a daemon stop timeout on a live object counted for its deletion")
+	}
+	deleting := live.DeepCopy()
 	now := metav1.Now()
 	deleting.SetDeletionTimestamp(&now)
-
-	if got := releaseReason(&write{removeHold: true}, live); got != metrics.ReleaseNoLongerMatching {
-		t.Errorf("live: %q", got)
-	}
-	if got := releaseReason(&write{removeHold: true}, deleting); got != metrics.ReleaseDone {
-		t.Errorf("deleting: %q", got)
-	}
-	if got := releaseReason(&write{removeHold: true, release: absentRelease(deleting)}, deleting); got != metrics.ReleaseAbsent {
-		t.Errorf("absent: %q", got)
-	}
-	if got := releaseReason(&write{removeHold: true, release: absentRelease(live)}, live); got != metrics.ReleaseLongAbsent {
-		t.Errorf("long absent: %q", got)
-	}
-
-	o := &object{}
-	daemonStopTimedOut(o, live) // stopped for another reason: not a release
-	if got := deletionRelease(o); got != metrics.ReleaseDone {
-		t.Errorf("after a timeout on a live object: %q", got)
-	}
 	daemonStopTimedOut(o, deleting)
-	if got := deletionRelease(o); got != metrics.ReleaseDaemonTimeout {
-		t.Errorf("after a timeout while deleting: %q", got)
+	if !o.daemonTimedOut {
+		t.Error("a daemon stop timeout while deleting not counted")
 	}
 }

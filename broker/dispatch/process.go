@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/tether-dev/tether/broker/binding"
+	"github.com/tether-dev/tether/broker/contract"
 	"github.com/tether-dev/tether/broker/hold"
 	"github.com/tether-dev/tether/broker/jsonpatch"
 	"github.com/tether-dev/tether/broker/progress"
@@ -40,7 +41,12 @@ func (rt *runtime) processObject(ctx context.Context, uid types.UID) (time.Durat
 	if o == nil {
 		return 0, nil
 	}
-	if wait, err := rt.flushRawEvents(ctx, o); wait > 0 || err != nil {
+	pres := rt.presence()
+	if pres >= contract.Absent {
+		// Raw events are not kept for a handler past its grace: nothing
+		// would take them, and they must not stand before a release.
+		rt.dropRawEvents(o)
+	} else if wait, err := rt.flushRawEvents(ctx, o); wait > 0 || err != nil {
 		return wait, err
 	}
 	rt.mu.Lock()
@@ -60,14 +66,14 @@ func (rt *runtime) processObject(ctx context.Context, uid types.UID) (time.Durat
 		obj = o.obj
 		rt.mu.Unlock()
 	}
-	if state := rt.absence(); state.absent {
-		return 0, rt.processAbsent(ctx, o, obj, state)
-	}
 	if obj.GetDeletionTimestamp() != nil {
 		return rt.processDeletion(ctx, o, obj)
 	}
+	if pres >= contract.Absent {
+		return 0, rt.processAbsent(ctx, o, obj, pres)
+	}
 	if initial || o.settled != obj.GetResourceVersion() {
-		if wait, err := rt.processLive(ctx, o, obj, initial); wait > 0 || err != nil {
+		if wait, err := rt.processLive(ctx, o, obj, initial, pres); wait > 0 || err != nil {
 			return wait, err
 		}
 		rt.mu.Lock()
@@ -136,6 +142,18 @@ func (rt *runtime) flushRawEvents(ctx context.Context, o *object) (time.Duration
 	}
 }
 
+// dropRawEvents forgets the raw events queued for o.
+func (rt *runtime) dropRawEvents(o *object) {
+	rt.mu.Lock()
+	n := len(o.events)
+	o.events = nil
+	rt.mu.Unlock()
+	o.eventDone = nil
+	if n > 0 {
+		rt.log.Debug("raw events dropped: the handler is past its grace", "uid", o.uid, "events", n)
+	}
+}
+
 // matches evaluates b's filters; a CEL error counts as no match and is
 // logged, since it comes from the object, not from the broker.
 func (rt *runtime) matches(b *binding.Binding, obj *unstructured.Unstructured, old map[string]any) bool {
@@ -150,8 +168,9 @@ func (rt *runtime) matches(b *binding.Binding, obj *unstructured.Unstructured, o
 // processLive handles an object that is not being deleted: it works out
 // the cause (create, update, resume), delivers it to every matching binding,
 // and then writes the outcome with the hold in one patch.
-func (rt *runtime) processLive(ctx context.Context, o *object, obj *unstructured.Unstructured, initial bool) (time.Duration, error) {
+func (rt *runtime) processLive(ctx context.Context, o *object, obj *unstructured.Unstructured, initial bool, pres contract.Presence) (time.Duration, error) {
 	bindings := rt.byResource[o.res.GroupVersionResource]
+	dec := contract.Decide(contract.Object{Held: hold.Has(obj, rt.name), Policy: rt.policy(bindings, obj)}, pres)
 	old, handled, err := rt.lastHandled(o, obj)
 	if err != nil {
 		rt.log.Warn("unreadable last-handled state; handling as new", "name", obj.GetName(), "error", err)
@@ -191,8 +210,19 @@ func (rt *runtime) processLive(ctx context.Context, o *object, obj *unstructured
 			d.FieldOld, d.FieldNew = mustJSON(fo), mustJSON(fn)
 		}
 		ack, _, wait, err := rt.call(ctx, o, b, obj, d)
-		if wait > 0 || err != nil {
-			return wait, err
+		if err != nil {
+			return 0, err
+		}
+		if wait > 0 {
+			// The hold goes with the outcome in one write, but not after a
+			// retry: the object may be deleted while the handler fails, and
+			// its delete bindings must still run then.
+			if dec.Action == contract.Add && !hold.Has(obj, rt.name) {
+				if err := rt.apply(ctx, o, obj, &write{addHold: true}); err != nil {
+					return 0, err
+				}
+			}
+			return wait, nil
 		}
 		if ack.GetOutcome() == tetherv1.Outcome_OUTCOME_OK {
 			if err := o.acc.add(b.ID, ack); err != nil {
@@ -215,12 +245,12 @@ func (rt *runtime) processLive(ctx context.Context, o *object, obj *unstructured
 		w.setAnnotation(progress.LastHandledKey(rt.name), enc)
 		w.lastHandled = progress.Recorded(after)
 	}
-	held := hold.Has(obj, rt.name)
-	needs := rt.needsHold(bindings, obj)
-	w.addHold = needs && !held
-	w.removeHold = !needs && held
-	if w.removeHold {
-		w.landed = &note{reason: "HoldReleased", message: fmt.Sprintf("handler %q no longer has a binding that holds this object", rt.name)}
+	switch held := hold.Has(obj, rt.name); {
+	case dec.Action == contract.Add && !held:
+		w.addHold = true
+	case dec.Action == contract.Release && held:
+		r := rt.releaseWrite(dec.Rule)
+		w.removeHold, w.release, w.landed = true, r.release, r.landed
 	}
 	rt.mu.Lock()
 	o.initial = false
@@ -277,26 +307,53 @@ func (rt *runtime) tracksState(bindings []*binding.Binding, obj *unstructured.Un
 	return false
 }
 
-// needsHold reports whether a binding that holds matches obj.
-func (rt *runtime) needsHold(bindings []*binding.Binding, obj *unstructured.Unstructured) bool {
-	for _, b := range bindings {
-		if b.Holds() && rt.matches(b, obj, nil) {
-			return true
-		}
-	}
-	return false
-}
-
-// processDeletion runs the delete bindings of an object being deleted and
-// then releases the handler's hold.
+// processDeletion runs the deletion work of an object being deleted (stop
+// its timers and daemons, deliver its delete bindings) and releases the
+// handler's hold when the contract says so: the work is done, a daemon
+// timed out, or the handler is past its grace.
 func (rt *runtime) processDeletion(ctx context.Context, o *object, obj *unstructured.Unstructured) (time.Duration, error) {
 	rt.stopTimers(o)
 	if err := rt.stopDaemons(ctx, o, obj, "the object is being deleted"); err != nil {
 		return 0, err
 	}
 	o.resetCause("delete")
+	policy := rt.policy(rt.byResource[o.res.GroupVersionResource], obj)
+	for {
+		state := contract.Object{Deleting: true, Held: hold.Has(obj, rt.name), Policy: policy, Work: rt.deletionWork(o, obj)}
+		dec := contract.Decide(state, rt.presence())
+		if !dec.Deliver {
+			if dec.Action != contract.Release {
+				return 0, nil
+			}
+			return 0, rt.apply(ctx, o, obj, rt.releaseWrite(dec.Rule))
+		}
+		wait, err := rt.deliverDeletes(ctx, o, obj, state.Work)
+		switch {
+		case errors.Is(err, errAbsent):
+			// The grace ran out while it waited for an instance: decide again.
+		case wait > 0 || err != nil:
+			return wait, err
+		}
+	}
+}
+
+// deliverDeletes delivers the next delete binding not done with obj. When
+// all are done, some only because the broker gave up on them, and the
+// contract still wants the work (STRICT), those are tried again after the
+// longest backoff.
+func (rt *runtime) deliverDeletes(ctx context.Context, o *object, obj *unstructured.Unstructured, work contract.Work) (time.Duration, error) {
+	var again time.Duration
 	for _, b := range rt.byResource[o.res.GroupVersionResource] {
-		if b.Kind != binding.Delete || o.done[b.ID] || !rt.matches(b, obj, nil) {
+		if b.Kind != binding.Delete || !rt.matches(b, obj, nil) {
+			continue
+		}
+		if work == contract.GaveUp && o.gaveUp[b.ID] {
+			delete(o.done, b.ID)
+			delete(o.gaveUp, b.ID)
+			again = max(again, b.Retry.MaxBackoff)
+			continue
+		}
+		if o.done[b.ID] {
 			continue
 		}
 		d := &tetherv1.Delivery{Kind: tetherv1.DeliveryKind_DELIVERY_KIND_DELETE, Object: mustJSON(obj.Object)}
@@ -304,11 +361,13 @@ func (rt *runtime) processDeletion(ctx context.Context, o *object, obj *unstruct
 			return wait, err
 		}
 		o.done[b.ID] = true
-	}
-	if !hold.Has(obj, rt.name) {
 		return 0, nil
 	}
-	return 0, rt.apply(ctx, o, obj, &write{removeHold: true, release: deletionRelease(o)})
+	if again > 0 {
+		rt.m.opts.Recorder.Event(obj, true, "HandlerRetrying", fmt.Sprintf(
+			"the delete bindings of handler %q ran out of retries, but a STRICT hold waits for the handler's answer: trying again in %v", rt.name, again))
+	}
+	return again, nil
 }
 
 func digest(v map[string]any) string {

@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/tether-dev/tether/broker/binding"
+	"github.com/tether-dev/tether/broker/contract"
 	"github.com/tether-dev/tether/broker/informer"
 	"github.com/tether-dev/tether/broker/resource"
 	"github.com/tether-dev/tether/broker/session"
@@ -332,7 +333,7 @@ func (rt *runtime) waitOwner(ctx context.Context, uid types.UID) (in *session.In
 		if in != nil {
 			return in, changed, nil
 		}
-		if rt.absence().absent {
+		if rt.presence() >= contract.Absent {
 			return nil, nil, errAbsent
 		}
 		select {

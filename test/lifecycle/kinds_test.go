@@ -18,12 +18,22 @@ import (
 
 func setSpec(t *testing.T, cp *controlplane.ControlPlane, ns, name string, spec map[string]any) {
 	t.Helper()
+	updateWidget(t, cp, ns, name, func(obj *unstructured.Unstructured) { obj.Object["spec"] = spec })
+}
+
+func setLabels(t *testing.T, cp *controlplane.ControlPlane, ns, name string, labels map[string]string) {
+	t.Helper()
+	updateWidget(t, cp, ns, name, func(obj *unstructured.Unstructured) { obj.SetLabels(labels) })
+}
+
+// updateWidget changes a widget with change. The broker writes the object
+// too (its last-handled state): it retries on conflict as any client would.
+func updateWidget(t *testing.T, cp *controlplane.ControlPlane, ns, name string, change func(*unstructured.Unstructured)) {
+	t.Helper()
 	dyn := cp.Dynamic(t)
-	// The broker writes the object too (its last-handled state): retry on
-	// its resourceVersion as any client would.
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		obj := get(t, dyn, widgetGVR, ns, name)
-		obj.Object["spec"] = spec
+		change(obj)
 		_, err := dyn.Resource(widgetGVR).Namespace(ns).Update(context.Background(), obj, metav1UpdateOptions)
 		return err
 	})

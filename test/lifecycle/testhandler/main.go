@@ -2,15 +2,18 @@
 // process, so that they can kill it with SIGKILL. It binds widgets (the
 // test CRD) with a create and a delete binding, and prints one line per
 // delivery to stdout ("CREATE ns/name", "DELETE ns/name") for the tests to
-// follow.
+// follow. Flags add an event binding and make creates or deletes fail.
 package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
 	"os/signal"
+	"slices"
+	"sync"
 	"syscall"
 	"time"
 
@@ -26,6 +29,11 @@ func main() {
 	strict := flag.Bool("strict", false, "the delete binding is STRICT")
 	delay := flag.Duration("delay", 0, "how long each create takes")
 	instance := flag.String("instance", "", "instance id (default: the SDK's)")
+	events := flag.Bool("events", false, "add an event binding (prints \"EVENT type ns/name\")")
+	failCreates := flag.Bool("fail-creates", false, "every create asks to be retried (prints \"CREATE-FAILED ns/name\")")
+	deleteFails := flag.Int("delete-fails", 0, "the first N deliveries of each delete ask to be retried (prints \"DELETE-FAILED ns/name\")")
+	retries := flag.Int("retries", 0, "retries of the delete binding (0: the broker's default)")
+	labels := flag.String("labels", "", "label selector of every binding")
 	flag.Parse()
 
 	opts := []sdk.Option{sdk.WithInsecure()}
@@ -39,6 +47,9 @@ func main() {
 	var bopts []sdk.BindingOption
 	if *ns != "" {
 		bopts = append(bopts, sdk.Namespaces(*ns))
+	}
+	if *labels != "" {
+		bopts = append(bopts, sdk.Labels(*labels))
 	}
 	say := func(kind string) sdk.Func {
 		return func(_ context.Context, ev *sdk.Event) error {
@@ -56,13 +67,38 @@ func main() {
 			return ctx.Err()
 		}
 		fmt.Printf("END %s %d\n", ev.UID, time.Now().UnixNano())
+		if *failCreates {
+			fmt.Printf("CREATE-FAILED %s/%s\n", ev.Namespace, ev.Name)
+			return errors.New("create fails, as asked")
+		}
 		return say("CREATE")(ctx, ev)
 	}, bopts...)
-	delOpts := bopts
+	delOpts := slices.Clone(bopts)
 	if *strict {
 		delOpts = append(delOpts, sdk.Finalizer(sdk.FinalizerStrict))
 	}
-	h.OnDelete(widgets, say("DELETE"), delOpts...)
+	if *retries > 0 {
+		delOpts = append(delOpts, sdk.Retries(*retries))
+	}
+	var mu sync.Mutex
+	deleteTries := map[string]int{}
+	h.OnDelete(widgets, func(ctx context.Context, ev *sdk.Event) error {
+		mu.Lock()
+		deleteTries[ev.UID]++
+		n := deleteTries[ev.UID]
+		mu.Unlock()
+		if n <= *deleteFails {
+			fmt.Printf("DELETE-FAILED %s/%s\n", ev.Namespace, ev.Name)
+			return errors.New("delete fails, as asked")
+		}
+		return say("DELETE")(ctx, ev)
+	}, delOpts...)
+	if *events {
+		h.OnEvent(widgets, func(_ context.Context, ev *sdk.Event) error {
+			fmt.Printf("EVENT %s %s/%s\n", ev.WatchType, ev.Namespace, ev.Name)
+			return nil
+		}, bopts...)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := h.Run(ctx, *addr); err != nil {

@@ -1,0 +1,142 @@
+package lifecycle
+
+import (
+	"net/http"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/tether-dev/tether/broker/hold"
+	"github.com/tether-dev/tether/test/controlplane"
+)
+
+// The tests in this file play the sequences of the hold contract that once
+// left objects stuck in Terminating or released holds that had to stay.
+
+// TestEventBindingDoesNotKeepAHoldPastGrace: a handler with an event
+// binding and a delete binding on the same resource is SIGKILLed and a held
+// object is deleted. The raw events of the deletion have nobody to go to;
+// they must not stand before the release once the grace is over.
+func TestEventBindingDoesNotKeepAHoldPastGrace(t *testing.T) {
+	cp := controlplane.Get(t)
+	dyn := cp.EnsureWidgetCRD(t)
+	ns := cp.Namespace(t)
+	const grace = 2 * time.Second
+	addr := startBroker(t, cp, withAbsence(grace, time.Hour))
+	h := startHandlerProcess(t, addr, "watcher", ns, "--events")
+	createHeld(t, cp, ns, "watcher", "w")
+	eventually(t, "the ADDED event delivered", func() bool { return h.saw("EVENT ADDED " + ns + "/w") })
+
+	h.kill()
+	killed := time.Now()
+	del(t, dyn, widgetGVR, ns, "w")
+	waitObject(t, dyn, widgetGVR, ns, "w", "released after the grace and gone", gone)
+	t.Logf("released %v after the kill (grace %v)", time.Since(killed).Round(time.Millisecond), grace)
+	eventually(t, "an Event naming rule 3c", func() bool { return hasEvent(t, cp, ns, "w", "HoldReleased", "rule 3c") })
+}
+
+// TestBrokerRestartGivesAFullGrace: the broker and its handler are down
+// for longer than the handler's grace while a held object is deleted. The
+// restarted broker must not release it at once from the Lease's last-seen:
+// the handler, back within a grace of the broker becoming ready, runs its
+// delete.
+func TestBrokerRestartGivesAFullGrace(t *testing.T) {
+	cp := controlplane.Get(t)
+	dyn := cp.EnsureWidgetCRD(t)
+	ns, brokerNS := cp.Namespace(t), cp.Namespace(t)
+	addr, metricsAddr := freeAddr(t), freeAddr(t)
+	const grace = 3 * time.Second
+	flags := []string{"--grace", grace.String(), "--absent-release-after", "1h", "--metrics-listen", metricsAddr}
+	b := startBrokerProcess(t, cp, addr, brokerNS, flags...)
+	h := startHandlerProcess(t, addr, "patient", ns)
+	createHeld(t, cp, ns, "patient", "w")
+
+	h.kill()
+	b.kill()
+	del(t, dyn, widgetGVR, ns, "w")
+	// The outage itself is what is tested: it must outlast the grace.
+	time.Sleep(grace + time.Second)
+
+	startBrokerProcess(t, cp, addr, brokerNS, flags...)
+	eventually(t, "the restarted broker ready", func() bool { return ready("http://" + metricsAddr + "/readyz") })
+	back := startHandlerProcess(t, addr, "patient", ns)
+	waitObject(t, dyn, widgetGVR, ns, "w", "gone", gone)
+	if !back.saw("DELETE " + ns + "/w") {
+		t.Errorf("the hold was released before the returning handler ran its delete")
+	}
+	if hasEvent(t, cp, ns, "w", "HoldReleased", "rule 3c") {
+		t.Errorf("the restarted broker released by rule 3c")
+	}
+}
+
+// TestFailingCreateStillRunsDelete: while the create handler keeps asking
+// to be retried, the object is already held, so that deleting it runs the
+// delete handler instead of letting it go unnoticed.
+func TestFailingCreateStillRunsDelete(t *testing.T) {
+	cp := controlplane.Get(t)
+	dyn := cp.EnsureWidgetCRD(t)
+	ns := cp.Namespace(t)
+	addr := startBroker(t, cp, withAbsence(time.Minute, time.Hour))
+	h := startHandlerProcess(t, addr, "stubborn", ns, "--fail-creates")
+	create(t, dyn, widgetGVR, widget(ns, "w", map[string]any{"size": int64(1)}))
+	eventually(t, "the create failing", func() bool { return h.saw("CREATE-FAILED " + ns + "/w") })
+	waitObject(t, dyn, widgetGVR, ns, "w", "held while its create is retried", heldBy("stubborn"))
+
+	del(t, dyn, widgetGVR, ns, "w")
+	waitObject(t, dyn, widgetGVR, ns, "w", "gone", gone)
+	if !h.saw("DELETE " + ns + "/w") {
+		t.Error("the object went without its delete handler")
+	}
+}
+
+// TestStrictHoldWaitsForTheHandlersAnswer: a STRICT delete binding whose
+// retries run out is not given up by the broker: the hold stays until the
+// handler's delete succeeds.
+func TestStrictHoldWaitsForTheHandlersAnswer(t *testing.T) {
+	cp := controlplane.Get(t)
+	dyn := cp.EnsureWidgetCRD(t)
+	ns := cp.Namespace(t)
+	addr := startBroker(t, cp, withAbsence(time.Minute, time.Hour))
+	h := startHandlerProcess(t, addr, "careful", ns, "--strict", "--retries", "1", "--delete-fails", "3")
+	createHeld(t, cp, ns, "careful", "w")
+
+	del(t, dyn, widgetGVR, ns, "w")
+	waitObject(t, dyn, widgetGVR, ns, "w", "gone", gone)
+	if n := h.out.Count(func(l string) bool { return l == "DELETE-FAILED "+ns+"/w" }); n != 3 {
+		t.Errorf("the delete failed %d times before the release, want 3", n)
+	}
+	if !h.saw("DELETE " + ns + "/w") {
+		t.Error("the STRICT hold was released without the handler's answer")
+	}
+}
+
+// TestNoLongerMatchingReleasesWithRule: a held object whose labels stop
+// matching is released, and the Event names rule 3e.
+func TestNoLongerMatchingReleasesWithRule(t *testing.T) {
+	cp := controlplane.Get(t)
+	dyn := cp.EnsureWidgetCRD(t)
+	ns := cp.Namespace(t)
+	addr := startBroker(t, cp, withAbsence(time.Minute, time.Hour))
+	startHandlerProcess(t, addr, "picky", ns, "--labels", "keep=yes")
+	w := widget(ns, "w", map[string]any{"size": int64(1)})
+	w.SetLabels(map[string]string{"keep": "yes"})
+	create(t, dyn, widgetGVR, w)
+	waitObject(t, dyn, widgetGVR, ns, "w", "held", heldBy("picky"))
+
+	setLabels(t, cp, ns, "w", map[string]string{"keep": "no"})
+	waitObject(t, dyn, widgetGVR, ns, "w", "released", func(o *unstructured.Unstructured) bool {
+		return o != nil && !hold.Has(o, "picky")
+	})
+	eventually(t, "an Event naming rule 3e", func() bool { return hasEvent(t, cp, ns, "w", "HoldReleased", "rule 3e") })
+}
+
+// ready reports whether url answers 200; a broker still starting does not.
+func ready(url string) bool {
+	resp, err := http.Get(url)
+	if err != nil {
+		return false
+	}
+	resp.Body.Close()
+	return resp.StatusCode == http.StatusOK
+}
