@@ -134,6 +134,12 @@ func TestReturnedErrorsChooseTheOutcome(t *testing.T) {
 				return nil
 			},
 			outcome: tetherv1.Outcome_OUTCOME_FAIL, message: "encoding result"},
+		{name: "a result past the limit fails",
+			fn: func(_ context.Context, ev *sdk.Event) error {
+				ev.SetResult(strings.Repeat("x", tetherv1.MaxResultBytes))
+				return nil
+			},
+			outcome: tetherv1.Outcome_OUTCOME_FAIL, message: "encoding result: the result is 16386 bytes of JSON, more than the 16384"},
 		{name: "long messages are cut",
 			fn: func(context.Context, *sdk.Event) error {
 				return errors.New(strings.Repeat("é", 2000))

@@ -260,13 +260,17 @@ func (e *Event) PatchStatus(mergePatch map[string]any) {
 }
 
 // SetResult records v, encoded as JSON, as the result the broker stores on
-// the object for this binding. A value that cannot be encoded makes the
-// delivery fail permanently.
+// the object for this binding. A value that cannot be encoded, or whose
+// JSON is larger than 16 KiB (results live in annotations, which are
+// small), makes the delivery fail permanently.
 func (e *Event) SetResult(v any) {
 	if e.ignore("SetResult") {
 		return
 	}
 	raw, err := json.Marshal(v)
+	if err == nil && len(raw) > tetherv1.MaxResultBytes {
+		err = fmt.Errorf("the result is %d bytes of JSON, more than the %d the broker stores", len(raw), tetherv1.MaxResultBytes)
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.result, e.resultErr = raw, err

@@ -59,7 +59,13 @@ func (rt *runtime) processObject(ctx context.Context, uid types.UID) (time.Durat
 		return 0, rt.processGone(ctx, o, obj)
 	}
 	if o.pending != nil {
-		if err := rt.apply(ctx, o, obj, o.pending); err != nil {
+		err := rt.apply(ctx, o, obj, o.pending)
+		switch {
+		case errors.Is(err, errRefused) && (obj.GetDeletionTimestamp() != nil || pres >= contract.Absent):
+			// A write the API server keeps refusing must not keep the
+			// object from its deletion work or from a release.
+			o.pending = nil
+		case err != nil:
 			return 0, err
 		}
 		rt.mu.Lock()
@@ -232,10 +238,7 @@ func (rt *runtime) processLive(ctx context.Context, o *object, obj *unstructured
 		o.done[b.ID] = true
 	}
 
-	w := &write{handler: o.acc.merge, status: o.acc.status}
-	for id, r := range o.acc.results {
-		w.setAnnotation(progress.ResultKey(rt.name, id), r)
-	}
+	w := o.acc.write(rt.name)
 	if cause != "" && rt.tracksState(bindings, obj) {
 		after := progress.Essence(jsonpatch.ApplyMerge(obj.Object, o.acc.merge))
 		enc, err := progress.Encode(after)

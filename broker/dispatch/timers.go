@@ -10,7 +10,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/tether-dev/tether/broker/binding"
-	"github.com/tether-dev/tether/broker/progress"
 	"github.com/tether-dev/tether/broker/timer"
 	tetherv1 "github.com/tether-dev/tether/proto/tether/v1"
 )
@@ -90,11 +89,7 @@ func (rt *runtime) processTimers(ctx context.Context, o *object, obj *unstructur
 			rt.invalidPatch(obj, b, err)
 			continue
 		}
-		w := &write{handler: acc.merge, status: acc.status}
-		for id, r := range acc.results {
-			w.setAnnotation(progress.ResultKey(rt.name, id), r)
-		}
-		if !w.empty() {
+		if w := acc.write(rt.name); !w.empty() {
 			if err := rt.apply(ctx, o, obj, w); err != nil {
 				return 0, err
 			}

@@ -56,6 +56,9 @@ func (a *accumulated) add(bindingID string, ack *tetherv1.Ack) error {
 		if !json.Valid(r) {
 			return errors.New("result: not valid JSON")
 		}
+		if len(r) > tetherv1.MaxResultBytes {
+			return fmt.Errorf("result: %d bytes, more than the %d a result may have", len(r), tetherv1.MaxResultBytes)
+		}
 		if a.results == nil {
 			a.results = map[string]string{}
 		}
@@ -68,6 +71,17 @@ func (a *accumulated) add(bindingID string, ack *tetherv1.Ack) error {
 		a.status = jsonpatch.ComposeMerge(a.status, status)
 	}
 	return nil
+}
+
+// write is what the accumulated acks ask to write for handler: its patch,
+// status and results. All of it is the handler's content, dropped together
+// when the API server refuses it.
+func (a *accumulated) write(handler string) *write {
+	w := &write{handler: a.merge, status: a.status}
+	for id, r := range a.results {
+		w.handler = jsonpatch.ComposeMerge(w.handler, annotation(progress.ResultKey(handler, id), r))
+	}
+	return w
 }
 
 // checkPatch keeps handler patches to what handlers own: top-level fields
@@ -109,7 +123,7 @@ func checkPatch(m map[string]any) error {
 
 // write is everything one handling changes on an object.
 type write struct {
-	handler    map[string]any // the handler's merge patch
+	handler    map[string]any // the handler's merge patch, with its results
 	merge      map[string]any // the broker's own annotations, as a merge patch
 	status     map[string]any // merge patch for the status subresource
 	addHold    bool
@@ -133,9 +147,12 @@ func (w *write) empty() bool {
 
 // setAnnotation adds one of the broker's annotations to the merge patch.
 func (w *write) setAnnotation(key, value string) {
-	w.merge = jsonpatch.ComposeMerge(w.merge, map[string]any{
-		"metadata": map[string]any{"annotations": map[string]any{key: value}},
-	})
+	w.merge = jsonpatch.ComposeMerge(w.merge, annotation(key, value))
+}
+
+// annotation is a merge patch that sets one annotation.
+func annotation(key, value string) map[string]any {
+	return map[string]any{"metadata": map[string]any{"annotations": map[string]any{key: value}}}
 }
 
 // errConflict marks a write the API server refused because the object moved;
@@ -232,11 +249,17 @@ func (rt *runtime) buildPatch(o *object, obj *unstructured.Unstructured, w *writ
 	return append(p, ops...), nil
 }
 
-// writeFailed sorts a refused write. A 422 from a failed `test` means the
-// object moved: retry on the next state. Any other 422 means the API server
-// refused the content: when the handler's patch was part of it, that part is
-// dropped with a Warning Event and the rest retried; otherwise the Event
-// says why and the write is retried with backoff.
+// errRefused marks a write of the broker's own (hold, progress) that the
+// API server refused for its content; it is retried with backoff, but it
+// must not keep an object from its deletion work or from being released.
+var errRefused = errors.New("the API server refused the write")
+
+// writeFailed sorts a failed write. A 409, or a 422 from a failed `test`,
+// means the object moved: retry on the next state. A refusal of the
+// content (a policy or webhook: 403 or 400; validation: 422; size: 413)
+// drops the handler's part, patch and results, with a Warning Event, and
+// the rest is retried at once; when nothing of the handler's was in it, the
+// Event says why and the write is retried with backoff.
 func (rt *runtime) writeFailed(o *object, obj *unstructured.Unstructured, w *write, err error) error {
 	switch {
 	case apierrors.IsNotFound(err):
@@ -244,18 +267,25 @@ func (rt *runtime) writeFailed(o *object, obj *unstructured.Unstructured, w *wri
 		return nil
 	case apierrors.IsConflict(err), apierrors.IsInvalid(err) && strings.Contains(err.Error(), "test failed"):
 		return fmt.Errorf("writing %s/%s: %w: %v", obj.GetNamespace(), obj.GetName(), errConflict, err)
-	case apierrors.IsInvalid(err) && (len(w.handler) > 0 || len(w.status) > 0):
+	case refused(err) && (len(w.handler) > 0 || len(w.status) > 0):
 		rt.m.opts.Recorder.Event(obj, true, "InvalidPatch",
 			fmt.Sprintf("the API server refused the patch of handler %q, which is dropped: %v", rt.name, err))
 		w.handler, w.status = nil, nil
 		return fmt.Errorf("writing %s/%s without the handler's patch: %w", obj.GetNamespace(), obj.GetName(), errConflict)
-	case apierrors.IsInvalid(err):
+	case refused(err):
 		rt.m.opts.Recorder.Event(obj, true, "WriteRejected",
 			fmt.Sprintf("the API server refused the broker's write for handler %q; retrying with backoff: %v", rt.name, err))
-		return fmt.Errorf("writing %s/%s: %w", obj.GetNamespace(), obj.GetName(), err)
+		return fmt.Errorf("writing %s/%s: %w: %v", obj.GetNamespace(), obj.GetName(), errRefused, err)
 	default:
 		return fmt.Errorf("writing %s/%s: %w", obj.GetNamespace(), obj.GetName(), err)
 	}
+}
+
+// refused reports whether the API server refused a write for what it
+// carries rather than for when it came.
+func refused(err error) bool {
+	return apierrors.IsForbidden(err) || apierrors.IsBadRequest(err) || apierrors.IsInvalid(err) ||
+		apierrors.IsRequestEntityTooLargeError(err)
 }
 
 // remember keeps the object the API server returned, unless the informer

@@ -2192,7 +2192,11 @@ type Ack struct {
 	// status_patch is a JSON merge patch for the status subresource.
 	StatusPatch []byte `protobuf:"bytes,6,opt,name=status_patch,json=statusPatch,proto3" json:"status_patch,omitempty"`
 	// result is JSON the broker stores on the object under the handler's key
-	// for this binding.
+	// for this binding, at most 16 KiB (MaxResultBytes in the Go package);
+	// a larger one is refused like an invalid patch. If the API server refuses
+	// the write (a policy, a webhook, the size of annotations), the patch,
+	// status_patch and result are dropped with a Warning Event and the rest
+	// of the broker's bookkeeping is written without them.
 	Result []byte `protobuf:"bytes,7,opt,name=result,proto3" json:"result,omitempty"`
 	// admission answers an ADMISSION delivery (any outcome but OK without it
 	// counts as the handler failing, and the binding's failure policy

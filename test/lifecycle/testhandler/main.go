@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/signal"
 	"slices"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -34,6 +35,7 @@ func main() {
 	deleteFails := flag.Int("delete-fails", 0, "the first N deliveries of each delete ask to be retried (prints \"DELETE-FAILED ns/name\")")
 	retries := flag.Int("retries", 0, "retries of the delete binding (0: the broker's default)")
 	labels := flag.String("labels", "", "label selector of every binding")
+	setLabel := flag.String("set-label", "", "KEY=VALUE: each create sets this label on its object")
 	flag.Parse()
 
 	opts := []sdk.Option{sdk.WithInsecure()}
@@ -70,6 +72,9 @@ func main() {
 		if *failCreates {
 			fmt.Printf("CREATE-FAILED %s/%s\n", ev.Namespace, ev.Name)
 			return errors.New("create fails, as asked")
+		}
+		if k, v, ok := strings.Cut(*setLabel, "="); ok {
+			ev.SetLabel(k, v)
 		}
 		return say("CREATE")(ctx, ev)
 	}, bopts...)

@@ -1,0 +1,104 @@
+package lifecycle
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/tether-dev/tether/test/controlplane"
+)
+
+// denyLabel installs a ValidatingAdmissionPolicy that refuses, with 403
+// Forbidden, any widget in ns labelled key, until the test ends.
+func denyLabel(t *testing.T, cp *controlplane.ControlPlane, ns, key string) {
+	t.Helper()
+	ctx := context.Background()
+	api := cp.Client().AdmissionregistrationV1()
+	name := "deny-" + ns
+	forbidden := metav1.StatusReasonForbidden
+	fail := admissionregistrationv1.Fail
+	policy := &admissionregistrationv1.ValidatingAdmissionPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
+			FailurePolicy: &fail,
+			MatchConstraints: &admissionregistrationv1.MatchResources{
+				NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": ns}},
+				ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
+					RuleWithOperations: admissionregistrationv1.RuleWithOperations{
+						Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
+						Rule: admissionregistrationv1.Rule{
+							APIGroups: []string{widgetGVR.Group}, APIVersions: []string{widgetGVR.Version}, Resources: []string{widgetGVR.Resource},
+						},
+					},
+				}},
+			},
+			Validations: []admissionregistrationv1.Validation{{
+				Expression: "!has(object.metadata.labels) || !('" + key + "' in object.metadata.labels)",
+				Message:    "label " + key + " is not allowed here",
+				Reason:     &forbidden,
+			}},
+		},
+	}
+	if _, err := api.ValidatingAdmissionPolicies().Create(ctx, policy, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("creating the policy: %v", err)
+	}
+	t.Cleanup(func() { _ = api.ValidatingAdmissionPolicies().Delete(context.Background(), name, metav1.DeleteOptions{}) })
+	pb := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{
+			PolicyName:        name,
+			ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny},
+		},
+	}
+	if _, err := api.ValidatingAdmissionPolicyBindings().Create(ctx, pb, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("creating the policy binding: %v", err)
+	}
+	t.Cleanup(func() {
+		_ = api.ValidatingAdmissionPolicyBindings().Delete(context.Background(), name, metav1.DeleteOptions{})
+	})
+	// Policies take effect once the API server has loaded them: wait until a
+	// labelled widget is refused.
+	dyn := cp.Dynamic(t)
+	probe := widget(ns, "policy-probe", map[string]any{"size": int64(1)})
+	probe.SetLabels(map[string]string{key: "x"})
+	eventually(t, "the policy in force", func() bool {
+		_, err := dyn.Resource(widgetGVR).Namespace(ns).Create(ctx, probe, metav1.CreateOptions{})
+		if err == nil {
+			_ = dyn.Resource(widgetGVR).Namespace(ns).Delete(ctx, probe.GetName(), metav1.DeleteOptions{})
+			return false
+		}
+		return strings.Contains(err.Error(), "is not allowed here")
+	})
+}
+
+// TestRefusedHandlerPatchIsDroppedNotRetriedForever: a policy refuses the
+// label the handler's create sets (403). The handler's patch is dropped
+// with a Warning Event; the hold and the progress are written without it,
+// so the create is not run again and deleting the object runs its delete.
+func TestRefusedHandlerPatchIsDroppedNotRetriedForever(t *testing.T) {
+	cp := controlplane.Get(t)
+	dyn := cp.EnsureWidgetCRD(t)
+	ns := cp.Namespace(t)
+	denyLabel(t, cp, ns, "denied")
+	addr := startBroker(t, cp, withAbsence(time.Minute, time.Hour))
+	h := startHandlerProcess(t, addr, "refused", ns, "--set-label", "denied=yes")
+	createHeld(t, cp, ns, "refused", "w")
+	eventually(t, "a Warning Event about the refused patch", func() bool {
+		return hasEvent(t, cp, ns, "w", "InvalidPatch", "refused the patch of handler \"refused\"")
+	})
+	if obj := get(t, dyn, widgetGVR, ns, "w"); obj.GetLabels()["denied"] != "" {
+		t.Errorf("the refused label was written: %v", obj.GetLabels())
+	}
+	del(t, dyn, widgetGVR, ns, "w")
+	waitObject(t, dyn, widgetGVR, ns, "w", "gone", gone)
+	if !h.saw("DELETE " + ns + "/w") {
+		t.Error("the object went without its delete handler")
+	}
+	if n := h.out.Count(func(l string) bool { return l == "CREATE "+ns+"/w" }); n != 1 {
+		t.Errorf("the create ran %d times, want once", n)
+	}
+}
