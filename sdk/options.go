@@ -16,9 +16,13 @@ import (
 
 // Defaults of the handler options.
 const (
-	DefaultWindow            = 16
-	DefaultReconnectMin      = 500 * time.Millisecond
-	DefaultReconnectMax      = 30 * time.Second
+	DefaultWindow       = 16
+	DefaultReconnectMin = 500 * time.Millisecond
+	// DefaultReconnectMax stays well inside the broker's default grace of
+	// 30 s: after a broker restart or failover a handler has one grace,
+	// counted from when the broker is ready, to come back before the objects
+	// being deleted that it holds are released.
+	DefaultReconnectMax      = 10 * time.Second
 	DefaultDrainTimeout      = 10 * time.Second
 	DefaultServiceTokenPath  = "/var/run/secrets/kubernetes.io/serviceaccount/token"
 	maxWindow                = 1 << 16

@@ -2,6 +2,7 @@ package dispatch
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -228,7 +229,8 @@ func (m *Manager) Attach(_ context.Context, in *session.Instance, hello *tetherv
 	rt := m.handlers[in.Handler]
 	if rt != nil && rt.fingerprint != fp {
 		if n := rt.instanceCount(); n > 0 {
-			return session.Attachment{}, fmt.Errorf("its bindings differ from those of the %d connected instance(s); stop them first", n)
+			return session.Attachment{}, fmt.Errorf("%w: its bindings differ from those of the %d connected instance(s); "+
+				"it is accepted once they have left, as in a rollout to new bindings", session.ErrTryLater, n)
 		}
 		rt.stop()
 		rt = nil
@@ -237,6 +239,9 @@ func (m *Manager) Attach(_ context.Context, in *session.Instance, hello *tetherv
 		rt = newRuntime(m, in.Handler, bindings, fp)
 		rt.declared = hello.GetBindings()
 		if err := rt.start(m.ctx); err != nil {
+			if errors.Is(err, informer.ErrNotStarted) {
+				err = fmt.Errorf("%w: the broker is starting", session.ErrTryLater)
+			}
 			return session.Attachment{}, fmt.Errorf("starting handler %q: %w", in.Handler, err)
 		}
 		m.handlers[in.Handler] = rt

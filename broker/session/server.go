@@ -31,6 +31,13 @@ type Attacher interface {
 // (through the Service, on the leader).
 var ErrNotLeading = errors.New("this broker replica is not the leader; retry")
 
+// ErrTryLater wraps an Attacher's refusal that a retry fixes: the broker is
+// still starting, or other instances of the handler, with other bindings,
+// are still connected (a rollout to new bindings). The instance gets
+// Unavailable, which SDKs retry with backoff; permanent codes are kept for
+// what a retry cannot fix.
+var ErrTryLater = errors.New("not now; retry")
+
 // Attachment is what Attach grants an instance.
 type Attachment struct {
 	// Detach is called once, when the session ends.
@@ -153,8 +160,8 @@ func (s *Server) Connect(stream tetherv1.BrokerService_ConnectServer) error {
 	in := newInstance(hello.GetHandler(), hello.GetInstanceId(), newSessionID(), window)
 	log := s.log.With("handler", in.Handler, "instance", in.ID, "session", in.SessionID)
 	att, err := s.opts.Attacher.Attach(ctx, in, hello, bindings)
-	if errors.Is(err, ErrNotLeading) {
-		return status.Error(codes.Unavailable, err.Error())
+	if errors.Is(err, ErrNotLeading) || errors.Is(err, ErrTryLater) {
+		return status.Error(codes.Unavailable, fmt.Sprintf("attaching handler %q: %v", in.Handler, err))
 	}
 	if err != nil {
 		return status.Error(codes.FailedPrecondition, fmt.Sprintf("attaching handler %q: %v", in.Handler, err))

@@ -509,6 +509,12 @@ func TestConnectRefusesBadSessions(t *testing.T) {
 			attacher: errors.New("handler secret-ttl is declared with other bindings"),
 			code:     codes.FailedPrecondition, msg: []string{`"secret-ttl"`, "other bindings"},
 		},
+		{
+			name:     "an attacher refusal a retry fixes",
+			first:    hello(),
+			attacher: fmt.Errorf("%w: its bindings differ from those of the 2 connected instance(s)", ErrTryLater),
+			code:     codes.Unavailable, msg: []string{`"secret-ttl"`, "bindings differ"},
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

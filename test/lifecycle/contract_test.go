@@ -2,6 +2,7 @@ package lifecycle
 
 import (
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -139,4 +140,34 @@ func ready(url string) bool {
 	}
 	resp.Body.Close()
 	return resp.StatusCode == http.StatusOK
+}
+
+// TestRolloutToNewBindings: a handler rolled out with other bindings (v2
+// adds an event binding) starts while v1 is still connected. v2 is told to
+// retry, not refused for good; once v1 has left, v2 takes over, and the
+// hold stays on through the change.
+func TestRolloutToNewBindings(t *testing.T) {
+	cp := controlplane.Get(t)
+	dyn := cp.EnsureWidgetCRD(t)
+	ns := cp.Namespace(t)
+	addr := startBroker(t, cp, withAbsence(time.Minute, time.Hour))
+	v1 := startHandlerProcess(t, addr, "rolled", ns)
+	createHeld(t, cp, ns, "rolled", "w")
+
+	v2 := startHandlerProcess(t, addr, "rolled", ns, "--events")
+	eventually(t, "v2 refused while v1 is connected", func() bool {
+		return v2.log.Any(func(l string) bool { return strings.Contains(l, "bindings differ") })
+	})
+	if err := v1.terminate(); err != nil {
+		t.Fatalf("v1 did not stop cleanly: %v", err)
+	}
+	eventually(t, "v2 connected with its event binding", func() bool { return v2.saw("EVENT ADDED " + ns + "/w") })
+	if obj := get(t, dyn, widgetGVR, ns, "w"); !hold.Has(obj, "rolled") {
+		t.Errorf("the hold went during the rollout: %v", obj.GetFinalizers())
+	}
+	del(t, dyn, widgetGVR, ns, "w")
+	waitObject(t, dyn, widgetGVR, ns, "w", "gone", gone)
+	if !v2.saw("DELETE " + ns + "/w") {
+		t.Error("the object went without v2's delete")
+	}
 }

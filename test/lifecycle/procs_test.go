@@ -1,6 +1,7 @@
 package lifecycle
 
 import (
+	"io"
 	"os/exec"
 	"strings"
 	"syscall"
@@ -11,12 +12,13 @@ import (
 )
 
 // handlerProcess is the test handler running as a real process; out
-// collects what it printed on stdout.
+// collects what it printed on stdout, log what it logged on stderr.
 type handlerProcess struct {
 	cmd  *exec.Cmd
 	done chan struct{}
 	err  error
 	out  testenv.Lines
+	log  testenv.Lines
 }
 
 func startHandlerProcess(t *testing.T, addr, name, ns string, extra ...string) *handlerProcess {
@@ -25,7 +27,7 @@ func startHandlerProcess(t *testing.T, addr, name, ns string, extra ...string) *
 	cmd := exec.Command(gobin.Build(t, "github.com/tether-dev/tether/test/lifecycle/testhandler"), args...)
 	p := &handlerProcess{cmd: cmd, done: make(chan struct{})}
 	cmd.Stdout = &p.out
-	cmd.Stderr = testenv.LogWriter(t, "")
+	cmd.Stderr = io.MultiWriter(testenv.LogWriter(t, ""), &p.log)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("starting the test handler: %v", err)

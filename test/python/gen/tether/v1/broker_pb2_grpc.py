@@ -35,9 +35,10 @@ class BrokerServiceServicer(object):
         PermissionDenied, Unauthenticated or FailedPrecondition means the
         handler is misconfigured (the message names the binding and field):
         retrying cannot help. Unavailable (a broker replica that does not lead,
-        or one shutting down) and any other end mean: reconnect with backoff, on
-        a new connection, so that a Service in front of the replicas can route
-        to the leader.
+        one starting or shutting down, or other instances of the handler still
+        connected with other bindings, as in a rollout) and any other end mean:
+        reconnect with backoff, on a new connection, so that a Service in front
+        of the replicas can route to the leader.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
