@@ -6,6 +6,11 @@
 // last-handled state, results and the handler's own patch in one guarded
 // JSON patch.
 //
+// What becomes of a hold is not decided here: holds.go gathers the inputs
+// of broker/contract (the object, the policy of the bindings that match it,
+// the handler's presence, the progress of its deletion work) and the
+// workers do what contract.Decide returns.
+//
 // Ordering follows DESIGN.md: the queue never hands one UID to two workers,
 // so there is at most one delivery in flight per (handler, object UID), while
 // different objects run in parallel, bounded by the instances' windows.

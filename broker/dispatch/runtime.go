@@ -161,10 +161,19 @@ func (rt *runtime) eventHandler(res resource.Resource) cache.ResourceEventHandle
 				rt.observe(res, u, watchAdded, initial)
 			}
 		},
-		UpdateFunc: func(_, obj any) {
-			if u, ok := obj.(*unstructured.Unstructured); ok {
-				rt.observe(res, u, watchModified, false)
+		UpdateFunc: func(oldObj, obj any) {
+			u, ok := obj.(*unstructured.Unstructured)
+			if !ok {
+				return
 			}
+			// After a watch gap, a relist turns X deleted and X' created
+			// under the same name into one update: X is gone (rule 5).
+			if prev, ok := oldObj.(*unstructured.Unstructured); ok && prev.GetUID() != u.GetUID() {
+				rt.observe(res, prev, watchDeleted, false)
+				rt.observe(res, u, watchAdded, false)
+				return
+			}
+			rt.observe(res, u, watchModified, false)
 		},
 		DeleteFunc: func(obj any) {
 			if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {

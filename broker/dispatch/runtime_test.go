@@ -1,0 +1,44 @@
+package dispatch
+
+import (
+	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
+
+	"github.com/tether-dev/tether/broker/resource"
+)
+
+// TestRelistThatReplacesAnObjectEndsTheOldOne: a relist after a watch gap
+// hands the informer's subscribers X (deleted meanwhile) and X' (created
+// under the same name) as one update. X must count as gone, so that its
+// timers and daemons stop, and X' is another object.
+func TestRelistThatReplacesAnObjectEndsTheOldOne(t *testing.T) {
+	rt := newRuntime(New(Options{}), "h", nil, "")
+	rt.queue = workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[types.UID]())
+	defer rt.queue.ShutDown()
+	obj := func(uid, rv string) *unstructured.Unstructured {
+		u := &unstructured.Unstructured{Object: map[string]any{}}
+		u.SetNamespace("ns")
+		u.SetName("w")
+		u.SetUID(types.UID(uid))
+		u.SetResourceVersion(rv)
+		return u
+	}
+	h := rt.eventHandler(resource.Resource{})
+	h.OnAdd(obj("x", "1"), true)
+	h.OnUpdate(obj("x", "1"), obj("x2", "5"))
+
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	if o := rt.objects["x"]; o == nil || !o.gone {
+		t.Errorf("X after the relist: %+v, want it gone", o)
+	}
+	if o := rt.objects["x2"]; o == nil || o.gone || o.obj.GetResourceVersion() != "5" {
+		t.Errorf("X' after the relist: %+v, want it live at resourceVersion 5", o)
+	}
+	if n := rt.queue.Len(); n != 2 {
+		t.Errorf("%d objects queued, want 2 (X to stop, X' to start)", n)
+	}
+}
