@@ -314,7 +314,7 @@ func TestAbsenceAt(t *testing.T) {
 		{"restart gives a full grace", Absence{Since: at(-3600), Accepting: t0, Grace: 30 * time.Second, ReleaseAfter: 600 * time.Second}, at(29), InGrace, at(30)},
 		{"restart: long absence not before the grace", Absence{Since: at(-3600), Accepting: t0, Grace: 30 * time.Second, ReleaseAfter: 600 * time.Second}, at(30), LongAbsent, time.Time{}},
 		{"restart: long absence counts from the leaving", Absence{Since: at(-500), Accepting: t0, Grace: 30 * time.Second, ReleaseAfter: 600 * time.Second}, at(30), Absent, at(100)},
-		{"never seen: absent from accepting", Absence{Accepting: t0, Grace: 30 * time.Second}, at(30), Absent, time.Time{}},
+		{"no instance has left yet", Absence{Accepting: t0, Grace: 30 * time.Second}, at(30), InGrace, time.Time{}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

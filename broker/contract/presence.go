@@ -37,7 +37,8 @@ type Absence struct {
 	// Connected: an instance of the handler is connected.
 	Connected bool
 	// Since is when the last instance left, as this broker saw it or as the
-	// handler's Lease recorded it. Zero while none has left.
+	// handler's Lease recorded it. Zero while none has left: then the
+	// handler is in its grace, and nothing is released.
 	Since time.Time
 	// Accepting is when this broker could first accept the handler's
 	// instances: a broker that just started (or just took over) must give
@@ -61,15 +62,12 @@ func (a Absence) At(now time.Time) (Presence, time.Time) {
 	if a.Connected {
 		return Present, time.Time{}
 	}
-	if a.Accepting.IsZero() {
+	if a.Accepting.IsZero() || a.Since.IsZero() {
+		// Not accepting yet, or no instance has left: a handler is being
+		// set up for the instance that is connecting.
 		return InGrace, time.Time{}
 	}
 	since := a.Since
-	if since.IsZero() {
-		// Known without ever having had an instance here or in a Lease:
-		// absent from the moment the broker could accept it.
-		since = a.Accepting
-	}
 	graceEnd := later(since, a.Accepting).Add(a.Grace)
 	if now.Before(graceEnd) {
 		return InGrace, graceEnd

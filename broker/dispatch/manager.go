@@ -279,6 +279,9 @@ func (m *Manager) restore(ctx context.Context) {
 		rt.declared = r.Bindings
 		rt.setLimits(r.Grace, r.AbsentReleaseAfter)
 		rt.absentSince = r.AbsentSinceOrLastSeen()
+		if rt.absentSince.IsZero() {
+			rt.absentSince = time.Now() // a Lease that says nothing: from now
+		}
 		if err := rt.start(m.ctx); err != nil {
 			m.mu.Unlock()
 			m.log.Error("cannot restore handler", "handler", r.Handler, "error", err)
