@@ -57,6 +57,7 @@ func (rt *runtime) presenceLoop(ctx context.Context) {
 	defer t.Stop()
 	last := contract.Present
 	var written presence.Record
+	var put time.Time // when the Lease was last written
 	var renewed time.Time
 	hooks := webhookSync{rt: rt}
 	for {
@@ -87,9 +88,13 @@ func (rt *runtime) presenceLoop(ctx context.Context) {
 			// A handler restored from its Lease was last seen when it left.
 			rec.LastSeen = rec.AbsentSince
 		}
-		if changedRecord(written, rec) {
+		// Written again as often as a present handler's is renewed, even
+		// when nothing changed: a Lease deleted while the handler is away
+		// must come back, or the next broker would forget the handler and
+		// its holds.
+		if changedRecord(written, rec) || now.Sub(put) >= renewEvery {
 			rt.writePresence(ctx, rec)
-			written = rec
+			written, put = rec, now
 		}
 		rt.observePresence(rec.Instances)
 		if !hooks.sync(ctx, state >= contract.Absent) {

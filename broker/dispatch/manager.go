@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/hashicorp/go-hclog"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
 
@@ -253,42 +255,108 @@ func (m *Manager) Attach(_ context.Context, in *session.Instance, hello *tetherv
 
 // restore brings back the handlers a previous broker recorded, absent until
 // an instance connects, so that their holds are still released after their
-// grace even if they never come back.
+// grace even if they never come back. What a retry can fix (the API server
+// not answering, the informers not started yet) is retried with backoff,
+// and until then the broker is not ready; a Lease that cannot be read, or a
+// binding that no longer compiles (a CRD removed, a version no longer
+// served, admission off), is logged and left out, and the rest is restored.
 func (m *Manager) restore(ctx context.Context) {
 	if m.opts.Presence == nil || m.opts.Compile == nil {
 		return
 	}
-	records, err := m.opts.Presence.List(ctx)
-	if err != nil {
-		m.log.Error("cannot read handler presence; absent handlers are not restored", "error", err)
-		return
-	}
-	for _, r := range records {
-		bindings, err := m.opts.Compile(ctx, r.Bindings)
+	var pending map[string]bool // the handlers to try again; nil: all
+	for delay := restoreBackoffMin; ; delay = min(2*delay, restoreBackoffMax) {
+		records, err := m.opts.Presence.List(ctx)
 		if err != nil {
-			m.log.Error("cannot restore handler; its holds stay until it returns or 'broker release' is run",
-				"handler", r.Handler, "error", err)
-			continue
+			m.log.Warn("cannot read handler presence; retrying", "error", err, "delay", delay)
+		} else {
+			retry := map[string]bool{}
+			for _, r := range records {
+				if pending != nil && !pending[r.Handler] {
+					continue
+				}
+				if err := m.restoreOne(ctx, r); err != nil {
+					m.log.Warn("cannot restore handler yet; retrying", "handler", r.Handler, "error", err, "delay", delay)
+					retry[r.Handler] = true
+				}
+			}
+			if len(retry) == 0 {
+				return
+			}
+			pending = retry
 		}
-		m.mu.Lock()
-		if _, ok := m.handlers[r.Handler]; ok {
-			m.mu.Unlock()
-			continue // an instance connected meanwhile
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(delay):
 		}
-		rt := newRuntime(m, r.Handler, bindings, binding.Fingerprint(bindings))
-		rt.declared = r.Bindings
-		rt.setLimits(r.Grace, r.AbsentReleaseAfter)
-		rt.absentSince = r.AbsentSinceOrLastSeen()
-		if rt.absentSince.IsZero() {
-			rt.absentSince = time.Now() // a Lease that says nothing: from now
-		}
-		if err := rt.start(m.ctx); err != nil {
-			m.mu.Unlock()
-			m.log.Error("cannot restore handler", "handler", r.Handler, "error", err)
-			continue
-		}
-		m.handlers[r.Handler] = rt
-		m.mu.Unlock()
-		m.log.Info("restored handler from its lease", "handler", r.Handler, "absent_since", rt.absentSince)
 	}
+}
+
+// restoreBackoffMin and restoreBackoffMax bound the wait between two tries
+// to restore handlers.
+const (
+	restoreBackoffMin = 100 * time.Millisecond
+	restoreBackoffMax = 10 * time.Second
+)
+
+// restoreOne brings back one recorded handler. It returns an error only for
+// what a retry can fix.
+func (m *Manager) restoreOne(ctx context.Context, r presence.Record) error {
+	if r.Unreadable != nil && r.Bindings == nil {
+		m.log.Error("cannot restore handler: its lease is unreadable; 'broker release --handler' still finds its holds",
+			"handler", r.Handler, "error", r.Unreadable)
+		return nil
+	}
+	if r.Unreadable != nil {
+		m.log.Error("part of the handler's lease is unreadable; restoring what could be read",
+			"handler", r.Handler, "error", r.Unreadable)
+		if r.Grace <= 0 {
+			r.Grace = m.opts.Absence.Grace
+		}
+	}
+	var bindings []*binding.Binding
+	for _, pb := range r.Bindings {
+		b, err := m.opts.Compile(ctx, []*tetherv1.Binding{pb})
+		switch {
+		case err == nil:
+			bindings = append(bindings, b...)
+		case transient(err):
+			return fmt.Errorf("compiling binding %q: %w", pb.GetId(), err)
+		default:
+			m.log.Error("binding no longer compiles; the handler is restored without it",
+				"handler", r.Handler, "binding", pb.GetId(), "error", err)
+		}
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, ok := m.handlers[r.Handler]; ok {
+		return nil // an instance connected meanwhile
+	}
+	rt := newRuntime(m, r.Handler, bindings, binding.Fingerprint(bindings))
+	rt.declared = r.Bindings
+	rt.setLimits(r.Grace, r.AbsentReleaseAfter)
+	rt.absentSince = r.AbsentSinceOrLastSeen()
+	if rt.absentSince.IsZero() {
+		rt.absentSince = time.Now() // a Lease that says nothing: from now
+	}
+	if err := rt.start(m.ctx); err != nil {
+		if errors.Is(err, informer.ErrNotStarted) {
+			return err
+		}
+		m.log.Error("cannot restore handler", "handler", r.Handler, "error", err)
+		return nil
+	}
+	m.handlers[r.Handler] = rt
+	m.log.Info("restored handler from its lease", "handler", r.Handler, "absent_since", rt.absentSince,
+		"bindings", len(bindings), "recorded_bindings", len(r.Bindings))
+	return nil
+}
+
+// transient reports whether err is the API server not answering, rather
+// than an answer: a retry may succeed.
+func transient(err error) bool {
+	var ue *url.Error
+	return errors.As(err, &ue) || apierrors.IsServerTimeout(err) || apierrors.IsTimeout(err) ||
+		apierrors.IsTooManyRequests(err) || apierrors.IsServiceUnavailable(err) || apierrors.IsInternalError(err)
 }

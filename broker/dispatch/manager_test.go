@@ -3,13 +3,19 @@ package dispatch
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	kruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/kubernetes/fake"
+	clienttesting "k8s.io/client-go/testing"
 
 	"github.com/tether-dev/tether/broker/binding"
 	"github.com/tether-dev/tether/broker/informer"
+	"github.com/tether-dev/tether/broker/presence"
 	"github.com/tether-dev/tether/broker/resource"
 	"github.com/tether-dev/tether/broker/session"
 	tetherv1 "github.com/tether-dev/tether/proto/tether/v1"
@@ -48,5 +54,54 @@ func TestAttachWhileInformersStartIsRetried(t *testing.T) {
 			t.Fatal("the Manager did not start")
 		case <-tick.C:
 		}
+	}
+}
+
+// TestRestoreRetriesUntilTheLeasesCanBeRead: the API server failing the
+// first lists of Leases does not leave the recorded handlers forgotten, and
+// the broker is not synced (not ready) until they are restored.
+func TestRestoreRetriesUntilTheLeasesCanBeRead(t *testing.T) {
+	kube := fake.NewClientset()
+	store := &presence.Store{Client: kube, Namespace: "tether-system"}
+	if err := store.Put(context.Background(), presence.Record{Handler: "away", Grace: time.Minute,
+		AbsentSince: time.Now().Add(-time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	var fails atomic.Int32
+	fails.Store(3)
+	kube.PrependReactor("list", "leases", func(clienttesting.Action) (bool, kruntime.Object, error) {
+		if fails.Add(-1) >= 0 {
+			return true, nil, apierrors.NewServiceUnavailable("etcd is down")
+		}
+		return false, nil, nil
+	})
+	m := New(Options{
+		Informers: informer.New(informer.Options{}), Presence: store,
+		Compile: func(context.Context, []*tetherv1.Binding) ([]*binding.Binding, error) { return nil, nil },
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- m.Start(ctx) }()
+	defer func() {
+		cancel()
+		<-done
+	}()
+	deadline := time.After(10 * time.Second)
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for !m.Synced() {
+		select {
+		case <-deadline:
+			t.Fatal("not synced 10 s after the API server answered again")
+		case <-tick.C:
+		}
+	}
+	if fails.Load() >= 0 {
+		t.Fatalf("synced before the Leases could be read (%d failures left)", fails.Load()+1)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.handlers["away"] == nil {
+		t.Error("the recorded handler was not restored")
 	}
 }

@@ -3,6 +3,7 @@ package presence
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -50,6 +51,10 @@ type Record struct {
 	Resources []schema.GroupVersionResource
 	// Holder is the broker that wrote the record.
 	Holder string
+	// Unreadable says what of the Lease could not be decoded; the fields
+	// that could are still set (Handler always, Resources when they
+	// decoded), so that its holds can still be found and released.
+	Unreadable error
 }
 
 // AbsentSinceOrLastSeen is when the handler left: AbsentSince, or, when the
@@ -76,11 +81,7 @@ func (s *Store) List(ctx context.Context) ([]Record, error) {
 	}
 	out := make([]Record, 0, len(list.Items))
 	for i := range list.Items {
-		r, err := decode(&list.Items[i])
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, r)
+		out = append(out, decode(&list.Items[i]))
 	}
 	return out, nil
 }
@@ -151,10 +152,13 @@ func encode(l *coordinationv1.Lease, r Record) error {
 	return nil
 }
 
-func decode(l *coordinationv1.Lease) (Record, error) {
+// decode reads a Lease into a Record. A field that does not decode is
+// left out and named in Record.Unreadable; the others are kept.
+func decode(l *coordinationv1.Lease) Record {
 	r := Record{Handler: l.Labels[LabelHandler]}
-	bad := func(what string, err error) (Record, error) {
-		return Record{}, fmt.Errorf("reading lease %s/%s: %s: %w", l.Namespace, l.Name, what, err)
+	var errs []error
+	bad := func(what string, err error) {
+		errs = append(errs, fmt.Errorf("%s: %w", what, err))
 	}
 	if l.Spec.HolderIdentity != nil {
 		r.Holder = *l.Spec.HolderIdentity
@@ -166,46 +170,66 @@ func decode(l *coordinationv1.Lease) (Record, error) {
 	a := l.Annotations
 	if v := a[annInstances]; v != "" {
 		if r.Instances, err = strconv.Atoi(v); err != nil {
-			return bad(annInstances, err)
+			bad(annInstances, err)
 		}
 	}
 	if v := a[annAbsentSince]; v != "" {
 		if r.AbsentSince, err = time.Parse(time.RFC3339Nano, v); err != nil {
-			return bad(annAbsentSince, err)
+			bad(annAbsentSince, err)
 		}
 	}
 	if r.Grace, err = time.ParseDuration(a[annGrace]); err != nil {
-		return bad(annGrace, err)
+		bad(annGrace, err)
 	}
 	if r.AbsentReleaseAfter, err = time.ParseDuration(a[annAbsentReleaseAfter]); err != nil {
-		return bad(annAbsentReleaseAfter, err)
+		bad(annAbsentReleaseAfter, err)
+	}
+	if r.Bindings, err = decodeBindings(a[annBindings]); err != nil {
+		bad(annBindings, err)
+	}
+	if r.Resources, err = decodeResources(a[annResources]); err != nil {
+		bad(annResources, err)
+	}
+	if len(errs) > 0 {
+		r.Unreadable = fmt.Errorf("reading lease %s/%s: %w", l.Namespace, l.Name, errors.Join(errs...))
+	}
+	return r
+}
+
+func decodeBindings(v string) ([]*tetherv1.Binding, error) {
+	if v == "" {
+		return nil, nil
 	}
 	var raw []json.RawMessage
-	if v := a[annBindings]; v != "" {
-		if err := json.Unmarshal([]byte(v), &raw); err != nil {
-			return bad(annBindings, err)
-		}
+	if err := json.Unmarshal([]byte(v), &raw); err != nil {
+		return nil, err
 	}
+	out := make([]*tetherv1.Binding, 0, len(raw))
 	for _, j := range raw {
 		b := &tetherv1.Binding{}
 		if err := protojson.Unmarshal(j, b); err != nil {
-			return bad(annBindings, err)
+			return nil, err
 		}
-		r.Bindings = append(r.Bindings, b)
+		out = append(out, b)
 	}
-	for _, s := range strings.Split(a[annResources], ",") {
+	return out, nil
+}
+
+func decodeResources(v string) ([]schema.GroupVersionResource, error) {
+	var out []schema.GroupVersionResource
+	for _, s := range strings.Split(v, ",") {
 		if s == "" {
 			continue
 		}
 		parts := strings.SplitN(s, ".", 3)
 		if len(parts) < 2 {
-			return bad(annResources, fmt.Errorf("%q is not resource.version.group", s))
+			return out, fmt.Errorf("%q is not resource.version.group", s)
 		}
 		gvr := schema.GroupVersionResource{Resource: parts[0], Version: parts[1]}
 		if len(parts) == 3 {
 			gvr.Group = parts[2]
 		}
-		r.Resources = append(r.Resources, gvr)
+		out = append(out, gvr)
 	}
-	return r, nil
+	return out, nil
 }

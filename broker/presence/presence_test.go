@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"google.golang.org/protobuf/proto"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes/fake"
 
@@ -55,5 +56,40 @@ func TestLastSeenStandsInWhenTheBrokerDiedWithTheHandlerConnected(t *testing.T) 
 	r := Record{Instances: 1, LastSeen: seen}
 	if !r.AbsentSinceOrLastSeen().Equal(seen) {
 		t.Errorf("AbsentSinceOrLastSeen = %v, want the last renewal %v", r.AbsentSinceOrLastSeen(), seen)
+	}
+}
+
+// TestAnUndecodableLeaseKeepsWhatItCan: one Lease with broken bindings does
+// not hide the others, and still names its handler and resources, so that
+// its holds can be found and released.
+func TestAnUndecodableLeaseKeepsWhatItCan(t *testing.T) {
+	ctx := context.Background()
+	s := &Store{Client: fake.NewClientset(), Namespace: "tether-system"}
+	for _, h := range []string{"good", "broken"} {
+		if err := s.Put(ctx, Record{Handler: h, Grace: time.Second,
+			Resources: []schema.GroupVersionResource{{Version: "v1", Resource: "secrets"}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	leases := s.Client.CoordinationV1().Leases(s.Namespace)
+	l, err := leases.Get(ctx, LeaseName("broken"), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Annotations[annBindings] = "{not json"
+	if _, err := leases.Update(ctx, l, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.List(ctx)
+	if err != nil || len(got) != 2 {
+		t.Fatalf("List = %v, %v; want both records", got, err)
+	}
+	for _, r := range got {
+		switch {
+		case r.Handler == "good" && r.Unreadable != nil:
+			t.Errorf("good: %v", r.Unreadable)
+		case r.Handler == "broken" && (r.Unreadable == nil || len(r.Resources) != 1):
+			t.Errorf("broken: unreadable %v, resources %v; want an error and its resource", r.Unreadable, r.Resources)
+		}
 	}
 }

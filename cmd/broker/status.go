@@ -95,6 +95,9 @@ func status(args []string, stdout, stderr io.Writer) error {
 }
 
 func state(r presence.Record, now time.Time) string {
+	if r.Unreadable != nil {
+		return fmt.Sprintf("unreadable lease (%v)", r.Unreadable)
+	}
 	if r.Instances > 0 {
 		if stale := now.Sub(r.LastSeen); stale > 30*time.Second {
 			return fmt.Sprintf("present? (not renewed for %v: is the broker running?)", stale.Round(time.Second))
