@@ -3,6 +3,7 @@ package dispatch
 import (
 	"context"
 	"errors"
+	"slices"
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -67,7 +68,7 @@ func (rt *runtime) presenceLoop(ctx context.Context) {
 		rec := presence.Record{
 			Handler: rt.name, Instances: len(rt.instances), AbsentSince: rt.absentSince,
 			Grace: rt.grace, AbsentReleaseAfter: rt.absentAfter, Bindings: rt.declared,
-			Resources: rt.resources(), Holder: rt.m.opts.Identity, LastSeen: written.LastSeen,
+			Resources: rt.resources(), Sweep: slices.Clone(rt.sweep), Holder: rt.m.opts.Identity, LastSeen: written.LastSeen,
 		}
 		renewEvery := min(max(rt.grace/3, time.Second), 10*time.Second)
 		next := renewEvery
@@ -112,7 +113,8 @@ func (rt *runtime) presenceLoop(ctx context.Context) {
 
 func changedRecord(a, b presence.Record) bool {
 	return a.Instances != b.Instances || !a.AbsentSince.Equal(b.AbsentSince) || !a.LastSeen.Equal(b.LastSeen) ||
-		a.Grace != b.Grace || a.AbsentReleaseAfter != b.AbsentReleaseAfter || len(a.Bindings) != len(b.Bindings)
+		a.Grace != b.Grace || a.AbsentReleaseAfter != b.AbsentReleaseAfter || len(a.Bindings) != len(b.Bindings) ||
+		len(a.Sweep) != len(b.Sweep)
 }
 
 func (rt *runtime) writePresence(ctx context.Context, rec presence.Record) {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
 
@@ -229,17 +230,20 @@ func (m *Manager) Attach(_ context.Context, in *session.Instance, hello *tetherv
 	grace, absentAfter := m.opts.Absence.For(hello.GetGrace(), hello.GetAbsentReleaseAfter())
 	fp := binding.Fingerprint(bindings)
 	rt := m.handlers[in.Handler]
+	var sweep []presence.Scope
 	if rt != nil && rt.fingerprint != fp {
 		if n := rt.instanceCount(); n > 0 {
 			return session.Attachment{}, fmt.Errorf("%w: its bindings differ from those of the %d connected instance(s); "+
 				"it is accepted once they have left, as in a rollout to new bindings", session.ErrTryLater, n)
 		}
 		rt.stop()
+		sweep = dropped(rt.bindings, rt.sweep, bindings)
 		rt = nil
 	}
 	if rt == nil {
 		rt = newRuntime(m, in.Handler, bindings, fp)
 		rt.declared = hello.GetBindings()
+		rt.sweep = sweep
 		if err := rt.start(m.ctx); err != nil {
 			if errors.Is(err, informer.ErrNotStarted) {
 				err = fmt.Errorf("%w: the broker is starting", session.ErrTryLater)
@@ -316,6 +320,7 @@ func (m *Manager) restoreOne(ctx context.Context, r presence.Record) error {
 		}
 	}
 	var bindings []*binding.Binding
+	sweep := r.Sweep
 	for _, pb := range r.Bindings {
 		b, err := m.opts.Compile(ctx, []*tetherv1.Binding{pb})
 		switch {
@@ -324,8 +329,12 @@ func (m *Manager) restoreOne(ctx context.Context, r presence.Record) error {
 		case transient(err):
 			return fmt.Errorf("compiling binding %q: %w", pb.GetId(), err)
 		default:
-			m.log.Error("binding no longer compiles; the handler is restored without it",
+			m.log.Error("binding no longer compiles; the handler is restored without it, and its holds there are swept",
 				"handler", r.Handler, "binding", pb.GetId(), "error", err)
+			if res := pb.GetResource(); res.GetResource() != "" && res.GetVersion() != "" {
+				gvr := schema.GroupVersionResource{Group: res.GetGroup(), Version: res.GetVersion(), Resource: res.GetResource()}
+				sweep = append(sweep, presence.Scope{Resource: gvr, Namespaces: pb.GetNamespaces()})
+			}
 		}
 	}
 	m.mu.Lock()
@@ -335,6 +344,7 @@ func (m *Manager) restoreOne(ctx context.Context, r presence.Record) error {
 	}
 	rt := newRuntime(m, r.Handler, bindings, binding.Fingerprint(bindings))
 	rt.declared = r.Bindings
+	rt.sweep = dropped(nil, sweep, bindings)
 	rt.setLimits(r.Grace, r.AbsentReleaseAfter)
 	rt.absentSince = r.AbsentSinceOrLastSeen()
 	if rt.absentSince.IsZero() {

@@ -19,6 +19,7 @@ import (
 	"github.com/tether-dev/tether/broker/binding"
 	"github.com/tether-dev/tether/broker/contract"
 	"github.com/tether-dev/tether/broker/informer"
+	"github.com/tether-dev/tether/broker/presence"
 	"github.com/tether-dev/tether/broker/resource"
 	"github.com/tether-dev/tether/broker/session"
 	"github.com/tether-dev/tether/broker/timer"
@@ -45,6 +46,9 @@ type runtime struct {
 
 	// declared are the bindings as the handler declared them, for its Lease.
 	declared     []*tetherv1.Binding
+	// sweep are the scopes the handler dropped that are still to be swept
+	// of its holds (sweep.go); under mu once started.
+	sweep []presence.Scope
 	presenceWake chan struct{}
 
 	mu        sync.Mutex
@@ -103,6 +107,7 @@ func (rt *runtime) start(parent context.Context) error {
 		})
 	}
 	rt.wg.Go(func() { rt.presenceLoop(ctx) })
+	rt.wg.Go(func() { rt.sweepLoop(ctx) })
 	// Shut the queue down when ctx ends so idle workers return from Get.
 	rt.wg.Go(func() {
 		<-ctx.Done()

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -29,6 +30,7 @@ const (
 	annAbsentReleaseAfter = "tether.dev/absent-release-after"
 	annBindings           = "tether.dev/bindings"
 	annResources          = "tether.dev/resources"
+	annSweep              = "tether.dev/sweep"
 )
 
 // LeaseName is the Lease of a handler.
@@ -49,12 +51,40 @@ type Record struct {
 	Bindings []*tetherv1.Binding
 	// Resources are the resources the bindings resolved to.
 	Resources []schema.GroupVersionResource
+	// Sweep are the scopes the handler's bindings no longer cover but where
+	// it may still hold objects (it dropped a resource or namespaces): they
+	// are swept of its holds, and kept here until a sweep finds none left,
+	// so that neither a broker restart nor `broker release` loses them.
+	Sweep []Scope
 	// Holder is the broker that wrote the record.
 	Holder string
 	// Unreadable says what of the Lease could not be decoded; the fields
 	// that could are still set (Handler always, Resources when they
 	// decoded), so that its holds can still be found and released.
 	Unreadable error
+}
+
+// Scope is a resource in some namespaces (none: all of them).
+type Scope struct {
+	Resource   schema.GroupVersionResource
+	Namespaces []string
+}
+
+type scopeJSON struct {
+	Resource   string   `json:"resource"`
+	Namespaces []string `json:"namespaces,omitempty"`
+}
+
+// HeldResources are the resources where the handler may hold objects: its
+// bindings' and those of its sweep.
+func (r Record) HeldResources() []schema.GroupVersionResource {
+	out := slices.Clone(r.Resources)
+	for _, sc := range r.Sweep {
+		if !slices.Contains(out, sc.Resource) {
+			out = append(out, sc.Resource)
+		}
+	}
+	return out
 }
 
 // AbsentSinceOrLastSeen is when the handler left: AbsentSince, or, when the
@@ -146,10 +176,27 @@ func encode(l *coordinationv1.Lease, r Record) error {
 	l.Annotations[annBindings] = string(bs)
 	res := make([]string, 0, len(r.Resources))
 	for _, gvr := range r.Resources {
-		res = append(res, gvr.Resource+"."+gvr.Version+"."+gvr.Group)
+		res = append(res, encodeResource(gvr))
 	}
 	l.Annotations[annResources] = strings.Join(res, ",")
+	if len(r.Sweep) == 0 {
+		delete(l.Annotations, annSweep)
+		return nil
+	}
+	sw := make([]scopeJSON, 0, len(r.Sweep))
+	for _, sc := range r.Sweep {
+		sw = append(sw, scopeJSON{Resource: encodeResource(sc.Resource), Namespaces: sc.Namespaces})
+	}
+	js, err := json.Marshal(sw)
+	if err != nil {
+		return fmt.Errorf("encoding the sweep of %s: %w", r.Handler, err)
+	}
+	l.Annotations[annSweep] = string(js)
 	return nil
+}
+
+func encodeResource(gvr schema.GroupVersionResource) string {
+	return gvr.Resource + "." + gvr.Version + "." + gvr.Group
 }
 
 // decode reads a Lease into a Record. A field that does not decode is
@@ -190,6 +237,9 @@ func decode(l *coordinationv1.Lease) Record {
 	if r.Resources, err = decodeResources(a[annResources]); err != nil {
 		bad(annResources, err)
 	}
+	if r.Sweep, err = decodeSweep(a[annSweep]); err != nil {
+		bad(annSweep, err)
+	}
 	if len(errs) > 0 {
 		r.Unreadable = fmt.Errorf("reading lease %s/%s: %w", l.Namespace, l.Name, errors.Join(errs...))
 	}
@@ -221,15 +271,42 @@ func decodeResources(v string) ([]schema.GroupVersionResource, error) {
 		if s == "" {
 			continue
 		}
-		parts := strings.SplitN(s, ".", 3)
-		if len(parts) < 2 {
-			return out, fmt.Errorf("%q is not resource.version.group", s)
-		}
-		gvr := schema.GroupVersionResource{Resource: parts[0], Version: parts[1]}
-		if len(parts) == 3 {
-			gvr.Group = parts[2]
+		gvr, err := decodeResource(s)
+		if err != nil {
+			return out, err
 		}
 		out = append(out, gvr)
+	}
+	return out, nil
+}
+
+func decodeResource(s string) (schema.GroupVersionResource, error) {
+	parts := strings.SplitN(s, ".", 3)
+	if len(parts) < 2 {
+		return schema.GroupVersionResource{}, fmt.Errorf("%q is not resource.version.group", s)
+	}
+	gvr := schema.GroupVersionResource{Resource: parts[0], Version: parts[1]}
+	if len(parts) == 3 {
+		gvr.Group = parts[2]
+	}
+	return gvr, nil
+}
+
+func decodeSweep(v string) ([]Scope, error) {
+	if v == "" {
+		return nil, nil
+	}
+	var sw []scopeJSON
+	if err := json.Unmarshal([]byte(v), &sw); err != nil {
+		return nil, err
+	}
+	out := make([]Scope, 0, len(sw))
+	for _, sc := range sw {
+		gvr, err := decodeResource(sc.Resource)
+		if err != nil {
+			return out, err
+		}
+		out = append(out, Scope{Resource: gvr, Namespaces: sc.Namespaces})
 	}
 	return out, nil
 }

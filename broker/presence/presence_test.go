@@ -2,6 +2,7 @@ package presence
 
 import (
 	"context"
+	"reflect"
 	"testing"
 	"time"
 
@@ -22,7 +23,9 @@ func TestRecordRoundTripsThroughItsLease(t *testing.T) {
 		Bindings: []*tetherv1.Binding{{Id: "tick", Kind: tetherv1.BindingKind_BINDING_KIND_TIMER,
 			Resource: &tetherv1.Resource{Version: "v1", Resource: "secrets"}, Retries: proto.Int32(3)}},
 		Resources: []schema.GroupVersionResource{{Version: "v1", Resource: "secrets"}, {Group: "test.tether.dev", Version: "v1", Resource: "widgets"}},
-		Holder:    "broker-0",
+		Sweep: []Scope{{Resource: schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}, Namespaces: []string{"a", "b"}},
+			{Resource: schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}}},
+		Holder: "broker-0",
 	}
 	if err := s.Put(ctx, want); err != nil {
 		t.Fatal(err)
@@ -45,6 +48,9 @@ func TestRecordRoundTripsThroughItsLease(t *testing.T) {
 	}
 	if len(g.Resources) != 2 || g.Resources[0] != want.Resources[0] || g.Resources[1] != want.Resources[1] {
 		t.Errorf("resources = %v", g.Resources)
+	}
+	if !reflect.DeepEqual(g.Sweep, want.Sweep) {
+		t.Errorf("sweep = %+v, want %+v", g.Sweep, want.Sweep)
 	}
 	if !g.AbsentSinceOrLastSeen().Equal(want.AbsentSince) {
 		t.Errorf("AbsentSinceOrLastSeen = %v", g.AbsentSinceOrLastSeen())

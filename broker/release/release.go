@@ -63,7 +63,7 @@ func Run(ctx context.Context, opts Options) ([]Released, error) {
 			continue
 		}
 		found = append(found, r.Handler)
-		for _, gvr := range r.Resources {
+		for _, gvr := range r.HeldResources() {
 			rel, err := releaseResource(ctx, opts, r.Handler, gvr)
 			out = append(out, rel...)
 			if err != nil {
@@ -95,7 +95,7 @@ func releaseResource(ctx context.Context, opts Options, handler string, gvr sche
 			continue
 		}
 		if !opts.DryRun {
-			if err := removeHold(ctx, ri, obj, handler); err != nil {
+			if err := Remove(ctx, ri, obj, handler); err != nil {
 				return out, err
 			}
 			if opts.Event != nil {
@@ -115,9 +115,9 @@ func releaseResource(ctx context.Context, opts Options, handler string, gvr sche
 	return out, nil
 }
 
-// removeHold takes one hold off obj, re-reading it when the guard finds it
-// changed.
-func removeHold(ctx context.Context, ri dynamic.NamespaceableResourceInterface, obj *unstructured.Unstructured, handler string) error {
+// Remove takes one handler's hold off obj, re-reading it when the guard
+// finds it changed; an object already gone is not an error.
+func Remove(ctx context.Context, ri dynamic.NamespaceableResourceInterface, obj *unstructured.Unstructured, handler string) error {
 	return retry.OnError(retry.DefaultBackoff, apierrors.IsInvalid, func() error {
 		var p jsonpatch.Patch
 		p.Test("/metadata/uid", string(obj.GetUID()))

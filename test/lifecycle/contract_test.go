@@ -171,3 +171,31 @@ func TestRolloutToNewBindings(t *testing.T) {
 		t.Error("the object went without v2's delete")
 	}
 }
+
+// TestNarrowedBindingsReleaseWhatTheyDropped: a handler comes back binding
+// one namespace of the two it held objects in. It no longer watches the
+// other, so no informer would show those objects again: the broker sweeps
+// the dropped namespace and releases them (rule 3e), and keeps the rest.
+func TestNarrowedBindingsReleaseWhatTheyDropped(t *testing.T) {
+	cp := controlplane.Get(t)
+	dyn := cp.EnsureWidgetCRD(t)
+	kept, droppedNS := cp.Namespace(t), cp.Namespace(t)
+	addr := startBroker(t, cp, withAbsence(time.Minute, time.Hour))
+	v1 := startHandlerProcess(t, addr, "narrowed", kept+","+droppedNS)
+	createHeld(t, cp, kept, "narrowed", "a")
+	createHeld(t, cp, droppedNS, "narrowed", "b")
+	if err := v1.terminate(); err != nil {
+		t.Fatalf("v1 did not stop cleanly: %v", err)
+	}
+
+	startHandlerProcess(t, addr, "narrowed", kept)
+	waitObject(t, dyn, widgetGVR, droppedNS, "b", "released from the dropped namespace", func(o *unstructured.Unstructured) bool {
+		return o != nil && !hold.Has(o, "narrowed")
+	})
+	eventually(t, "an Event naming rule 3e", func() bool { return hasEvent(t, cp, droppedNS, "b", "HoldReleased", "rule 3e") })
+	if obj := get(t, dyn, widgetGVR, kept, "a"); !hold.Has(obj, "narrowed") {
+		t.Errorf("the hold in the namespace still bound went: %v", obj.GetFinalizers())
+	}
+	del(t, dyn, widgetGVR, droppedNS, "b")
+	waitObject(t, dyn, widgetGVR, droppedNS, "b", "gone", gone)
+}

@@ -26,7 +26,7 @@ import (
 func main() {
 	addr := flag.String("broker", "127.0.0.1:7443", "broker address")
 	name := flag.String("name", "testhandler", "handler name")
-	ns := flag.String("namespace", "", "namespace to bind (default all)")
+	ns := flag.String("namespace", "", "namespaces to bind, comma-separated (default all)")
 	strict := flag.Bool("strict", false, "the delete binding is STRICT")
 	delay := flag.Duration("delay", 0, "how long each create takes")
 	instance := flag.String("instance", "", "instance id (default: the SDK's)")
@@ -48,7 +48,7 @@ func main() {
 	widgets := sdk.GVR("test.tether.dev", "v1", "widgets")
 	var bopts []sdk.BindingOption
 	if *ns != "" {
-		bopts = append(bopts, sdk.Namespaces(*ns))
+		bopts = append(bopts, sdk.Namespaces(strings.Split(*ns, ",")...))
 	}
 	if *labels != "" {
 		bopts = append(bopts, sdk.Labels(*labels))

@@ -1,0 +1,180 @@
+package dispatch
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/tether-dev/tether/broker/binding"
+	"github.com/tether-dev/tether/broker/hold"
+	"github.com/tether-dev/tether/broker/metrics"
+	"github.com/tether-dev/tether/broker/presence"
+	"github.com/tether-dev/tether/broker/release"
+)
+
+// A handler that comes back with narrower bindings (a resource dropped,
+// fewer namespaces) no longer watches objects it may still hold there; no
+// informer would ever show them to it, so rule 3e could not release them.
+// The runtime sweeps such scopes instead: it lists them, releases the
+// handler's holds on the objects its bindings no longer cover (paced by the
+// release limiter), and keeps each scope in the handler's Lease until a
+// sweep finds none left, so that a restart or `broker release` still finds
+// those holds.
+
+// scopeOf is where bindings watch objects, by resource: the namespaces, or
+// nil for all of them.
+func scopeOf(bs []*binding.Binding) map[schema.GroupVersionResource][]string {
+	out := map[schema.GroupVersionResource][]string{}
+	for _, k := range informerKeys(bs) {
+		if k.Namespace == "" {
+			out[k.Resource] = nil
+			continue
+		}
+		if nss, ok := out[k.Resource]; !ok || nss != nil {
+			out[k.Resource] = append(nss, k.Namespace)
+		}
+	}
+	return out
+}
+
+// covers reports whether scope watches namespace ns of gvr.
+func covers(scope map[schema.GroupVersionResource][]string, gvr schema.GroupVersionResource, ns string) bool {
+	nss, ok := scope[gvr]
+	return ok && (nss == nil || slices.Contains(nss, ns))
+}
+
+// dropped is what of the scopes old and sweep the new bindings no longer
+// cover: the scopes to sweep.
+func dropped(old []*binding.Binding, sweep []presence.Scope, now []*binding.Binding) []presence.Scope {
+	scopes := slices.Clone(sweep)
+	for gvr, nss := range scopeOf(old) {
+		scopes = append(scopes, presence.Scope{Resource: gvr, Namespaces: nss})
+	}
+	next := scopeOf(now)
+	merged := map[schema.GroupVersionResource][]string{}
+	for _, sc := range scopes {
+		nss, ok := next[sc.Resource]
+		if ok && nss == nil {
+			continue // all of it is watched
+		}
+		var left []string
+		if len(sc.Namespaces) > 0 {
+			left = slices.DeleteFunc(slices.Clone(sc.Namespaces), func(ns string) bool { return ok && slices.Contains(nss, ns) })
+			if len(left) == 0 {
+				continue
+			}
+		}
+		prev, seen := merged[sc.Resource]
+		switch {
+		case !seen:
+			merged[sc.Resource] = left
+		case prev == nil || left == nil:
+			merged[sc.Resource] = nil
+		default:
+			for _, ns := range left {
+				if !slices.Contains(prev, ns) {
+					prev = append(prev, ns)
+				}
+			}
+			merged[sc.Resource] = prev
+		}
+	}
+	out := make([]presence.Scope, 0, len(merged))
+	for gvr, nss := range merged {
+		slices.Sort(nss)
+		out = append(out, presence.Scope{Resource: gvr, Namespaces: nss})
+	}
+	slices.SortFunc(out, func(a, b presence.Scope) int { return compareGVR(a.Resource, b.Resource) })
+	return out
+}
+
+func compareGVR(a, b schema.GroupVersionResource) int {
+	return cmp.Or(cmp.Compare(a.Group, b.Group), cmp.Compare(a.Resource, b.Resource), cmp.Compare(a.Version, b.Version))
+}
+
+// sweepRetry is how soon a sweep that failed (the API server not
+// answering) is tried again.
+const sweepRetry = 5 * time.Second
+
+// sweepLoop sweeps the runtime's dropped scopes, one after the other,
+// until none is left or ctx ends.
+func (rt *runtime) sweepLoop(ctx context.Context) {
+	for {
+		rt.mu.Lock()
+		var sc presence.Scope
+		left := len(rt.sweep) > 0
+		if left {
+			sc = rt.sweep[0]
+		}
+		rt.mu.Unlock()
+		if !left {
+			return
+		}
+		n, err := rt.sweepScope(ctx, sc)
+		if ctx.Err() != nil {
+			return
+		}
+		if err != nil {
+			rt.log.Warn("cannot sweep a dropped scope; retrying", "resource", sc.Resource, "namespaces", sc.Namespaces,
+				"error", err, "delay", sweepRetry)
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(sweepRetry):
+			}
+			continue
+		}
+		rt.log.Info("swept a scope the handler dropped", "resource", sc.Resource, "namespaces", sc.Namespaces, "released", n)
+		rt.mu.Lock()
+		rt.sweep = rt.sweep[1:]
+		rt.pokePresence()
+		rt.mu.Unlock()
+	}
+}
+
+// sweepScope releases the handler's holds in sc on the objects its bindings
+// no longer cover, and returns how many it released.
+func (rt *runtime) sweepScope(ctx context.Context, sc presence.Scope) (int, error) {
+	scope := scopeOf(rt.bindings)
+	nss := sc.Namespaces
+	if len(nss) == 0 {
+		nss = []string{metav1.NamespaceAll}
+	}
+	ri := rt.m.opts.Client.Resource(sc.Resource)
+	released := 0
+	for _, ns := range nss {
+		list, err := ri.Namespace(ns).List(ctx, metav1.ListOptions{})
+		if apierrors.IsNotFound(err) {
+			continue // the resource is gone (a CRD removed), and its objects with it
+		}
+		if err != nil {
+			return released, fmt.Errorf("listing %s in %q: %w", sc.Resource.Resource, ns, err)
+		}
+		for i := range list.Items {
+			obj := &list.Items[i]
+			if !hold.Has(obj, rt.name) || covers(scope, sc.Resource, obj.GetNamespace()) {
+				continue
+			}
+			at := rt.m.opts.ReleaseLimiter.reserve(time.Now())
+			select {
+			case <-ctx.Done():
+				return released, ctx.Err()
+			case <-time.After(time.Until(at)):
+			}
+			if err := release.Remove(ctx, ri, obj, rt.name); err != nil {
+				return released, fmt.Errorf("releasing %s %s/%s: %w", sc.Resource.Resource, obj.GetNamespace(), obj.GetName(), err)
+			}
+			released++
+			rt.m.opts.Metrics.HoldReleased(rt.name, metrics.ReleaseNoLongerMatching)
+			rt.m.opts.Recorder.Event(obj, false, "HoldReleased", fmt.Sprintf(
+				"handler %q no longer binds %s in this namespace: released (rule 3e)", rt.name, sc.Resource.Resource))
+		}
+	}
+	return released, nil
+}
