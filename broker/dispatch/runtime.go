@@ -45,10 +45,10 @@ type runtime struct {
 	wg     sync.WaitGroup
 
 	// declared are the bindings as the handler declared them, for its Lease.
-	declared     []*tetherv1.Binding
+	declared []*tetherv1.Binding
 	// sweep are the scopes the handler dropped that are still to be swept
 	// of its holds (sweep.go); under mu once started.
-	sweep []presence.Scope
+	sweep        []presence.Scope
 	presenceWake chan struct{}
 
 	mu        sync.Mutex
