@@ -286,7 +286,17 @@ func (b *Broker) Start(ctx context.Context) error {
 	setServing(healthpb.HealthCheckResponse_NOT_SERVING)
 	// lead is the work of the replica that leads: watching, dispatching and
 	// writing. Followers only serve gRPC, to refuse Connect with Unavailable.
+	var uninstallErr error
 	lead := func(lctx context.Context) {
+		if b.uninstallUnderWay(lctx, kube) {
+			// The replica that led before began an uninstall: finish it, and
+			// never dispatch (which would add holds back).
+			b.log.Info("another replica began uninstalling the broker: finishing the uninstall and exiting")
+			closeOnce(uninstalling)
+			stopServing()
+			uninstallErr = b.uninstall(dyn, store, nil, recorder, adm)
+			return
+		}
 		w, wctx := errgroup.WithContext(lctx)
 		w.Go(func() error { return informers.Start(wctx) })
 		w.Go(func() error { return dispatcher.Start(wctx) })
@@ -298,7 +308,8 @@ func (b *Broker) Start(ctx context.Context) error {
 		if b.opts.Deployment != "" {
 			w.Go(func() error {
 				if watchUninstall(wctx, kube, b.opts.Namespace, b.opts.Deployment, b.log) {
-					close(uninstalling)
+					b.markUninstall(kube)
+					closeOnce(uninstalling)
 					stopServing()
 				}
 				return nil
@@ -307,6 +318,13 @@ func (b *Broker) Start(ctx context.Context) error {
 		setServing(healthpb.HealthCheckResponse_SERVING)
 		_ = w.Wait()
 		setServing(healthpb.HealthCheckResponse_NOT_SERVING)
+		select {
+		case <-uninstalling:
+			// Still leading: no other replica takes over and adds holds
+			// back while they are being released.
+			uninstallErr = b.uninstall(dyn, store, dispatcher.Known(), recorder, adm)
+		default:
+		}
 	}
 	g, gctx := errgroup.WithContext(serveCtx)
 	if le := b.opts.LeaderElection; le.Enabled {
@@ -335,19 +353,14 @@ func (b *Broker) Start(ctx context.Context) error {
 		stopGracefully(srv, 5*time.Second)
 		return nil
 	})
-	err = g.Wait()
-	select {
-	case <-uninstalling:
-		err = b.uninstall(dyn, store, recorder, adm)
-	default:
-	}
+	err = errors.Join(g.Wait(), uninstallErr)
 	b.log.Info("broker stopped")
 	return err
 }
 
 // uninstall releases every hold the broker owns (rule 3f). It runs after
 // the dispatcher stopped, so nothing adds a hold back.
-func (b *Broker) uninstall(dyn dynamic.Interface, store *presence.Store, recorder *eventRecorder, adm *admissionParts) error {
+func (b *Broker) uninstall(dyn dynamic.Interface, store *presence.Store, known []presence.Record, recorder *eventRecorder, adm *admissionParts) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	if adm != nil {
@@ -361,7 +374,7 @@ func (b *Broker) uninstall(dyn dynamic.Interface, store *presence.Store, recorde
 	}
 	b.log.Info("the broker's Deployment is being deleted: releasing every hold before exiting")
 	released, err := release.Run(ctx, release.Options{
-		Client: dyn, Presence: store, Log: b.log.Named("release"),
+		Client: dyn, Presence: store, Known: known, Log: b.log.Named("release"),
 		Event: func(obj *unstructured.Unstructured, handler string) {
 			b.metrics.HoldReleased(handler, metrics.ReleaseUninstall)
 			recorder.Event(obj, false, "HoldReleased",

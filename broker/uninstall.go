@@ -7,12 +7,14 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	appsv1 "k8s.io/api/apps/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/retry"
 )
 
 // watchUninstall watches the broker's own Deployment and reports true once
@@ -90,4 +92,80 @@ func ensureNamespace(ctx context.Context, kube kubernetes.Interface, name string
 
 func metaFor(name, namespace string) metav1.ObjectMeta {
 	return metav1.ObjectMeta{Name: name, Namespace: namespace}
+}
+
+// uninstallMarker is a Lease in the broker's namespace that the leader
+// renews when it begins an uninstall, naming its Deployment. With leader
+// election, the replica that leads next finds it and finishes the uninstall
+// instead of dispatching: by then the Deployment may be gone, and a
+// Deployment never seen is otherwise not taken as an uninstall (a wrong
+// --deployment must not release anything). The marker is never deleted (the
+// broker has no delete on Leases); it counts only when recent and for the
+// same Deployment.
+const uninstallMarker = "tether-broker-uninstalling"
+
+// uninstallMarkerTTL is how long a marker counts: an uninstall ends within
+// the Pod's termination grace period, well inside it.
+const uninstallMarkerTTL = 10 * time.Minute
+
+const annUninstallDeployment = "tether.dev/deployment"
+
+// markUninstall renews the uninstall marker; failing to is logged, since
+// the uninstall goes on regardless.
+func (b *Broker) markUninstall(kube kubernetes.Interface) {
+	if !b.opts.LeaderElection.Enabled {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	leases := kube.CoordinationV1().Leases(b.opts.Namespace)
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		l, err := leases.Get(ctx, uninstallMarker, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			l = &coordinationv1.Lease{ObjectMeta: metaFor(uninstallMarker, b.opts.Namespace)}
+		} else if err != nil {
+			return err
+		}
+		holder, now := b.opts.Identity, metav1.NewMicroTime(time.Now())
+		l.Spec.HolderIdentity, l.Spec.RenewTime = &holder, &now
+		metav1.SetMetaDataAnnotation(&l.ObjectMeta, annUninstallDeployment, b.opts.Deployment)
+		if l.ResourceVersion == "" {
+			_, err = leases.Create(ctx, l, metav1.CreateOptions{})
+		} else {
+			_, err = leases.Update(ctx, l, metav1.UpdateOptions{})
+		}
+		return err
+	})
+	if err != nil {
+		b.log.Warn("cannot mark the uninstall for the other replicas", "error", err)
+	}
+}
+
+// uninstallUnderWay reports whether another replica began an uninstall that
+// the cluster still confirms: a recent marker for this Deployment, and the
+// Deployment being deleted or gone.
+func (b *Broker) uninstallUnderWay(ctx context.Context, kube kubernetes.Interface) bool {
+	if !b.opts.LeaderElection.Enabled || b.opts.Deployment == "" {
+		return false
+	}
+	l, err := kube.CoordinationV1().Leases(b.opts.Namespace).Get(ctx, uninstallMarker, metav1.GetOptions{})
+	if err != nil {
+		if !apierrors.IsNotFound(err) {
+			b.log.Warn("cannot read the uninstall marker", "error", err)
+		}
+		return false
+	}
+	if l.Annotations[annUninstallDeployment] != b.opts.Deployment || l.Spec.RenewTime == nil ||
+		time.Since(l.Spec.RenewTime.Time) > uninstallMarkerTTL {
+		return false // an earlier uninstall, of a Deployment installed again since
+	}
+	d, err := kube.AppsV1().Deployments(b.opts.Namespace).Get(ctx, b.opts.Deployment, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return true
+	case err != nil:
+		b.log.Warn("cannot read the broker's Deployment", "error", err)
+		return false
+	}
+	return d.DeletionTimestamp != nil
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -136,6 +137,8 @@ type Manager struct {
 	mu       sync.Mutex
 	ctx      context.Context
 	handlers map[string]*runtime
+	// known is what Known returns once Start has returned.
+	known []presence.Record
 	// restored: the handlers recorded in Leases were brought back.
 	restored atomic.Bool
 	// accepting is when this broker, restored and synced, could first
@@ -189,11 +192,35 @@ func (m *Manager) Start(ctx context.Context) error {
 	m.mu.Lock()
 	handlers := m.handlers
 	m.handlers = map[string]*runtime{}
+	m.known = m.knownLocked(handlers)
 	m.mu.Unlock()
 	for _, rt := range handlers {
 		rt.stop()
 	}
 	return nil
+}
+
+// Known returns what the Manager knows of each handler's holds: its name
+// and the resources where it may hold objects. After Start returned, it is
+// what was known when it stopped. An uninstall uses it besides the Leases,
+// which may be gone with the broker's namespace.
+func (m *Manager) Known() []presence.Record {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if len(m.handlers) == 0 {
+		return m.known
+	}
+	return m.knownLocked(m.handlers)
+}
+
+func (m *Manager) knownLocked(handlers map[string]*runtime) []presence.Record {
+	out := make([]presence.Record, 0, len(handlers))
+	for name, rt := range handlers {
+		rt.mu.Lock()
+		out = append(out, presence.Record{Handler: name, Resources: rt.resources(), Sweep: slices.Clone(rt.sweep)})
+		rt.mu.Unlock()
+	}
+	return out
 }
 
 // awaitAccepting waits until every handler's informers have handed over

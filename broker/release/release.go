@@ -2,10 +2,11 @@ package release
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
-	"sort"
 
 	"github.com/hashicorp/go-hclog"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -27,6 +28,10 @@ type Options struct {
 	Presence *presence.Store
 	// Handlers to release; empty means every handler with a Lease.
 	Handlers []string
+	// Known are records of handlers from elsewhere than the Leases (the
+	// running broker's memory), merged with them: a Lease deleted with the
+	// broker's namespace must not hide a handler's holds.
+	Known []presence.Record
 	// Out gets one line per released object; nil prints nothing.
 	Out io.Writer
 	// Event, when set, is told about each release (to post an Event).
@@ -52,22 +57,41 @@ func Run(ctx context.Context, opts Options) ([]Released, error) {
 		log = hclog.NewNullLogger()
 	}
 	records, err := opts.Presence.List(ctx)
-	if err != nil {
+	if err != nil && len(opts.Known) == 0 {
 		return nil, err
 	}
-	sort.Slice(records, func(i, j int) bool { return records[i].Handler < records[j].Handler })
+	var errs []error
+	if err != nil {
+		errs = append(errs, err)
+		log.Warn("cannot read the presence Leases; releasing what the broker knows", "error", err)
+	}
+	resources := map[string][]schema.GroupVersionResource{}
+	for _, r := range slices.Concat(records, opts.Known) {
+		for _, gvr := range r.HeldResources() {
+			if !slices.Contains(resources[r.Handler], gvr) {
+				resources[r.Handler] = append(resources[r.Handler], gvr)
+			}
+		}
+		if _, ok := resources[r.Handler]; !ok {
+			resources[r.Handler] = nil
+		}
+	}
+	handlers := slices.Sorted(maps.Keys(resources))
 	var out []Released
 	var found []string
-	for _, r := range records {
-		if len(opts.Handlers) > 0 && !slices.Contains(opts.Handlers, r.Handler) {
+	for _, h := range handlers {
+		if len(opts.Handlers) > 0 && !slices.Contains(opts.Handlers, h) {
 			continue
 		}
-		found = append(found, r.Handler)
-		for _, gvr := range r.HeldResources() {
-			rel, err := releaseResource(ctx, opts, r.Handler, gvr)
+		found = append(found, h)
+		for _, gvr := range resources[h] {
+			// One resource that fails (RBAC, a webhook, an API error) must
+			// not keep the others' holds: go on, and say so at the end.
+			rel, err := releaseResource(ctx, opts, h, gvr)
 			out = append(out, rel...)
 			if err != nil {
-				return out, err
+				errs = append(errs, fmt.Errorf("handler %s: %w", h, err))
+				log.Error("cannot release every hold of a resource; going on with the others", "handler", h, "resource", gvr, "error", err)
 			}
 		}
 	}
@@ -76,12 +100,13 @@ func Run(ctx context.Context, opts Options) ([]Released, error) {
 			log.Warn("no presence lease for handler; nothing known to release", "handler", h)
 		}
 	}
-	return out, nil
+	return out, errors.Join(errs...)
 }
 
 func releaseResource(ctx context.Context, opts Options, handler string, gvr schema.GroupVersionResource) ([]Released, error) {
 	ri := opts.Client.Resource(gvr)
 	var out []Released
+	var errs []error
 	list, err := ri.List(ctx, metav1.ListOptions{})
 	if apierrors.IsNotFound(err) {
 		return nil, nil // the resource is gone (a CRD removed), and its objects with it
@@ -96,7 +121,8 @@ func releaseResource(ctx context.Context, opts Options, handler string, gvr sche
 		}
 		if !opts.DryRun {
 			if err := Remove(ctx, ri, obj, handler); err != nil {
-				return out, err
+				errs = append(errs, fmt.Errorf("%s %s/%s: %w", gvr.Resource, obj.GetNamespace(), obj.GetName(), err))
+				continue
 			}
 			if opts.Event != nil {
 				opts.Event(obj, handler)
@@ -112,7 +138,7 @@ func releaseResource(ctx context.Context, opts Options, handler string, gvr sche
 			fmt.Fprintf(opts.Out, "%s %s %s/%s from handler %s\n", verb, gvr.Resource, obj.GetNamespace(), obj.GetName(), handler)
 		}
 	}
-	return out, nil
+	return out, errors.Join(errs...)
 }
 
 // Remove takes one handler's hold off obj, re-reading it when the guard
