@@ -296,6 +296,15 @@ func (s *fakeSession) next(t *testing.T) *tetherv1.ConnectRequest {
 	return recv(t, s.fromSDK, "a message from the handler")
 }
 
+// goodbye waits for the handler's Goodbye, which a stopping handler sends
+// as soon as it begins to drain.
+func (s *fakeSession) goodbye(t *testing.T) {
+	t.Helper()
+	if m := s.next(t); m.GetGoodbye() == nil {
+		t.Fatalf("want Goodbye, got %v", m)
+	}
+}
+
 // ack returns the next message from the handler, which must be an Ack.
 func (s *fakeSession) ack(t *testing.T) *tetherv1.Ack {
 	t.Helper()

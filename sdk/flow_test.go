@@ -181,7 +181,7 @@ func TestCancelEndsTheFunctionContext(t *testing.T) {
 	}
 }
 
-func TestGracefulStopFinishesInFlightWorkBeforeGoodbye(t *testing.T) {
+func TestGracefulStopSaysGoodbyeThenFinishesInFlightWork(t *testing.T) {
 	hs := newHarness(t, nil)
 	started := make(chan struct{})
 	release := make(chan struct{})
@@ -201,19 +201,22 @@ func TestGracefulStopFinishesInFlightWorkBeforeGoodbye(t *testing.T) {
 
 	stopped := make(chan error, 1)
 	go func() { stopped <- stop() }()
-	hs.logs.waitFor(t, "stopping: draining")
+	// Goodbye at once, so that the broker sends nothing new.
+	s.goodbye(t)
 
-	// New work during the drain is handed back at once.
+	// Work sent before the broker read the Goodbye is handed back at once.
 	s.deliver(t, delivery("d2"))
 	if ack := s.ack(t); ack.GetDeliveryId() != "d2" || ack.GetOutcome() != tetherv1.Outcome_OUTCOME_RETRY || ack.GetMessage() != "handler shutting down" {
 		t.Fatalf("ack = %v, want d2 RETRY: handler shutting down", ack)
 	}
+	select {
+	case <-s.closed:
+		t.Fatal("the stream was closed with work still in flight")
+	default:
+	}
 	close(release)
 	if ack := s.ack(t); ack.GetDeliveryId() != "d1" || ack.GetOutcome() != tetherv1.Outcome_OUTCOME_OK || len(ack.GetPatch()) == 0 {
 		t.Fatalf("ack = %v, want d1 OK with its patch", ack)
-	}
-	if m := s.next(t); m.GetGoodbye() == nil {
-		t.Fatalf("after the last ack got %v, want Goodbye", m)
 	}
 	closedWithin(t, s.closed, "the handler to close its side of the stream")
 	if err := recv(t, stopped, "Run to return"); err != nil {
@@ -239,14 +242,12 @@ func TestDrainTimeoutCancelsAndRetriesWhatIsLeft(t *testing.T) {
 
 	stopped := make(chan error, 1)
 	go func() { stopped <- stop() }()
+	s.goodbye(t)
 	if ack := s.ack(t); ack.GetDeliveryId() != "d1" || ack.GetOutcome() != tetherv1.Outcome_OUTCOME_RETRY || ack.GetMessage() != "handler shutting down" {
 		t.Fatalf("ack = %v, want d1 RETRY: handler shutting down", ack)
 	}
 	if err := recv(t, cause, "the function to be cancelled"); !errors.Is(err, sdk.ErrShuttingDown) {
 		t.Errorf("context cause = %v, want ErrShuttingDown", err)
-	}
-	if m := s.next(t); m.GetGoodbye() == nil {
-		t.Fatalf("got %v, want Goodbye", m)
 	}
 	closedWithin(t, s.closed, "the handler to close its side of the stream")
 	if err := recv(t, stopped, "Run to return"); err != nil {

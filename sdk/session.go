@@ -166,6 +166,11 @@ func (s *session) serve(ctx context.Context, stopEarly func() bool) (welcomed bo
 			stopping, draining = nil, true
 			s.log.Info("stopping: draining deliveries in flight and stopping daemons",
 				"in_flight", len(s.inflight), "daemons", len(s.daemons), "timeout", s.h.cfg.drainTimeout)
+			// Goodbye first: the broker sends nothing new and gives what
+			// arrives meanwhile (answered RETRY) to another instance
+			// without counting it as an attempt.
+			s.enqueue(&tetherv1.ConnectRequest{Message: &tetherv1.ConnectRequest_Goodbye{
+				Goodbye: &tetherv1.Goodbye{Reason: "instance shutting down"}}})
 			for _, dm := range s.daemons {
 				dm.stop(ErrShuttingDown)
 			}
@@ -353,11 +358,10 @@ func (s *session) abandonAll() {
 	}
 }
 
-// goodbye sends the queued acks, Goodbye and the end of the request stream,
-// then waits (bounded) for the broker to end the stream.
+// goodbye sends the queued acks (the Goodbye went when draining began) and
+// the end of the request stream, then waits (bounded) for the broker to end
+// the stream.
 func (s *session) goodbye() error {
-	s.enqueue(&tetherv1.ConnectRequest{Message: &tetherv1.ConnectRequest_Goodbye{
-		Goodbye: &tetherv1.Goodbye{Reason: "instance shutting down"}}})
 	s.queue = append(s.queue, outgoing{closeSend: true})
 	timer := time.NewTimer(closeTimeout)
 	defer timer.Stop()

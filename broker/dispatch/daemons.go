@@ -65,7 +65,10 @@ func (rt *runtime) processDaemons(ctx context.Context, o *object, obj *unstructu
 		}
 		if d.running() {
 			owner, _ := rt.owner(o.uid)
-			if owner == nil || owner == d.inst {
+			if owner == nil || owner == d.inst || d.inst.Leaving() {
+				// A leaving instance stops its daemons as it drains: the
+				// daemon starts on the next owner once that session ended
+				// (removeInstance looks at the object again), never beside it.
 				continue
 			}
 			// The object moved to another instance: stop the daemon where it

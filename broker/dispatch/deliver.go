@@ -43,6 +43,13 @@ func (rt *runtime) call(ctx context.Context, o *object, b *binding.Binding, obj 
 			return nil, nil, 0, err
 		}
 		ack, err = rt.deliverTo(ctx, in, o, b, obj, d, b.Retry.Timeout, moved)
+		if ack.GetOutcome() == tetherv1.Outcome_OUTCOME_RETRY && in.Leaving() {
+			// Handed back by an instance that is stopping (it said Goodbye
+			// before it answered): not an attempt, the next owner takes it.
+			rt.log.Debug("handed back by a leaving instance; re-sending", "instance", in.ID, "delivery", d.Id)
+			ack = nil
+			continue
+		}
 		switch {
 		case errors.Is(err, session.ErrMoved):
 			// Instances changed while it waited for a window slot: the

@@ -1,14 +1,17 @@
 package lifecycle
 
 import (
+	"context"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/tether-dev/tether/broker/hold"
+	"github.com/tether-dev/tether/sdk"
 	"github.com/tether-dev/tether/test/controlplane"
 )
 
@@ -198,4 +201,58 @@ func TestNarrowedBindingsReleaseWhatTheyDropped(t *testing.T) {
 	}
 	del(t, dyn, widgetGVR, droppedNS, "b")
 	waitObject(t, dyn, widgetGVR, droppedNS, "b", "gone", gone)
+}
+
+// TestRollingRestartUsesNoRetries: an instance stopping gracefully hands
+// back what reaches it while it drains (its own slow work keeps it
+// draining). Those hand-backs are not attempts: with Retries(1), the
+// deletes of the objects it owned go to the other instance, and none is
+// given up and released without its delete handler.
+func TestRollingRestartUsesNoRetries(t *testing.T) {
+	cp := controlplane.Get(t)
+	dyn := cp.EnsureWidgetCRD(t)
+	ns := cp.Namespace(t)
+	addr := startBroker(t, cp, withAbsence(time.Minute, time.Hour))
+	names := []string{"y0", "y1", "y2", "y3", "y4", "y5", "y6", "y7"}
+
+	var deleted journal
+	slow := make(chan struct{})
+	var slowOnce sync.Once
+	defer slowOnce.Do(func() { close(slow) })
+	instance := func(id string) *sdk.Handler {
+		h := sdk.New("rolling-retries", append(handlerOpts(t), sdk.WithInstanceID(id))...)
+		h.OnCreate(widgets, func(ctx context.Context, ev *sdk.Event) error {
+			if ev.Name == "slow" {
+				select {
+				case <-slow:
+				case <-ctx.Done():
+				}
+			}
+			return nil
+		}, sdk.Namespaces(ns))
+		h.OnDelete(widgets, deleted.record(nil), sdk.Namespaces(ns), sdk.Retries(1))
+		return h
+	}
+	ctxA, stopA := context.WithCancel(context.Background())
+	doneA := make(chan error, 1)
+	go func() { doneA <- instance("a").Run(ctxA, addr) }()
+	t.Cleanup(func() { stopA(); <-doneA })
+	createHeld(t, cp, ns, "rolling-retries", names...)
+	create(t, dyn, widgetGVR, widget(ns, "slow", map[string]any{"size": int64(1)}))
+	waitObject(t, dyn, widgetGVR, ns, "slow", "held while its create runs", heldBy("rolling-retries"))
+
+	runHandler(t, instance("b"), addr)
+	stopA() // a drains: its create of "slow" is still running
+	for _, n := range names {
+		del(t, dyn, widgetGVR, ns, n)
+	}
+	for _, n := range names {
+		waitObject(t, dyn, widgetGVR, ns, n, "gone", gone)
+	}
+	slowOnce.Do(func() { close(slow) })
+	for _, n := range names {
+		if len(deleted.find(sdk.Delete, n)) == 0 {
+			t.Errorf("%s was released without its delete handler", n)
+		}
+	}
 }
