@@ -2340,7 +2340,9 @@ func (x *FlowControl) GetWindow() uint32 {
 // Goodbye announces that the instance is leaving: its grace starts at once.
 // The broker sends it no new deliveries, takes the acks of those in flight,
 // ends the stream (OK) once none is left, and re-sends to other instances
-// whatever the stream closed on unacknowledged.
+// whatever the stream closed on unacknowledged. Send it when draining
+// begins: a RETRY that follows it hands the delivery back, and the broker
+// gives it to another instance without counting an attempt.
 type Goodbye struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Reason        string                 `protobuf:"bytes,1,opt,name=reason,proto3" json:"reason,omitempty"`
