@@ -367,10 +367,10 @@ func TestSessionEndLeavesStuckDaemonsBehindAfterTheDrainTimeout(t *testing.T) {
 	wantAck(t, second, "d1", tetherv1.Outcome_OUTCOME_OK)
 }
 
-func TestGracefulStopClosesTheStreamAfterDaemonsStop(t *testing.T) {
+func TestGracefulStopStopsDaemonsBeforeGoodbye(t *testing.T) {
 	p := newDaemonProbe(nil)
 	defer p.open()
-	_, s, stop := startDaemonHandler(t, p)
+	hs, s, stop := startDaemonHandler(t, p)
 	s.deliver(t, daemonStart("s1", "uid-a"))
 	wantAck(t, s, "s1", tetherv1.Outcome_OUTCOME_OK)
 	recv(t, p.started, "the daemon to start")
@@ -380,27 +380,20 @@ func TestGracefulStopClosesTheStreamAfterDaemonsStop(t *testing.T) {
 	if err := recv(t, p.causes, "the daemon to be stopped"); !errors.Is(err, sdk.ErrShuttingDown) {
 		t.Errorf("context cause = %v, want ErrShuttingDown", err)
 	}
-	s.goodbye(t)
+	hs.logs.waitFor(t, "stopping: draining")
 	// No new daemons while stopping.
 	s.deliver(t, daemonStart("s2", "uid-b"))
 	if ack := wantAck(t, s, "s2", tetherv1.Outcome_OUTCOME_RETRY); ack.GetMessage() != "handler shutting down" {
 		t.Errorf("start while stopping: message %q, want handler shutting down", ack.GetMessage())
 	}
-	select {
-	case <-s.closed:
-		t.Fatal("the stream was closed before the daemon returned")
-	default:
-	}
 	p.open()
-	closedWithin(t, s.closed, "the handler to close its side of the stream (and send no DaemonExited)")
+	if m := s.next(t); m.GetGoodbye() == nil {
+		t.Fatalf("after the daemon stopped got %v, want Goodbye (and no DaemonExited)", m)
+	}
 	if n := p.returned.Load(); n != 1 {
-		t.Errorf("stream closed while %d of 1 daemons returned", n)
+		t.Errorf("Goodbye sent while %d of 1 daemons returned", n)
 	}
-	select {
-	case m := <-s.fromSDK:
-		t.Errorf("message after Goodbye and the daemon's stop: %v", m)
-	default:
-	}
+	closedWithin(t, s.closed, "the handler to close its side of the stream")
 	if err := recv(t, stopped, "Run to return"); err != nil {
 		t.Errorf("Run() = %v after a graceful stop, want nil", err)
 	}
@@ -418,10 +411,12 @@ func TestDrainTimeoutLeavesStuckDaemonsBehind(t *testing.T) {
 
 	stopped := make(chan error, 1)
 	go func() { stopped <- stop() }()
-	// Goodbye, then the stop waiting for the stuck daemon is handed back.
-	s.goodbye(t)
+	// The stop waiting for the stuck daemon is handed back, then goodbye.
 	if ack := wantAck(t, s, "x1", tetherv1.Outcome_OUTCOME_RETRY); ack.GetMessage() != "handler shutting down" {
 		t.Errorf("stop ack message = %q, want handler shutting down", ack.GetMessage())
+	}
+	if m := s.next(t); m.GetGoodbye() == nil {
+		t.Fatalf("got %v, want Goodbye", m)
 	}
 	if err := recv(t, stopped, "Run to return"); err != nil {
 		t.Errorf("Run() = %v, want nil", err)

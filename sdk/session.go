@@ -129,7 +129,18 @@ func (s *session) serve(ctx context.Context, stopEarly func() bool) (welcomed bo
 	stopping := ctx.Done()
 	var drainC <-chan time.Time
 	draining := false
+	saidGoodbye := false
 	for {
+		if draining && !saidGoodbye && len(s.daemons) == 0 {
+			// Goodbye as soon as no daemon runs here (the broker ends the
+			// stream once nothing is in flight, and a daemon must not start
+			// elsewhere while this one still runs): the broker then sends
+			// nothing new, and gives what arrived meanwhile (answered
+			// RETRY) to another instance without counting an attempt.
+			s.enqueue(&tetherv1.ConnectRequest{Message: &tetherv1.ConnectRequest_Goodbye{
+				Goodbye: &tetherv1.Goodbye{Reason: "instance shutting down"}}})
+			saidGoodbye = true
+		}
 		if draining && len(s.inflight) == 0 && len(s.daemons) == 0 {
 			return true, s.goodbye()
 		}
@@ -166,11 +177,6 @@ func (s *session) serve(ctx context.Context, stopEarly func() bool) (welcomed bo
 			stopping, draining = nil, true
 			s.log.Info("stopping: draining deliveries in flight and stopping daemons",
 				"in_flight", len(s.inflight), "daemons", len(s.daemons), "timeout", s.h.cfg.drainTimeout)
-			// Goodbye first: the broker sends nothing new and gives what
-			// arrives meanwhile (answered RETRY) to another instance
-			// without counting it as an attempt.
-			s.enqueue(&tetherv1.ConnectRequest{Message: &tetherv1.ConnectRequest_Goodbye{
-				Goodbye: &tetherv1.Goodbye{Reason: "instance shutting down"}}})
 			for _, dm := range s.daemons {
 				dm.stop(ErrShuttingDown)
 			}

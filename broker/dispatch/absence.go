@@ -18,6 +18,9 @@ import (
 // errAbsent ends a wait for an instance once the handler is past its grace.
 var errAbsent = errors.New("handler is absent")
 
+// errObjectChanged ends a wait for an instance when the object changed.
+var errObjectChanged = errors.New("the object changed while waiting for an instance")
+
 func (rt *runtime) setLimits(grace, absentAfter time.Duration) {
 	rt.mu.Lock()
 	defer rt.mu.Unlock()

@@ -39,7 +39,7 @@ func (rt *runtime) call(ctx context.Context, o *object, b *binding.Binding, obj 
 	d.Attempt = uint32(attempt)
 	for ack == nil {
 		var moved <-chan struct{}
-		if in, moved, err = rt.waitOwner(ctx, o.uid); err != nil {
+		if in, moved, err = rt.waitOwner(ctx, o); err != nil {
 			return nil, nil, 0, err
 		}
 		ack, err = rt.deliverTo(ctx, in, o, b, obj, d, b.Retry.Timeout, moved)

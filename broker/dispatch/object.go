@@ -30,6 +30,9 @@ type object struct {
 	uid types.UID
 	res resource.Resource
 
+	// seen gets a token (buffered, never blocks) on every informer
+	// notification, to end a worker's wait for an instance.
+	seen    chan struct{}
 	obj     *unstructured.Unstructured // latest state seen; never mutated
 	gone    bool                       // the watch said deleted
 	initial bool                       // seen in an initial list: resume applies

@@ -41,6 +41,12 @@ func (rt *runtime) processObject(ctx context.Context, uid types.UID) (time.Durat
 	if o == nil {
 		return 0, nil
 	}
+	// Only what the informer sees from now on may end a wait for an
+	// instance (waitOwner): the notification that queued this pass is in.
+	select {
+	case <-o.seen:
+	default:
+	}
 	pres := rt.presence()
 	if pres >= contract.Absent {
 		// Raw events are not kept for a handler past its grace: nothing

@@ -198,11 +198,15 @@ func (rt *runtime) observe(res resource.Resource, u *unstructured.Unstructured, 
 	rt.mu.Lock()
 	o := rt.objects[uid]
 	if o == nil {
-		o = &object{uid: uid, res: res}
+		o = &object{uid: uid, res: res, seen: make(chan struct{}, 1)}
 		rt.objects[uid] = o
 	}
 	o.see(u, typ, initial, rt.hasEventBindings(res.GroupVersionResource), rt.m.opts.MaxRawEvents, rt.log)
 	rt.mu.Unlock()
+	select {
+	case o.seen <- struct{}{}:
+	default:
+	}
 	rt.queue.Add(uid)
 }
 
@@ -339,11 +343,14 @@ func (rt *runtime) owner(uid types.UID) (*session.Instance, <-chan struct{}) {
 }
 
 // waitOwner blocks until some instance can take the object, or returns
-// errAbsent once the handler is past its grace. changed closes when the
-// instances change, after which the owner may be another.
-func (rt *runtime) waitOwner(ctx context.Context, uid types.UID) (in *session.Instance, changed <-chan struct{}, err error) {
+// errAbsent once the handler is past its grace, or errObjectChanged when
+// the informer saw the object change meanwhile (deleted, say): what it
+// needs may be another thing now, and a worker waiting here must not keep
+// it from that. changed closes when the instances change, after which the
+// owner may be another.
+func (rt *runtime) waitOwner(ctx context.Context, o *object) (in *session.Instance, changed <-chan struct{}, err error) {
 	for {
-		in, changed := rt.owner(uid)
+		in, changed := rt.owner(o.uid)
 		if in != nil {
 			return in, changed, nil
 		}
@@ -352,6 +359,8 @@ func (rt *runtime) waitOwner(ctx context.Context, uid types.UID) (in *session.In
 		}
 		select {
 		case <-changed:
+		case <-o.seen:
+			return nil, nil, errObjectChanged
 		case <-ctx.Done():
 			return nil, nil, ctx.Err()
 		}
@@ -369,8 +378,9 @@ func (rt *runtime) processNext(ctx context.Context) bool {
 	after, err := rt.process(ctx, uid)
 	switch {
 	case ctx.Err() != nil:
-	case errors.Is(err, errAbsent):
-		// Looked at again when the handler returns.
+	case errors.Is(err, errAbsent), errors.Is(err, errObjectChanged):
+		// Looked at again when the handler returns, or at once: the
+		// informer's notification queued the object again.
 		rt.queue.Forget(uid)
 	case err != nil:
 		rt.log.Debug("object requeued", "uid", uid, "error", err)

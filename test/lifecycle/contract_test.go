@@ -5,9 +5,11 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/tether-dev/tether/broker/hold"
@@ -255,4 +257,73 @@ func TestRollingRestartUsesNoRetries(t *testing.T) {
 			t.Errorf("%s was released without its delete handler", n)
 		}
 	}
+}
+
+// TestStrictDaemonHoldWaitsForADrainingInstance: an object whose STRICT
+// daemon runs on an instance that is draining is deleted. The broker's stop
+// finds the instance leaving; the hold must stay until the daemon has
+// really returned (the session ends then), not go at once.
+func TestStrictDaemonHoldWaitsForADrainingInstance(t *testing.T) {
+	cp := controlplane.Get(t)
+	dyn := cp.EnsureWidgetCRD(t)
+	ns := cp.Namespace(t)
+	addr := startBroker(t, cp, withAbsence(time.Minute, time.Hour))
+	var started, cancelled atomic.Bool
+	var goneWhileRunning atomic.Bool
+	h := sdk.New("careful-daemon", handlerOpts(t)...)
+	h.OnDaemon(widgets, func(ctx context.Context, ev *sdk.Event) error {
+		started.Store(true)
+		<-ctx.Done()
+		cancelled.Store(true)
+		// Cleanup that takes a while (bounded): the object must outlive it.
+		for range 60 {
+			// Not get: t.Fatal belongs to the test's goroutine.
+			if _, err := dyn.Resource(widgetGVR).Namespace(ns).Get(context.Background(), ev.Name, metav1.GetOptions{}); isNotFound(err) {
+				goneWhileRunning.Store(true)
+				return nil
+			}
+			<-time.After(50 * time.Millisecond)
+		}
+		return nil
+	}, sdk.Namespaces(ns), sdk.Finalizer(sdk.FinalizerStrict), sdk.CancellationTimeout(time.Minute))
+	stop := runHandler(t, h, addr)
+	createHeld(t, cp, ns, "careful-daemon", "w")
+	eventually(t, "the daemon to start", started.Load)
+
+	stopped := make(chan struct{})
+	go func() { stop(); close(stopped) }()
+	// Draining: Goodbye went before the daemon was cancelled.
+	eventually(t, "the daemon cancelled by the drain", cancelled.Load)
+	del(t, dyn, widgetGVR, ns, "w")
+	waitObject(t, dyn, widgetGVR, ns, "w", "released once the daemon returned", gone)
+	<-stopped
+	if goneWhileRunning.Load() {
+		t.Error("the STRICT hold was released while the daemon was still stopping")
+	}
+}
+
+// TestDeletionIsNotHeldBackByAWaitForAnInstance: the only instance of a
+// handler whose one binding is a daemon stops. Its worker then waits for an
+// instance to start the daemon again; the object deleted meanwhile must not
+// wait behind that for the whole grace: the daemon ended with its session,
+// there is no other deletion work, so the hold goes at once.
+func TestDeletionIsNotHeldBackByAWaitForAnInstance(t *testing.T) {
+	cp := controlplane.Get(t)
+	dyn := cp.EnsureWidgetCRD(t)
+	ns := cp.Namespace(t)
+	addr := startBroker(t, cp, withAbsence(time.Hour, 0))
+	var started atomic.Bool
+	h := sdk.New("daemonic", handlerOpts(t)...)
+	h.OnDaemon(widgets, func(ctx context.Context, ev *sdk.Event) error {
+		started.Store(true)
+		<-ctx.Done()
+		return nil
+	}, sdk.Namespaces(ns))
+	stop := runHandler(t, h, addr)
+	createHeld(t, cp, ns, "daemonic", "w")
+	eventually(t, "the daemon started", started.Load)
+
+	stop()
+	del(t, dyn, widgetGVR, ns, "w")
+	waitObject(t, dyn, widgetGVR, ns, "w", "released well within the grace of an hour", gone)
 }

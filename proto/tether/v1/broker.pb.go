@@ -2341,8 +2341,10 @@ func (x *FlowControl) GetWindow() uint32 {
 // The broker sends it no new deliveries, takes the acks of those in flight,
 // ends the stream (OK) once none is left, and re-sends to other instances
 // whatever the stream closed on unacknowledged. Send it when draining
-// begins: a RETRY that follows it hands the delivery back, and the broker
-// gives it to another instance without counting an attempt.
+// begins, as soon as no daemon runs on the instance (the broker counts a
+// daemon stopped when the stream ends, and may start it elsewhere): a
+// RETRY that follows it hands the delivery back, and the broker gives it to
+// another instance without counting an attempt.
 type Goodbye struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Reason        string                 `protobuf:"bytes,1,opt,name=reason,proto3" json:"reason,omitempty"`
