@@ -271,6 +271,7 @@ func (m *Manager) Attach(_ context.Context, in *session.Instance, hello *tetherv
 		rt = newRuntime(m, in.Handler, bindings, fp)
 		rt.declared = hello.GetBindings()
 		rt.sweep = sweep
+		rt.setLimits(grace, absentAfter) // before its first Lease write
 		if err := rt.start(m.ctx); err != nil {
 			if errors.Is(err, informer.ErrNotStarted) {
 				err = fmt.Errorf("%w: the broker is starting", session.ErrTryLater)
