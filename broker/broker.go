@@ -294,7 +294,7 @@ func (b *Broker) Start(ctx context.Context) error {
 			b.log.Info("another replica began uninstalling the broker: finishing the uninstall and exiting")
 			closeOnce(uninstalling)
 			stopServing()
-			uninstallErr = b.uninstall(dyn, store, nil, recorder, adm)
+			uninstallErr = b.uninstall(writer, store, nil, recorder, adm)
 			return
 		}
 		w, wctx := errgroup.WithContext(lctx)
@@ -322,7 +322,7 @@ func (b *Broker) Start(ctx context.Context) error {
 		case <-uninstalling:
 			// Still leading: no other replica takes over and adds holds
 			// back while they are being released.
-			uninstallErr = b.uninstall(dyn, store, dispatcher.Known(), recorder, adm)
+			uninstallErr = b.uninstall(writer, store, dispatcher.Known(), recorder, adm)
 		default:
 		}
 	}
@@ -359,7 +359,9 @@ func (b *Broker) Start(ctx context.Context) error {
 }
 
 // uninstall releases every hold the broker owns (rule 3f). It runs after
-// the dispatcher stopped, so nothing adds a hold back.
+// the dispatcher stopped, so nothing adds a hold back, with the write client
+// (no client-side limit): release.Run bounds how many writes go at once, and
+// the uninstall must fit in the Pod's termination grace period.
 func (b *Broker) uninstall(dyn dynamic.Interface, store *presence.Store, known []presence.Record, recorder *eventRecorder, adm *admissionParts) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()

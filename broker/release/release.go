@@ -7,6 +7,7 @@ import (
 	"io"
 	"maps"
 	"slices"
+	"sync"
 
 	"github.com/hashicorp/go-hclog"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -34,11 +35,16 @@ type Options struct {
 	Known []presence.Record
 	// Out gets one line per released object; nil prints nothing.
 	Out io.Writer
-	// Event, when set, is told about each release (to post an Event).
+	// Event, when set, is told about each release (to post an Event); it
+	// is called from several goroutines at once.
 	Event func(obj *unstructured.Unstructured, handler string)
 	Log   hclog.Logger
 	// DryRun lists what would be released without writing.
 	DryRun bool
+	// Workers is how many holds are released at once (default 16): an
+	// uninstall must finish within the Pod's termination grace period, and
+	// one patch at a time is bound by the round trip, not by the API server.
+	Workers int
 }
 
 // Released is one hold taken off one object.
@@ -55,6 +61,9 @@ func Run(ctx context.Context, opts Options) ([]Released, error) {
 	log := opts.Log
 	if log == nil {
 		log = hclog.NewNullLogger()
+	}
+	if opts.Workers <= 0 {
+		opts.Workers = 16
 	}
 	records, err := opts.Presence.List(ctx)
 	if err != nil && len(opts.Known) == 0 {
@@ -105,8 +114,6 @@ func Run(ctx context.Context, opts Options) ([]Released, error) {
 
 func releaseResource(ctx context.Context, opts Options, handler string, gvr schema.GroupVersionResource) ([]Released, error) {
 	ri := opts.Client.Resource(gvr)
-	var out []Released
-	var errs []error
 	list, err := ri.List(ctx, metav1.ListOptions{})
 	if apierrors.IsNotFound(err) {
 		return nil, nil // the resource is gone (a CRD removed), and its objects with it
@@ -114,30 +121,45 @@ func releaseResource(ctx context.Context, opts Options, handler string, gvr sche
 	if err != nil {
 		return nil, fmt.Errorf("listing %s: %w", gvr.Resource, err)
 	}
+	var (
+		mu   sync.Mutex
+		out  []Released
+		errs []error
+		wg   sync.WaitGroup
+	)
+	slots := make(chan struct{}, max(opts.Workers, 1))
 	for i := range list.Items {
 		obj := &list.Items[i]
 		if !hold.Has(obj, handler) {
 			continue
 		}
-		if !opts.DryRun {
-			if err := Remove(ctx, ri, obj, handler); err != nil {
-				errs = append(errs, fmt.Errorf("%s %s/%s: %w", gvr.Resource, obj.GetNamespace(), obj.GetName(), err))
-				continue
+		slots <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-slots }()
+			if !opts.DryRun {
+				if err := Remove(ctx, ri, obj, handler); err != nil {
+					mu.Lock()
+					errs = append(errs, fmt.Errorf("%s %s/%s: %w", gvr.Resource, obj.GetNamespace(), obj.GetName(), err))
+					mu.Unlock()
+					return
+				}
+				if opts.Event != nil {
+					opts.Event(obj, handler)
+				}
 			}
-			if opts.Event != nil {
-				opts.Event(obj, handler)
+			mu.Lock()
+			defer mu.Unlock()
+			out = append(out, Released{Handler: handler, Resource: gvr, Namespace: obj.GetNamespace(), Name: obj.GetName()})
+			if opts.Out != nil {
+				verb := "released"
+				if opts.DryRun {
+					verb = "would release"
+				}
+				fmt.Fprintf(opts.Out, "%s %s %s/%s from handler %s\n", verb, gvr.Resource, obj.GetNamespace(), obj.GetName(), handler)
 			}
-		}
-		rel := Released{Handler: handler, Resource: gvr, Namespace: obj.GetNamespace(), Name: obj.GetName()}
-		out = append(out, rel)
-		if opts.Out != nil {
-			verb := "released"
-			if opts.DryRun {
-				verb = "would release"
-			}
-			fmt.Fprintf(opts.Out, "%s %s %s/%s from handler %s\n", verb, gvr.Resource, obj.GetNamespace(), obj.GetName(), handler)
-		}
+		})
 	}
+	wg.Wait()
 	return out, errors.Join(errs...)
 }
 
