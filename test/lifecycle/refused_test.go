@@ -104,3 +104,33 @@ func TestRefusedHandlerPatchIsDroppedNotRetriedForever(t *testing.T) {
 		t.Errorf("the create ran %d times, want once", n)
 	}
 }
+
+// TestOversizedAnnotationsDropTheResultNotTheHold: the object's
+// annotations are already near the API server's 256 KiB limit (another
+// controller's), so the broker's write with the handler's result is refused
+// (422). The result is dropped with a Warning Event; the hold and the
+// progress still go on, and the object's deletion runs its delete.
+func TestOversizedAnnotationsDropTheResultNotTheHold(t *testing.T) {
+	cp := controlplane.Get(t)
+	dyn := cp.EnsureWidgetCRD(t)
+	ns := cp.Namespace(t)
+	addr := startBroker(t, cp, withAbsence(time.Minute, time.Hour))
+	h := startHandlerProcess(t, addr, "bulky", ns, "--result-bytes", "12000")
+	w := widget(ns, "w", map[string]any{"size": int64(1)})
+	w.SetAnnotations(map[string]string{"other.example.com/blob": strings.Repeat("b", 250<<10)})
+	create(t, dyn, widgetGVR, w)
+	waitObject(t, dyn, widgetGVR, ns, "w", "held despite the refused result", heldBy("bulky"))
+	eventually(t, "a Warning Event about the refused patch", func() bool {
+		return hasEvent(t, cp, ns, "w", "InvalidPatch", "refused the patch of handler \"bulky\"")
+	})
+	for k := range get(t, dyn, widgetGVR, ns, "w").GetAnnotations() {
+		if strings.Contains(k, "result") {
+			t.Errorf("the refused result was written: %s", k)
+		}
+	}
+	del(t, dyn, widgetGVR, ns, "w")
+	waitObject(t, dyn, widgetGVR, ns, "w", "gone", gone)
+	if !h.saw("DELETE " + ns + "/w") {
+		t.Error("the object went without its delete handler")
+	}
+}

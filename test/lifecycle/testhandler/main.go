@@ -36,6 +36,7 @@ func main() {
 	retries := flag.Int("retries", 0, "retries of the delete binding (0: the broker's default)")
 	labels := flag.String("labels", "", "label selector of every binding")
 	setLabel := flag.String("set-label", "", "KEY=VALUE: each create sets this label on its object")
+	resultBytes := flag.Int("result-bytes", 0, "each create sets a result of about this many bytes")
 	flag.Parse()
 
 	opts := []sdk.Option{sdk.WithInsecure()}
@@ -75,6 +76,9 @@ func main() {
 		}
 		if k, v, ok := strings.Cut(*setLabel, "="); ok {
 			ev.SetLabel(k, v)
+		}
+		if *resultBytes > 0 {
+			ev.SetResult(strings.Repeat("r", *resultBytes))
 		}
 		return say("CREATE")(ctx, ev)
 	}, bopts...)
