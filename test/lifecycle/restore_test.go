@@ -34,14 +34,7 @@ func TestRestoreSurvivesAnUndecodableLease(t *testing.T) {
 	b := startBrokerProcess(t, cp, addr, brokerNS, flags...)
 	h := startHandlerProcess(t, addr, "sound", ns)
 	createHeld(t, cp, ns, "sound", "w")
-	junk := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{
-		Name: presence.LeaseName("junk"), Namespace: brokerNS,
-		Labels:      map[string]string{presence.LabelHandler: "junk"},
-		Annotations: map[string]string{"tether.dev/bindings": "{not json", "tether.dev/grace": "soon"},
-	}}
-	if _, err := cp.Client().CoordinationV1().Leases(brokerNS).Create(context.Background(), junk, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	createLease(t, cp, brokerNS, "junk", map[string]string{"tether.dev/bindings": "{not json", "tether.dev/grace": "soon"})
 
 	h.kill()
 	b.kill()
@@ -126,4 +119,17 @@ func TestDeletedLeaseIsWrittenAgain(t *testing.T) {
 		_, err := leases.Get(context.Background(), name, metav1.GetOptions{})
 		return err == nil
 	})
+}
+
+// createLease writes a handler's presence Lease by hand, with the given
+// annotations, as a broker of another version or a person might have.
+func createLease(t *testing.T, cp *controlplane.ControlPlane, ns, handler string, annotations map[string]string) {
+	t.Helper()
+	l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{
+		Name: presence.LeaseName(handler), Namespace: ns,
+		Labels: map[string]string{presence.LabelHandler: handler}, Annotations: annotations,
+	}}
+	if _, err := cp.Client().CoordinationV1().Leases(ns).Create(context.Background(), l, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("creating the Lease of %s: %v", handler, err)
+	}
 }

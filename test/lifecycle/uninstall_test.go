@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/tether-dev/tether/broker/hold"
@@ -32,15 +31,8 @@ func TestReleaseGoesOnPastAFailingResource(t *testing.T) {
 	startHandlerProcess(t, addr, "zz-real", ns)
 	createHeld(t, cp, ns, "zz-real", "w")
 	b.kill()
-	odd := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{
-		Name: presence.LeaseName("aa-odd"), Namespace: brokerNS,
-		Labels: map[string]string{presence.LabelHandler: "aa-odd"},
-		Annotations: map[string]string{"tether.dev/grace": "1s", "tether.dev/absent-release-after": "0s",
-			"tether.dev/resources": "tokenreviews.v1.authentication.k8s.io"},
-	}}
-	if _, err := cp.Client().CoordinationV1().Leases(brokerNS).Create(context.Background(), odd, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	createLease(t, cp, brokerNS, "aa-odd", map[string]string{"tether.dev/grace": "1s", "tether.dev/absent-release-after": "0s",
+		"tether.dev/resources": "tokenreviews.v1.authentication.k8s.io"})
 
 	out, err := exec.Command(brokerBinary(t), "release", "--all", "--kubeconfig", cp.KubeconfigPath(), "--namespace", brokerNS).CombinedOutput()
 	if err == nil {
