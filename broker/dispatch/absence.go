@@ -32,7 +32,7 @@ func (rt *runtime) setLimits(grace, absentAfter time.Duration) {
 // must be held.
 func (rt *runtime) absenceLocked() contract.Absence {
 	return contract.Absence{
-		Connected: len(rt.instances) > 0, Since: rt.absentSince, Accepting: rt.m.acceptingSince(),
+		Connected: rt.pool.len() > 0, Since: rt.absentSince, Accepting: rt.m.acceptingSince(),
 		Grace: rt.grace, ReleaseAfter: rt.absentAfter,
 	}
 }
@@ -69,7 +69,7 @@ func (rt *runtime) presenceLoop(ctx context.Context) {
 		rt.mu.Lock()
 		state, changes := rt.absenceLocked().At(now)
 		rec := presence.Record{
-			Handler: rt.name, Instances: len(rt.instances), AbsentSince: rt.absentSince,
+			Handler: rt.name, Instances: rt.pool.len(), AbsentSince: rt.absentSince,
 			Grace: rt.grace, AbsentReleaseAfter: rt.absentAfter, Bindings: rt.declared,
 			Resources: rt.resources(), Sweep: slices.Clone(rt.sweep), Holder: rt.m.opts.Identity, LastSeen: written.LastSeen,
 		}
@@ -141,8 +141,8 @@ func (rt *runtime) resources() []schema.GroupVersionResource {
 // signalAll wakes workers waiting for an instance and has every object
 // looked at again.
 func (rt *runtime) signalAll() {
+	rt.pool.signal()
 	rt.mu.Lock()
-	rt.signalLocked()
 	uids := make([]types.UID, 0, len(rt.objects))
 	for uid := range rt.objects {
 		uids = append(uids, uid)

@@ -153,17 +153,9 @@ func (rt *runtime) deliverReview(ctx context.Context, uid types.UID, d *tetherv1
 // object the instance with the fewest deliveries in flight.
 func (rt *runtime) reviewer(uid types.UID) (*session.Instance, <-chan struct{}) {
 	if uid != "" {
-		return rt.owner(uid)
+		return rt.pool.owner(uid)
 	}
-	rt.mu.Lock()
-	defer rt.mu.Unlock()
-	var best *session.Instance
-	for _, in := range rt.instances {
-		if !in.Leaving() && (best == nil || in.InFlight() < best.InFlight()) {
-			best = in
-		}
-	}
-	return best, rt.changed
+	return rt.pool.leastBusy()
 }
 
 // reviewSubject reads the UID of the object a review is about (the old one

@@ -64,7 +64,7 @@ func (rt *runtime) processDaemons(ctx context.Context, o *object, obj *unstructu
 			continue
 		}
 		if d.running() {
-			owner, _ := rt.owner(o.uid)
+			owner, _ := rt.pool.owner(o.uid)
 			if owner == nil || owner == d.inst || d.inst.Leaving() {
 				// A leaving instance stops its daemons as it drains: the
 				// daemon starts on the next owner once that session ended

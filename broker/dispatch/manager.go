@@ -259,7 +259,7 @@ func (m *Manager) Attach(_ context.Context, in *session.Instance, hello *tetherv
 	rt := m.handlers[in.Handler]
 	var sweep []presence.Scope
 	if rt != nil && rt.fingerprint != fp {
-		if n := rt.instanceCount(); n > 0 {
+		if n := rt.pool.len(); n > 0 {
 			return session.Attachment{}, fmt.Errorf("%w: its bindings differ from those of the %d connected instance(s); "+
 				"it is accepted once they have left, as in a rollout to new bindings", session.ErrTryLater, n)
 		}

@@ -3,7 +3,6 @@ package dispatch
 import (
 	"context"
 	"errors"
-	"hash/fnv"
 	"slices"
 	"strconv"
 	"sync"
@@ -51,10 +50,10 @@ type runtime struct {
 	sweep        []presence.Scope
 	presenceWake chan struct{}
 
-	mu        sync.Mutex
-	objects   map[types.UID]*object
-	instances []*session.Instance
-	changed   chan struct{} // closed and replaced when instances change
+	pool *pool
+
+	mu      sync.Mutex
+	objects map[types.UID]*object
 	// grace and absentAfter are the handler's limits; absentSince is when
 	// its last instance left (zero while one is connected).
 	grace, absentAfter time.Duration
@@ -68,7 +67,7 @@ func newRuntime(m *Manager, name string, bindings []*binding.Binding, fp string)
 		admission:    map[string]*binding.Binding{},
 		log:          m.log.Named("handler").With("handler", name),
 		objects:      map[types.UID]*object{},
-		changed:      make(chan struct{}),
+		pool:         newPool(),
 		presenceWake: make(chan struct{}, 1),
 	}
 	for _, b := range bindings {
@@ -219,23 +218,15 @@ func (rt *runtime) hasEventBindings(gvr schema.GroupVersionResource) bool {
 	return false
 }
 
-func (rt *runtime) instanceCount() int {
-	rt.mu.Lock()
-	defer rt.mu.Unlock()
-	return len(rt.instances)
-}
-
 // addInstance makes an instance eligible for deliveries. When it is the
 // handler's first (the handler returned), every known object is looked at
 // again as part of an initial list, so resume bindings fire.
 func (rt *runtime) addInstance(in *session.Instance) {
 	in.OnDaemonExited(func(m *tetherv1.DaemonExited) { rt.daemonExited(in, m) })
 	rt.mu.Lock()
-	returned := len(rt.instances) == 0
-	rt.instances = append(rt.instances, in)
+	returned := rt.pool.add(in)
 	rt.absentSince = time.Time{}
 	rt.pokePresence()
-	rt.signalLocked()
 	var uids []types.UID
 	for uid, o := range rt.objects {
 		switch {
@@ -258,17 +249,10 @@ func (rt *runtime) addInstance(in *session.Instance) {
 // next owner.
 func (rt *runtime) removeInstance(in *session.Instance) {
 	rt.mu.Lock()
-	for i, x := range rt.instances {
-		if x == in {
-			rt.instances = append(rt.instances[:i:i], rt.instances[i+1:]...)
-			break
-		}
-	}
-	if len(rt.instances) == 0 {
+	if rt.pool.remove(in) {
 		rt.absentSince = time.Now()
 		rt.pokePresence()
 	}
-	rt.signalLocked()
 	var uids []types.UID
 	for uid, o := range rt.objects {
 		for _, d := range o.daemons {
@@ -315,33 +299,6 @@ func (rt *runtime) daemonExited(in *session.Instance, m *tetherv1.DaemonExited) 
 	}
 }
 
-func (rt *runtime) signalLocked() {
-	close(rt.changed)
-	rt.changed = make(chan struct{})
-}
-
-// owner picks the instance for an object by rendezvous hashing on its UID,
-// so that when instances come and go only the objects of those move.
-func (rt *runtime) owner(uid types.UID) (*session.Instance, <-chan struct{}) {
-	rt.mu.Lock()
-	defer rt.mu.Unlock()
-	var best *session.Instance
-	var bestScore uint64
-	for _, in := range rt.instances {
-		if in.Leaving() {
-			continue
-		}
-		h := fnv.New64a()
-		h.Write([]byte(uid))
-		h.Write([]byte{0})
-		h.Write([]byte(in.ID))
-		if s := mix64(h.Sum64()); best == nil || s > bestScore {
-			best, bestScore = in, s
-		}
-	}
-	return best, rt.changed
-}
-
 // waitOwner blocks until some instance can take the object, or returns
 // errAbsent once the handler is past its grace, or errObjectChanged when
 // the informer saw the object change meanwhile (deleted, say): what it
@@ -350,7 +307,7 @@ func (rt *runtime) owner(uid types.UID) (*session.Instance, <-chan struct{}) {
 // owner may be another.
 func (rt *runtime) waitOwner(ctx context.Context, o *object) (in *session.Instance, changed <-chan struct{}, err error) {
 	for {
-		in, changed := rt.owner(o.uid)
+		in, changed := rt.pool.owner(o.uid)
 		if in != nil {
 			return in, changed, nil
 		}
@@ -404,15 +361,4 @@ func newerRV(a, b *unstructured.Unstructured) bool {
 		return true
 	}
 	return x >= y
-}
-
-// mix64 is splitmix64's finalizer. FNV alone barely changes its high bits
-// for instance ids that differ in one last character ("i0", "i1"), which
-// skews rendezvous hashing; mixed, the shares come out even.
-func mix64(x uint64) uint64 {
-	x ^= x >> 30
-	x *= 0xbf58476d1ce4e5b9
-	x ^= x >> 27
-	x *= 0x94d049bb133111eb
-	return x ^ x>>31
 }
