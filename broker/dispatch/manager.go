@@ -359,7 +359,7 @@ func (m *Manager) restoreOne(ctx context.Context, r presence.Record) error {
 		default:
 			m.log.Error("binding no longer compiles; the handler is restored without it, and its holds there are swept",
 				"handler", r.Handler, "binding", pb.GetId(), "error", err)
-			if res := pb.GetResource(); res.GetResource() != "" && res.GetVersion() != "" {
+			if res := pb.GetResource(); mayHold(pb.GetKind()) && res.GetResource() != "" && res.GetVersion() != "" {
 				gvr := schema.GroupVersionResource{Group: res.GetGroup(), Version: res.GetVersion(), Resource: res.GetResource()}
 				sweep = append(sweep, presence.Scope{Resource: gvr, Namespaces: pb.GetNamespaces()})
 			}
@@ -389,6 +389,15 @@ func (m *Manager) restoreOne(ctx context.Context, r presence.Record) error {
 	m.log.Info("restored handler from its lease", "handler", r.Handler, "absent_since", rt.absentSince,
 		"bindings", len(bindings), "recorded_bindings", len(r.Bindings))
 	return nil
+}
+
+// mayHold reports whether bindings of kind k can have put holds on objects.
+func mayHold(k tetherv1.BindingKind) bool {
+	switch k {
+	case tetherv1.BindingKind_BINDING_KIND_DELETE, tetherv1.BindingKind_BINDING_KIND_TIMER, tetherv1.BindingKind_BINDING_KIND_DAEMON:
+		return true
+	}
+	return false
 }
 
 // transient reports whether err is the API server not answering, rather
