@@ -99,7 +99,16 @@ type Options struct {
 	// Admission serves the handlers' validate and mutate bindings; the zero
 	// value serves none.
 	Admission Admission
+	// TokenAudiences, when set, are the audiences a handler's token must be
+	// meant for; empty accepts the API server's own.
+	TokenAudiences []string
+	// RecheckEvery is how often a session's rights are asked again, so that
+	// withdrawn RBAC ends it (default 30 s).
+	RecheckEvery time.Duration
 }
+
+// authQPS paces the broker's TokenReviews and SubjectAccessReviews.
+const authQPS = 50
 
 // Broker is the running broker.
 type Broker struct {
@@ -255,16 +264,24 @@ func (b *Broker) Start(ctx context.Context) error {
 		}
 	}
 	var authz *auth.Authenticator
-	var authorize func(context.Context, []*binding.Binding) error
+	var authorize func(context.Context, string, []*binding.Binding) error
 	if !b.opts.Insecure {
-		authz = auth.New(auth.Options{Client: kube})
+		// Reviews get a client and a request budget of their own: a flood
+		// of streams with bad tokens must not delay the leader's renewals.
+		acfg := rest.CopyConfig(cfg)
+		acfg.QPS, acfg.Burst, acfg.RateLimiter = authQPS, 2*authQPS, nil
+		akube, err := kubernetes.NewForConfig(acfg)
+		if err != nil {
+			return fmt.Errorf("creating client for token and access reviews: %w", err)
+		}
+		authz = auth.New(auth.Options{Client: akube, Namespace: b.opts.Namespace, Audiences: b.opts.TokenAudiences})
 		authorize = authz.Authorize
 	}
 	sessions := session.NewServer(session.Options{
 		Log: b.log.Named("session"), Attacher: dispatcher, Resolver: resolver,
 		Defaults: b.opts.Defaults, HelloTimeout: b.opts.HelloTimeout, Supported: kinds,
 		DefaultWindow: b.opts.DefaultWindow, MaxWindow: b.opts.MaxWindow, Version: b.opts.Version,
-		Metrics: b.metrics, Authorize: authorize,
+		Metrics: b.metrics, Authorize: authorize, RecheckEvery: b.opts.RecheckEvery,
 	})
 	opts := b.serverOptions()
 	if authz != nil {
@@ -328,7 +345,15 @@ func (b *Broker) Start(ctx context.Context) error {
 	}
 	g, gctx := errgroup.WithContext(serveCtx)
 	if le := b.opts.LeaderElection; le.Enabled {
-		g.Go(func() error { return runElected(gctx, kube, b.opts.Namespace, b.opts.Identity, le, b.log, lead) })
+		// Renewals have a client of their own, as kube-controller-manager's
+		// do: a busy dispatcher must not make the leader miss its deadline.
+		lcfg := rest.CopyConfig(cfg)
+		lcfg.QPS, lcfg.Burst, lcfg.RateLimiter = -1, 0, nil
+		lkube, err := kubernetes.NewForConfig(lcfg)
+		if err != nil {
+			return fmt.Errorf("creating client for leader election: %w", err)
+		}
+		g.Go(func() error { return runElected(gctx, lkube, b.opts.Namespace, b.opts.Identity, le, b.log, lead) })
 	} else {
 		g.Go(func() error { lead(gctx); return nil })
 	}

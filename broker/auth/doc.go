@@ -1,7 +1,15 @@
-// Package auth checks who a handler is and what it may bind. A handler
+// Package auth checks who a handler is and what it may do. A handler
 // authenticates with a bearer token the API server accepts (a ServiceAccount
-// token), checked with TokenReview; for every binding the broker then asks
-// SubjectAccessReview whether that identity may list and watch the resource
-// in those namespaces, and patch it where the binding writes. The broker's
-// own broad RBAC is never a way around the handler's.
+// token), checked with TokenReview (with an audience when the broker is
+// given one); reviews are cached briefly, refusals too, and bounded per
+// peer, so bad tokens cannot flood the API server through the broker.
+//
+// [Rights] says what a session needs, as SubjectAccessReview attributes:
+// its handler name, granted on the virtual resource handlers.tether.dev
+// (connect, and strict for STRICT holds); list and watch of every bound
+// resource in the bound namespaces; patch where a binding writes or holds
+// (a finalizer is a write); create of webhook configurations for admission.
+// [Authenticator.Authorize] asks for each at Hello and again while the
+// session lasts. The broker's own broad RBAC is never a way around the
+// handler's.
 package auth

@@ -62,10 +62,13 @@ type Options struct {
 	DefaultWindow, MaxWindow int
 	// MaxBindings caps the bindings of one Hello (default 256).
 	MaxBindings int
-	// Authorize checks that the stream's identity may have the bindings;
-	// nil checks nothing (insecure mode). An error wrapping auth.ErrDenied
-	// ends the stream with PermissionDenied naming the binding.
-	Authorize func(ctx context.Context, bindings []*binding.Binding) error
+	// Authorize checks that the stream's identity may be the handler and
+	// have the bindings; nil checks nothing (insecure mode). An error
+	// wrapping auth.ErrDenied ends the stream with PermissionDenied naming
+	// the binding. It is asked at Hello and then every RecheckEvery
+	// (default 30 s) while the session lasts: rights withdrawn end it.
+	Authorize    func(ctx context.Context, handler string, bindings []*binding.Binding) error
+	RecheckEvery time.Duration
 	// Version is the broker's build version, sent in Welcome.
 	Version string
 	// Metrics counts sessions; nil counts nothing.
@@ -118,6 +121,9 @@ func NewServer(opts Options) *Server {
 	if opts.MaxBindings <= 0 {
 		opts.MaxBindings = 256
 	}
+	if opts.RecheckEvery <= 0 {
+		opts.RecheckEvery = 30 * time.Second
+	}
 	return &Server{opts: opts, log: opts.Log, stopping: make(chan struct{})}
 }
 
@@ -150,13 +156,14 @@ func (s *Server) Connect(stream tetherv1.BrokerService_ConnectServer) error {
 	}
 
 	if s.opts.Authorize != nil {
-		if err := s.opts.Authorize(ctx, bindings); err != nil {
+		if err := s.opts.Authorize(ctx, hello.GetHandler(), bindings); err != nil {
 			if errors.Is(err, auth.ErrDenied) {
 				return status.Error(codes.PermissionDenied, err.Error())
 			}
 			return status.Error(codes.Unavailable, err.Error())
 		}
 	}
+	withdrawn := s.recheck(ctx, hello.GetHandler(), bindings)
 	in := newInstance(hello.GetHandler(), hello.GetInstanceId(), newSessionID(), window)
 	log := s.log.With("handler", in.Handler, "instance", in.ID, "session", in.SessionID)
 	att, err := s.opts.Attacher.Attach(ctx, in, hello, bindings)
@@ -201,6 +208,9 @@ func (s *Server) Connect(stream tetherv1.BrokerService_ConnectServer) error {
 		case <-change:
 		case <-s.stopping:
 			return status.Error(codes.Unavailable, "the broker is shutting down; reconnect")
+		case err := <-withdrawn:
+			log.Warn("handler instance lost its rights; ending its session", "error", err)
+			return status.Error(codes.PermissionDenied, "rights withdrawn: "+err.Error())
 		case msg := <-in.send:
 			if err := stream.Send(msg); err != nil {
 				return err
@@ -214,6 +224,36 @@ func (s *Server) Connect(stream tetherv1.BrokerService_ConnectServer) error {
 			return status.FromContextError(ctx.Err()).Err()
 		}
 	}
+}
+
+// recheck asks Authorize again every RecheckEvery until ctx ends, and sends
+// on the returned channel the first denial. An error that says nothing
+// about the rights (the API server unreachable) keeps the session.
+func (s *Server) recheck(ctx context.Context, handler string, bindings []*binding.Binding) <-chan error {
+	withdrawn := make(chan error, 1)
+	if s.opts.Authorize == nil {
+		return withdrawn
+	}
+	go func() {
+		t := time.NewTicker(s.opts.RecheckEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			err := s.opts.Authorize(ctx, handler, bindings)
+			if errors.Is(err, auth.ErrDenied) {
+				withdrawn <- err
+				return
+			}
+			if err != nil && ctx.Err() == nil {
+				s.log.Warn("cannot recheck a handler's rights; the session goes on", "handler", handler, "error", err)
+			}
+		}
+	}()
+	return withdrawn
 }
 
 func (s *Server) awaitHello(ctx context.Context, stream tetherv1.BrokerService_ConnectServer) (*tetherv1.Hello, error) {

@@ -12,6 +12,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -57,6 +58,8 @@ type config struct {
 	maxAbsent     time.Duration
 	leader        broker.LeaderElection
 	admission     broker.Admission
+	audiences     string
+	recheckEvery  time.Duration
 }
 
 func main() {
@@ -109,6 +112,8 @@ func parseFlags(args []string, out io.Writer) (*config, error) {
 	fs.BoolVar(&c.insecure, "insecure", false, "serve plain text without authentication, for local development; loopback addresses only")
 	fs.StringVar(&c.tlsCert, "tls-cert-file", "", "TLS certificate file for the gRPC server (required unless --insecure)")
 	fs.StringVar(&c.tlsKey, "tls-key-file", "", "TLS private key file for the gRPC server (required unless --insecure)")
+	fs.StringVar(&c.audiences, "token-audience", "", "comma-separated audiences a handler's token must be meant for (TokenReview); empty: the API server's own")
+	fs.DurationVar(&c.recheckEvery, "recheck-permissions-every", 30*time.Second, "how often a connected handler's token and RBAC are checked again; a handler that lost them is disconnected")
 	fs.Float64Var(&c.qps, "kube-api-qps", 100, "writes per second to the API server: holds, progress and handlers' patches are paced to this rate\n"+
 		"without holding up deliveries that write nothing (timer ticks); the broker's other requests are limited to the same rate")
 	fs.IntVar(&c.burst, "kube-api-burst", 200, "how many writes (and other requests) may go at once before --kube-api-qps paces them")
@@ -189,6 +194,7 @@ func serve(args []string, _, stderr io.Writer) error {
 		HelloTimeout: c.helloTimeout, MaxMessageSize: c.maxMsgSize, Version: version,
 		Namespace: c.namespace, Identity: c.identity, Deployment: c.deployment, MetricsListen: c.metricsListen,
 		LeaderElection: c.leader, Admission: c.admission,
+		TokenAudiences: splitList(c.audiences), RecheckEvery: c.recheckEvery,
 		Absence: dispatch.AbsenceLimits{
 			Grace: c.grace, MaxGrace: c.maxGrace,
 			AbsentReleaseAfter: absentAfter(c.absentAfter), MaxAbsentReleaseAfter: c.maxAbsent,
@@ -236,6 +242,17 @@ func absentAfter(d time.Duration) time.Duration {
 		return -1
 	}
 	return d
+}
+
+// splitList splits a comma-separated flag value, dropping empty items.
+func splitList(s string) []string {
+	var out []string
+	for _, v := range strings.Split(s, ",") {
+		if v = strings.TrimSpace(v); v != "" {
+			out = append(out, v)
+		}
+	}
+	return out
 }
 
 func envOr(key, def string) string {

@@ -42,9 +42,9 @@ func (cp *ControlPlane) StartDuration() time.Duration { return cp.startTook }
 
 // ServiceAccountToken creates the ServiceAccount namespace/name if it does not
 // exist and returns a one-hour token for it from the TokenRequest API. The
-// namespace must exist. The token passes TokenReview with the API server's
-// default audience.
-func (cp *ControlPlane) ServiceAccountToken(ctx context.Context, namespace, name string) (string, error) {
+// namespace must exist. The token is meant for audiences, or when none are
+// given for the API server's default audience.
+func (cp *ControlPlane) ServiceAccountToken(ctx context.Context, namespace, name string, audiences ...string) (string, error) {
 	sas := cp.client.CoreV1().ServiceAccounts(namespace)
 	_, err := sas.Create(ctx, &corev1.ServiceAccount{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace},
@@ -54,7 +54,7 @@ func (cp *ControlPlane) ServiceAccountToken(ctx context.Context, namespace, name
 	}
 	expiry := int64(3600)
 	tr, err := sas.CreateToken(ctx, name, &authenticationv1.TokenRequest{
-		Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &expiry},
+		Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &expiry, Audiences: audiences},
 	}, metav1.CreateOptions{})
 	if err != nil {
 		return "", fmt.Errorf("requesting a token for service account %s/%s: %w", namespace, name, err)

@@ -60,6 +60,8 @@ func deny(verb, group, resource, namespace string) access {
 
 func (a access) sub(s string) access { a.subresource = s; return a }
 
+func (a access) named(n string) access { a.name = n; return a }
+
 // serviceAccountUser is the user and groups the API server gives a token of
 // the ServiceAccount namespace/name.
 func serviceAccountUser(namespace, name string) (string, []string) {
@@ -243,6 +245,12 @@ func TestExampleHandlerRBAC(t *testing.T) {
 		deny("patch", "admissionregistration.k8s.io", "validatingwebhookconfigurations", ""),
 		deny("delete", "admissionregistration.k8s.io", "validatingwebhookconfigurations", ""),
 		deny("list", "admissionregistration.k8s.io", "validatingwebhookconfigurations", ""),
+		// Its handler name is granted in the broker's namespace (broker/auth
+		// Rights), that name only, and not STRICT.
+		allow("connect", "tether.dev", "handlers", ns).named("example"),
+		deny("connect", "tether.dev", "handlers", ns).named("other"),
+		deny("connect", "tether.dev", "handlers", other).named("example"),
+		deny("strict", "tether.dev", "handlers", ns).named("example"),
 	)
 	checkAccess(t, cp.Client(), ns, handlerName, table)
 }

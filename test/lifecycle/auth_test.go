@@ -50,6 +50,10 @@ func selfSigned(t *testing.T) (*tls.Config, *x509.CertPool) {
 	return &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}}, MinVersion: tls.VersionTLS12}, pool
 }
 
+// anyHandlerName lets a ServiceAccount connect under every handler name in
+// the broker's namespace.
+var anyHandlerName = rbacv1.PolicyRule{APIGroups: []string{"tether.dev"}, Resources: []string{"handlers"}, Verbs: []string{"connect"}}
+
 // TestTokenAndPermissionsAreChecked: over TLS, a handler authenticates with
 // a ServiceAccount token (TokenReview) and may bind only what its own RBAC
 // lets it list, watch and patch (SubjectAccessReview): the broker's broad
@@ -59,13 +63,13 @@ func TestTokenAndPermissionsAreChecked(t *testing.T) {
 	dyn := cp.EnsureWidgetCRD(t)
 	ns := cp.Namespace(t)
 	serverTLS, pool := selfSigned(t)
-	addr := startBroker(t, cp, func(o *broker.Options) { o.Insecure, o.TLS = false, serverTLS })
+	addr := startBroker(t, cp, func(o *broker.Options) { o.Insecure, o.TLS, o.Namespace = false, serverTLS, ns })
 	ctx := context.Background()
 
 	role := &rbacv1.Role{
 		ObjectMeta: metav1.ObjectMeta{Name: "widgets", Namespace: ns},
 		Rules: []rbacv1.PolicyRule{{APIGroups: []string{"test.tether.dev"}, Resources: []string{"widgets"},
-			Verbs: []string{"get", "list", "watch", "patch"}}},
+			Verbs: []string{"get", "list", "watch", "patch"}}, anyHandlerName},
 	}
 	if _, err := cp.Client().RbacV1().Roles(ns).Create(ctx, role, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -115,7 +119,7 @@ func TestTokenAndPermissionsAreChecked(t *testing.T) {
 		code        string
 		says        []string
 	}{
-		{"no-rbac", denied, []sdk.BindingOption{sdk.Namespaces(ns)}, "PermissionDenied", []string{"bindings[0]", "may not list", ns}},
+		{"no-rbac", denied, []sdk.BindingOption{sdk.Namespaces(ns)}, "PermissionDenied", []string{"handler", "may not connect handlers.tether.dev no-rbac", ns}},
 		{"too-wide", allowed, nil, "PermissionDenied", []string{"bindings[0]", "cluster-wide"}},
 		{"bad-token", "not-a-token", []sdk.BindingOption{sdk.Namespaces(ns)}, "Unauthenticated", []string{"invalid token"}},
 	}

@@ -1,0 +1,87 @@
+package auth
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/tether-dev/tether/broker/binding"
+)
+
+// ErrDenied marks a right the handler's identity does not have, or a
+// token no longer accepted.
+var ErrDenied = errors.New("permission denied")
+
+// Authorize reviews the stream's token again (from the cache when it was
+// reviewed lately) and asks SubjectAccessReview for every right of
+// [Rights]. It is called at Hello and then while the session lasts, so
+// that withdrawn rights end it. A missing right is an error wrapping
+// ErrDenied that names the binding; other errors (the API server
+// unreachable) say nothing about the rights.
+func (a *Authenticator) Authorize(ctx context.Context, handler string, bindings []*binding.Binding) error {
+	user, err := a.authenticate(ctx)
+	if err != nil {
+		if st, ok := status.FromError(err); ok && st.Code() == codes.Unauthenticated {
+			return fmt.Errorf("%w: %s", ErrDenied, st.Message())
+		}
+		return err
+	}
+	for _, r := range Rights(a.opts.Namespace, handler, bindings) {
+		err := a.check(ctx, user, r)
+		if err == nil {
+			continue
+		}
+		if r.Binding < 0 {
+			return fmt.Errorf("handler: %w", err)
+		}
+		b := bindings[r.Binding]
+		return &binding.FieldError{Index: r.Binding, ID: b.ID, Field: r.Field, Err: err}
+	}
+	return nil
+}
+
+func (a *Authenticator) check(ctx context.Context, user authenticationv1.UserInfo, r Right) error {
+	extra := map[string]authorizationv1.ExtraValue{}
+	for k, v := range user.Extra {
+		extra[k] = authorizationv1.ExtraValue(v)
+	}
+	sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+		User: user.Username, Groups: user.Groups, UID: user.UID, Extra: extra,
+		ResourceAttributes: &authorizationv1.ResourceAttributes{
+			Namespace: r.Namespace, Verb: r.Verb, Group: r.Resource.Group, Version: r.Resource.Version,
+			Resource: r.Resource.Resource, Name: r.Name,
+		},
+	}}
+	out, err := a.opts.Client.AuthorizationV1().SubjectAccessReviews().Create(ctx, sar, metav1.CreateOptions{})
+	if err != nil {
+		return fmt.Errorf("checking permissions: %w", err)
+	}
+	if out.Status.Allowed {
+		return nil
+	}
+	where := "cluster-wide"
+	if r.Namespace != "" {
+		where = "in namespace " + r.Namespace
+	}
+	what := resourceName(r.Resource)
+	if r.Name != "" {
+		what += " " + r.Name
+	}
+	return fmt.Errorf("%w: %s may not %s %s %s", ErrDenied, user.Username, r.Verb, what, where)
+}
+
+// resourceName spells gvr as resource.Resource does: "secrets.v1.", and
+// "handlers.tether.dev" for the versionless virtual resource.
+func resourceName(gvr schema.GroupVersionResource) string {
+	if gvr.Version == "" {
+		return gvr.Resource + "." + gvr.Group
+	}
+	return gvr.Resource + "." + gvr.Version + "." + gvr.Group
+}

@@ -1,0 +1,97 @@
+package auth
+
+import (
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/tether-dev/tether/broker/binding"
+)
+
+// Handler names are granted, not claimed: an identity may connect as
+// handler x only if it may "connect" the virtual resource
+// handlers.tether.dev named x in the broker's namespace, and may hold with
+// STRICT (which can block a deletion indefinitely) only if it may also
+// "strict" it. An admin grants both with an ordinary Role; nothing stores
+// such objects.
+const (
+	HandlerGroup    = "tether.dev"
+	HandlerResource = "handlers"
+	VerbConnect     = "connect"
+	VerbStrict      = "strict"
+)
+
+// handlers is the virtual resource of handler names.
+var handlers = schema.GroupVersionResource{Group: HandlerGroup, Resource: HandlerResource}
+
+// Right is one thing a handler must be allowed: a SubjectAccessReview's
+// resource attributes, and the Hello field it is asked for.
+type Right struct {
+	Namespace string // "" is cluster-wide
+	Verb      string
+	Resource  schema.GroupVersionResource
+	Name      string // "" is any name
+	// Binding is the index of the binding that needs the right, -1 for
+	// the handler name; Field is the binding field to name in an error.
+	Binding int
+	Field   string
+}
+
+// Rights lists what handler must be allowed to have bindings, in the order
+// they are checked, each right once (the first binding that needs it names
+// it): the handler name itself in brokerNamespace (connect, and strict when
+// a binding is STRICT); list and watch of every binding's resource in its
+// namespaces; patch where a binding writes or holds, because a finalizer is
+// a write; and create of the webhook configurations an admission binding
+// makes the broker write.
+func Rights(brokerNamespace, handler string, bindings []*binding.Binding) []Right {
+	var out []Right
+	seen := map[Right]bool{}
+	add := func(r Right) {
+		key := r
+		key.Binding, key.Field = 0, ""
+		if !seen[key] {
+			seen[key] = true
+			out = append(out, r)
+		}
+	}
+	add(Right{Namespace: brokerNamespace, Verb: VerbConnect, Resource: handlers, Name: handler, Binding: -1, Field: "handler"})
+	for i, b := range bindings {
+		if b.Policy == binding.PolicyStrict {
+			add(Right{Namespace: brokerNamespace, Verb: VerbStrict, Resource: handlers, Name: handler, Binding: i, Field: "finalizer"})
+		}
+	}
+	for i, b := range bindings {
+		namespaces := b.Namespaces
+		if len(namespaces) == 0 {
+			namespaces = []string{""}
+		}
+		for _, ns := range namespaces {
+			for _, verb := range verbs(b) {
+				add(Right{Namespace: ns, Verb: verb, Resource: b.Resource.GroupVersionResource, Binding: i, Field: "resource"})
+			}
+		}
+		// A webhook can refuse or change every request on its resource: the
+		// broker writes one only for a handler that could write it itself.
+		if cfg, ok := webhookConfigurations[b.Kind]; ok {
+			add(Right{Verb: "create", Resource: cfg, Binding: i, Field: "kind"})
+		}
+	}
+	return out
+}
+
+var webhookConfigurations = map[binding.Kind]schema.GroupVersionResource{
+	binding.Validate: {Group: "admissionregistration.k8s.io", Version: "v1", Resource: "validatingwebhookconfigurations"},
+	binding.Mutate:   {Group: "admissionregistration.k8s.io", Version: "v1", Resource: "mutatingwebhookconfigurations"},
+}
+
+// verbs a binding needs on its resource: it is watched; it is patched when
+// its acks carry patches or when it holds.
+func verbs(b *binding.Binding) []string {
+	switch {
+	case b.Holds():
+		return []string{"list", "watch", "patch"}
+	case b.Kind == binding.Event, b.Kind == binding.Delete, b.Kind == binding.Daemon, b.Kind == binding.Validate:
+		return []string{"list", "watch"}
+	default:
+		return []string{"list", "watch", "patch"}
+	}
+}

@@ -1,0 +1,230 @@
+package auth
+
+import (
+	"context"
+	"crypto/sha256"
+	"net"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/clock"
+)
+
+// Options configure an Authenticator. Client is required; it should be a
+// client of its own, so that a flood of bad tokens spends its request
+// budget and not the one leader election and presence renew with.
+type Options struct {
+	Client kubernetes.Interface
+	// Namespace is the broker's namespace, where handler names are granted.
+	Namespace string
+	// Audiences, when set, are sent with every TokenReview, and a token
+	// is accepted only when the API server says it is meant for one of
+	// them. Empty: the API server's own audiences.
+	Audiences []string
+	// CacheTTL is how long an accepted token is trusted before it is
+	// reviewed again (default 1 minute); RefusedTTL how long a refused one
+	// is refused without asking again (default 10 s).
+	CacheTTL, RefusedTTL time.Duration
+	// MaxCached bounds the cache (default 4096 tokens).
+	MaxCached int
+	// MaxReviewsPerPeer bounds the TokenReviews in flight for one peer
+	// address; a stream past it ends with ResourceExhausted (default 4).
+	MaxReviewsPerPeer int
+	// Clock is the time source (default the real clock).
+	Clock clock.PassiveClock
+}
+
+// Authenticator reviews bearer tokens and the rights of handlers.
+type Authenticator struct {
+	opts Options
+
+	mu       sync.Mutex
+	cache    map[[32]byte]review
+	swept    time.Time
+	inFlight map[string]int // per peer host
+}
+
+// review is a cached TokenReview outcome: a user, or the refusal message.
+type review struct {
+	user    authenticationv1.UserInfo
+	refused string
+	expires time.Time
+}
+
+// New returns an Authenticator.
+func New(opts Options) *Authenticator {
+	if opts.CacheTTL <= 0 {
+		opts.CacheTTL = time.Minute
+	}
+	if opts.RefusedTTL <= 0 {
+		opts.RefusedTTL = 10 * time.Second
+	}
+	if opts.MaxCached <= 0 {
+		opts.MaxCached = 4096
+	}
+	if opts.MaxReviewsPerPeer <= 0 {
+		opts.MaxReviewsPerPeer = 4
+	}
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
+	return &Authenticator{opts: opts, cache: map[[32]byte]review{}, inFlight: map[string]int{}}
+}
+
+type userKey struct{}
+
+// User is the identity a stream authenticated as.
+func User(ctx context.Context) (authenticationv1.UserInfo, bool) {
+	u, ok := ctx.Value(userKey{}).(authenticationv1.UserInfo)
+	return u, ok
+}
+
+// StreamInterceptor authenticates every stream before its handler runs.
+func (a *Authenticator) StreamInterceptor() grpc.StreamServerInterceptor {
+	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+		if strings.HasPrefix(info.FullMethod, "/grpc.") {
+			return handler(srv, ss) // health and reflection need no identity
+		}
+		user, err := a.authenticate(ss.Context())
+		if err != nil {
+			return err
+		}
+		return handler(srv, &authedStream{ServerStream: ss, ctx: context.WithValue(ss.Context(), userKey{}, user)})
+	}
+}
+
+type authedStream struct {
+	grpc.ServerStream
+	ctx context.Context
+}
+
+func (s *authedStream) Context() context.Context { return s.ctx }
+
+// authenticate reviews the stream's bearer token, from the cache when it
+// was reviewed lately. Its errors are gRPC statuses.
+func (a *Authenticator) authenticate(ctx context.Context) (authenticationv1.UserInfo, error) {
+	token := bearer(ctx)
+	if token == "" {
+		return authenticationv1.UserInfo{}, status.Error(codes.Unauthenticated, "a bearer token is required (authorization: Bearer <ServiceAccount token>)")
+	}
+	key := sha256.Sum256([]byte(token))
+	if r, ok := a.cached(key); ok {
+		return r.result()
+	}
+	host := peerHost(ctx)
+	if !a.acquire(host) {
+		return authenticationv1.UserInfo{}, status.Errorf(codes.ResourceExhausted,
+			"more than %d token reviews in flight from %s; retry", a.opts.MaxReviewsPerPeer, host)
+	}
+	defer a.release(host)
+	tr, err := a.opts.Client.AuthenticationV1().TokenReviews().Create(ctx, &authenticationv1.TokenReview{
+		Spec: authenticationv1.TokenReviewSpec{Token: token, Audiences: a.opts.Audiences},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		return authenticationv1.UserInfo{}, status.Errorf(codes.Unavailable, "reviewing the token: %v", err)
+	}
+	r := a.judge(tr.Status)
+	a.store(key, r)
+	return r.result()
+}
+
+// judge turns a TokenReview's answer into a cacheable review.
+func (a *Authenticator) judge(st authenticationv1.TokenReviewStatus) review {
+	now := a.opts.Clock.Now()
+	switch {
+	case !st.Authenticated:
+		msg := st.Error
+		if msg == "" {
+			msg = "the API server does not accept it"
+		}
+		return review{refused: msg, expires: now.Add(a.opts.RefusedTTL)}
+	case len(a.opts.Audiences) > 0 && !slices.ContainsFunc(st.Audiences, func(s string) bool { return slices.Contains(a.opts.Audiences, s) }):
+		return review{refused: "it is not meant for this broker (audiences " + strings.Join(a.opts.Audiences, ", ") + ")", expires: now.Add(a.opts.RefusedTTL)}
+	}
+	return review{user: st.User, expires: now.Add(a.opts.CacheTTL)}
+}
+
+func (r review) result() (authenticationv1.UserInfo, error) {
+	if r.refused != "" {
+		return authenticationv1.UserInfo{}, status.Errorf(codes.Unauthenticated, "invalid token: %s", r.refused)
+	}
+	return r.user, nil
+}
+
+func (a *Authenticator) cached(key [32]byte) (review, bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	r, ok := a.cache[key]
+	return r, ok && a.opts.Clock.Now().Before(r.expires)
+}
+
+// store caches r, first dropping what expired; a full cache (a flood of
+// distinct tokens) caches nothing more until entries expire.
+func (a *Authenticator) store(key [32]byte, r review) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	now := a.opts.Clock.Now()
+	if len(a.cache) >= a.opts.MaxCached || now.Sub(a.swept) > a.opts.CacheTTL {
+		for k, c := range a.cache {
+			if !now.Before(c.expires) {
+				delete(a.cache, k)
+			}
+		}
+		a.swept = now
+	}
+	if len(a.cache) < a.opts.MaxCached {
+		a.cache[key] = r
+	}
+}
+
+func (a *Authenticator) acquire(host string) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.inFlight[host] >= a.opts.MaxReviewsPerPeer {
+		return false
+	}
+	a.inFlight[host]++
+	return true
+}
+
+func (a *Authenticator) release(host string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.inFlight[host]--; a.inFlight[host] <= 0 {
+		delete(a.inFlight, host)
+	}
+}
+
+func bearer(ctx context.Context) string {
+	md, _ := metadata.FromIncomingContext(ctx)
+	var token string
+	for _, v := range md.Get("authorization") {
+		if t, ok := strings.CutPrefix(v, "Bearer "); ok {
+			token = strings.TrimSpace(t)
+		}
+	}
+	return token
+}
+
+// peerHost is the stream's remote address without its port: one client
+// opens its streams from many ports.
+func peerHost(ctx context.Context) string {
+	p, ok := peer.FromContext(ctx)
+	if !ok || p.Addr == nil {
+		return "unknown"
+	}
+	if host, _, err := net.SplitHostPort(p.Addr.String()); err == nil {
+		return host
+	}
+	return p.Addr.String()
+}

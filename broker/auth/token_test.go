@@ -1,0 +1,148 @@
+package auth
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+	clocktesting "k8s.io/utils/clock/testing"
+)
+
+// reviewer is a fake API server's TokenReview: tokens starting with "good"
+// are user alice, meant for the audience "api"; others are refused.
+type reviewer struct {
+	reviews atomic.Int32
+	block   chan struct{} // when set, each review waits for it
+	seen    chan []string // the audiences each review asked for
+}
+
+func (r *reviewer) client() *fake.Clientset {
+	c := fake.NewClientset()
+	c.PrependReactor("create", "tokenreviews", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		r.reviews.Add(1)
+		tr := a.(k8stesting.CreateAction).GetObject().(*authenticationv1.TokenReview)
+		if r.seen != nil {
+			r.seen <- tr.Spec.Audiences
+		}
+		if r.block != nil {
+			<-r.block
+		}
+		out := tr.DeepCopy()
+		if strings.HasPrefix(tr.Spec.Token, "good") {
+			out.Status = authenticationv1.TokenReviewStatus{Authenticated: true, Audiences: []string{"api"},
+				User: authenticationv1.UserInfo{Username: "alice"}}
+		} else {
+			out.Status = authenticationv1.TokenReviewStatus{Error: "bad signature"}
+		}
+		return true, out, nil
+	})
+	return c
+}
+
+// streamContext is what a stream from host with token looks like.
+func streamContext(host, token string) context.Context {
+	ctx := metadata.NewIncomingContext(context.Background(), metadata.Pairs("authorization", "Bearer "+token))
+	return peer.NewContext(ctx, &peer.Peer{Addr: &net.TCPAddr{IP: net.ParseIP(host), Port: 40000}})
+}
+
+func TestRefusedTokensAreNotReviewedAgainForAWhile(t *testing.T) {
+	var r reviewer
+	clk := clocktesting.NewFakePassiveClock(time.Unix(0, 0))
+	a := New(Options{Client: r.client(), Clock: clk, RefusedTTL: 10 * time.Second})
+	for range 50 {
+		_, err := a.authenticate(streamContext("10.0.0.1", "forged"))
+		if status.Code(err) != codes.Unauthenticated || !strings.Contains(err.Error(), "bad signature") {
+			t.Fatalf("authenticate = %v, want Unauthenticated saying why", err)
+		}
+	}
+	if n := r.reviews.Load(); n != 1 {
+		t.Errorf("%d TokenReviews for 50 streams with one bad token, want 1", n)
+	}
+	clk.SetTime(clk.Now().Add(11 * time.Second))
+	_, _ = a.authenticate(streamContext("10.0.0.1", "forged"))
+	if n := r.reviews.Load(); n != 2 {
+		t.Errorf("%d TokenReviews once the refusal expired, want 2", n)
+	}
+}
+
+func TestReviewsInFlightAreBoundedPerPeer(t *testing.T) {
+	// The fake clientset runs one reaction at a time, so one review is in
+	// flight here; the bound is 1.
+	r := reviewer{block: make(chan struct{}), seen: make(chan []string, 16)}
+	a := New(Options{Client: r.client(), MaxReviewsPerPeer: 1})
+	done := make(chan error, 1)
+	go func() {
+		_, err := a.authenticate(streamContext("10.0.0.1", "forged-1"))
+		done <- err
+	}()
+	<-r.seen // the review is in flight
+	_, err := a.authenticate(streamContext("10.0.0.1", "forged-2"))
+	if status.Code(err) != codes.ResourceExhausted || !strings.Contains(err.Error(), "10.0.0.1") {
+		t.Errorf("a second review from one peer: %v, want ResourceExhausted naming the peer", err)
+	}
+	if !a.acquire("10.0.0.2") {
+		t.Error("another peer is held back by the first one's review")
+	}
+	a.release("10.0.0.2")
+	close(r.block)
+	if err := <-done; status.Code(err) != codes.Unauthenticated {
+		t.Errorf("the review in flight: %v, want Unauthenticated", err)
+	}
+	if _, err := a.authenticate(streamContext("10.0.0.1", "forged-3")); status.Code(err) != codes.Unauthenticated {
+		t.Errorf("once the review ended: %v, want the peer reviewed again (Unauthenticated)", err)
+	}
+}
+
+func TestTokensForAnotherAudienceAreRefused(t *testing.T) {
+	r := reviewer{seen: make(chan []string, 4)}
+	a := New(Options{Client: r.client(), Audiences: []string{"tether"}})
+	_, err := a.authenticate(streamContext("10.0.0.1", "good"))
+	if status.Code(err) != codes.Unauthenticated || !strings.Contains(err.Error(), "not meant for this broker") {
+		t.Errorf("a token for audience api: %v, want Unauthenticated saying it is not meant for the broker", err)
+	}
+	if got := <-r.seen; !slices.Equal(got, []string{"tether"}) {
+		t.Errorf("the TokenReview asked for audiences %q, want [tether]", got)
+	}
+	a = New(Options{Client: r.client(), Audiences: []string{"tether", "api"}})
+	if u, err := a.authenticate(streamContext("10.0.0.1", "good")); err != nil || u.Username != "alice" {
+		t.Errorf("a token for one of the audiences: %v, %v; want alice", u.Username, err)
+	}
+}
+
+func TestExpiredReviewsLeaveTheCache(t *testing.T) {
+	var r reviewer
+	clk := clocktesting.NewFakePassiveClock(time.Unix(0, 0))
+	a := New(Options{Client: r.client(), Clock: clk, CacheTTL: time.Minute, MaxCached: 8})
+	for i := range 8 {
+		if _, err := a.authenticate(streamContext("10.0.0.1", fmt.Sprint("good-", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	clk.SetTime(clk.Now().Add(2 * time.Minute))
+	if _, err := a.authenticate(streamContext("10.0.0.1", "good-new")); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(a.cache); n != 1 {
+		t.Errorf("%d cached reviews after every other one expired, want 1", n)
+	}
+	// A full cache of live reviews caches nothing more: it cannot grow.
+	for i := range 20 {
+		_, _ = a.authenticate(streamContext("10.0.0.1", fmt.Sprint("forged-", i)))
+	}
+	if n := len(a.cache); n > 8 {
+		t.Errorf("%d cached reviews, more than MaxCached 8", n)
+	}
+}

@@ -1,0 +1,245 @@
+package lifecycle
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/tether-dev/tether/broker"
+	"github.com/tether-dev/tether/sdk"
+	"github.com/tether-dev/tether/test/controlplane"
+)
+
+// secure is a broker over TLS that authenticates and authorizes handlers
+// with the real API server, in a namespace of its own that is also where
+// the test's objects live and its ServiceAccounts are.
+type secure struct {
+	cp        *controlplane.ControlPlane
+	ns, addr  string
+	clientTLS *tls.Config
+}
+
+func startSecure(t *testing.T, cp *controlplane.ControlPlane, tweaks ...func(*broker.Options)) *secure {
+	t.Helper()
+	ns := cp.Namespace(t)
+	serverTLS, pool := selfSigned(t)
+	addr := startBroker(t, cp, append([]func(*broker.Options){func(o *broker.Options) {
+		o.Insecure, o.TLS, o.Namespace = false, serverTLS, ns
+	}}, tweaks...)...)
+	return &secure{cp: cp, ns: ns, addr: addr, clientTLS: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}
+}
+
+// grant gives the ServiceAccount sa the rules in the test's namespace, with
+// a Role and a RoleBinding both called name; revoke deletes the binding.
+func (s *secure) grant(t *testing.T, name, sa string, rules ...rbacv1.PolicyRule) (revoke func()) {
+	t.Helper()
+	ctx := context.Background()
+	rbac := s.cp.Client().RbacV1()
+	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: s.ns}, Rules: rules}
+	if _, err := rbac.Roles(s.ns).Create(ctx, role, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	rb := &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: s.ns},
+		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: name},
+		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: sa, Namespace: s.ns}},
+	}
+	if _, err := rbac.RoleBindings(s.ns).Create(ctx, rb, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	return func() {
+		if err := rbac.RoleBindings(s.ns).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+			t.Errorf("revoking %s: %v", name, err)
+		}
+	}
+}
+
+func (s *secure) token(t *testing.T, sa string, audiences ...string) string {
+	t.Helper()
+	tok, err := s.cp.ServiceAccountToken(context.Background(), s.ns, sa, audiences...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok
+}
+
+func (s *secure) handler(name, token string) *sdk.Handler {
+	return sdk.New(name, sdk.WithTLS(s.clientTLS), sdk.WithToken(token),
+		sdk.WithReconnectBackoff(50*time.Millisecond, 500*time.Millisecond))
+}
+
+// rejected runs h until the broker rejects it, and fails the test if it
+// does not within waitTimeout.
+func (s *secure) rejected(t *testing.T, h *sdk.Handler) *sdk.RejectedError {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	var rej *sdk.RejectedError
+	if err := h.Run(ctx, s.addr); !errors.As(err, &rej) {
+		t.Fatalf("handler %s: Run = %v, want a rejection", h.Name(), err)
+	}
+	return rej
+}
+
+func expectRejection(t *testing.T, rej *sdk.RejectedError, code string, says ...string) {
+	t.Helper()
+	if rej.Code != code {
+		t.Errorf("rejected with %s (%s), want %s", rej.Code, rej.Message, code)
+	}
+	for _, w := range says {
+		if !strings.Contains(rej.Message, w) {
+			t.Errorf("rejection %q does not say %q", rej.Message, w)
+		}
+	}
+}
+
+func widgetRule(verbs ...string) rbacv1.PolicyRule {
+	return rbacv1.PolicyRule{APIGroups: []string{"test.tether.dev"}, Resources: []string{"widgets"}, Verbs: verbs}
+}
+
+func handlerRule(name string, verbs ...string) rbacv1.PolicyRule {
+	return rbacv1.PolicyRule{APIGroups: []string{"tether.dev"}, Resources: []string{"handlers"}, ResourceNames: []string{name}, Verbs: verbs}
+}
+
+func nothing(context.Context, *sdk.Event) error { return nil }
+
+// TestReadAccessCannotHold: a hold is a finalizer, and a finalizer is a
+// write. An identity that may only read widgets cannot have the broker
+// hold them for it, with a delete, daemon or timer binding, whatever its
+// policy; one that may patch them can.
+func TestReadAccessCannotHold(t *testing.T) {
+	cp := controlplane.Get(t)
+	dyn := cp.EnsureWidgetCRD(t)
+	s := startSecure(t, cp)
+	s.grant(t, "reader", "reader", widgetRule("get", "list", "watch"), handlerRule("x", "connect", "strict"))
+	s.grant(t, "writer", "writer", widgetRule("get", "list", "watch", "patch"), handlerRule("y", "connect", "strict"))
+	create(t, dyn, widgetGVR, widget(s.ns, "w", nil))
+	reader := s.token(t, "reader")
+
+	for name, bind := range map[string]func(*sdk.Handler){
+		"delete STRICT": func(h *sdk.Handler) {
+			h.OnDelete(widgets, nothing, sdk.Namespaces(s.ns), sdk.Finalizer(sdk.FinalizerStrict))
+		},
+		"delete HOLD": func(h *sdk.Handler) { h.OnDelete(widgets, nothing, sdk.Namespaces(s.ns)) },
+		"daemon":      func(h *sdk.Handler) { h.OnDaemon(widgets, nothing, sdk.Namespaces(s.ns)) },
+		"timer":       func(h *sdk.Handler) { h.OnTimer(widgets, time.Minute, nothing, sdk.Namespaces(s.ns)) },
+	} {
+		h := s.handler("x", reader)
+		bind(h)
+		expectRejection(t, s.rejected(t, h), "PermissionDenied", "bindings[0]", "may not patch widgets", s.ns)
+		if fin := get(t, dyn, widgetGVR, s.ns, "w").GetFinalizers(); slices.Contains(fin, "tether.dev/x") {
+			t.Fatalf("%s: a reader's handler holds the widget: finalizers %v", name, fin)
+		}
+	}
+
+	h := s.handler("y", s.token(t, "writer"))
+	h.OnDelete(widgets, nothing, sdk.Namespaces(s.ns), sdk.Finalizer(sdk.FinalizerStrict))
+	runHandler(t, h, s.addr)
+	waitObject(t, dyn, widgetGVR, s.ns, "w", "held by y", func(o *unstructured.Unstructured) bool {
+		return slices.Contains(o.GetFinalizers(), "tether.dev/y")
+	})
+}
+
+// TestHandlerNameIsGranted: an identity connects as a handler only when a
+// Role grants it that name (connect on handlers.tether.dev), and holds with
+// STRICT only when it also grants strict. Another identity with the same
+// rights on the objects cannot join, replace or lock out the handler.
+func TestHandlerNameIsGranted(t *testing.T) {
+	cp := controlplane.Get(t)
+	dyn := cp.EnsureWidgetCRD(t)
+	s := startSecure(t, cp)
+	objects := widgetRule("get", "list", "watch", "patch")
+	s.grant(t, "owner", "owner", objects, handlerRule("victim", "connect"))
+	s.grant(t, "intruder", "intruder", objects, handlerRule("intruder", "connect", "strict"))
+	s.grant(t, "no-objects", "no-objects", handlerRule("empty", "connect"))
+	owner, intruder := s.token(t, "owner"), s.token(t, "intruder")
+
+	var j journal
+	h := s.handler("victim", owner)
+	h.OnCreate(widgets, j.record(nil), sdk.Namespaces(s.ns))
+	runHandler(t, h, s.addr)
+	create(t, dyn, widgetGVR, widget(s.ns, "w", nil))
+	j.waitCount(t, sdk.Create, "w", 1)
+
+	cases := []struct {
+		name, handler, token string
+		finalizer            sdk.FinalizerPolicy
+		says                 []string
+	}{
+		{"another identity under the name", "victim", intruder, sdk.FinalizerDefault,
+			[]string{"handler:", "system:serviceaccount:" + s.ns + ":intruder may not connect handlers.tether.dev victim"}},
+		{"STRICT without the grant", "victim", owner, sdk.FinalizerStrict,
+			[]string{"bindings[0]", "may not strict handlers.tether.dev victim"}},
+		{"the name without the objects", "empty", s.token(t, "no-objects"), sdk.FinalizerDefault,
+			[]string{"bindings[0]", "may not list widgets"}},
+	}
+	for _, c := range cases {
+		h := s.handler(c.handler, c.token)
+		h.OnDelete(widgets, nothing, sdk.Namespaces(s.ns), sdk.Finalizer(c.finalizer))
+		expectRejection(t, s.rejected(t, h), "PermissionDenied", c.says...)
+	}
+	// The intruder's STRICT under its own name is fine.
+	ih := s.handler("intruder", intruder)
+	ih.OnDelete(widgets, nothing, sdk.Namespaces(s.ns), sdk.Finalizer(sdk.FinalizerStrict))
+	runHandler(t, ih, s.addr)
+	waitObject(t, dyn, widgetGVR, s.ns, "w", "held by intruder", func(o *unstructured.Unstructured) bool {
+		return slices.Contains(o.GetFinalizers(), "tether.dev/intruder")
+	})
+}
+
+// TestWithdrawnRightsEndTheSession: deleting the RoleBinding that lets a
+// handler read its objects disconnects it at the next recheck, and it is
+// then rejected; nothing more is delivered to it.
+func TestWithdrawnRightsEndTheSession(t *testing.T) {
+	cp := controlplane.Get(t)
+	dyn := cp.EnsureWidgetCRD(t)
+	s := startSecure(t, cp, func(o *broker.Options) { o.RecheckEvery = 500 * time.Millisecond })
+	s.grant(t, "name", "h", handlerRule("h", "connect"))
+	revoke := s.grant(t, "objects", "h", widgetRule("get", "list", "watch", "patch"))
+
+	var j journal
+	h := s.handler("h", s.token(t, "h"))
+	h.OnCreate(widgets, j.record(nil), sdk.Namespaces(s.ns))
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	ran := make(chan error, 1)
+	go func() { ran <- h.Run(ctx, s.addr) }()
+	create(t, dyn, widgetGVR, widget(s.ns, "before", nil))
+	j.waitCount(t, sdk.Create, "before", 1)
+
+	revoke()
+	var rej *sdk.RejectedError
+	if err := <-ran; !errors.As(err, &rej) {
+		t.Fatalf("Run = %v after its RBAC was revoked, want a rejection", err)
+	}
+	expectRejection(t, rej, "PermissionDenied", "may not list widgets")
+}
+
+// TestTokensForAnotherAudienceAreRefused: with --token-audience, a token
+// the API server issued for itself does not pass; one requested for the
+// broker's audience does.
+func TestTokensForAnotherAudienceAreRefused(t *testing.T) {
+	cp := controlplane.Get(t)
+	dyn := cp.EnsureWidgetCRD(t)
+	s := startSecure(t, cp, func(o *broker.Options) { o.TokenAudiences = []string{"tether.dev/broker"} })
+	s.grant(t, "h", "h", widgetRule("get", "list", "watch", "patch"), handlerRule("h", "connect"))
+
+	h := s.handler("h", s.token(t, "h"))
+	h.OnCreate(widgets, nothing, sdk.Namespaces(s.ns))
+	expectRejection(t, s.rejected(t, h), "Unauthenticated", "invalid token", "tether.dev/broker")
+
+	var j journal
+	h = s.handler("h", s.token(t, "h", "tether.dev/broker"))
+	h.OnCreate(widgets, j.record(nil), sdk.Namespaces(s.ns))
+	runHandler(t, h, s.addr)
+	create(t, dyn, widgetGVR, widget(s.ns, "w", nil))
+	j.waitCount(t, sdk.Create, "w", 1)
+}
