@@ -34,7 +34,8 @@ type Admission struct {
 	ServicePort int
 	// SecretName is the Secret in the broker's namespace that keeps the CA and
 	// serving certificate the broker generates (default
-	// "tether-admission-tls"), so that replicas and restarts agree.
+	// "tether-admission-tls"), so that replicas and restarts agree. The key
+	// that signs the webhooks' paths is in SecretName + "-path-key".
 	SecretName string
 	// CertFile and KeyFile are a serving certificate to use instead, and
 	// CAFile the bundle that verifies it (without it, the API server uses
@@ -112,6 +113,7 @@ func (b *Broker) AdmissionAddr() net.Addr {
 // the leader).
 type admissionParts struct {
 	certs  *admission.Certs
+	paths  *admission.PathKey
 	hooks  *webhook.Manager
 	server *admission.Server // set once the dispatcher exists
 }
@@ -149,12 +151,20 @@ func (b *Broker) newAdmission(ctx context.Context, kube kubernetes.Interface) (*
 	if err != nil {
 		return nil, err
 	}
-	wopts.CABundle = certs.CABundle
+	secretName := a.SecretName
+	if secretName == "" {
+		secretName = admission.DefaultSecretName
+	}
+	paths, err := admission.LoadPathKey(ctx, kube, b.opts.Namespace, secretName+"-path-key")
+	if err != nil {
+		return nil, err
+	}
+	wopts.CABundle, wopts.Paths = certs.CABundle, paths
 	hooks, err := webhook.New(wopts)
 	if err != nil {
 		return nil, err
 	}
-	return &admissionParts{certs: certs, hooks: hooks}, nil
+	return &admissionParts{certs: certs, paths: paths, hooks: hooks}, nil
 }
 
 // admissionURL is where the API server reaches the endpoint from outside

@@ -257,7 +257,7 @@ func (b *Broker) Start(ctx context.Context) error {
 	})
 	if adm != nil {
 		adm.server, err = admission.New(admission.Options{
-			Log: b.log.Named("admission"), Reviewer: dispatcher, Listener: b.alis, Certs: adm.certs, Metrics: b.metrics,
+			Log: b.log.Named("admission"), Reviewer: dispatcher, Listener: b.alis, Certs: adm.certs, Paths: adm.paths, Metrics: b.metrics,
 		})
 		if err != nil {
 			return err

@@ -306,7 +306,7 @@ func TestTLSDialVerifiesTheServer(t *testing.T) {
 	if err := certs.Load(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	srv, err := New(Options{Log: testLogger(t), Listen: "127.0.0.1:0", Certs: certs,
+	srv, err := New(Options{Log: testLogger(t), Listen: "127.0.0.1:0", Certs: certs, Paths: testPaths,
 		Reviewer: reviewFunc(nil)})
 	if err != nil {
 		t.Fatal(err)

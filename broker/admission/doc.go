@@ -7,13 +7,19 @@
 //
 // Server serves one path per validate or mutate binding,
 //
-//	POST /admit/<handler>/<binding-id>[?timeout=10s]
+//	POST /admit/<handler>/<binding-id>/<signature>[?timeout=10s]
 //
-// (see Path), taking an admission.k8s.io/v1 AdmissionReview and answering
-// one with the same apiVersion and kind and the request's uid. What is not
-// a review it can serve gets a plain-text error and a log line: 404 for
-// another path, 405 for another method, 413 for a body over MaxBodyBytes,
-// 400 for a body that is not an AdmissionReview with a request. The
+// (see PathKey.Path), taking an admission.k8s.io/v1 AdmissionReview and
+// answering one with the same apiVersion and kind and the request's uid.
+// The signature is an HMAC of the handler and binding with a key kept in
+// the Secret tether-admission-tls-path-key: only the API server, and those
+// who may read webhook configurations, know the path. The checks go from
+// cheap to dear, so that a caller who is not the API server costs little:
+// a path without the right signature gets 404 and nothing else; another
+// method 405; a handler with MaxReviewsPerHandler reviews under way 429; a
+// binding this replica does not know 503; only then is the body read (413
+// over MaxBodyBytes, 400 for a body that is not an AdmissionReview with a
+// request). The
 // review goes to the Reviewer (the dispatcher) with a deadline inside the
 // webhook's timeout, the ?timeout= the API server adds to every webhook URL
 // minus min(1 s, timeout/5), so the broker can still answer in time.

@@ -10,7 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"strings"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -29,13 +29,8 @@ type Reviewer interface {
 	// that the server can apply the binding's failure policy. An error may wrap
 	// ErrNoInstance or ErrInvalidResponse to say why, for the metrics.
 	Review(ctx context.Context, handler, bindingID string, req *admissionv1.AdmissionRequest) (*tetherv1.AdmissionResponse, *binding.Binding, error)
-}
-
-// BindingLookup may also be implemented by the Reviewer. The API server
-// adds ?timeout= to every webhook URL; for other callers, the server then
-// bounds the review by the binding's own timeout instead of the default.
-type BindingLookup interface {
-	// Binding returns the binding, nil when it is unknown.
+	// Binding returns the binding, nil when it is unknown. The server looks
+	// it up before it reads a review's body.
 	Binding(handler, bindingID string) *binding.Binding
 }
 
@@ -49,6 +44,11 @@ var (
 
 // PathPrefix starts the path of every admission endpoint.
 const PathPrefix = "/admit/"
+
+// DefaultMaxReviewsPerHandler is MaxReviewsPerHandler's default: several
+// windows' worth, and a bound on the memory reviews can take (each may
+// hold a body of up to MaxBodyBytes).
+const DefaultMaxReviewsPerHandler = 64
 
 // DefaultMaxBodyBytes fits an AdmissionReview of an update: the API server
 // accepts objects of up to 3 MiB, and an update carries two.
@@ -64,6 +64,14 @@ type Options struct {
 	Listen   string
 	// Certs serve TLS; Load them before Start.
 	Certs *Certs
+	// Paths signs and checks the endpoints' paths: a request whose path it
+	// did not sign is answered 404 before anything else.
+	Paths *PathKey
+	// MaxReviewsPerHandler bounds the reviews of one handler that may be
+	// under way at once; more are answered 429 at once, before their body
+	// is read, and the API server applies the webhook's failure policy
+	// (default DefaultMaxReviewsPerHandler).
+	MaxReviewsPerHandler int
 	// MaxBodyBytes bounds a review's body, and the object a patch may
 	// make; default DefaultMaxBodyBytes.
 	MaxBodyBytes int64
@@ -76,12 +84,9 @@ type Server struct {
 	opts Options
 	log  hclog.Logger
 	lis  net.Listener
-}
 
-// Path is the path of the endpoint of a handler's binding, for the webhook
-// configurations.
-func Path(handler, bindingID string) string {
-	return PathPrefix + url.PathEscape(handler) + "/" + url.PathEscape(bindingID)
+	mu       sync.Mutex
+	underWay map[string]int // reviews per handler
 }
 
 // New checks opts and returns a Server; it binds and starts nothing.
@@ -95,13 +100,19 @@ func New(opts Options) (*Server, error) {
 	if opts.Certs == nil {
 		return nil, errors.New("admission server: certificates are required")
 	}
+	if opts.Paths == nil {
+		return nil, errors.New("admission server: a path key is required")
+	}
+	if opts.MaxReviewsPerHandler <= 0 {
+		opts.MaxReviewsPerHandler = DefaultMaxReviewsPerHandler
+	}
 	if opts.Listener == nil && opts.Listen == "" {
 		return nil, errors.New("admission server: a listen address is required")
 	}
 	if opts.MaxBodyBytes <= 0 {
 		opts.MaxBodyBytes = DefaultMaxBodyBytes
 	}
-	return &Server{opts: opts, log: opts.Log}, nil
+	return &Server{opts: opts, log: opts.Log, underWay: map[string]int{}}, nil
 }
 
 // Listen binds the listener without serving yet, so that callers can learn
@@ -172,11 +183,16 @@ func (s *Server) Start(ctx context.Context) error {
 	return nil
 }
 
-// ServeHTTP answers one AdmissionReview POSTed to Path(handler, binding).
+// ServeHTTP answers one AdmissionReview POSTed to a path of Paths. Its
+// checks go from the cheapest to the dearest, so that a caller who does
+// not know the path, or a flood, costs little: the signature, the method,
+// a slot of the handler's, the binding, and only then the body.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	handler, bindingID, ok := parsePath(r.URL.Path)
+	handler, bindingID, ok := s.opts.Paths.parse(r.URL.Path)
 	if !ok {
-		s.refuse(w, r, http.StatusNotFound, "no admission endpoint here: reviews are POSTed to "+PathPrefix+"<handler>/<binding-id>")
+		// Nothing more is said: the caller is not the API server.
+		s.log.Debug("refused an admission request with an unsigned path", "path", r.URL.Path, "remote", r.RemoteAddr)
+		http.NotFound(w, r)
 		return
 	}
 	if r.Method != http.MethodPost {
@@ -184,7 +200,22 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.refuse(w, r, http.StatusMethodNotAllowed, fmt.Sprintf("method %s not allowed: admission reviews are POSTed", r.Method))
 		return
 	}
-	timeout, err := s.timeout(r.URL.Query(), handler, bindingID)
+	if !s.acquire(handler) {
+		s.refuse(w, r, http.StatusTooManyRequests, fmt.Sprintf("handler %q has %d reviews under way already", handler, s.opts.MaxReviewsPerHandler))
+		return
+	}
+	defer s.release(handler)
+	b := s.opts.Reviewer.Binding(handler, bindingID)
+	switch {
+	case b == nil:
+		// The API server applies the webhook's own failure policy.
+		s.refuse(w, r, http.StatusServiceUnavailable, fmt.Sprintf("handler %q has no binding %q on this broker (unknown, or this replica does not lead)", handler, bindingID))
+		return
+	case !b.Kind.IsAdmission():
+		s.refuse(w, r, http.StatusNotFound, fmt.Sprintf("binding %q of handler %q is a %s binding, not validate or mutate", bindingID, handler, b.Kind))
+		return
+	}
+	timeout, err := s.timeout(r.URL.Query(), b)
 	if err != nil {
 		s.refuse(w, r, http.StatusBadRequest, err.Error())
 		return
@@ -197,22 +228,27 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.review(w, r, handler, bindingID, review, timeout)
 }
 
-// parsePath splits /admit/<handler>/<binding-id>.
-func parsePath(p string) (handler, bindingID string, ok bool) {
-	rest, ok := strings.CutPrefix(p, PathPrefix)
-	if !ok {
-		return "", "", false
+func (s *Server) acquire(handler string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.underWay[handler] >= s.opts.MaxReviewsPerHandler {
+		return false
 	}
-	handler, bindingID, ok = strings.Cut(rest, "/")
-	if !ok || handler == "" || bindingID == "" || strings.Contains(bindingID, "/") {
-		return "", "", false
+	s.underWay[handler]++
+	return true
+}
+
+func (s *Server) release(handler string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.underWay[handler]--; s.underWay[handler] <= 0 {
+		delete(s.underWay, handler)
 	}
-	return handler, bindingID, true
 }
 
 // timeout is the webhook's timeout: the API server's ?timeout=, else the
 // binding's, else the default.
-func (s *Server) timeout(q url.Values, handler, bindingID string) (time.Duration, error) {
+func (s *Server) timeout(q url.Values, b *binding.Binding) (time.Duration, error) {
 	if v := q.Get("timeout"); v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil || d <= 0 {
@@ -220,10 +256,8 @@ func (s *Server) timeout(q url.Values, handler, bindingID string) (time.Duration
 		}
 		return d, nil
 	}
-	if l, ok := s.opts.Reviewer.(BindingLookup); ok {
-		if b := l.Binding(handler, bindingID); b != nil && b.Admission.Timeout > 0 {
-			return b.Admission.Timeout, nil
-		}
+	if b.Admission.Timeout > 0 {
+		return b.Admission.Timeout, nil
 	}
 	return binding.DefaultAdmissionTimeout, nil
 }

@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -24,20 +25,40 @@ import (
 	tetherv1 "github.com/tether-dev/tether/proto/tether/v1"
 )
 
-// reviewFunc is a Reviewer.
+// reviewFunc is a Reviewer that knows every binding, as a validate binding
+// with the default timeout.
 type reviewFunc func(ctx context.Context, handler, bindingID string, req *admissionv1.AdmissionRequest) (*tetherv1.AdmissionResponse, *binding.Binding, error)
 
 func (f reviewFunc) Review(ctx context.Context, handler, bindingID string, req *admissionv1.AdmissionRequest) (*tetherv1.AdmissionResponse, *binding.Binding, error) {
 	return f(ctx, handler, bindingID, req)
 }
 
-// lookupReviewer is a Reviewer that also implements BindingLookup.
-type lookupReviewer struct {
-	reviewFunc
-	b *binding.Binding
+func (f reviewFunc) Binding(_, bindingID string) *binding.Binding {
+	return &binding.Binding{ID: bindingID, Kind: binding.Validate}
 }
 
-func (l lookupReviewer) Binding(string, string) *binding.Binding { return l.b }
+// lookupReviewer is a reviewFunc whose Binding is b, or what lookup says.
+type lookupReviewer struct {
+	reviewFunc
+	b      *binding.Binding
+	lookup func(handler, bindingID string) *binding.Binding
+}
+
+func (l lookupReviewer) Binding(handler, bindingID string) *binding.Binding {
+	if l.lookup != nil {
+		return l.lookup(handler, bindingID)
+	}
+	return l.b
+}
+
+// testPaths signs the paths of these tests.
+var testPaths = func() *PathKey {
+	k, err := NewPathKey(bytes.Repeat([]byte{7}, PathKeySize))
+	if err != nil {
+		panic(err)
+	}
+	return k
+}()
 
 func admissionBinding(id string, kind binding.Kind, policy string) *binding.Binding {
 	return &binding.Binding{ID: id, Kind: kind, Admission: binding.AdmissionOptions{
@@ -71,14 +92,14 @@ type testServer struct {
 
 // startServer serves reviews with r on 127.0.0.1 until the test ends, and
 // checks that nothing is left running then.
-func startServer(t *testing.T, r Reviewer, maxBody int64) *testServer {
+func startServer(t *testing.T, r Reviewer, maxBody int64, maxPerHandler int) *testServer {
 	t.Helper()
 	leaks := goleak.IgnoreCurrent()
 	t.Cleanup(func() { goleak.VerifyNone(t, leaks) })
 	certs, _ := fileCerts(t)
 	reg := prometheus.NewRegistry()
-	srv, err := New(Options{Log: testLogger(t), Reviewer: r, Listen: "127.0.0.1:0", Certs: certs,
-		MaxBodyBytes: maxBody, Metrics: metrics.New(reg)})
+	srv, err := New(Options{Log: testLogger(t), Reviewer: r, Listen: "127.0.0.1:0", Certs: certs, Paths: testPaths,
+		MaxBodyBytes: maxBody, MaxReviewsPerHandler: maxPerHandler, Metrics: metrics.New(reg)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,9 +121,20 @@ func startServer(t *testing.T, r Reviewer, maxBody int64) *testServer {
 }
 
 // post sends body to path and returns the status, the decoded review (when
-// 200) and the body as text.
+// 200) and the body as text. A path /admit/<handler>/<binding>[?query] is
+// signed first, as the webhook configurations have it; others go as they
+// are.
 func (s *testServer) post(t *testing.T, method, path string, body []byte) (int, *admissionv1.AdmissionReview, string) {
 	t.Helper()
+	p, query, _ := strings.Cut(path, "?")
+	if rest, ok := strings.CutPrefix(p, PathPrefix); ok {
+		if h, b, ok := strings.Cut(rest, "/"); ok && h != "" && b != "" && !strings.Contains(b, "/") {
+			path = testPaths.Path(h, b)
+			if query != "" {
+				path += "?" + query
+			}
+		}
+	}
 	req, err := http.NewRequestWithContext(t.Context(), method, s.base+path, bytes.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
@@ -212,7 +244,13 @@ func TestReviewAnswers(t *testing.T) {
 		resp, err := h.answer(ctx)
 		return resp, h.b, err
 	})
-	s := startServer(t, reviewer, 64<<10)
+	lookup := func(handler, id string) *binding.Binding {
+		if h, ok := handlers[id]; ok && handler == "h" {
+			return h.b
+		}
+		return nil
+	}
+	s := startServer(t, lookupReviewer{reviewFunc: reviewer, lookup: lookup}, 64<<10, 0)
 	valid := reviewBody(t, testObject)
 	noRequest := []byte(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview"}`)
 	v1beta1 := bytes.Replace(valid, []byte("admission.k8s.io/v1"), []byte("admission.k8s.io/v1beta1"), 1)
@@ -258,8 +296,9 @@ func TestReviewAnswers(t *testing.T) {
 		{name: "v1beta1", path: "/admit/h/allow", body: v1beta1, wantHTTP: 400, wantBody: "expected an AdmissionReview of admission.k8s.io/v1"},
 		{name: "GET", method: http.MethodGet, path: "/admit/h/allow", wantHTTP: 405, wantBody: "method GET not allowed"},
 		{name: "oversized", path: "/admit/h/allow", body: bytes.Repeat([]byte(" "), 100<<10), wantHTTP: 413, wantBody: "larger than 65536 bytes"},
-		{name: "bad path", path: "/admit/h", wantHTTP: 404, wantBody: "/admit/<handler>/<binding-id>"},
-		{name: "path too deep", path: "/admit/h/allow/more", wantHTTP: 404},
+		{name: "bad path", path: "/admit/h", wantHTTP: 404},
+		{name: "a wrong signature", path: "/admit/h/allow/" + testPaths.sign("h", "deny"), wantHTTP: 404, wantBody: "404 page not found"},
+		{name: "path too deep", path: testPaths.Path("h", "allow") + "/more", wantHTTP: 404},
 		{name: "other path", path: "/healthz", wantHTTP: 404},
 		{name: "bad timeout", path: "/admit/h/allow?timeout=soon", wantHTTP: 400, wantBody: `the timeout parameter "soon"`},
 	} {
@@ -353,12 +392,12 @@ func TestReviewDeadlineInsideWebhookTimeout(t *testing.T) {
 		{"API server's 10s", record, "?timeout=10s", 9 * time.Second},
 		{"API server's 2s", record, "?timeout=2s", 1600 * time.Millisecond},
 		{"API server's 30s", record, "?timeout=30s", 29 * time.Second},
-		{"API server's wins over the binding's", lookupReviewer{record, b5}, "?timeout=2s", 1600 * time.Millisecond},
-		{"the binding's without one", lookupReviewer{record, b5}, "", 4 * time.Second},
+		{"API server's wins over the binding's", lookupReviewer{reviewFunc: record, b: b5}, "?timeout=2s", 1600 * time.Millisecond},
+		{"the binding's without one", lookupReviewer{reviewFunc: record, b: b5}, "", 4 * time.Second},
 		{"default without either", record, "", 9 * time.Second},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			s := startServer(t, c.reviewer, 0)
+			s := startServer(t, c.reviewer, 0, 0)
 			if status, _, text := s.post(t, http.MethodPost, "/admit/h/b"+c.query, reviewBody(t, testObject)); status != http.StatusOK {
 				t.Fatalf("got %d %s", status, text)
 			}
@@ -382,11 +421,11 @@ func TestSlowHandlerDoesNotBlockOthers(t *testing.T) {
 		}
 		return &tetherv1.AdmissionResponse{Allowed: true}, admissionBinding(id, binding.Validate, binding.FailFail), nil
 	})
-	s := startServer(t, reviewer, 0)
+	s := startServer(t, reviewer, 0, 0)
 	body := reviewBody(t, testObject)
 	slowDone := make(chan int, 1)
 	go func() {
-		resp, err := s.client.Post(s.base+"/admit/slow/b", "application/json", bytes.NewReader(body))
+		resp, err := s.client.Post(s.base+testPaths.Path("slow", "b"), "application/json", bytes.NewReader(body))
 		if err != nil {
 			slowDone <- 0
 			return
@@ -412,6 +451,95 @@ func TestSlowHandlerDoesNotBlockOthers(t *testing.T) {
 	}
 }
 
+// TestReviewsAreBoundedPerHandler: past MaxReviewsPerHandler reviews under
+// way, a handler's next review is answered 429 at once, before its body is
+// read, and other handlers are not held back.
+func TestReviewsAreBoundedPerHandler(t *testing.T) {
+	entered, release := make(chan struct{}, 8), make(chan struct{})
+	reviewer := reviewFunc(func(ctx context.Context, handler, id string, _ *admissionv1.AdmissionRequest) (*tetherv1.AdmissionResponse, *binding.Binding, error) {
+		if handler == "busy" {
+			entered <- struct{}{}
+			select {
+			case <-release:
+			case <-ctx.Done():
+			}
+		}
+		return &tetherv1.AdmissionResponse{Allowed: true}, admissionBinding(id, binding.Validate, binding.FailFail), nil
+	})
+	s := startServer(t, reviewer, 0, 2)
+	body := reviewBody(t, testObject)
+	done := make(chan int, 2)
+	for range 2 {
+		go func() {
+			resp, err := s.client.Post(s.base+testPaths.Path("busy", "b"), "application/json", bytes.NewReader(body))
+			if err != nil {
+				done <- 0
+				return
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			done <- resp.StatusCode
+		}()
+	}
+	<-entered
+	<-entered
+	// A body that never ends: only a server that does not read it answers.
+	pr, pw := io.Pipe()
+	defer pw.Close()
+	resp, err := s.client.Post(s.base+testPaths.Path("busy", "b"), "application/json", pr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusTooManyRequests || !strings.Contains(string(text), "2 reviews under way") {
+		t.Errorf("a third review of a busy handler: %d %q, want 429", resp.StatusCode, text)
+	}
+	if status, _, text := s.post(t, http.MethodPost, "/admit/other/b", body); status != http.StatusOK {
+		t.Errorf("another handler's review: %d %s", status, text)
+	}
+	close(release)
+	for range 2 {
+		if status := <-done; status != http.StatusOK {
+			t.Errorf("a review under way: %d", status)
+		}
+	}
+}
+
+// TestUnsignedRequestsNeverReachTheHandler: whoever does not know the
+// webhook's path, which only the API server and readers of webhook
+// configurations do, gets 404 and nothing is forwarded, whatever the body.
+func TestUnsignedRequestsNeverReachTheHandler(t *testing.T) {
+	var calls atomic.Int32
+	reviewer := reviewFunc(func(_ context.Context, _, id string, _ *admissionv1.AdmissionRequest) (*tetherv1.AdmissionResponse, *binding.Binding, error) {
+		calls.Add(1)
+		return &tetherv1.AdmissionResponse{Allowed: true}, admissionBinding(id, binding.Validate, binding.FailFail), nil
+	})
+	s := startServer(t, reviewer, 0, 0)
+	body := reviewBody(t, testObject)
+	for _, path := range []string{"/admit/h/b", "/admit/h/b/forged", "/admit/h/b/" + strings.Repeat("A", 43), "/admit//b/x"} {
+		req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, s.base+path, bytes.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := s.client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusNotFound {
+			t.Errorf("POST %s: %d, want 404", path, resp.StatusCode)
+		}
+	}
+	if n := calls.Load(); n != 0 {
+		t.Errorf("%d unsigned requests reached the handler", n)
+	}
+	if status, _, _ := s.post(t, http.MethodPost, "/admit/h/b", body); status != http.StatusOK || calls.Load() != 1 {
+		t.Errorf("the signed path: %d, %d reviews; want 200 and 1", status, calls.Load())
+	}
+}
+
 func TestServerOptionsAreChecked(t *testing.T) {
 	certs, _ := fileCerts(t)
 	r := reviewFunc(nil)
@@ -425,15 +553,16 @@ func TestServerOptionsAreChecked(t *testing.T) {
 		opts Options
 		want string
 	}{
-		{"no reviewer", Options{Certs: certs, Listener: lis}, "a Reviewer is required"},
-		{"no certs", Options{Reviewer: r, Listener: lis}, "certificates are required"},
-		{"no address", Options{Reviewer: r, Certs: certs}, "a listen address is required"},
+		{"no reviewer", Options{Certs: certs, Paths: testPaths, Listener: lis}, "a Reviewer is required"},
+		{"no certs", Options{Reviewer: r, Paths: testPaths, Listener: lis}, "certificates are required"},
+		{"no path key", Options{Reviewer: r, Certs: certs, Listener: lis}, "a path key is required"},
+		{"no address", Options{Reviewer: r, Certs: certs, Paths: testPaths}, "a listen address is required"},
 	} {
 		if _, err := New(c.opts); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: got %v, want %q", c.name, err, c.want)
 		}
 	}
-	s, err := New(Options{Reviewer: r, Certs: certs, Listener: lis})
+	s, err := New(Options{Reviewer: r, Certs: certs, Paths: testPaths, Listener: lis})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -445,12 +574,29 @@ func TestServerOptionsAreChecked(t *testing.T) {
 	}
 }
 
-func TestPathRoundTrips(t *testing.T) {
-	p := Path("secret-owner", "validate-secrets")
-	if p != "/admit/secret-owner/validate-secrets" {
-		t.Fatalf("Path: %q", p)
+func TestSignedPathsRoundTrip(t *testing.T) {
+	p := testPaths.Path("secret-owner", "validate-secrets")
+	if !strings.HasPrefix(p, "/admit/secret-owner/validate-secrets/") || len(p) < len("/admit/secret-owner/validate-secrets/")+40 {
+		t.Fatalf("Path: %q, want the handler, the binding and a signature", p)
 	}
-	if h, b, ok := parsePath(p); !ok || h != "secret-owner" || b != "validate-secrets" {
-		t.Errorf("parsePath(%q) = %q %q %v", p, h, b, ok)
+	if h, b, ok := testPaths.parse(p); !ok || h != "secret-owner" || b != "validate-secrets" {
+		t.Errorf("parse(%q) = %q %q %v", p, h, b, ok)
+	}
+	other, err := NewPathKey(bytes.Repeat([]byte{8}, PathKeySize))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, bad := range []string{
+		"/admit/secret-owner/validate-secrets",
+		other.Path("secret-owner", "validate-secrets"),
+		strings.Replace(p, "validate-secrets", "other", 1),
+		p + "/",
+	} {
+		if _, _, ok := testPaths.parse(bad); ok {
+			t.Errorf("parse(%q) accepted a path it did not sign", bad)
+		}
+	}
+	if _, err := NewPathKey([]byte("short")); err == nil {
+		t.Error("NewPathKey took a 5-byte key")
 	}
 }

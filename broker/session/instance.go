@@ -29,8 +29,12 @@ type Instance struct {
 	mu       sync.Mutex
 	window   int
 	inFlight int
-	freed    chan struct{} // closed and replaced whenever a window slot frees
-	pending  map[string]chan *tetherv1.Ack
+	// reviews says the instance answers admission reviews: then part of
+	// its window is kept for them (reviewReserve), so that slow lifecycle
+	// work cannot make the API server's reviews time out.
+	reviews bool
+	freed   chan struct{} // closed and replaced whenever a window slot frees
+	pending map[string]chan *tetherv1.Ack
 	// abandoned are deliveries the instance was told to cancel and has not
 	// acked yet: it still holds them, so they keep their window slot.
 	abandoned map[string]bool
@@ -38,12 +42,13 @@ type Instance struct {
 	onExit    func(*tetherv1.DaemonExited)
 }
 
-func newInstance(handler, id, sessionID string, window int) *Instance {
+func newInstance(handler, id, sessionID string, window int, reviews bool) *Instance {
 	return &Instance{
 		Handler: handler, ID: id, SessionID: sessionID,
 		send:    make(chan *tetherv1.ConnectResponse),
 		done:    make(chan struct{}),
 		window:  window,
+		reviews: reviews,
 		freed:   make(chan struct{}),
 		pending: map[string]chan *tetherv1.Ack{},
 
@@ -84,7 +89,7 @@ func (in *Instance) Deliver(ctx context.Context, d *tetherv1.Delivery) (*tetherv
 // before a window slot is free (the object may have a new owner by then).
 // Once d is sent, only its ack, the instance leaving, or ctx end it.
 func (in *Instance) DeliverUnless(ctx context.Context, d *tetherv1.Delivery, abort <-chan struct{}) (*tetherv1.Ack, error) {
-	ackc, err := in.acquire(ctx, d.GetId(), abort)
+	ackc, err := in.acquire(ctx, d.GetId(), d.GetKind() == tetherv1.DeliveryKind_DELIVERY_KIND_ADMISSION, abort)
 	if err != nil {
 		return nil, err
 	}
@@ -114,15 +119,30 @@ func (in *Instance) DeliverUnless(ctx context.Context, d *tetherv1.Delivery, abo
 	}
 }
 
-// acquire waits for a window slot and registers the delivery.
-func (in *Instance) acquire(ctx context.Context, id string, abort <-chan struct{}) (chan *tetherv1.Ack, error) {
+// reviewReserve is how much of a window of n is kept for admission reviews
+// on an instance that answers them: a quarter, at least one slot, and none
+// of a window of one (which lifecycle work could not share).
+func reviewReserve(n int) int {
+	if n < 2 {
+		return 0
+	}
+	return max(1, n/4)
+}
+
+// acquire waits for a window slot and registers the delivery. A review may
+// take any slot; other deliveries leave the review reserve free.
+func (in *Instance) acquire(ctx context.Context, id string, review bool, abort <-chan struct{}) (chan *tetherv1.Ack, error) {
 	for {
 		in.mu.Lock()
+		limit := in.window
+		if in.reviews && !review {
+			limit -= reviewReserve(in.window)
+		}
 		switch {
 		case in.leaving:
 			in.mu.Unlock()
 			return nil, ErrLeaving
-		case in.inFlight < in.window:
+		case in.inFlight < limit:
 			in.inFlight++
 			c := make(chan *tetherv1.Ack, 1)
 			in.pending[id] = c

@@ -13,6 +13,7 @@ import (
 
 	"github.com/tether-dev/tether/broker/auth"
 	"github.com/tether-dev/tether/broker/binding"
+	tetherv1 "github.com/tether-dev/tether/proto/tether/v1"
 )
 
 // rights is an Authorize whose answer a test changes.
@@ -62,5 +63,52 @@ func TestHelloIsRefusedWithoutTheRights(t *testing.T) {
 	c.send(hello())
 	if st := c.end(); st.Code() != codes.PermissionDenied {
 		t.Errorf("ended with %v %q, want PermissionDenied", st.Code(), st.Message())
+	}
+}
+
+// TestReviewsKeepAShareOfTheWindow: on an instance with admission
+// bindings, lifecycle deliveries leave a quarter of the window free, so
+// that slow lifecycle work cannot make the API server's reviews wait past
+// their timeout; a review may take any slot.
+func TestReviewsKeepAShareOfTheWindow(t *testing.T) {
+	h := start(t, Options{Supported: AllKinds})
+	validate := func(hl *tetherv1.Hello) {
+		hl.Bindings = append(hl.Bindings, &tetherv1.Binding{Id: "check", Kind: tetherv1.BindingKind_BINDING_KIND_VALIDATE,
+			Resource: &tetherv1.Resource{Version: "v1", Resource: "secrets"}})
+	}
+	c, in := h.session(t, window(4), validate)
+	var lifecycle []<-chan result
+	for i := range 3 {
+		lifecycle = append(lifecycle, deliver(context.Background(), in, fmt.Sprint("create-", i)))
+		c.delivery()
+	}
+	blocked := deliver(context.Background(), in, "create-3")
+	review := make(chan result, 1)
+	go func() {
+		ack, err := in.Deliver(context.Background(), &tetherv1.Delivery{Id: "review", BindingId: "check", Kind: tetherv1.DeliveryKind_DELIVERY_KIND_ADMISSION})
+		review <- result{"review", ack, err}
+	}()
+	if d := c.delivery(); d.GetId() != "review" {
+		t.Fatalf("delivery %s, want the review in the reserved slot", d.GetId())
+	}
+	pending(t, blocked)
+	c.ack("review", tetherv1.Outcome_OUTCOME_OK)
+	await(t, review)
+	c.ack("create-0", tetherv1.Outcome_OUTCOME_OK)
+	await(t, lifecycle[0])
+	if d := c.delivery(); d.GetId() != "create-3" {
+		t.Fatalf("delivery %s, want create-3 once a lifecycle slot freed", d.GetId())
+	}
+	for _, id := range []string{"create-1", "create-2", "create-3"} {
+		c.ack(id, tetherv1.Outcome_OUTCOME_OK)
+	}
+	await(t, blocked)
+}
+
+func TestReviewReserve(t *testing.T) {
+	for n, want := range map[int]int{1: 0, 2: 1, 4: 1, 7: 1, 8: 2, 16: 4, 1024: 256} {
+		if got := reviewReserve(n); got != want {
+			t.Errorf("reviewReserve(%d) = %d, want %d", n, got, want)
+		}
 	}
 }

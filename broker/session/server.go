@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sync"
 	"time"
 
@@ -164,7 +165,7 @@ func (s *Server) Connect(stream tetherv1.BrokerService_ConnectServer) error {
 		}
 	}
 	withdrawn := s.recheck(ctx, hello.GetHandler(), bindings)
-	in := newInstance(hello.GetHandler(), hello.GetInstanceId(), newSessionID(), window)
+	in := newInstance(hello.GetHandler(), hello.GetInstanceId(), newSessionID(), window, slices.ContainsFunc(bindings, func(b *binding.Binding) bool { return b.Kind.IsAdmission() }))
 	log := s.log.With("handler", in.Handler, "instance", in.ID, "session", in.SessionID)
 	att, err := s.opts.Attacher.Attach(ctx, in, hello, bindings)
 	if errors.Is(err, ErrNotLeading) || errors.Is(err, ErrTryLater) {

@@ -46,6 +46,7 @@ type builder struct {
 	// used.
 	url     string
 	service *Service
+	paths   *admission.PathKey // nil only without an endpoint
 	ca      []byte
 	exclude []string
 }
@@ -99,7 +100,10 @@ func (bl builder) build(bindings []*binding.Binding, absent bool) desired {
 
 func (bl builder) clientConfig(bindingID string) admissionregistrationv1.WebhookClientConfig {
 	cc := admissionregistrationv1.WebhookClientConfig{CABundle: slices.Clone(bl.ca)}
-	path := admission.Path(bl.handler, bindingID)
+	var path string
+	if bl.paths != nil {
+		path = bl.paths.Path(bl.handler, bindingID)
+	}
 	if bl.service != nil {
 		port := bl.service.Port
 		cc.Service = &admissionregistrationv1.ServiceReference{

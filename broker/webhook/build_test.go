@@ -66,12 +66,12 @@ func TestBuildValidatingWebhookWithEveryOption(t *testing.T) {
 		b.Admission.Timeout = 3 * time.Second
 		b.Admission.SideEffects = binding.SideEffectsNoneOnDryRun
 	})
-	bl := builder{handler: "h", url: "https://127.0.0.1:8443", ca: []byte("CA"), exclude: []string{"system:serviceaccount:tether-system:tether-broker"}}
+	bl := builder{handler: "h", url: "https://127.0.0.1:8443", paths: testPaths, ca: []byte("CA"), exclude: []string{"system:serviceaccount:tether-system:tether-broker"}}
 	got := bl.build([]*binding.Binding{b}, false)
 	want := admissionregistrationv1.ValidatingWebhook{
 		Name: "check.h.tether.dev",
 		ClientConfig: admissionregistrationv1.WebhookClientConfig{
-			URL: ptr("https://127.0.0.1:8443/admit/h/check"), CABundle: []byte("CA"),
+			URL: ptr("https://127.0.0.1:8443" + testPaths.Path("h", "check")), CABundle: []byte("CA"),
 		},
 		Rules: []admissionregistrationv1.RuleWithOperations{{
 			Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Delete},
@@ -116,12 +116,12 @@ func TestBuildValidatingWebhookWithEveryOption(t *testing.T) {
 }
 
 func TestBuildMutatingWebhookThroughService(t *testing.T) {
-	bl := builder{handler: "h", service: &Service{Namespace: "tether-system", Name: "tether-broker", Port: 8443}}
+	bl := builder{handler: "h", service: &Service{Namespace: "tether-system", Name: "tether-broker", Port: 8443}, paths: testPaths}
 	got := bl.build([]*binding.Binding{admissionBinding("add-label", mutate)}, false)
 	want := admissionregistrationv1.MutatingWebhook{
 		Name: "add-label.h.tether.dev",
 		ClientConfig: admissionregistrationv1.WebhookClientConfig{Service: &admissionregistrationv1.ServiceReference{
-			Namespace: "tether-system", Name: "tether-broker", Path: ptr("/admit/h/add-label"), Port: ptr(int32(8443)),
+			Namespace: "tether-system", Name: "tether-broker", Path: ptr(testPaths.Path("h", "add-label")), Port: ptr(int32(8443)),
 		}},
 		Rules: []admissionregistrationv1.RuleWithOperations{{
 			Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
@@ -222,7 +222,7 @@ func TestBuildWebhookFields(t *testing.T) {
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			bl := builder{handler: "h", url: "https://broker", exclude: tt.exclude}
+			bl := builder{handler: "h", url: "https://broker", paths: testPaths, exclude: tt.exclude}
 			got := bl.build([]*binding.Binding{tt.binding}, false)
 			if len(got.validating) != 1 {
 				t.Fatalf("got %d validating webhooks, want 1", len(got.validating))
@@ -262,7 +262,7 @@ func TestBuildKeepsOnlyStrictWebhooksWhenAbsent(t *testing.T) {
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			d := builder{handler: "h", url: "https://broker"}.build(tt.bindings, tt.absent)
+			d := builder{handler: "h", url: "https://broker", paths: testPaths}.build(tt.bindings, tt.absent)
 			var vNames, mNames []string
 			var vFail, mFail []bool
 			for _, w := range d.validating {

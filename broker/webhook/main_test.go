@@ -16,6 +16,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"k8s.io/apimachinery/pkg/util/wait"
 
+	"github.com/tether-dev/tether/broker/admission"
 	"github.com/tether-dev/tether/test/controlplane"
 )
 
@@ -57,3 +58,12 @@ func eventually(t *testing.T, what string, cond func(ctx context.Context) (bool,
 		t.Fatalf("waiting until %s: %v", what, err)
 	}
 }
+
+// testPaths signs the webhooks' paths in these tests.
+var testPaths = func() *admission.PathKey {
+	k, err := admission.NewPathKey(make([]byte, admission.PathKeySize))
+	if err != nil {
+		panic(err)
+	}
+	return k
+}()

@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/tether-dev/tether/broker/admission"
 	"github.com/tether-dev/tether/broker/binding"
 )
 
@@ -32,9 +33,11 @@ type Options struct {
 	// URL is the base of the broker's admission endpoint when the API server
 	// reaches the broker by address (the broker runs outside the cluster):
 	// an https URL without query or fragment, e.g. "https://127.0.0.1:8443".
-	// A webhook's URL is URL + admission.Path(handler, binding). Exclusive with
+	// A webhook's URL is URL + Paths.Path(handler, binding). Exclusive with
 	// Service.
 	URL string
+	// Paths signs the webhooks' paths; required with URL or Service.
+	Paths *admission.PathKey
 	// Service is the broker's Service when the broker runs in the cluster.
 	// Exclusive with URL.
 	Service *Service
@@ -67,6 +70,7 @@ type Manager struct {
 	log       hclog.Logger
 	url       string
 	service   *Service
+	paths     *admission.PathKey
 	caBundle  func() []byte
 	resync    time.Duration
 	exclude   []string
@@ -101,6 +105,7 @@ func New(opts Options) (*Manager, error) {
 	m := &Manager{
 		client:    opts.Client,
 		log:       opts.Log,
+		paths:     opts.Paths,
 		caBundle:  opts.CABundle,
 		resync:    opts.Resync,
 		exclude:   append([]string(nil), opts.ExcludeUsers...),
@@ -134,6 +139,9 @@ func New(opts Options) (*Manager, error) {
 		if m.service.Port == 0 {
 			m.service.Port = 443
 		}
+	}
+	if (m.url != "" || m.service != nil) && m.paths == nil {
+		return nil, errors.New("webhook: Options.Paths is required with an admission endpoint")
 	}
 	return m, nil
 }
@@ -260,7 +268,7 @@ func (m *Manager) state(handler string) *handlerState {
 
 // applyLocked writes what h says; the caller holds h.mu.
 func (m *Manager) applyLocked(ctx context.Context, handler string, h *handlerState) error {
-	bl := builder{handler: handler, url: m.url, service: m.service, exclude: m.exclude}
+	bl := builder{handler: handler, url: m.url, service: m.service, paths: m.paths, exclude: m.exclude}
 	if m.caBundle != nil {
 		bl.ca = m.caBundle()
 	}

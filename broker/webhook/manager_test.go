@@ -36,7 +36,7 @@ var configMaps = resource.Resource{
 func newManager(t *testing.T, opts Options) (*Manager, kubernetes.Interface) {
 	t.Helper()
 	client := controlplane.Get(t).Client()
-	opts.Client, opts.Log = client, testLogger(t)
+	opts.Client, opts.Log, opts.Paths = client, testLogger(t), testPaths
 	if opts.URL == "" && opts.Service == nil {
 		opts.URL = "https://127.0.0.1:1"
 	}
@@ -98,7 +98,7 @@ func TestSyncWritesConfigurationsTheAPIServerAccepts(t *testing.T) {
 	if err := m.Sync(ctx, "every-option", everyOption(), false); err != nil {
 		t.Fatalf("Sync: %v", err)
 	}
-	want := builder{handler: "every-option", url: "https://127.0.0.1:1", ca: ca, exclude: []string{brokerUser}}.build(everyOption(), false)
+	want := builder{handler: "every-option", url: "https://127.0.0.1:1", paths: testPaths, ca: ca, exclude: []string{brokerUser}}.build(everyOption(), false)
 
 	v, err := client.AdmissionregistrationV1().ValidatingWebhookConfigurations().Get(ctx, "tether-every-option", metav1.GetOptions{})
 	if err != nil {
@@ -391,8 +391,9 @@ func TestNewChecksOptions(t *testing.T) {
 		opts Options
 		err  string // empty: valid
 	}{
-		{name: "a URL", opts: Options{Client: client, URL: "https://127.0.0.1:8443/"}},
-		{name: "a Service", opts: Options{Client: client, Service: &Service{Namespace: "tether-system", Name: "tether-broker"}}},
+		{name: "a URL", opts: Options{Client: client, URL: "https://127.0.0.1:8443/", Paths: testPaths}},
+		{name: "a Service", opts: Options{Client: client, Service: &Service{Namespace: "tether-system", Name: "tether-broker"}, Paths: testPaths}},
+		{name: "an endpoint without a path key", opts: Options{Client: client, URL: "https://127.0.0.1:8443/"}, err: "Paths is required"},
 		{name: "only removing", opts: Options{Client: client}},
 		{name: "no client", opts: Options{URL: "https://x"}, err: "Client is required"},
 		{name: "both", opts: Options{Client: client, URL: "https://x", Service: &Service{Namespace: "n", Name: "s"}}, err: "exclusive"},
