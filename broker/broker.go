@@ -137,7 +137,7 @@ func New(opts Options) (*Broker, error) {
 		return nil, errors.New("broker: TLS is required unless insecure mode is asked for")
 	}
 	if opts.MaxMessageSize <= 0 {
-		opts.MaxMessageSize = 4 << 20
+		opts.MaxMessageSize = tetherv1.DefaultMaxMessageBytes
 	}
 	if opts.WriteQPS <= 0 {
 		opts.WriteQPS = 100

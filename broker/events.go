@@ -1,6 +1,8 @@
 package broker
 
 import (
+	"unicode/utf8"
+
 	"github.com/hashicorp/go-hclog"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -24,8 +26,14 @@ func newEventRecorder(kube kubernetes.Interface, log hclog.Logger) (*eventRecord
 	return &eventRecorder{rec: rec, log: log.Named("events")}, b.Shutdown
 }
 
+// maxEventMessage bounds an Event's message, which may carry a handler's
+// own words (a failure, a daemon's error): the events.k8s.io API's limit
+// for a note.
+const maxEventMessage = 1024
+
 // Event posts an Event about obj and logs it.
 func (r *eventRecorder) Event(obj *unstructured.Unstructured, warning bool, reason, message string) {
+	message = truncate(message, maxEventMessage)
 	typ := corev1.EventTypeNormal
 	log := r.log.Info
 	if warning {
@@ -38,4 +46,18 @@ func (r *eventRecorder) Event(obj *unstructured.Unstructured, warning bool, reas
 		Name: obj.GetName(), UID: obj.GetUID(), ResourceVersion: obj.GetResourceVersion(),
 	}
 	r.rec.Event(ref, typ, reason, message)
+}
+
+// truncate shortens s to at most n bytes, on a rune boundary, marking the
+// cut with an ellipsis.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	const more = "…"
+	cut := n - len(more)
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + more
 }

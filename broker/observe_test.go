@@ -120,3 +120,20 @@ func TestMetricsAddressTaken(t *testing.T) {
 		t.Error("the gRPC listener is kept after a failed Listen")
 	}
 }
+
+func TestTruncateKeepsWholeRunes(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		n    int
+		want string
+	}{
+		{"short", 10, "short"},
+		{"exactly10!", 10, "exactly10!"},
+		{"abcdefghijkl", 10, "abcdefg…"},
+		{"ééééééé", 10, "ééé…"}, // 14 bytes; é is 2, … is 3
+	} {
+		if got := truncate(c.in, c.n); got != c.want || len(got) > c.n {
+			t.Errorf("truncate(%q, %d) = %q, want %q", c.in, c.n, got, c.want)
+		}
+	}
+}

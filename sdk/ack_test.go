@@ -317,3 +317,20 @@ func TestFieldAndWatchEventsCarryTheirValues(t *testing.T) {
 		}
 	})
 }
+
+// TestAnswerOverTheMessageLimitFailsTheDelivery: an answer the broker
+// cannot take in one message would end the session, and the broker would
+// send the delivery again; the SDK fails the delivery instead, saying why,
+// and the session goes on.
+func TestAnswerOverTheMessageLimitFailsTheDelivery(t *testing.T) {
+	ack := handleOne(t, func(_ context.Context, ev *sdk.Event) error {
+		ev.Patch(map[string]any{"spec": map[string]any{"blob": strings.Repeat("x", tetherv1.DefaultMaxMessageBytes)}})
+		return nil
+	}, delivery("d1"))
+	if ack.GetOutcome() != tetherv1.Outcome_OUTCOME_FAIL || !strings.Contains(ack.GetMessage(), "more than the 4194304 the broker takes") {
+		t.Fatalf("ack %v %q, want FAIL saying the answer is too large", ack.GetOutcome(), ack.GetMessage())
+	}
+	if ack.GetDeliveryId() != "d1" || len(ack.GetPatch()) != 0 {
+		t.Errorf("ack for %q with a %d-byte patch, want d1 and no patch", ack.GetDeliveryId(), len(ack.GetPatch()))
+	}
+}

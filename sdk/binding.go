@@ -395,6 +395,9 @@ func (b *binding) check() error {
 	if b.kind == Tick && b.interval < MinTimerInterval {
 		errs = append(errs, fmt.Errorf("timer interval %s is below the minimum of %s", b.interval, MinTimerInterval))
 	}
+	if n := len(b.namespaces); n > tetherv1.MaxNamespaces {
+		errs = append(errs, fmt.Errorf("%d namespaces, more than the %d a binding may name; bind cluster-wide and narrow with Labels or When", n, tetherv1.MaxNamespaces))
+	}
 	if b.optional && b.kind != Delete {
 		errs = append(errs, errors.New("Optional applies to delete bindings only"))
 	}

@@ -3,6 +3,7 @@ package sdk_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"strings"
 	"testing"
@@ -153,6 +154,13 @@ func TestInvalidConfigurationFailsRunBeforeConnecting(t *testing.T) {
 		{name: "optional strict delete", setup: func(h *sdk.Handler) {
 			h.OnDelete(configMaps, noop, sdk.Optional(), sdk.Finalizer(sdk.FinalizerStrict))
 		}, want: "contradicts Optional"},
+		{name: "too many namespaces", setup: func(h *sdk.Handler) {
+			var many []string
+			for i := range 101 {
+				many = append(many, fmt.Sprint("ns-", i))
+			}
+			h.OnCreate(configMaps, noop, sdk.Namespaces(many...))
+		}, want: "101 namespaces, more than the 100"},
 		{name: "field without path", setup: func(h *sdk.Handler) { h.OnField(configMaps, "", noop) }, want: "not a dotted path"},
 		{name: "field with empty segment", setup: func(h *sdk.Handler) { h.OnField(configMaps, "spec..x", noop) }, want: "not a dotted path"},
 		{name: "nil function", setup: func(h *sdk.Handler) { h.OnCreate(configMaps, nil) }, want: "nil handler function"},

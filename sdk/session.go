@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"google.golang.org/protobuf/proto"
 
 	tetherv1 "github.com/tether-dev/tether/proto/tether/v1"
 )
@@ -206,8 +207,17 @@ func (s *session) enqueue(req *tetherv1.ConnectRequest) {
 	s.queue = append(s.queue, outgoing{req: req})
 }
 
+// ack queues a, or, when a is more than the broker takes in one message
+// (sending it would end the session, and the broker would send the same
+// delivery again), a FAIL that says so.
 func (s *session) ack(a *tetherv1.Ack) {
-	s.enqueue(&tetherv1.ConnectRequest{Message: &tetherv1.ConnectRequest_Ack{Ack: a}})
+	req := &tetherv1.ConnectRequest{Message: &tetherv1.ConnectRequest_Ack{Ack: a}}
+	if n := proto.Size(req); n > tetherv1.DefaultMaxMessageBytes {
+		s.log.Error("the answer is too large for the broker; failing the delivery", "delivery", a.GetDeliveryId(), "bytes", n)
+		req.Message = &tetherv1.ConnectRequest_Ack{Ack: &tetherv1.Ack{DeliveryId: a.GetDeliveryId(), Outcome: tetherv1.Outcome_OUTCOME_FAIL,
+			Message: fmt.Sprintf("the answer is %d bytes, more than the %d the broker takes in one message: patch less, or keep large state elsewhere", n, tetherv1.DefaultMaxMessageBytes)}}
+	}
+	s.enqueue(req)
 }
 
 func (s *session) welcome(w *tetherv1.Welcome) {

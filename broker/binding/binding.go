@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -234,7 +235,13 @@ func compileOne(ctx context.Context, pb *tetherv1.Binding, res Resolver, def Def
 		return nil, fieldErr("resource", err)
 	}
 	b.Resource = resolved
-	for _, ns := range pb.GetNamespaces() {
+	if n := len(pb.GetNamespaces()); n > tetherv1.MaxNamespaces {
+		return nil, fieldErr("namespaces", fmt.Errorf("%d namespaces, more than the %d a binding may name; bind cluster-wide and narrow with a label selector or a when condition", n, tetherv1.MaxNamespaces))
+	}
+	for i, ns := range pb.GetNamespaces() {
+		if slices.Contains(pb.GetNamespaces()[:i], ns) {
+			return nil, fieldErr("namespaces", fmt.Errorf("%q is named twice", ns))
+		}
 		if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
 			return nil, fieldErr("namespaces", fmt.Errorf("%q: %s", ns, strings.Join(errs, "; ")))
 		}

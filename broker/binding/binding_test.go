@@ -127,6 +127,12 @@ func TestCompileReportsTheBindingAndField(t *testing.T) {
 		{name: "resource not found", bad: pb(func(b *tetherv1.Binding) { b.Resource.Resource = "gizmos" }), field: "resource", is: resource.ErrNotFound},
 		{name: "resolver error", bad: pb(func(b *tetherv1.Binding) { b.Resource.Resource = "broken" }), field: "resource", is: errDiscoveryDown},
 		{name: "bad namespace", bad: pb(func(b *tetherv1.Binding) { b.Namespaces = []string{"ok", "Not_OK"} }), field: "namespaces", msg: "Not_OK"},
+		{name: "a namespace twice", bad: pb(func(b *tetherv1.Binding) { b.Namespaces = []string{"a", "b", "a"} }), field: "namespaces", msg: `"a" is named twice`},
+		{name: "too many namespaces", bad: pb(func(b *tetherv1.Binding) {
+			for i := range tetherv1.MaxNamespaces + 1 {
+				b.Namespaces = append(b.Namespaces, fmt.Sprint("ns-", i))
+			}
+		}), field: "namespaces", msg: "101 namespaces, more than the 100"},
 		{name: "namespaces on a cluster-scoped resource", bad: pb(func(b *tetherv1.Binding) {
 			b.Resource.Resource = "namespaces"
 			b.Namespaces = []string{"default"}

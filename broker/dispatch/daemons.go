@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -118,6 +119,19 @@ func (rt *runtime) setDaemon(o *object, id string, d *daemon) {
 		o.daemons = map[string]*daemon{}
 	}
 	o.daemons[id] = d
+}
+
+// wantsExit reports whether a DaemonExited from in for binding is news: in
+// runs that daemon and has not reported its exit yet. Others are dropped
+// as they arrive, so that a flood of reports takes no memory. rt.mu must
+// be held.
+func (o *object) wantsExit(in *session.Instance, bindingID string) bool {
+	if d := o.daemons[bindingID]; d == nil || d.inst != in {
+		return false
+	}
+	return !slices.ContainsFunc(o.exits, func(x daemonExit) bool {
+		return x.inst == in && x.msg.GetBindingId() == bindingID
+	})
 }
 
 // takeExits applies the exit reports: the daemon is no longer running, a

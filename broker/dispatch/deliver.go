@@ -54,6 +54,11 @@ func (rt *runtime) call(ctx context.Context, o *object, b *binding.Binding, obj 
 		case errors.Is(err, session.ErrMoved):
 			// Instances changed while it waited for a window slot: the
 			// object may have another owner now.
+		case errors.Is(err, session.ErrBroke):
+			// The instance's answer ended its session: an attempt that
+			// failed, so that backoff and retries bound what would
+			// otherwise be sent to the same owner forever.
+			ack = &tetherv1.Ack{Outcome: tetherv1.Outcome_OUTCOME_RETRY, Message: fmt.Sprintf("the instance's session ended before it answered: %v", err)}
 		case errors.Is(err, session.ErrGone), errors.Is(err, session.ErrLeaving):
 			rt.log.Debug("instance left before acking; re-sending", "instance", in.ID, "delivery", d.Id)
 		case ctx.Err() != nil:

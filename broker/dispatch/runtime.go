@@ -290,11 +290,12 @@ func (rt *runtime) daemonExited(in *session.Instance, m *tetherv1.DaemonExited) 
 	uid := types.UID(m.GetUid())
 	rt.mu.Lock()
 	o := rt.objects[uid]
-	if o != nil {
+	keep := o != nil && o.wantsExit(in, m.GetBindingId())
+	if keep {
 		o.exits = append(o.exits, daemonExit{inst: in, msg: m})
 	}
 	rt.mu.Unlock()
-	if o != nil {
+	if keep {
 		rt.queue.Add(uid)
 	}
 }

@@ -8,6 +8,8 @@ import (
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/tether-dev/tether/broker/resource"
+	"github.com/tether-dev/tether/broker/session"
+	tetherv1 "github.com/tether-dev/tether/proto/tether/v1"
 )
 
 // TestRelistThatReplacesAnObjectEndsTheOldOne: a relist after a watch gap
@@ -40,5 +42,29 @@ func TestRelistThatReplacesAnObjectEndsTheOldOne(t *testing.T) {
 	}
 	if n := rt.queue.Len(); n != 2 {
 		t.Errorf("%d objects queued, want 2 (X to stop, X' to start)", n)
+	}
+}
+
+// TestDaemonExitFloodIsBounded: a handler that sends DaemonExited over and
+// over, for a daemon it runs or not, leaves at most one report per daemon
+// waiting; the rest are dropped as they arrive.
+func TestDaemonExitFloodIsBounded(t *testing.T) {
+	rt := newRuntime(New(Options{}), "h", nil, "")
+	rt.queue = workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[types.UID]())
+	defer rt.queue.ShutDown()
+	running, other := &session.Instance{ID: "a"}, &session.Instance{ID: "b"}
+	o := &object{uid: "x", daemons: map[string]*daemon{"d": {inst: running}}}
+	rt.objects["x"] = o
+	for range 10000 {
+		for _, in := range []*session.Instance{running, other} {
+			for _, id := range []string{"d", "not-a-daemon"} {
+				rt.daemonExited(in, &tetherv1.DaemonExited{Uid: "x", BindingId: id, Failed: true, Message: "boom"})
+			}
+		}
+	}
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	if len(o.exits) != 1 || o.exits[0].inst != running || o.exits[0].msg.GetBindingId() != "d" {
+		t.Errorf("%d exit reports waiting, want the one of the daemon the instance runs", len(o.exits))
 	}
 }

@@ -13,6 +13,12 @@ import (
 // caller re-sends the delivery to another instance.
 var ErrGone = errors.New("handler instance is gone")
 
+// ErrBroke is wrapped, with ErrGone, by Deliver when the session ended on
+// something the instance sent that the broker cannot take (a message over
+// the size limit): sending the same delivery to it again would end the
+// next session the same way, so the delivery counts as a failed attempt.
+var ErrBroke = errors.New("the instance broke its session")
+
 // ErrLeaving is returned by Deliver when the instance said Goodbye: it takes
 // no new deliveries.
 var ErrLeaving = errors.New("handler instance is leaving")
@@ -40,6 +46,8 @@ type Instance struct {
 	abandoned map[string]bool
 	leaving   bool
 	onExit    func(*tetherv1.DaemonExited)
+	// fault is why the instance broke its session, set before done closes.
+	fault error
 }
 
 func newInstance(handler, id, sessionID string, window int, reviews bool) *Instance {
@@ -98,7 +106,7 @@ func (in *Instance) DeliverUnless(ctx context.Context, d *tetherv1.Delivery, abo
 	case in.send <- msg:
 	case <-in.done:
 		in.release(d.GetId())
-		return nil, ErrGone
+		return nil, in.gone()
 	case <-ctx.Done():
 		in.release(d.GetId())
 		return nil, ctx.Err()
@@ -109,7 +117,7 @@ func (in *Instance) DeliverUnless(ctx context.Context, d *tetherv1.Delivery, abo
 		return ack, nil
 	case <-in.done:
 		in.release(d.GetId())
-		return nil, ErrGone
+		return nil, in.gone()
 	case <-ctx.Done():
 		// The instance still holds d until it acks the cancel, so d keeps
 		// its window slot until then.
@@ -161,6 +169,25 @@ func (in *Instance) acquire(ctx context.Context, id string, review bool, abort <
 			return nil, ctx.Err()
 		}
 	}
+}
+
+// gone is Deliver's error once the session ended: ErrGone, with ErrBroke
+// and why when the instance broke it.
+func (in *Instance) gone() error {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if in.fault != nil {
+		return fmt.Errorf("%w (%w: %v)", ErrGone, ErrBroke, in.fault)
+	}
+	return ErrGone
+}
+
+// broke records why the instance broke its session; the session's end
+// must come after it.
+func (in *Instance) broke(err error) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	in.fault = err
 }
 
 func (in *Instance) release(id string) {

@@ -175,7 +175,15 @@ func (s *Server) Connect(stream tetherv1.BrokerService_ConnectServer) error {
 		return status.Error(codes.FailedPrecondition, fmt.Sprintf("attaching handler %q: %v", in.Handler, err))
 	}
 	s.opts.Metrics.SessionOpened(in.Handler)
+	recvErr := make(chan error, 1)
+	var recvDone chan struct{} // nil until receive runs
 	defer func() {
+		if recvDone != nil && stream.Context().Err() != nil {
+			// The stream ended under us (gRPC ends it at once on a message
+			// over the size limit): let receive say why before the
+			// instance's deliveries learn that it is gone.
+			<-recvDone
+		}
 		close(in.done)
 		att.Detach()
 		s.opts.Metrics.SessionClosed(in.Handler)
@@ -197,8 +205,11 @@ func (s *Server) Connect(stream tetherv1.BrokerService_ConnectServer) error {
 	}
 	log.Info("handler instance connected", "bindings", len(bindings), "window", window, "sdk", hello.GetSdk())
 
-	recvErr := make(chan error, 1)
-	go func() { recvErr <- s.receive(ctx, stream, in, log) }()
+	recvDone = make(chan struct{})
+	go func() {
+		defer close(recvDone)
+		recvErr <- s.receive(ctx, stream, in, log)
+	}()
 	for {
 		done, change := in.drained()
 		if done {
@@ -310,6 +321,12 @@ func (s *Server) checkHello(h *tetherv1.Hello) (window int, err error) {
 func (s *Server) receive(ctx context.Context, stream tetherv1.BrokerService_ConnectServer, in *Instance, log hclog.Logger) error {
 	for {
 		msg, err := stream.Recv()
+		if status.Code(err) == codes.ResourceExhausted {
+			// A message over the size limit: what the instance was
+			// answering would end its next session the same way.
+			log.Warn("handler instance sent a message over the size limit; ending its session", "error", err)
+			in.broke(err)
+		}
 		if err != nil {
 			return err
 		}

@@ -21,6 +21,7 @@ import (
 	"github.com/tether-dev/tether/broker"
 	"github.com/tether-dev/tether/broker/binding"
 	"github.com/tether-dev/tether/broker/dispatch"
+	tetherv1 "github.com/tether-dev/tether/proto/tether/v1"
 	"github.com/tether-dev/tether/sdk/kubeconfig"
 )
 
@@ -123,7 +124,7 @@ func parseFlags(args []string, out io.Writer) (*config, error) {
 	fs.IntVar(&c.defaultWindow, "default-window", 16, "window of a handler instance that asks for none")
 	fs.IntVar(&c.maxWindow, "max-window", 1024, "largest window a handler instance may ask for")
 	fs.DurationVar(&c.helloTimeout, "hello-timeout", 10*time.Second, "how long a new stream may take to send Hello")
-	fs.IntVar(&c.maxMsgSize, "max-message-size", 4<<20, "largest gRPC message accepted from a handler, in bytes")
+	fs.IntVar(&c.maxMsgSize, "max-message-size", tetherv1.DefaultMaxMessageBytes, "largest gRPC message accepted from a handler, in bytes")
 	fs.StringVar(&c.admission.Listen, "admission-listen", "", "HTTPS address HOST:PORT of the admission webhooks the API server calls; empty: validate and mutate bindings are refused")
 	fs.StringVar(&c.admission.URL, "admission-url", "", "base URL at which the API server reaches --admission-listen, when the broker runs outside the cluster\n"+
 		"(default https://<--admission-listen>; e.g. https://172.17.0.1:8443 for kind); the webhook configurations point there")

@@ -8,3 +8,13 @@ package tetherv1
 // each handler's last-handled state (up to 64 KiB), so one handler's result
 // must stay small.
 const MaxResultBytes = 16 << 10
+
+// MaxNamespaces bounds Binding.namespaces. Each namespace costs the broker
+// a watch and a few access reviews; past this many, bind cluster-wide and
+// narrow with a label selector or a CEL condition.
+const MaxNamespaces = 100
+
+// DefaultMaxMessageBytes is the broker's default bound on one message from
+// a handler (--max-message-size). The SDKs fail a delivery whose answer
+// would be larger, rather than send what the broker cannot take.
+const DefaultMaxMessageBytes = 4 << 20
