@@ -8,7 +8,7 @@ BUF     := $(BIN)/buf
 # a 2-core machine responsive.
 TESTFLAGS ?= -race -count=1 -timeout 30m -p 2
 
-.PHONY: all build test check vet fmt fmt-check proto proto-lint proto-check \
+.PHONY: fuzz all build test check vet fmt fmt-check proto proto-lint proto-check \
         proto-breaking proto-python controlplane cluster demo bench bench-timers bench-admission clean help
 
 all: build
@@ -29,8 +29,20 @@ cluster: ## run a local control plane in the foreground; kubeconfig in .dev/kube
 demo: ## the main job on the local control plane (see README)
 	$(GO) run ./test/cluster --kubeconfig .dev/kubeconfig --demo
 
-test: controlplane ## unit and end-to-end tests against a real control plane
+test: controlplane ## unit and end-to-end tests against a real control plane, then the fuzz targets for FUZZTIME each
 	$(GO) test $(TESTFLAGS) ./...
+	$(MAKE) fuzz
+
+# Every decoder of untrusted input has a fuzz target; its corpus is in the
+# package's testdata/fuzz and runs with the unit tests too.
+FUZZ_TARGETS = broker/session:FuzzHello broker/dispatch:FuzzAckWrite broker/admission:FuzzDecodeReview broker/admission:FuzzCheckPatch
+FUZZTIME ?= 10s
+
+fuzz: ## run each fuzz target for FUZZTIME (default 10s)
+	@for t in $(FUZZ_TARGETS); do \
+		echo "fuzz: $${t%%:*} $${t##*:} for $(FUZZTIME)"; \
+		$(GO) test ./$${t%%:*} -run '^$$' -fuzz "^$${t##*:}$$" -fuzztime $(FUZZTIME) || exit 1; \
+	done
 
 check: vet fmt-check proto-lint proto-check ## static checks that CI runs
 
