@@ -19,6 +19,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/reflection"
+	authenticationv1 "k8s.io/api/authentication/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
@@ -246,8 +247,12 @@ func (b *Broker) Start(ctx context.Context) error {
 		}
 		kinds, hooks = session.AllKinds, adm.hooks
 	}
+	var writeAs func(authenticationv1.UserInfo) (dynamic.Interface, error)
+	if !b.opts.Insecure {
+		writeAs = newActAs(wcfg).client
+	}
 	dispatcher := dispatch.New(dispatch.Options{
-		Log: b.log, Client: writer, Informers: informers, Recorder: recorder, Workers: b.opts.Workers,
+		Log: b.log, Client: writer, ActAs: writeAs, Informers: informers, Recorder: recorder, Workers: b.opts.Workers,
 		Presence: store, Identity: b.opts.Identity, Absence: b.opts.Absence, Metrics: b.metrics,
 		WriteLimiter: dispatch.NewWriteLimiter(b.opts.WriteQPS, b.opts.WriteBurst), Webhooks: hooks,
 		ReleaseLimiter: dispatch.NewWriteLimiter(b.opts.ReleaseQPS, max(int(b.opts.ReleaseQPS*2.5), 1)),

@@ -21,10 +21,10 @@ func FuzzAckWrite(f *testing.F) {
 	f.Fuzz(func(t *testing.T, patch, status, result []byte) {
 		var a accumulated
 		ack := &tetherv1.Ack{Outcome: tetherv1.Outcome_OUTCOME_OK, Patch: patch, StatusPatch: status, Result: result}
-		if err := a.add("b", ack); err != nil {
+		if err := a.add("b", ack, nil); err != nil {
 			return
 		}
-		if err := a.add("c", ack); err != nil {
+		if err := a.add("c", ack, nil); err != nil {
 			t.Fatalf("the same ack taken once is refused the second time: %v", err)
 		}
 		w := a.write("h")

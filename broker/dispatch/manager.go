@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/hashicorp/go-hclog"
+	authenticationv1 "k8s.io/api/authentication/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -45,8 +46,12 @@ type Webhooks interface {
 
 // Options configure a Manager. Client and Informers are required.
 type Options struct {
-	Log       hclog.Logger
-	Client    dynamic.Interface
+	Log    hclog.Logger
+	Client dynamic.Interface
+	// ActAs returns a client that writes as user, for the writes that
+	// carry a handler's patch; nil writes everything as the broker
+	// (insecure mode, tests).
+	ActAs     func(user authenticationv1.UserInfo) (dynamic.Interface, error)
 	Informers *informer.Registry
 	// Recorder posts Events for failures and releases; nil posts none.
 	Recorder Recorder

@@ -221,7 +221,7 @@ func (rt *runtime) processLive(ctx context.Context, o *object, obj *unstructured
 			fn, _ := progress.Field(obj.Object, b.FieldPath)
 			d.FieldOld, d.FieldNew = mustJSON(fo), mustJSON(fn)
 		}
-		ack, _, wait, err := rt.call(ctx, o, b, obj, d)
+		ack, in, wait, err := rt.call(ctx, o, b, obj, d)
 		if err != nil {
 			return 0, err
 		}
@@ -237,7 +237,7 @@ func (rt *runtime) processLive(ctx context.Context, o *object, obj *unstructured
 			return wait, nil
 		}
 		if ack.GetOutcome() == tetherv1.Outcome_OUTCOME_OK {
-			if err := o.acc.add(b.ID, ack); err != nil {
+			if err := o.acc.add(b.ID, ack, in.User); err != nil {
 				rt.invalidPatch(obj, b, err)
 			}
 		}

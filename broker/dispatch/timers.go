@@ -75,7 +75,7 @@ func (rt *runtime) processTimers(ctx context.Context, o *object, obj *unstructur
 			}
 		}
 		d := &tetherv1.Delivery{Kind: tetherv1.DeliveryKind_DELIVERY_KIND_TICK, Object: o.encoded(obj), Scheduled: timestamppb.New(due)}
-		ack, _, wait, err := rt.call(ctx, o, b, obj, d)
+		ack, in, wait, err := rt.call(ctx, o, b, obj, d)
 		if err != nil || wait > 0 {
 			rt.markDue(o, b.ID, due) // the same tick, again
 			return wait, err
@@ -85,7 +85,7 @@ func (rt *runtime) processTimers(ctx context.Context, o *object, obj *unstructur
 			continue
 		}
 		var acc accumulated
-		if err := acc.add(b.ID, ack); err != nil {
+		if err := acc.add(b.ID, ack, in.User); err != nil {
 			rt.invalidPatch(obj, b, err)
 			continue
 		}

@@ -7,10 +7,12 @@ import (
 	"fmt"
 	"strings"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
 
 	"github.com/tether-dev/tether/broker/hold"
 	"github.com/tether-dev/tether/broker/jsonpatch"
@@ -27,12 +29,15 @@ type accumulated struct {
 	merge   map[string]any    // merge patch for the object
 	status  map[string]any    // merge patch for status
 	results map[string]string // binding id -> result JSON
+	// as is the identity of the instance whose ack asked for the last of
+	// it; nil in insecure mode.
+	as *authenticationv1.UserInfo
 }
 
 // add takes the patch, status patch and result of an OK ack. A patch that
 // is not a JSON object, or that touches what a handler may not write, is an
 // error and nothing of the ack is taken.
-func (a *accumulated) add(bindingID string, ack *tetherv1.Ack) error {
+func (a *accumulated) add(bindingID string, ack *tetherv1.Ack, as *authenticationv1.UserInfo) error {
 	merge, err := jsonpatch.DecodeMerge(ack.GetPatch())
 	if err != nil {
 		return fmt.Errorf("patch: %w", err)
@@ -64,6 +69,9 @@ func (a *accumulated) add(bindingID string, ack *tetherv1.Ack) error {
 		}
 		a.results[bindingID] = string(r)
 	}
+	if len(merge) > 0 || len(status) > 0 || len(ack.GetResult()) > 0 {
+		a.as = as
+	}
 	if len(merge) > 0 {
 		a.merge = jsonpatch.ComposeMerge(a.merge, merge)
 	}
@@ -77,7 +85,7 @@ func (a *accumulated) add(bindingID string, ack *tetherv1.Ack) error {
 // status and results. All of it is the handler's content, dropped together
 // when the API server refuses it.
 func (a *accumulated) write(handler string) *write {
-	w := &write{handler: a.merge, status: a.status}
+	w := &write{handler: a.merge, status: a.status, as: a.as}
 	for id, r := range a.results {
 		w.handler = jsonpatch.ComposeMerge(w.handler, annotation(progress.ResultKey(handler, id), r))
 	}
@@ -123,9 +131,13 @@ func checkPatch(m map[string]any) error {
 
 // write is everything one handling changes on an object.
 type write struct {
-	handler    map[string]any // the handler's merge patch, with its results
-	merge      map[string]any // the broker's own annotations, as a merge patch
-	status     map[string]any // merge patch for the status subresource
+	handler map[string]any // the handler's merge patch, with its results
+	merge   map[string]any // the broker's own annotations, as a merge patch
+	status  map[string]any // merge patch for the status subresource, the handler's
+	// as is whom the handler's part is written as (nil: the broker), so
+	// that it faces the handler's RBAC and every webhook as if the
+	// handler wrote it. A write without the handler's part is the broker's.
+	as         *authenticationv1.UserInfo
 	addHold    bool
 	removeHold bool
 	// lastHandled is remembered in memory once the write lands.
@@ -174,6 +186,12 @@ func (rt *runtime) apply(ctx context.Context, o *object, obj *unstructured.Unstr
 	}
 	ri := rt.m.opts.Client.Resource(o.res.GroupVersionResource).Namespace(obj.GetNamespace())
 	if !p.Empty() {
+		ri := ri
+		if len(w.handler) > 0 {
+			if ri, err = rt.clientFor(o, obj, w); err != nil {
+				return rt.writeFailed(o, obj, w, err)
+			}
+		}
 		if wait := rt.writeTurn(o); wait > 0 {
 			return &pacedWrite{wait: wait}
 		}
@@ -202,6 +220,10 @@ func (rt *runtime) apply(ctx context.Context, o *object, obj *unstructured.Unstr
 			o.pending = nil
 			return fmt.Errorf("encoding status patch: %w", err)
 		}
+		ri, err := rt.clientFor(o, obj, w)
+		if err != nil {
+			return rt.writeFailed(o, obj, w, err)
+		}
 		out, err := ri.Patch(ctx, obj.GetName(), types.MergePatchType, data, metav1.PatchOptions{FieldManager: FieldManager}, "status")
 		rt.observeWrite(metrics.VerbStatusPatch, o.res, obj, nil, err)
 		if err != nil {
@@ -214,6 +236,21 @@ func (rt *runtime) apply(ctx context.Context, o *object, obj *unstructured.Unstr
 		rt.m.opts.Recorder.Event(obj, false, w.landed.reason, w.landed.message)
 	}
 	return nil
+}
+
+// clientFor is the client that writes the handler's part of w: as the
+// identity of the instance that asked for it, so that the handler's RBAC
+// (status patches need <resource>/status) and every webhook, other
+// handlers' included, judge it as if the handler wrote it.
+func (rt *runtime) clientFor(o *object, obj *unstructured.Unstructured, w *write) (dynamic.ResourceInterface, error) {
+	c := rt.m.opts.Client
+	if w.as != nil && rt.m.opts.ActAs != nil {
+		var err error
+		if c, err = rt.m.opts.ActAs(*w.as); err != nil {
+			return nil, apierrors.NewForbidden(o.res.GroupResource(), obj.GetName(), fmt.Errorf("writing as %s: %w", w.as.Username, err))
+		}
+	}
+	return c.Resource(o.res.GroupVersionResource).Namespace(obj.GetNamespace()), nil
 }
 
 // buildPatch renders w as a JSON patch against obj. It first tests the UID,

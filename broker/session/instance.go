@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"sync"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
+
 	tetherv1 "github.com/tether-dev/tether/proto/tether/v1"
 )
 
@@ -28,6 +30,9 @@ type Instance struct {
 	Handler   string
 	ID        string
 	SessionID string
+	// User is the identity the instance authenticated as; nil in insecure
+	// mode. The broker writes the instance's patches as this user.
+	User *authenticationv1.UserInfo
 
 	send chan *tetherv1.ConnectResponse
 	done chan struct{} // closed when the session ends

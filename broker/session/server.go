@@ -166,6 +166,9 @@ func (s *Server) Connect(stream tetherv1.BrokerService_ConnectServer) error {
 	}
 	withdrawn := s.recheck(ctx, hello.GetHandler(), bindings)
 	in := newInstance(hello.GetHandler(), hello.GetInstanceId(), newSessionID(), window, slices.ContainsFunc(bindings, func(b *binding.Binding) bool { return b.Kind.IsAdmission() }))
+	if u, ok := auth.User(ctx); ok {
+		in.User = &u
+	}
 	log := s.log.With("handler", in.Handler, "instance", in.ID, "session", in.SessionID)
 	att, err := s.opts.Attacher.Attach(ctx, in, hello, bindings)
 	if errors.Is(err, ErrNotLeading) || errors.Is(err, ErrTryLater) {

@@ -17,6 +17,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
@@ -151,6 +152,14 @@ func TestBrokerRBACIsEnough(t *testing.T) {
 		allow("create", "", "secrets", ns),
 		allow("update", "", "secrets", ns),
 
+		// Handlers' patches are written as the handler: ServiceAccounts
+		// only, by name; never another user, group, uid or extra.
+		allow("impersonate", "", "serviceaccounts", other),
+		deny("impersonate", "", "users", ""),
+		deny("impersonate", "", "groups", ""),
+		deny("impersonate", "authentication.k8s.io", "uids", ""),
+		deny("impersonate", "authentication.k8s.io", "userextras", "").sub("scopes"),
+
 		// Least privilege: the broker only ever patches objects.
 		deny("delete", "", "secrets", other),
 		deny("delete", "", "secrets", ns),
@@ -183,8 +192,6 @@ func TestBrokerRBACIsEnough(t *testing.T) {
 		deny("create", "rbac.authorization.k8s.io", "rolebindings", other),
 		deny("bind", "rbac.authorization.k8s.io", "clusterroles", ""),
 		deny("escalate", "rbac.authorization.k8s.io", "clusterroles", ""),
-		deny("impersonate", "", "users", ""),
-		deny("impersonate", "", "serviceaccounts", other),
 		deny("create", "certificates.k8s.io", "certificatesigningrequests", ""),
 	}
 	checkAccess(t, cp.Client(), ns, brokerName, table)
@@ -376,6 +383,26 @@ func TestBrokerServiceAccountDoesItsJob(t *testing.T) {
 	ok("release the finalizer", err)
 	_, err = kube.CoreV1().Secrets(objNS).Patch(ctx, "s", types.MergePatchType, []byte(`{"metadata":{"annotations":{"seen":"yes"}}}`), metav1.PatchOptions{})
 	ok("patch a Secret", err)
+
+	// A handler's patch, written as the handler: the example handler's
+	// ServiceAccount may patch Secrets, not widgets; as it, the broker may
+	// do exactly that. It may not act as a user or a group.
+	as := func(imp rest.ImpersonationConfig) dynamic.Interface {
+		c := rest.CopyConfig(cfg)
+		c.Impersonate = imp
+		return dynamic.NewForConfigOrDie(c)
+	}
+	handler := as(rest.ImpersonationConfig{UserName: "system:serviceaccount:" + ns + ":" + handlerName})
+	secrets := schema.GroupVersionResource{Version: "v1", Resource: "secrets"}
+	_, err = handler.Resource(secrets).Namespace(objNS).Patch(ctx, "s", types.MergePatchType, []byte(`{"metadata":{"labels":{"by":"handler"}}}`), metav1.PatchOptions{})
+	ok("patch a Secret as the handler's ServiceAccount", err)
+	_, err = handler.Resource(controlplane.WidgetGVR).Namespace(objNS).Patch(ctx, "w", types.MergePatchType, []byte(`{"metadata":{"labels":{"by":"handler"}}}`), metav1.PatchOptions{})
+	forbidden("patch a widget as the handler's ServiceAccount, which may not", err)
+	_, err = as(rest.ImpersonationConfig{UserName: "alice"}).Resource(secrets).Namespace(objNS).Get(ctx, "s", metav1.GetOptions{})
+	forbidden("act as a user", err)
+	_, err = as(rest.ImpersonationConfig{UserName: "system:serviceaccount:" + ns + ":" + handlerName, Groups: []string{"system:masters"}}).
+		Resource(secrets).Namespace(objNS).Get(ctx, "s", metav1.GetOptions{})
+	forbidden("act as system:masters", err)
 
 	// Events about the widget, in its namespace, both APIs.
 	ev, err := kube.CoreV1().Events(objNS).Create(ctx, &corev1.Event{

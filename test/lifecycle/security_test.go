@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -12,6 +13,8 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
 
 	"github.com/tether-dev/tether/broker"
 	"github.com/tether-dev/tether/sdk"
@@ -242,4 +245,128 @@ func TestTokensForAnotherAudienceAreRefused(t *testing.T) {
 	runHandler(t, h, s.addr)
 	create(t, dyn, widgetGVR, widget(s.ns, "w", nil))
 	j.waitCount(t, sdk.Create, "w", 1)
+}
+
+// grantCluster gives the ServiceAccount sa of the test's namespace the
+// rules cluster-wide, until the test ends.
+func (s *secure) grantCluster(t *testing.T, name, sa string, rules ...rbacv1.PolicyRule) {
+	t.Helper()
+	ctx := context.Background()
+	rbac := s.cp.Client().RbacV1()
+	name = s.ns + "-" + name
+	if _, err := rbac.ClusterRoles().Create(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: name}, Rules: rules}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	crb := &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: name},
+		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: sa, Namespace: s.ns}},
+	}
+	if _, err := rbac.ClusterRoleBindings().Create(ctx, crb, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = rbac.ClusterRoleBindings().Delete(context.Background(), name, metav1.DeleteOptions{})
+		_ = rbac.ClusterRoles().Delete(context.Background(), name, metav1.DeleteOptions{})
+	})
+}
+
+// invalidPatchEvent waits for the Event saying that the API server refused
+// handler's patch of the widget, and returns its message.
+func invalidPatchEvent(t *testing.T, cp *controlplane.ControlPlane, ns, name, handler string) string {
+	t.Helper()
+	var msg string
+	eventually(t, "an InvalidPatch Event for "+handler, func() bool {
+		for _, e := range events(t, cp, ns, name) {
+			if e.Reason == "InvalidPatch" && strings.Contains(e.Message, `handler "`+handler+`"`) {
+				msg = e.Message
+				return true
+			}
+		}
+		return false
+	})
+	return msg
+}
+
+// TestHandlersStatusPatchNeedsStatusRBAC: the broker writes a handler's
+// status patch as the handler, so it needs patch on widgets/status, as it
+// would writing it itself; patch on widgets is not enough.
+func TestHandlersStatusPatchNeedsStatusRBAC(t *testing.T) {
+	cp := controlplane.Get(t)
+	dyn := cp.EnsureWidgetCRD(t)
+	s := startSecure(t, cp)
+	s.grant(t, "h", "h", widgetRule("get", "list", "watch", "patch"), handlerRule("h", "connect"))
+	h := s.handler("h", s.token(t, "h"))
+	h.OnCreate(widgets, func(_ context.Context, ev *sdk.Event) error {
+		ev.SetLabel("seen", "yes")
+		ev.PatchStatus(map[string]any{"phase": "Ready"})
+		return nil
+	}, sdk.Namespaces(s.ns))
+	runHandler(t, h, s.addr)
+	create(t, dyn, widgetGVR, widget(s.ns, "w", nil))
+
+	msg := invalidPatchEvent(t, cp, s.ns, "w", "h")
+	if !strings.Contains(msg, "system:serviceaccount:"+s.ns+":h") || !strings.Contains(msg, "widgets/status") {
+		t.Errorf("the Event %q does not say that the handler may not patch widgets/status", msg)
+	}
+	w := get(t, dyn, widgetGVR, s.ns, "w")
+	if phase, found, _ := unstructured.NestedString(w.Object, "status", "phase"); found {
+		t.Errorf("status.phase = %q: the broker wrote a status the handler may not", phase)
+	}
+	if w.GetLabels()["seen"] != "yes" {
+		t.Errorf("labels %v: the patch the handler may make did not land", w.GetLabels())
+	}
+}
+
+// TestHandlersPatchFacesOtherHandlersWebhooks: a handler's patch, written by
+// the broker, is reviewed by another handler's webhook as if the handler
+// made it; the broker's own writes are exempt from webhooks, its handlers'
+// are not.
+func TestHandlersPatchFacesOtherHandlersWebhooks(t *testing.T) {
+	cp := controlplane.Get(t)
+	dyn := cp.EnsureWidgetCRD(t)
+	s := startSecure(t, cp, func(o *broker.Options) { o.Admission = broker.Admission{Listen: "127.0.0.1:0"} })
+	objects := widgetRule("get", "list", "watch", "patch")
+	s.grant(t, "guard", "guard", objects, handlerRule("guard", "connect"))
+	s.grantCluster(t, "guard", "guard", rbacv1.PolicyRule{APIGroups: []string{"admissionregistration.k8s.io"},
+		Resources: []string{"validatingwebhookconfigurations"}, Verbs: []string{"create"}})
+	s.grant(t, "writer", "writer", objects, handlerRule("writer", "connect"))
+
+	guard := s.handler("guard", s.token(t, "guard"))
+	guard.OnValidate(widgets, func(_ context.Context, r *sdk.Review) error {
+		if r.Object.GetLabels()["forbidden"] != "" {
+			return sdk.Deny("the label forbidden is forbidden")
+		}
+		return nil
+	}, sdk.Namespaces(s.ns), sdk.Failure(sdk.FailClosed))
+	runHandler(t, guard, s.addr)
+	// The webhooks let the broker's own user through, and the test's
+	// client is that user: probe as another.
+	cfg := cp.RESTConfig()
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: "tester", Groups: []string{"system:masters", "system:authenticated"}}
+	tester := dynamic.NewForConfigOrDie(cfg)
+	probes := 0
+	eventually(t, "the guard's webhook to refuse a forbidden label", func() bool {
+		probes++
+		w := widget(s.ns, fmt.Sprint("probe-", probes), nil)
+		w.SetLabels(map[string]string{"forbidden": "yes"})
+		_, err := tester.Resource(widgetGVR).Namespace(s.ns).Create(context.Background(), w, metav1.CreateOptions{})
+		return err != nil && strings.Contains(err.Error(), "the label forbidden is forbidden")
+	})
+
+	writer := s.handler("writer", s.token(t, "writer"))
+	writer.OnCreate(widgets, func(_ context.Context, ev *sdk.Event) error {
+		ev.SetLabel("forbidden", "yes")
+		return nil
+	}, sdk.Namespaces(s.ns))
+	runHandler(t, writer, s.addr)
+	create(t, dyn, widgetGVR, widget(s.ns, "w", nil))
+
+	msg := invalidPatchEvent(t, cp, s.ns, "w", "writer")
+	if !strings.Contains(msg, "the label forbidden is forbidden") {
+		t.Errorf("the Event %q does not carry the webhook's refusal", msg)
+	}
+	if l := get(t, dyn, widgetGVR, s.ns, "w").GetLabels(); l["forbidden"] != "" {
+		t.Errorf("labels %v: the writer's patch got past the guard's webhook", l)
+	}
 }

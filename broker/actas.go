@@ -1,0 +1,86 @@
+package broker
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
+)
+
+// maxActAsClients bounds the cached impersonating clients: one per handler
+// identity; past it a client is made for each write.
+const maxActAsClients = 1024
+
+// actAs makes the clients that write a handler's patches as the handler's
+// own identity (impersonation), so that its RBAC and every webhook judge
+// them as if it wrote them. A ServiceAccount is impersonated by its name
+// alone (the API server adds its groups), which the broker's RBAC allows;
+// another user needs its groups and extras too, and the right to
+// impersonate those, which deploy/ does not grant.
+type actAs struct {
+	cfg *rest.Config
+
+	mu      sync.Mutex
+	clients map[string]dynamic.Interface
+}
+
+func newActAs(cfg *rest.Config) *actAs {
+	return &actAs{cfg: cfg, clients: map[string]dynamic.Interface{}}
+}
+
+func (a *actAs) client(u authenticationv1.UserInfo) (dynamic.Interface, error) {
+	imp := rest.ImpersonationConfig{UserName: u.Username}
+	if !isServiceAccount(u.Username) {
+		imp.Groups = u.Groups
+		imp.UID = u.UID
+		imp.Extra = map[string][]string{}
+		for k, v := range u.Extra {
+			imp.Extra[k] = v
+		}
+	}
+	key := identityKey(imp)
+	a.mu.Lock()
+	c, ok := a.clients[key]
+	a.mu.Unlock()
+	if ok {
+		return c, nil
+	}
+	cfg := rest.CopyConfig(a.cfg)
+	cfg.Impersonate = imp
+	c, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("making a client that writes as %s: %w", u.Username, err)
+	}
+	a.mu.Lock()
+	if len(a.clients) < maxActAsClients {
+		a.clients[key] = c
+	}
+	a.mu.Unlock()
+	return c, nil
+}
+
+func identityKey(imp rest.ImpersonationConfig) string {
+	var b strings.Builder
+	b.WriteString(imp.UserName + "\x00" + imp.UID + "\x00" + strings.Join(imp.Groups, "\x01"))
+	keys := make([]string, 0, len(imp.Extra))
+	for k := range imp.Extra {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		b.WriteString("\x00" + k + "=" + strings.Join(imp.Extra[k], "\x01"))
+	}
+	return b.String()
+}
+
+// isServiceAccount reports whether name is a ServiceAccount's user name,
+// system:serviceaccount:<namespace>:<name>.
+func isServiceAccount(name string) bool {
+	rest, ok := strings.CutPrefix(name, "system:serviceaccount:")
+	ns, sa, ok2 := strings.Cut(rest, ":")
+	return ok && ok2 && ns != "" && sa != "" && !strings.Contains(sa, ":")
+}
