@@ -108,6 +108,9 @@ type Options struct {
 	RecheckEvery time.Duration
 }
 
+// maxStreamsPerConnection bounds the gRPC streams of one connection.
+const maxStreamsPerConnection = 16
+
 // authQPS paces the broker's TokenReviews and SubjectAccessReviews.
 const authQPS = 50
 
@@ -423,6 +426,9 @@ func (b *Broker) uninstall(dyn dynamic.Interface, store *presence.Store, known [
 func (b *Broker) serverOptions() []grpc.ServerOption {
 	opts := []grpc.ServerOption{
 		grpc.MaxRecvMsgSize(b.opts.MaxMessageSize),
+		// A handler instance needs one stream (and health checks); a
+		// client opening thousands on one connection is not one.
+		grpc.MaxConcurrentStreams(maxStreamsPerConnection),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
 	}

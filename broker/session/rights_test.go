@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/tether-dev/tether/broker/auth"
 	"github.com/tether-dev/tether/broker/binding"
@@ -110,5 +111,57 @@ func TestReviewReserve(t *testing.T) {
 		if got := reviewReserve(n); got != want {
 			t.Errorf("reviewReserve(%d) = %d, want %d", n, got, want)
 		}
+	}
+}
+
+func TestInstancesOfAHandlerAreBounded(t *testing.T) {
+	h := start(t, Options{MaxInstances: 2})
+	first, _ := h.session(t, func(hl *tetherv1.Hello) { hl.InstanceId = "a" })
+	h.session(t, func(hl *tetherv1.Hello) { hl.InstanceId = "b" })
+	c := h.connect(t)
+	c.send(hello(func(hl *tetherv1.Hello) { hl.InstanceId = "c" }))
+	if st := c.end(); st.Code() != codes.ResourceExhausted || !strings.Contains(st.Message(), "2 instances connected") {
+		t.Errorf("a third instance: %v %q, want ResourceExhausted", st.Code(), st.Message())
+	}
+	// Another handler is not held back, and a place frees when one leaves.
+	h.session(t, func(hl *tetherv1.Hello) { hl.Handler, hl.InstanceId = "other", "a" })
+	first.cancel()
+	<-h.attacher.detached
+	// leave runs just after Detach: until then the place may still be taken.
+	deadline := time.Now().Add(wait)
+	for {
+		c := h.connect(t)
+		c.send(hello(func(hl *tetherv1.Hello) { hl.InstanceId = "c" }))
+		select {
+		case msg := <-c.msgs:
+			if msg.GetWelcome() == nil {
+				t.Fatalf("got %v, want welcome", msg)
+			}
+			h.instance(t)
+			return
+		case <-c.ended:
+			if status.Code(c.err) != codes.ResourceExhausted || time.Now().After(deadline) {
+				t.Fatalf("no place for an instance after one left: %v", c.err)
+			}
+		}
+	}
+}
+
+func TestHelloWithTooManyNamespacesInAllIsRefused(t *testing.T) {
+	h := start(t, Options{})
+	c := h.connect(t)
+	c.send(hello(func(hl *tetherv1.Hello) {
+		hl.Bindings = nil
+		for i := range 6 {
+			b := &tetherv1.Binding{Id: fmt.Sprint("b", i), Kind: tetherv1.BindingKind_BINDING_KIND_CREATE,
+				Resource: &tetherv1.Resource{Version: "v1", Resource: "secrets"}}
+			for j := range tetherv1.MaxNamespaces {
+				b.Namespaces = append(b.Namespaces, fmt.Sprint("ns-", j))
+			}
+			hl.Bindings = append(hl.Bindings, b)
+		}
+	}))
+	if st := c.end(); st.Code() != codes.InvalidArgument || !strings.Contains(st.Message(), "600 namespaces in all") {
+		t.Errorf("ended with %v %q, want InvalidArgument counting the namespaces", st.Code(), st.Message())
 	}
 }

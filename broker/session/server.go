@@ -63,6 +63,9 @@ type Options struct {
 	DefaultWindow, MaxWindow int
 	// MaxBindings caps the bindings of one Hello (default 256).
 	MaxBindings int
+	// MaxInstances caps the instances of one handler connected at once
+	// (default 256); one more is told ResourceExhausted, which SDKs retry.
+	MaxInstances int
 	// Authorize checks that the stream's identity may be the handler and
 	// have the bindings; nil checks nothing (insecure mode). An error
 	// wrapping auth.ErrDenied ends the stream with PermissionDenied naming
@@ -100,6 +103,9 @@ type Server struct {
 
 	stopping chan struct{}
 	stopOnce sync.Once
+
+	mu        sync.Mutex
+	instances map[string]int // connected, per handler
 }
 
 // NewServer returns a Server.
@@ -125,7 +131,10 @@ func NewServer(opts Options) *Server {
 	if opts.RecheckEvery <= 0 {
 		opts.RecheckEvery = 30 * time.Second
 	}
-	return &Server{opts: opts, log: opts.Log, stopping: make(chan struct{})}
+	if opts.MaxInstances <= 0 {
+		opts.MaxInstances = 256
+	}
+	return &Server{opts: opts, log: opts.Log, stopping: make(chan struct{}), instances: map[string]int{}}
 }
 
 // Shutdown ends every stream at once with Unavailable, so handlers reconnect
@@ -164,6 +173,10 @@ func (s *Server) Connect(stream tetherv1.BrokerService_ConnectServer) error {
 			return status.Error(codes.Unavailable, err.Error())
 		}
 	}
+	if !s.admit(hello.GetHandler()) {
+		return status.Errorf(codes.ResourceExhausted, "handler %q has %d instances connected, the most this broker takes; retry later", hello.GetHandler(), s.opts.MaxInstances)
+	}
+	defer s.leave(hello.GetHandler())
 	withdrawn := s.recheck(ctx, hello.GetHandler(), bindings)
 	in := newInstance(hello.GetHandler(), hello.GetInstanceId(), newSessionID(), window, slices.ContainsFunc(bindings, func(b *binding.Binding) bool { return b.Kind.IsAdmission() }))
 	if u, ok := auth.User(ctx); ok {
@@ -241,6 +254,25 @@ func (s *Server) Connect(stream tetherv1.BrokerService_ConnectServer) error {
 	}
 }
 
+// admit counts one more instance of handler, unless it has MaxInstances.
+func (s *Server) admit(handler string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.instances[handler] >= s.opts.MaxInstances {
+		return false
+	}
+	s.instances[handler]++
+	return true
+}
+
+func (s *Server) leave(handler string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.instances[handler]--; s.instances[handler] <= 0 {
+		delete(s.instances, handler)
+	}
+}
+
 // recheck asks Authorize again every RecheckEvery until ctx ends, and sends
 // on the returned channel the first denial. An error that says nothing
 // about the rights (the API server unreachable) keeps the session.
@@ -312,6 +344,13 @@ func (s *Server) checkHello(h *tetherv1.Hello) (window int, err error) {
 	}
 	if n := len(h.GetBindings()); n > s.opts.MaxBindings {
 		return 0, fmt.Errorf("bindings: %d is more than the %d allowed", n, s.opts.MaxBindings)
+	}
+	namespaces := 0
+	for _, b := range h.GetBindings() {
+		namespaces += len(b.GetNamespaces())
+	}
+	if namespaces > tetherv1.MaxHelloNamespaces {
+		return 0, fmt.Errorf("bindings: %d namespaces in all, more than the %d allowed; bind cluster-wide and narrow with a label selector or a when condition", namespaces, tetherv1.MaxHelloNamespaces)
 	}
 	window = int(h.GetWindow())
 	if window == 0 {

@@ -236,9 +236,15 @@ func brokerBinary(t *testing.T) string {
 // handlers must find it again after a restart, so the caller picks a port).
 func startBrokerProcess(t *testing.T, cp *controlplane.ControlPlane, addr, namespace string, extra ...string) *brokerProcess {
 	t.Helper()
+	return startBrokerBinary(t, brokerBinary(t), cp, addr, namespace, extra...)
+}
+
+// startBrokerBinary is startBrokerProcess with the broker binary bin.
+func startBrokerBinary(t *testing.T, bin string, cp *controlplane.ControlPlane, addr, namespace string, extra ...string) *brokerProcess {
+	t.Helper()
 	args := append([]string{"--kubeconfig", cp.KubeconfigPath(), "--listen", addr, "--insecure", "--namespace", namespace,
 		"--default-backoff", "100ms", "--default-max-backoff", "1s"}, extra...)
-	cmd := exec.Command(brokerBinary(t), args...)
+	cmd := exec.Command(bin, args...)
 	cmd.Stdout = testenv.LogWriter(t, "")
 	cmd.Stderr = cmd.Stdout
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}

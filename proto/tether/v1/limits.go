@@ -14,6 +14,10 @@ const MaxResultBytes = 16 << 10
 // narrow with a label selector or a CEL condition.
 const MaxNamespaces = 100
 
+// MaxHelloNamespaces bounds the namespaces of all the bindings of one
+// Hello, counted once per binding.
+const MaxHelloNamespaces = 500
+
 // DefaultMaxMessageBytes is the broker's default bound on one message from
 // a handler (--max-message-size). The SDKs fail a delivery whose answer
 // would be larger, rather than send what the broker cannot take.
