@@ -370,3 +370,42 @@ func TestHandlersPatchFacesOtherHandlersWebhooks(t *testing.T) {
 		t.Errorf("labels %v: the writer's patch got past the guard's webhook", l)
 	}
 }
+
+// tokenReviews is how many TokenReviews the API server has answered, from
+// its own metrics.
+func tokenReviews(t *testing.T, cp *controlplane.ControlPlane) float64 {
+	t.Helper()
+	data, err := cp.Client().CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n float64
+	for _, line := range strings.Split(string(data), "\n") {
+		if !strings.HasPrefix(line, "apiserver_request_total{") || !strings.Contains(line, `resource="tokenreviews"`) {
+			continue
+		}
+		var v float64
+		if _, err := fmt.Sscan(line[strings.LastIndexByte(line, ' ')+1:], &v); err == nil {
+			n += v
+		}
+	}
+	return n
+}
+
+// TestBogusTokensAreReviewedOnce: streams that present the same made-up
+// token again and again cost one TokenReview, not one each, so that they
+// cannot spend the API server's (and the broker's) request budget.
+func TestBogusTokensAreReviewedOnce(t *testing.T) {
+	cp := controlplane.Get(t)
+	cp.EnsureWidgetCRD(t)
+	s := startSecure(t, cp)
+	before := tokenReviews(t, cp)
+	for range 50 {
+		h := s.handler("h", "made-up-token")
+		h.OnCreate(widgets, nothing, sdk.Namespaces(s.ns))
+		expectRejection(t, s.rejected(t, h), "Unauthenticated", "invalid token")
+	}
+	if n := tokenReviews(t, cp) - before; n > 2 {
+		t.Errorf("50 streams with one bogus token cost %v TokenReviews, want 1", n)
+	}
+}
