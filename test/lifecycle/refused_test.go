@@ -9,12 +9,14 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/tether-dev/tether/sdk"
 	"github.com/tether-dev/tether/test/controlplane"
 )
 
 // denyLabel installs a ValidatingAdmissionPolicy that refuses, with 403
-// Forbidden, any widget in ns labelled key, until the test ends.
-func denyLabel(t *testing.T, cp *controlplane.ControlPlane, ns, key string) {
+// Forbidden, any widget in ns labelled key, until the test ends or remove
+// is called.
+func denyLabel(t *testing.T, cp *controlplane.ControlPlane, ns, key string) (remove func()) {
 	t.Helper()
 	ctx := context.Background()
 	api := cp.Client().AdmissionregistrationV1()
@@ -59,9 +61,11 @@ func denyLabel(t *testing.T, cp *controlplane.ControlPlane, ns, key string) {
 	if _, err := api.ValidatingAdmissionPolicyBindings().Create(ctx, pb, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("creating the policy binding: %v", err)
 	}
-	t.Cleanup(func() {
+	remove = func() {
 		_ = api.ValidatingAdmissionPolicyBindings().Delete(context.Background(), name, metav1.DeleteOptions{})
-	})
+		_ = api.ValidatingAdmissionPolicies().Delete(context.Background(), name, metav1.DeleteOptions{})
+	}
+	t.Cleanup(remove)
 	// Policies take effect once the API server has loaded them: wait until a
 	// labelled widget is refused.
 	dyn := cp.Dynamic(t)
@@ -75,6 +79,7 @@ func denyLabel(t *testing.T, cp *controlplane.ControlPlane, ns, key string) {
 		}
 		return strings.Contains(err.Error(), "is not allowed here")
 	})
+	return remove
 }
 
 // TestRefusedHandlerPatchIsDroppedNotRetriedForever: a policy refuses the
@@ -133,4 +138,45 @@ func TestOversizedAnnotationsDropTheResultNotTheHold(t *testing.T) {
 	if !h.saw("DELETE " + ns + "/w") {
 		t.Error("the object went without its delete handler")
 	}
+}
+
+// TestRefusedPatchIsNotRecordedAsHandled: the state the broker records as
+// handled is the object's, not what the dropped patch would have made it.
+// Once the policy is gone, a user who makes that very change gets it
+// delivered as an update.
+func TestRefusedPatchIsNotRecordedAsHandled(t *testing.T) {
+	cp := controlplane.Get(t)
+	dyn := cp.EnsureWidgetCRD(t)
+	ns := cp.Namespace(t)
+	allow := denyLabel(t, cp, ns, "denied")
+	addr := startBroker(t, cp)
+	var j journal
+	h := sdk.New("refused", handlerOpts(t)...)
+	h.OnCreate(widgets, j.record(func(_ context.Context, ev *sdk.Event) error {
+		ev.SetLabel("denied", "yes")
+		return nil
+	}), sdk.Namespaces(ns))
+	h.OnUpdate(widgets, j.record(nil), sdk.Namespaces(ns))
+	runHandler(t, h, addr)
+	create(t, dyn, widgetGVR, widget(ns, "w", map[string]any{"size": int64(1)}))
+	eventually(t, "a Warning Event about the refused patch", func() bool {
+		return hasEvent(t, cp, ns, "w", "InvalidPatch", `refused the patch of handler "refused"`)
+	})
+
+	eventually(t, "the handling recorded", func() bool {
+		return get(t, dyn, widgetGVR, ns, "w").GetAnnotations()["refused.tether.dev/last-handled"] != ""
+	})
+	allow()
+	eventually(t, "the policy gone", func() bool {
+		probe := widget(ns, "gone-probe", nil)
+		probe.SetLabels(map[string]string{"denied": "x"})
+		_, err := dyn.Resource(widgetGVR).Namespace(ns).Create(context.Background(), probe, metav1.CreateOptions{})
+		return err == nil
+	})
+	obj := get(t, dyn, widgetGVR, ns, "w")
+	obj.SetLabels(map[string]string{"denied": "yes"})
+	if _, err := dyn.Resource(widgetGVR).Namespace(ns).Update(context.Background(), obj, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	j.waitCount(t, sdk.Update, "w", 1)
 }
