@@ -121,12 +121,14 @@ func (rt *runtime) setDaemon(o *object, id string, d *daemon) {
 	o.daemons[id] = d
 }
 
-// wantsExit reports whether a DaemonExited from in for binding is news: in
-// runs that daemon and has not reported its exit yet. Others are dropped
-// as they arrive, so that a flood of reports takes no memory. rt.mu must
-// be held.
-func (o *object) wantsExit(in *session.Instance, bindingID string) bool {
-	if d := o.daemons[bindingID]; d == nil || d.inst != in {
+// wantsExit reports whether a DaemonExited from in for bindingID is worth
+// keeping until the object is processed: bindingID is one of bindings'
+// daemons and in has not reported it yet. Others are dropped as they
+// arrive, so that a flood of reports takes no memory. Whether in still
+// runs that daemon is for takeExits to judge: the report may come before
+// the start it follows is recorded. o's lock (rt.mu) must be held.
+func (o *object) wantsExit(bindings []*binding.Binding, in *session.Instance, bindingID string) bool {
+	if !slices.ContainsFunc(bindings, func(b *binding.Binding) bool { return b.ID == bindingID && b.Kind == binding.Daemon }) {
 		return false
 	}
 	return !slices.ContainsFunc(o.exits, func(x daemonExit) bool {

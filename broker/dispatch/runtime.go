@@ -290,7 +290,7 @@ func (rt *runtime) daemonExited(in *session.Instance, m *tetherv1.DaemonExited) 
 	uid := types.UID(m.GetUid())
 	rt.mu.Lock()
 	o := rt.objects[uid]
-	keep := o != nil && o.wantsExit(in, m.GetBindingId())
+	keep := o != nil && o.wantsExit(rt.byResource[o.res.GroupVersionResource], in, m.GetBindingId())
 	if keep {
 		o.exits = append(o.exits, daemonExit{inst: in, msg: m})
 	}

@@ -4,9 +4,11 @@ import (
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
 
+	"github.com/tether-dev/tether/broker/binding"
 	"github.com/tether-dev/tether/broker/resource"
 	"github.com/tether-dev/tether/broker/session"
 	tetherv1 "github.com/tether-dev/tether/proto/tether/v1"
@@ -46,25 +48,30 @@ func TestRelistThatReplacesAnObjectEndsTheOldOne(t *testing.T) {
 }
 
 // TestDaemonExitFloodIsBounded: a handler that sends DaemonExited over and
-// over, for a daemon it runs or not, leaves at most one report per daemon
-// waiting; the rest are dropped as they arrive.
+// over leaves at most one report per instance and daemon binding waiting;
+// reports for what is not a daemon binding, and repeats, are dropped as
+// they arrive.
 func TestDaemonExitFloodIsBounded(t *testing.T) {
 	rt := newRuntime(New(Options{}), "h", nil, "")
 	rt.queue = workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[types.UID]())
 	defer rt.queue.ShutDown()
+	res := resource.Resource{GroupVersionResource: schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}}
+	rt.byResource = map[schema.GroupVersionResource][]*binding.Binding{res.GroupVersionResource: {
+		{ID: "d", Kind: binding.Daemon}, {ID: "c", Kind: binding.Create},
+	}}
 	running, other := &session.Instance{ID: "a"}, &session.Instance{ID: "b"}
-	o := &object{uid: "x", daemons: map[string]*daemon{"d": {inst: running}}}
+	o := &object{uid: "x", res: res, daemons: map[string]*daemon{"d": {inst: running}}}
 	rt.objects["x"] = o
 	for range 10000 {
 		for _, in := range []*session.Instance{running, other} {
-			for _, id := range []string{"d", "not-a-daemon"} {
+			for _, id := range []string{"d", "c", "not-a-binding"} {
 				rt.daemonExited(in, &tetherv1.DaemonExited{Uid: "x", BindingId: id, Failed: true, Message: "boom"})
 			}
 		}
 	}
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
-	if len(o.exits) != 1 || o.exits[0].inst != running || o.exits[0].msg.GetBindingId() != "d" {
-		t.Errorf("%d exit reports waiting, want the one of the daemon the instance runs", len(o.exits))
+	if len(o.exits) != 2 || o.exits[0].msg.GetBindingId() != "d" || o.exits[1].msg.GetBindingId() != "d" {
+		t.Errorf("%d exit reports waiting, want one per instance for the daemon binding", len(o.exits))
 	}
 }
