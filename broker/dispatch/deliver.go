@@ -13,7 +13,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/tether-dev/tether/broker/binding"
-	"github.com/tether-dev/tether/broker/progress"
 	"github.com/tether-dev/tether/broker/session"
 	tetherv1 "github.com/tether-dev/tether/proto/tether/v1"
 )
@@ -149,22 +148,3 @@ func mustJSON(v any) []byte {
 	return b
 }
 
-func diffEntries(entries []progress.Entry) []*tetherv1.DiffEntry {
-	out := make([]*tetherv1.DiffEntry, 0, len(entries))
-	for _, e := range entries {
-		d := &tetherv1.DiffEntry{Path: e.Path}
-		switch e.Op {
-		case progress.Add:
-			d.Operation = tetherv1.DiffEntry_OPERATION_ADD
-			d.NewValue = mustJSON(e.New)
-		case progress.Remove:
-			d.Operation = tetherv1.DiffEntry_OPERATION_REMOVE
-			d.OldValue = mustJSON(e.Old)
-		default:
-			d.Operation = tetherv1.DiffEntry_OPERATION_CHANGE
-			d.OldValue, d.NewValue = mustJSON(e.Old), mustJSON(e.New)
-		}
-		out = append(out, d)
-	}
-	return out
-}

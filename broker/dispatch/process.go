@@ -214,7 +214,7 @@ func (rt *runtime) processLive(ctx context.Context, o *object, obj *unstructured
 		d := &tetherv1.Delivery{Kind: kind, Object: mustJSON(obj.Object)}
 		if cause == "update" && old != nil {
 			d.OldObject = mustJSON(old)
-			d.Diff = diffEntries(diff)
+			d.Diff = progress.DiffProto(diff)
 		}
 		if b.Kind == binding.Field {
 			fo, _ := progress.Field(old, b.FieldPath)
