@@ -48,6 +48,9 @@ func checkPatch(req *admissionv1.AdmissionRequest, raw []byte, maxSize int64) ([
 	if len(patch) > maxPatchOperations {
 		return nil, fmt.Errorf("the patch has %d operations, more than the %d allowed", len(patch), maxPatchOperations)
 	}
+	if err := wellFormed(patch); err != nil {
+		return nil, fmt.Errorf("not an RFC 6902 JSON patch: %w", err)
+	}
 	obj := bytes.TrimSpace(req.Object.Raw)
 	if len(obj) == 0 {
 		return nil, fmt.Errorf("a %s request has no object to patch", req.Operation)
@@ -75,6 +78,40 @@ func checkPatch(req *admissionv1.AdmissionRequest, raw []byte, maxSize int64) ([
 		}
 	}
 	return raw, nil
+}
+
+// wellFormed checks what the JSON patch library takes on trust (it panics
+// on some of it): every operation has a path below the root, and those that
+// need one a value or a from. A mutation changes fields; it never replaces
+// or moves the whole object.
+func wellFormed(patch jsonpatch.Patch) error {
+	for i, op := range patch {
+		path, err := op.Path()
+		if err != nil {
+			return fmt.Errorf("operation %d: %w", i, err)
+		}
+		if path == "" {
+			return fmt.Errorf("operation %d (%s) is on the whole object; patch its fields", i, op.Kind())
+		}
+		switch op.Kind() {
+		case "add", "replace", "test":
+			if _, ok := op["value"]; !ok {
+				return fmt.Errorf("operation %d (%s %s) has no value", i, op.Kind(), path)
+			}
+		case "move", "copy":
+			from, err := op.From()
+			if err != nil {
+				return fmt.Errorf("operation %d (%s %s): %w", i, op.Kind(), path, err)
+			}
+			if from == "" {
+				return fmt.Errorf("operation %d (%s %s) is from the whole object; patch its fields", i, op.Kind(), path)
+			}
+		case "remove":
+		default:
+			return fmt.Errorf("operation %d: unknown op %q", i, op.Kind())
+		}
+	}
+	return nil
 }
 
 // identityOf decodes doc's identity; doc must be a JSON object.

@@ -277,7 +277,7 @@ func TestReviewAnswers(t *testing.T) {
 		{name: "not a JSON patch", path: "/admit/h/patch-not-json-patch", wantCode: 500, wantMessage: "not an RFC 6902 JSON patch"},
 		{name: "patch that renames", path: "/admit/h/patch-rename", wantCode: 500,
 			wantMessage: `the patch changes metadata.name from "cm" to "other"`},
-		{name: "patch to a non-object", path: "/admit/h/patch-not-object", wantCode: 500, wantMessage: "the patched object: not a JSON object"},
+		{name: "patch of the whole object", path: "/admit/h/patch-not-object", wantCode: 500, wantMessage: "operation 0 (replace) is on the whole object"},
 		{name: "validate with a patch", path: "/admit/h/validate-patch", wantCode: 500,
 			wantMessage: "a validate binding answered with a patch"},
 		{name: "no admission response", path: "/admit/h/no-response", wantCode: 500, wantMessage: "without an admission response"},
