@@ -167,11 +167,11 @@ func (rt *runtime) processAbsent(ctx context.Context, o *object, obj *unstructur
 	if dec.Rule == contract.RuleLongAbsent {
 		// Waiting for the turn frees the worker (see WriteLimiter): releases
 		// of objects being deleted must not queue behind these.
-		if wait := rt.releaseTurn(o); wait > 0 {
+		if wait := rt.writes.releaseTurn(o); wait > 0 {
 			return &pacedWrite{wait: wait}
 		}
 	}
-	return rt.apply(ctx, o, obj, rt.releaseWrite(dec.Rule))
+	return rt.writes.apply(ctx, o, obj, rt.releaseWrite(dec.Rule))
 }
 
 // webhookRetry is how soon a failed write of a handler's webhook

@@ -70,11 +70,11 @@ func kindName(k tetherv1.DeliveryKind) string {
 	return strings.ReplaceAll(strings.ToLower(s), "_", "-")
 }
 
-// observeWrite records one API write of apply against obj as last read,
+// observe records one API write of apply against obj as last read,
 // and, for the object's JSON patch (w non-nil), the hold it added or
 // released once it landed.
-func (rt *runtime) observeWrite(verb string, res resource.Resource, obj *unstructured.Unstructured, w *write, err error) {
-	m := rt.m.opts.Metrics
+func (ow *objectWriter) observe(verb string, res resource.Resource, obj *unstructured.Unstructured, w *write, err error) {
+	m := ow.opts.Metrics
 	if m == nil {
 		return
 	}
@@ -82,12 +82,12 @@ func (rt *runtime) observeWrite(verb string, res resource.Resource, obj *unstruc
 	if err != nil || w == nil {
 		return
 	}
-	held := hold.Has(obj, rt.name)
+	held := hold.Has(obj, ow.handler)
 	switch {
 	case w.addHold && !held && obj.GetDeletionTimestamp() == nil:
-		m.HoldAdded(rt.name)
+		m.HoldAdded(ow.handler)
 	case w.removeHold && held:
-		m.HoldReleased(rt.name, w.release)
+		m.HoldReleased(ow.handler, w.release)
 	}
 }
 

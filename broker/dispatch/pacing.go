@@ -61,18 +61,18 @@ type pacedWrite struct{ wait time.Duration }
 
 func (p *pacedWrite) Error() string { return fmt.Sprintf("write waits %v for its turn", p.wait) }
 
-// writeTurn says how long o's next write must still wait for its turn. The
+// turn says how long o's next write must still wait for its turn. The
 // object keeps its reservation across passes, so coming back early (an
 // informer event, a tick) neither loses its place nor takes a second turn.
 // Zero means the write may go now, and uses the turn.
-func (rt *runtime) writeTurn(o *object) time.Duration {
-	return takeTurn(&o.writeAt, rt.m.opts.WriteLimiter)
+func (ow *objectWriter) turn(o *object) time.Duration {
+	return takeTurn(&o.writeAt, ow.opts.WriteLimiter)
 }
 
-// releaseTurn is writeTurn for stripping the hold of a long-absent handler
+// releaseTurn is turn for stripping the hold of a long-absent handler
 // (rule 3d), which the release limiter paces more slowly still.
-func (rt *runtime) releaseTurn(o *object) time.Duration {
-	return takeTurn(&o.releaseAt, rt.m.opts.ReleaseLimiter)
+func (ow *objectWriter) releaseTurn(o *object) time.Duration {
+	return takeTurn(&o.releaseAt, ow.opts.ReleaseLimiter)
 }
 
 // takeTurn reserves a turn of l in *at unless one is held, and says how long

@@ -43,21 +43,21 @@ func TestWriteLimiterTurns(t *testing.T) {
 }
 
 func TestWriteTurnKeepsItsReservation(t *testing.T) {
-	rt := &runtime{m: &Manager{opts: Options{WriteLimiter: NewWriteLimiter(1, 1)}}}
+	ow := &objectWriter{opts: &Options{WriteLimiter: NewWriteLimiter(1, 1)}}
 	a, b := &object{}, &object{}
-	if wait := rt.writeTurn(a); wait != 0 {
+	if wait := ow.turn(a); wait != 0 {
 		t.Fatalf("the first write waits %v", wait)
 	}
-	first := rt.writeTurn(b)
+	first := ow.turn(b)
 	if first <= 0 || first > time.Second {
 		t.Fatalf("the second write waits %v, want up to 1s", first)
 	}
 	// Looking again before its turn neither loses its place nor takes
 	// another turn.
-	if again := rt.writeTurn(b); again <= 0 || again > first {
+	if again := ow.turn(b); again <= 0 || again > first {
 		t.Errorf("asking again: waits %v, after %v", again, first)
 	}
-	if c := rt.writeTurn(&object{}); c <= first {
+	if c := ow.turn(&object{}); c <= first {
 		t.Errorf("a third object waits %v, no longer than the second (%v)", c, first)
 	}
 }

@@ -65,7 +65,7 @@ func (rt *runtime) processObject(ctx context.Context, uid types.UID) (time.Durat
 		return 0, rt.processGone(ctx, o, obj)
 	}
 	if o.pending != nil {
-		err := rt.apply(ctx, o, obj, o.pending)
+		err := rt.writes.apply(ctx, o, obj, o.pending)
 		switch {
 		case errors.Is(err, errRefused) && (obj.GetDeletionTimestamp() != nil || pres >= contract.Absent):
 			// A write the API server keeps refusing must not keep the
@@ -230,7 +230,7 @@ func (rt *runtime) processLive(ctx context.Context, o *object, obj *unstructured
 			// retry: the object may be deleted while the handler fails, and
 			// its delete bindings must still run then.
 			if dec.Action == contract.Add && !hold.Has(obj, rt.name) {
-				if err := rt.apply(ctx, o, obj, &write{addHold: true}); err != nil {
+				if err := rt.writes.apply(ctx, o, obj, &write{addHold: true}); err != nil {
 					return 0, err
 				}
 			}
@@ -267,7 +267,7 @@ func (rt *runtime) processLive(ctx context.Context, o *object, obj *unstructured
 	if w.empty() {
 		return 0, nil
 	}
-	if err := rt.apply(ctx, o, obj, w); err != nil {
+	if err := rt.writes.apply(ctx, o, obj, w); err != nil {
 		return 0, err
 	}
 	o.resetCause("")
@@ -334,7 +334,7 @@ func (rt *runtime) processDeletion(ctx context.Context, o *object, obj *unstruct
 			if dec.Action != contract.Release {
 				return 0, nil
 			}
-			return 0, rt.apply(ctx, o, obj, rt.releaseWrite(dec.Rule))
+			return 0, rt.writes.apply(ctx, o, obj, rt.releaseWrite(dec.Rule))
 		}
 		wait, err := rt.deliverDeletes(ctx, o, obj, state.Work)
 		switch {

@@ -35,7 +35,9 @@ type runtime struct {
 	// admission has the validate and mutate bindings, by id.
 	byResource map[schema.GroupVersionResource][]*binding.Binding
 	admission  map[string]*binding.Binding
-	log        hclog.Logger
+	// writes makes the writes to objects.
+	writes *objectWriter
+	log    hclog.Logger
 
 	queue  workqueue.TypedRateLimitingInterface[types.UID]
 	sched  *timer.Scheduler
@@ -70,6 +72,7 @@ func newRuntime(m *Manager, name string, bindings []*binding.Binding, fp string)
 		pool:         newPool(),
 		presenceWake: make(chan struct{}, 1),
 	}
+	rt.writes = &objectWriter{handler: name, opts: &m.opts, mu: &rt.mu}
 	for _, b := range bindings {
 		if b.Kind.IsAdmission() {
 			rt.admission[b.ID] = b

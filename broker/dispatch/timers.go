@@ -90,7 +90,7 @@ func (rt *runtime) processTimers(ctx context.Context, o *object, obj *unstructur
 			continue
 		}
 		if w := acc.write(rt.name); !w.empty() {
-			if err := rt.apply(ctx, o, obj, w); err != nil {
+			if err := rt.writes.apply(ctx, o, obj, w); err != nil {
 				return 0, err
 			}
 		}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -167,6 +168,17 @@ func annotation(key, value string) map[string]any {
 	return map[string]any{"metadata": map[string]any{"annotations": map[string]any{key: value}}}
 }
 
+// objectWriter makes one handler's writes to its objects: one guarded JSON
+// patch for the hold, the progress and the handler's patch (written as the
+// handler), and a merge patch for status, each in its turn under the
+// broker's limiters; and it sorts what the API server refused. What to
+// write is the runtime's decision; how it lands is the writer's.
+type objectWriter struct {
+	handler string
+	opts    *Options    // the Manager's: clients, limiters, Events, metrics
+	mu      *sync.Mutex // the runtime's, which guards the objects' last-seen copy
+}
+
 // errConflict marks a write the API server refused because the object moved;
 // it is retried on the next state.
 var errConflict = errors.New("object changed since it was read")
@@ -177,22 +189,22 @@ var errConflict = errors.New("object changed since it was read")
 // for its turn under the write limiter: until then apply returns a
 // *pacedWrite. On success the new object is remembered; on a conflict or
 // while waiting for its turn the write stays pending.
-func (rt *runtime) apply(ctx context.Context, o *object, obj *unstructured.Unstructured, w *write) error {
+func (ow *objectWriter) apply(ctx context.Context, o *object, obj *unstructured.Unstructured, w *write) error {
 	o.pending = w
-	p, err := rt.buildPatch(o, obj, w)
+	p, err := ow.buildPatch(o, obj, w)
 	if err != nil {
 		o.pending = nil
 		return err
 	}
-	ri := rt.m.opts.Client.Resource(o.res.GroupVersionResource).Namespace(obj.GetNamespace())
+	ri := ow.opts.Client.Resource(o.res.GroupVersionResource).Namespace(obj.GetNamespace())
 	if !p.Empty() {
 		ri := ri
 		if len(w.handler) > 0 {
-			if ri, err = rt.clientFor(o, obj, w); err != nil {
-				return rt.writeFailed(o, obj, w, err)
+			if ri, err = ow.clientFor(o, obj, w); err != nil {
+				return ow.failed(o, obj, w, err)
 			}
 		}
-		if wait := rt.writeTurn(o); wait > 0 {
+		if wait := ow.turn(o); wait > 0 {
 			return &pacedWrite{wait: wait}
 		}
 		data, err := p.JSON()
@@ -201,18 +213,18 @@ func (rt *runtime) apply(ctx context.Context, o *object, obj *unstructured.Unstr
 			return fmt.Errorf("encoding patch: %w", err)
 		}
 		out, err := ri.Patch(ctx, obj.GetName(), types.JSONPatchType, data, metav1.PatchOptions{FieldManager: FieldManager})
-		rt.observeWrite(metrics.VerbPatch, o.res, obj, w, err)
+		ow.observe(metrics.VerbPatch, o.res, obj, w, err)
 		if err != nil {
-			return rt.writeFailed(o, obj, w, err)
+			return ow.failed(o, obj, w, err)
 		}
-		rt.remember(o, out)
+		ow.remember(o, out)
 		w.handler, w.merge, w.addHold, w.removeHold = nil, nil, false, false
 	}
 	if w.lastHandled != nil {
 		o.lastHandled = w.lastHandled
 	}
 	if len(w.status) > 0 {
-		if wait := rt.writeTurn(o); wait > 0 {
+		if wait := ow.turn(o); wait > 0 {
 			return &pacedWrite{wait: wait}
 		}
 		data, err := json.Marshal(map[string]any{"status": w.status})
@@ -220,20 +232,20 @@ func (rt *runtime) apply(ctx context.Context, o *object, obj *unstructured.Unstr
 			o.pending = nil
 			return fmt.Errorf("encoding status patch: %w", err)
 		}
-		ri, err := rt.clientFor(o, obj, w)
+		ri, err := ow.clientFor(o, obj, w)
 		if err != nil {
-			return rt.writeFailed(o, obj, w, err)
+			return ow.failed(o, obj, w, err)
 		}
 		out, err := ri.Patch(ctx, obj.GetName(), types.MergePatchType, data, metav1.PatchOptions{FieldManager: FieldManager}, "status")
-		rt.observeWrite(metrics.VerbStatusPatch, o.res, obj, nil, err)
+		ow.observe(metrics.VerbStatusPatch, o.res, obj, nil, err)
 		if err != nil {
-			return rt.writeFailed(o, obj, w, err)
+			return ow.failed(o, obj, w, err)
 		}
-		rt.remember(o, out)
+		ow.remember(o, out)
 	}
 	o.pending = nil
 	if w.landed != nil {
-		rt.m.opts.Recorder.Event(obj, false, w.landed.reason, w.landed.message)
+		ow.opts.Recorder.Event(obj, false, w.landed.reason, w.landed.message)
 	}
 	return nil
 }
@@ -242,11 +254,11 @@ func (rt *runtime) apply(ctx context.Context, o *object, obj *unstructured.Unstr
 // identity of the instance that asked for it, so that the handler's RBAC
 // (status patches need <resource>/status) and every webhook, other
 // handlers' included, judge it as if the handler wrote it.
-func (rt *runtime) clientFor(o *object, obj *unstructured.Unstructured, w *write) (dynamic.ResourceInterface, error) {
-	c := rt.m.opts.Client
-	if w.as != nil && rt.m.opts.ActAs != nil {
+func (ow *objectWriter) clientFor(o *object, obj *unstructured.Unstructured, w *write) (dynamic.ResourceInterface, error) {
+	c := ow.opts.Client
+	if w.as != nil && ow.opts.ActAs != nil {
 		var err error
-		if c, err = rt.m.opts.ActAs(*w.as); err != nil {
+		if c, err = ow.opts.ActAs(*w.as); err != nil {
 			return nil, apierrors.NewForbidden(o.res.GroupResource(), obj.GetName(), fmt.Errorf("writing as %s: %w", w.as.Username, err))
 		}
 	}
@@ -255,7 +267,7 @@ func (rt *runtime) clientFor(o *object, obj *unstructured.Unstructured, w *write
 
 // buildPatch renders w as a JSON patch against obj. It first tests the UID,
 // so that a write meant for X never lands on a re-created X'.
-func (rt *runtime) buildPatch(o *object, obj *unstructured.Unstructured, w *write) (jsonpatch.Patch, error) {
+func (ow *objectWriter) buildPatch(o *object, obj *unstructured.Unstructured, w *write) (jsonpatch.Patch, error) {
 	merge := jsonpatch.ComposeMerge(w.handler, w.merge)
 	if len(w.status) > 0 && !o.res.HasStatus {
 		// Without a status subresource, status is written with the object.
@@ -268,11 +280,11 @@ func (rt *runtime) buildPatch(o *object, obj *unstructured.Unstructured, w *writ
 	}
 	var holdOps jsonpatch.Patch
 	// No finalizer may be added once deletion started.
-	if w.addHold && obj.GetDeletionTimestamp() == nil && hold.Add(&holdOps, obj, rt.name) {
+	if w.addHold && obj.GetDeletionTimestamp() == nil && hold.Add(&holdOps, obj, ow.handler) {
 		guard = true
 	}
 	if w.removeHold {
-		hold.Remove(&holdOps, obj, rt.name)
+		hold.Remove(&holdOps, obj, ow.handler)
 	}
 	if len(ops) == 0 && holdOps.Empty() {
 		return nil, nil
@@ -291,13 +303,13 @@ func (rt *runtime) buildPatch(o *object, obj *unstructured.Unstructured, w *writ
 // must not keep an object from its deletion work or from being released.
 var errRefused = errors.New("the API server refused the write")
 
-// writeFailed sorts a failed write. A 409, or a 422 from a failed `test`,
+// failed sorts a failed write. A 409, or a 422 from a failed `test`,
 // means the object moved: retry on the next state. A refusal of the
 // content (a policy or webhook: 403 or 400; validation: 422; size: 413)
 // drops the handler's part, patch and results, with a Warning Event, and
 // the rest is retried at once; when nothing of the handler's was in it, the
 // Event says why and the write is retried with backoff.
-func (rt *runtime) writeFailed(o *object, obj *unstructured.Unstructured, w *write, err error) error {
+func (ow *objectWriter) failed(o *object, obj *unstructured.Unstructured, w *write, err error) error {
 	switch {
 	case apierrors.IsNotFound(err):
 		o.pending = nil
@@ -305,13 +317,13 @@ func (rt *runtime) writeFailed(o *object, obj *unstructured.Unstructured, w *wri
 	case apierrors.IsConflict(err), apierrors.IsInvalid(err) && strings.Contains(err.Error(), "test failed"):
 		return fmt.Errorf("writing %s/%s: %w: %v", obj.GetNamespace(), obj.GetName(), errConflict, err)
 	case refused(err) && (len(w.handler) > 0 || len(w.status) > 0):
-		rt.m.opts.Recorder.Event(obj, true, "InvalidPatch",
-			fmt.Sprintf("the API server refused the patch of handler %q, which is dropped: %v", rt.name, err))
+		ow.opts.Recorder.Event(obj, true, "InvalidPatch",
+			fmt.Sprintf("the API server refused the patch of handler %q, which is dropped: %v", ow.handler, err))
 		w.handler, w.status = nil, nil
 		return fmt.Errorf("writing %s/%s without the handler's patch: %w", obj.GetNamespace(), obj.GetName(), errConflict)
 	case refused(err):
-		rt.m.opts.Recorder.Event(obj, true, "WriteRejected",
-			fmt.Sprintf("the API server refused the broker's write for handler %q; retrying with backoff: %v", rt.name, err))
+		ow.opts.Recorder.Event(obj, true, "WriteRejected",
+			fmt.Sprintf("the API server refused the broker's write for handler %q; retrying with backoff: %v", ow.handler, err))
 		return fmt.Errorf("writing %s/%s: %w: %v", obj.GetNamespace(), obj.GetName(), errRefused, err)
 	default:
 		return fmt.Errorf("writing %s/%s: %w", obj.GetNamespace(), obj.GetName(), err)
@@ -327,13 +339,13 @@ func refused(err error) bool {
 
 // remember keeps the object the API server returned, unless the informer
 // already has a newer one.
-func (rt *runtime) remember(o *object, out *unstructured.Unstructured) {
+func (ow *objectWriter) remember(o *object, out *unstructured.Unstructured) {
 	if out == nil {
 		return
 	}
 	out.SetManagedFields(nil)
-	rt.mu.Lock()
-	defer rt.mu.Unlock()
+	ow.mu.Lock()
+	defer ow.mu.Unlock()
 	if o.obj == nil || newerRV(out, o.obj) {
 		o.obj = out
 	}
