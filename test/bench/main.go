@@ -34,6 +34,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -63,6 +64,7 @@ const goal = 0.80
 
 type config struct {
 	counts     []int
+	pairs      int
 	qps        float64
 	burst      int
 	window     int
@@ -114,6 +116,7 @@ Flags:
 		fs.PrintDefaults()
 	}
 	counts := fs.String("n", "1000,5000", "comma-separated object `counts`; each runs both scenarios")
+	fs.IntVar(&c.pairs, "pairs", 3, "rounds of each N: broker and raw run one after the other, in turns (broker first in odd rounds, raw first in even ones);\nthe verdict is on the median of the rounds' shares")
 	fs.Float64Var(&c.qps, "qps", 100, "writes per second of the broker (--kube-api-qps) and client QPS of the raw controller")
 	fs.IntVar(&c.burst, "burst", 200, "burst of the broker (--kube-api-burst) and of the raw controller's client")
 	fs.IntVar(&c.window, "window", 64, "deliveries the bench handler runs at once (its window); with -timers 256 unless given")
@@ -150,8 +153,8 @@ Flags:
 		}
 		c.counts = append(c.counts, n)
 	}
-	if c.qps <= 0 || c.burst <= 0 || c.window <= 0 || c.rawWorkers <= 0 || c.timeout <= 0 {
-		return nil, errors.New("-qps, -burst, -window, -raw-workers and -timeout must be positive")
+	if c.qps <= 0 || c.burst <= 0 || c.window <= 0 || c.rawWorkers <= 0 || c.timeout <= 0 || c.pairs <= 0 {
+		return nil, errors.New("-qps, -burst, -window, -raw-workers, -timeout and -pairs must be positive")
 	}
 	return c, nil
 }
@@ -229,13 +232,21 @@ func (e *env) interrupted() bool { return e.sig.Err() != nil }
 func bench(ctx context.Context, cfg *config, stderr io.Writer) (rows []row, err error) {
 	err = withEnv(ctx, cfg, stderr, "./test/bench/handler", func(e *env, bin binaries) error {
 		for _, n := range cfg.counts {
-			for _, c := range []controller{newBrokerController(e, bin), newRawController(e)} {
-				e.progressf("%s N=%d: starting", c.name(), n)
-				rs, err := runScenario(ctx, e, c, n)
-				if err != nil {
-					return fmt.Errorf("%s N=%d: %w", c.name(), n, err)
+			for round := 1; round <= cfg.pairs; round++ {
+				// In turns, so that neither always runs on a fresher API
+				// server, or behind the other's leftovers.
+				order := []controller{newBrokerController(e, bin), newRawController(e)}
+				if round%2 == 0 {
+					order[0], order[1] = order[1], order[0]
 				}
-				rows = append(rows, rs...)
+				for _, c := range order {
+					e.progressf("%s N=%d round %d/%d: starting", c.name(), n, round, cfg.pairs)
+					rs, err := runScenario(ctx, e, c, n, round)
+					if err != nil {
+						return fmt.Errorf("%s N=%d round %d: %w", c.name(), n, round, err)
+					}
+					rows = append(rows, rs...)
+				}
 			}
 		}
 		return nil
@@ -318,6 +329,7 @@ func ownConnection(cfg *rest.Config) {
 type row struct {
 	scenario string
 	n        int
+	round    int
 	phase    string
 	seconds  float64
 	writes   delta
@@ -329,20 +341,20 @@ func (r row) rate() float64 { return float64(r.n) / r.seconds }
 // report writes the table and the verdicts; it reports whether every goal
 // was met.
 func report(w io.Writer, cfg *config, rows []row) bool {
-	fmt.Fprintf(w, "Tether create/delete benchmark: kube-apiserver %s, %d CPUs, %s, client QPS %g burst %d, handler window %d, raw workers %d\n\n",
-		controlplane.KubernetesVersion, runtime.NumCPU(), runtime.Version(), cfg.qps, cfg.burst, cfg.window, cfg.rawWorkers)
+	fmt.Fprintf(w, "Tether create/delete benchmark: kube-apiserver %s, %d CPUs, %s, client QPS %g burst %d, handler window %d, raw workers %d, %d rounds\n\n",
+		controlplane.KubernetesVersion, runtime.NumCPU(), runtime.Version(), cfg.qps, cfg.burst, cfg.window, cfg.rawWorkers, cfg.pairs)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "scenario\tN\tphase\tseconds\tobjects/s\twrites/object (controller)\trefused/object\tevents/object\tpeak RSS MiB")
+	fmt.Fprintln(tw, "scenario\tN\tround\tphase\tseconds\tobjects/s\twrites/object (controller)\trefused/object\tevents/object\tpeak RSS MiB")
 	for _, r := range rows {
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%.2f\t%.1f\t%s\t%.2f\t%.2f\t%s\n",
-			r.scenario, r.n, r.phase, r.seconds, r.rate(), r.writes.verbs(), r.writes.refused, r.writes.events, r.rss)
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%.2f\t%.1f\t%s\t%.2f\t%.2f\t%s\n",
+			r.scenario, r.n, r.round, r.phase, r.seconds, r.rate(), r.writes.verbs(), r.writes.refused, r.writes.events, r.rss)
 	}
 	tw.Flush()
 	fmt.Fprintln(w)
 	ok := true
-	find := func(scenario string, n int, phase string) *row {
+	find := func(scenario string, n, round int, phase string) *row {
 		for i := range rows {
-			if rows[i].scenario == scenario && rows[i].n == n && rows[i].phase == phase {
+			if rows[i].scenario == scenario && rows[i].n == n && rows[i].round == round && rows[i].phase == phase {
 				return &rows[i]
 			}
 		}
@@ -350,26 +362,52 @@ func report(w io.Writer, cfg *config, rows []row) bool {
 	}
 	for _, n := range cfg.counts {
 		for _, phase := range []string{"create", "delete"} {
-			b, r := find("broker", n, phase), find("raw", n, phase)
-			if b == nil || r == nil {
+			// Each round's share compares broker and raw run back to back.
+			var shares, brokerRates, rawRates, writes []float64
+			for round := 1; round <= cfg.pairs; round++ {
+				b, r := find("broker", n, round, phase), find("raw", n, round, phase)
+				if b == nil || r == nil {
+					continue
+				}
+				shares = append(shares, b.rate()/r.rate())
+				brokerRates, rawRates = append(brokerRates, b.rate()), append(rawRates, r.rate())
+				writes = append(writes, b.writes.controller/float64(n))
+			}
+			if len(shares) == 0 {
 				continue
 			}
-			share := b.rate() / r.rate()
-			verdict := passFail(share >= goal)
+			share := median(shares)
 			ok = ok && share >= goal
-			line := fmt.Sprintf("N=%d %s: broker %.1f objects/s = %.0f%% of raw %.1f objects/s (goal >= %.0f%%): %s",
-				n, phase, b.rate(), 100*share, r.rate(), 100*goal, verdict)
-			one := b.writes.controller == float64(n)
+			line := fmt.Sprintf("N=%d %s: broker %.1f objects/s = %.0f%% %s of raw %.1f objects/s, medians of %d rounds (goal >= %.0f%%): %s",
+				n, phase, median(brokerRates), 100*share, spread(shares, 100), median(rawRates), len(shares), 100*goal, passFail(share >= goal))
+			one := slices.Min(writes) == 1 && slices.Max(writes) == 1
 			if phase == "create" {
 				ok = ok && one
-				line += fmt.Sprintf("; broker writes/object %.2f (goal 1): %s", b.writes.controller/float64(n), passFail(one))
+				line += fmt.Sprintf("; broker writes/object %.2f %s (goal 1 in every round): %s", median(writes), spread(writes, 1), passFail(one))
 			} else {
-				line += fmt.Sprintf("; broker writes/object %.2f", b.writes.controller/float64(n))
+				line += fmt.Sprintf("; broker writes/object %.2f %s", median(writes), spread(writes, 1))
 			}
 			fmt.Fprintln(w, line)
 		}
 	}
 	return ok
+}
+
+// median of xs, which must not be empty.
+func median(xs []float64) float64 {
+	s := slices.Sorted(slices.Values(xs))
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+// spread is the range of xs scaled by k, "[lo-hi]".
+func spread(xs []float64, k float64) string {
+	if k == 1 {
+		return fmt.Sprintf("[%.2f-%.2f]", slices.Min(xs), slices.Max(xs))
+	}
+	return fmt.Sprintf("[%.0f-%.0f%%]", k*slices.Min(xs), k*slices.Max(xs))
 }
 
 func passFail(ok bool) string {

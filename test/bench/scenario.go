@@ -37,8 +37,8 @@ const loadWorkers = 16
 
 // runScenario creates n Widgets in a namespace of c's own, waits until c
 // handled them all, deletes them and waits until they are gone.
-func runScenario(ctx context.Context, e *env, c controller, n int) ([]row, error) {
-	ns := fmt.Sprintf("bench-%s-%d", c.name(), n)
+func runScenario(ctx context.Context, e *env, c controller, n, round int) ([]row, error) {
+	ns := fmt.Sprintf("bench-%s-%d-%d", c.name(), n, round)
 	nsObj := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}
 	if _, err := e.kube.CoreV1().Namespaces().Create(ctx, nsObj, metav1.CreateOptions{}); err != nil {
 		return nil, fmt.Errorf("creating namespace %s: %w", ns, err)
@@ -70,7 +70,7 @@ func runScenario(ctx context.Context, e *env, c controller, n int) ([]row, error
 		if err != nil {
 			return nil, err
 		}
-		r := row{scenario: c.name(), n: n, phase: phase, seconds: last.Sub(start).Seconds(),
+		r := row{scenario: c.name(), n: n, round: round, phase: phase, seconds: last.Sub(start).Seconds(),
 			writes: diff(before, after, own, n), rss: c.rss()}
 		e.progressf("%s: %d objects in %.2fs (%.1f/s), writes/object %s", label, n, r.seconds, r.rate(), r.writes.verbs())
 		rows = append(rows, r)
