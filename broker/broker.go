@@ -238,6 +238,13 @@ func (b *Broker) Start(ctx context.Context) error {
 
 	resolver := &resource.Resolver{Discovery: disc}
 	informers := informer.New(informer.Options{Client: dyn, Log: b.log.Named("informer")})
+	b.metrics.ObserveCache(func() map[string]int {
+		out := map[string]int{}
+		for gvr, n := range informers.Cached() {
+			out[metrics.Resource(gvr.GroupResource())] += n
+		}
+		return out
+	})
 	kinds := session.LifecycleKinds
 	var adm *admissionParts
 	var hooks dispatch.Webhooks

@@ -78,7 +78,7 @@ func (ow *objectWriter) observe(verb string, res resource.Resource, obj *unstruc
 	if m == nil {
 		return
 	}
-	m.APIWrite(verb, resourceLabel(res), metrics.WriteCode(err))
+	m.APIWrite(verb, metrics.Resource(res.GroupResource()), metrics.WriteCode(err))
 	if err != nil || w == nil {
 		return
 	}
@@ -97,15 +97,6 @@ func daemonStopTimedOut(o *object, obj *unstructured.Unstructured) {
 	if obj.GetDeletionTimestamp() != nil {
 		o.daemonTimedOut = true
 	}
-}
-
-// resourceLabel names a resource as kubectl does: "widgets.test.tether.dev",
-// "secrets".
-func resourceLabel(r resource.Resource) string {
-	if r.Group == "" {
-		return r.Resource
-	}
-	return r.Resource + "." + r.Group
 }
 
 // sampleQueue records the handler's queue depth and scheduled timers.

@@ -9,7 +9,6 @@ import (
 
 	"github.com/tether-dev/tether/broker/contract"
 	"github.com/tether-dev/tether/broker/metrics"
-	"github.com/tether-dev/tether/broker/resource"
 	tetherv1 "github.com/tether-dev/tether/proto/tether/v1"
 )
 
@@ -23,18 +22,6 @@ func TestKindLabel(t *testing.T) {
 		if got := kindLabel(k); got != want {
 			t.Errorf("kindLabel(%v) = %q, want %q", k, got, want)
 		}
-	}
-}
-
-func TestResourceLabel(t *testing.T) {
-	var widgets, secrets resource.Resource
-	widgets.Group, widgets.Resource = "test.tether.dev", "widgets"
-	secrets.Resource = "secrets"
-	if got := resourceLabel(widgets); got != "widgets.test.tether.dev" {
-		t.Errorf("widgets: %q", got)
-	}
-	if got := resourceLabel(secrets); got != "secrets" {
-		t.Errorf("secrets: %q", got)
 	}
 }
 

@@ -182,3 +182,15 @@ func dropManagedFields(obj any) (any, error) {
 	}
 	return obj, nil
 }
+
+// Cached counts the objects in the caches, by resource, over every
+// namespace watched.
+func (r *Registry) Cached() map[schema.GroupVersionResource]int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := map[schema.GroupVersionResource]int{}
+	for key, e := range r.entries {
+		out[key.Resource] += len(e.informer.GetStore().ListKeys())
+	}
+	return out
+}

@@ -54,6 +54,7 @@ var AckLatencyBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5
 // *Metrics is, and records nothing.
 type Metrics struct {
 	gatherer prometheus.Gatherer
+	reg      prometheus.Registerer
 
 	deliveries    *prometheus.CounterVec
 	ackLatency    *prometheus.HistogramVec
@@ -79,7 +80,7 @@ func New(reg prometheus.Registerer) *Metrics {
 	if reg == nil {
 		reg = prometheus.NewRegistry()
 	}
-	m := &Metrics{}
+	m := &Metrics{reg: reg}
 	if g, ok := reg.(prometheus.Gatherer); ok {
 		m.gatherer = g
 	}

@@ -65,6 +65,8 @@ func TestMetricsAndHealth(t *testing.T) {
 	del(t, dyn, widgetGVR, ns, "m1")
 	j.waitCount(t, sdk.Delete, "m1", 1)
 	waitObject(t, dyn, widgetGVR, ns, "m1", "gone", gone)
+	create(t, dyn, widgetGVR, widget(ns, "m2", map[string]any{"size": int64(2)}))
+	j.waitCount(t, sdk.Create, "m2", 1)
 
 	handler := map[string]string{"handler": "metered"}
 	checks := []struct {
@@ -82,6 +84,7 @@ func TestMetricsAndHealth(t *testing.T) {
 		{"tether_sessions_total", handler, atLeast(1), ">= 1"},
 		{"tether_handler_present", handler, equal(1), "1"},
 		{"tether_api_writes_total", map[string]string{"resource": "widgets.test.tether.dev", "code": "ok"}, atLeast(1), "> 0"},
+		{"tether_cached_objects", map[string]string{"resource": "widgets.test.tether.dev"}, equal(1), "1 (m2)"},
 		{"go_goroutines", nil, atLeast(1), ">= 1"},
 	}
 	// The counters move right after the writes land, which the test may
