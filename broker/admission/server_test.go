@@ -159,6 +159,21 @@ func (s *testServer) post(t *testing.T, method, path string, body []byte) (int, 
 	return resp.StatusCode, review, string(data)
 }
 
+// postAsync posts body to handler's binding "b" in a goroutine and sends
+// the answer's status on done (0 when the request failed).
+func (s *testServer) postAsync(handler string, body []byte, done chan<- int) {
+	go func() {
+		resp, err := s.client.Post(s.base+testPaths.Path(handler, "b"), "application/json", bytes.NewReader(body))
+		if err != nil {
+			done <- 0
+			return
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		done <- resp.StatusCode
+	}()
+}
+
 // metricValue is the value of a counter, or the sample count of a
 // histogram, with the given labels; 0 when there is none.
 func metricValue(t *testing.T, g prometheus.Gatherer, name string, labels map[string]string) float64 {
@@ -424,16 +439,7 @@ func TestSlowHandlerDoesNotBlockOthers(t *testing.T) {
 	s := startServer(t, reviewer, 0, 0)
 	body := reviewBody(t, testObject)
 	slowDone := make(chan int, 1)
-	go func() {
-		resp, err := s.client.Post(s.base+testPaths.Path("slow", "b"), "application/json", bytes.NewReader(body))
-		if err != nil {
-			slowDone <- 0
-			return
-		}
-		_, _ = io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		slowDone <- resp.StatusCode
-	}()
+	s.postAsync("slow", body, slowDone)
 	<-entered
 	for i := range 5 {
 		if status, review, text := s.post(t, http.MethodPost, fmt.Sprintf("/admit/fast-%d/b", i), body); status != http.StatusOK || !review.Response.Allowed {
@@ -470,16 +476,7 @@ func TestReviewsAreBoundedPerHandler(t *testing.T) {
 	body := reviewBody(t, testObject)
 	done := make(chan int, 2)
 	for range 2 {
-		go func() {
-			resp, err := s.client.Post(s.base+testPaths.Path("busy", "b"), "application/json", bytes.NewReader(body))
-			if err != nil {
-				done <- 0
-				return
-			}
-			_, _ = io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-			done <- resp.StatusCode
-		}()
+		s.postAsync("busy", body, done)
 	}
 	<-entered
 	<-entered
