@@ -62,8 +62,30 @@ func watchUninstall(ctx context.Context, kube kubernetes.Interface, namespace, n
 	case <-deleting:
 		return true
 	case <-ctx.Done():
+		// `kubectl delete` of the Deployment reaches the broker as a SIGTERM,
+		// which may come before the watch shows the Deployment gone: look
+		// once more, directly, before stopping as for a restart.
+		return seen.Load() && deploymentGone(kube, namespace, name, log)
+	}
+}
+
+// finalLook bounds the last look at the Deployment when the broker stops.
+const finalLook = 10 * time.Second
+
+// deploymentGone reports whether the Deployment is gone or being deleted.
+// An error says nothing: the broker then stops as for a restart.
+func deploymentGone(kube kubernetes.Interface, namespace, name string, log hclog.Logger) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), finalLook)
+	defer cancel()
+	d, err := kube.AppsV1().Deployments(namespace).Get(ctx, name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return true
+	case err != nil:
+		log.Warn("cannot look at the broker's Deployment before stopping; stopping as for a restart", "error", err)
 		return false
 	}
+	return d.DeletionTimestamp != nil
 }
 
 func closeOnce(c chan struct{}) {
