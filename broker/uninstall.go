@@ -54,7 +54,9 @@ func watchUninstall(ctx context.Context, kube kubernetes.Interface, namespace, n
 	if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
 		return false
 	}
-	if !seen.Load() {
+	if seen.Load() {
+		log.Info("watching the broker's Deployment: deleting it uninstalls the broker", "namespace", namespace, "deployment", name)
+	} else {
 		log.Warn("the broker's Deployment was not found; uninstall detection is off until it appears",
 			"namespace", namespace, "deployment", name)
 	}

@@ -225,6 +225,7 @@ type brokerProcess struct {
 	cmd  *exec.Cmd
 	done chan struct{}
 	addr string
+	out  testenv.Lines // what it logs
 }
 
 // brokerBinary builds cmd/broker, with the race detector, once per test run.
@@ -245,13 +246,14 @@ func startBrokerBinary(t *testing.T, bin string, cp *controlplane.ControlPlane, 
 	args := append([]string{"--kubeconfig", cp.KubeconfigPath(), "--listen", addr, "--insecure", "--namespace", namespace,
 		"--default-backoff", "100ms", "--default-max-backoff", "1s"}, extra...)
 	cmd := exec.Command(bin, args...)
-	cmd.Stdout = testenv.LogWriter(t, "")
+	p := &brokerProcess{cmd: cmd, done: make(chan struct{}), addr: addr}
+	p.out.Log = testenv.LogWriter(t, "")
+	cmd.Stdout = &p.out
 	cmd.Stderr = cmd.Stdout
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("starting the broker: %v", err)
 	}
-	p := &brokerProcess{cmd: cmd, done: make(chan struct{}), addr: addr}
 	go func() {
 		_ = cmd.Wait()
 		close(p.done)

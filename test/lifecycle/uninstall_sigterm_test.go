@@ -66,6 +66,9 @@ func TestSigtermBeforeTheWatchStillUninstalls(t *testing.T) {
 	b := startBrokerProcess(t, cp, addr, brokerNS, "--deployment", "tether-broker", "--kubeconfig", kubeconfig)
 	startHandlerProcess(t, addr, "terminated", ns)
 	createHeld(t, cp, ns, "terminated", "w")
+	eventually(t, "the broker to watch its Deployment", func() bool {
+		return b.out.Any(func(l string) bool { return strings.Contains(l, "watching the broker's Deployment") })
+	})
 
 	if _, err := proxy.Toxics.AddToxicJson(strings.NewReader(`{"name":"slow","type":"latency","stream":"downstream","attributes":{"latency":3000}}`)); err != nil {
 		t.Fatal(err)
