@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -48,6 +51,10 @@ func (a *Authenticator) Authorize(ctx context.Context, handler string, bindings 
 }
 
 func (a *Authenticator) check(ctx context.Context, user authenticationv1.UserInfo, r Right) error {
+	key := rightKey(user, r)
+	if a.allowedRecently(key) {
+		return nil
+	}
 	extra := map[string]authorizationv1.ExtraValue{}
 	for k, v := range user.Extra {
 		extra[k] = authorizationv1.ExtraValue(v)
@@ -64,6 +71,7 @@ func (a *Authenticator) check(ctx context.Context, user authenticationv1.UserInf
 		return fmt.Errorf("checking permissions: %w", err)
 	}
 	if out.Status.Allowed {
+		a.rememberAllowed(key)
 		return nil
 	}
 	where := "cluster-wide"
@@ -75,6 +83,39 @@ func (a *Authenticator) check(ctx context.Context, user authenticationv1.UserInf
 		what += " " + r.Name
 	}
 	return fmt.Errorf("%w: %s may not %s %s %s", ErrDenied, user.Username, r.Verb, what, where)
+}
+
+// rightKey names what one SubjectAccessReview asks: who, and the right.
+func rightKey(u authenticationv1.UserInfo, r Right) string {
+	parts := []string{u.Username, u.UID, strings.Join(u.Groups, ","), r.Namespace, r.Verb, r.Resource.String(), r.Name}
+	for _, k := range slices.Sorted(maps.Keys(u.Extra)) {
+		parts = append(parts, k+"="+strings.Join(u.Extra[k], ","))
+	}
+	return strings.Join(parts, "\x00")
+}
+
+func (a *Authenticator) allowedRecently(key string) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.opts.Clock.Now().Before(a.allowed[key])
+}
+
+// rememberAllowed takes key as allowed for AllowedTTL, first dropping what
+// expired; a full cache takes nothing more until entries expire.
+func (a *Authenticator) rememberAllowed(key string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	now := a.opts.Clock.Now()
+	if len(a.allowed) >= a.opts.MaxCached {
+		for k, until := range a.allowed {
+			if !now.Before(until) {
+				delete(a.allowed, k)
+			}
+		}
+	}
+	if len(a.allowed) < a.opts.MaxCached {
+		a.allowed[key] = now.Add(a.opts.AllowedTTL)
+	}
 }
 
 // resourceName spells gvr as resource.Resource does: "secrets.v1.", and

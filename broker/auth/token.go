@@ -35,8 +35,14 @@ type Options struct {
 	// reviewed again (default 1 minute); RefusedTTL how long a refused one
 	// is refused without asking again (default 10 s).
 	CacheTTL, RefusedTTL time.Duration
-	// MaxCached bounds the cache (default 4096 tokens).
+	// MaxCached bounds each cache, of tokens and of rights (default 4096).
 	MaxCached int
+	// AllowedTTL is how long a right SubjectAccessReview allowed is taken
+	// as allowed without asking again (default 10 s), so that the rechecks
+	// of many instances of one identity cost one review; a denial is never
+	// cached. A withdrawn right is noticed within the recheck period plus
+	// this.
+	AllowedTTL time.Duration
 	// MaxReviewsPerPeer bounds the TokenReviews in flight for one peer
 	// address; a stream past it ends with ResourceExhausted (default 4).
 	MaxReviewsPerPeer int
@@ -51,7 +57,8 @@ type Authenticator struct {
 	mu       sync.Mutex
 	cache    map[[32]byte]review
 	swept    time.Time
-	inFlight map[string]int // per peer host
+	inFlight map[string]int       // per peer host
+	allowed  map[string]time.Time // right key -> until when it is taken as allowed
 }
 
 // review is a cached TokenReview outcome: a user, or the refusal message.
@@ -72,13 +79,16 @@ func New(opts Options) *Authenticator {
 	if opts.MaxCached <= 0 {
 		opts.MaxCached = 4096
 	}
+	if opts.AllowedTTL <= 0 {
+		opts.AllowedTTL = 10 * time.Second
+	}
 	if opts.MaxReviewsPerPeer <= 0 {
 		opts.MaxReviewsPerPeer = 4
 	}
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
 	}
-	return &Authenticator{opts: opts, cache: map[[32]byte]review{}, inFlight: map[string]int{}}
+	return &Authenticator{opts: opts, cache: map[[32]byte]review{}, inFlight: map[string]int{}, allowed: map[string]time.Time{}}
 }
 
 type userKey struct{}

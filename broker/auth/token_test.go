@@ -2,6 +2,7 @@ package auth
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"slices"
@@ -15,6 +16,7 @@ import (
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 	authenticationv1 "k8s.io/api/authentication/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
@@ -144,5 +146,42 @@ func TestExpiredReviewsLeaveTheCache(t *testing.T) {
 	}
 	if n := len(a.cache); n > 8 {
 		t.Errorf("%d cached reviews, more than MaxCached 8", n)
+	}
+}
+
+// TestAllowedRightsAreNotAskedAgainForAWhile: the rechecks of many
+// instances of one identity cost one SubjectAccessReview per right until
+// AllowedTTL passes; a denial is asked again every time.
+func TestAllowedRightsAreNotAskedAgainForAWhile(t *testing.T) {
+	var r reviewer
+	c := r.client()
+	var sars atomic.Int32
+	var deny atomic.Bool
+	c.PrependReactor("create", "subjectaccessreviews", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		sars.Add(1)
+		sar := a.(k8stesting.CreateAction).GetObject().(*authorizationv1.SubjectAccessReview).DeepCopy()
+		sar.Status.Allowed = !deny.Load()
+		return true, sar, nil
+	})
+	clk := clocktesting.NewFakePassiveClock(time.Unix(0, 0))
+	a := New(Options{Client: c, Clock: clk, Namespace: "tether", AllowedTTL: 10 * time.Second})
+	ctx := context.WithValue(streamContext("10.0.0.1", "good"), userKey{}, authenticationv1.UserInfo{Username: "alice"})
+	for range 5 {
+		if err := a.Authorize(ctx, "h", nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := sars.Load(); n != 1 {
+		t.Errorf("%d SubjectAccessReviews for 5 checks of one right, want 1", n)
+	}
+	clk.SetTime(clk.Now().Add(11 * time.Second))
+	deny.Store(true)
+	for range 2 {
+		if err := a.Authorize(ctx, "h", nil); !errors.Is(err, ErrDenied) {
+			t.Fatalf("after the TTL, with the right withdrawn: %v, want ErrDenied", err)
+		}
+	}
+	if n := sars.Load(); n != 3 {
+		t.Errorf("%d SubjectAccessReviews, want 3: a denial is asked again", n)
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"syscall"
 	"testing"
 
+	"k8s.io/client-go/dynamic"
+
 	"github.com/tether-dev/tether/test/gobin"
 	"github.com/tether-dev/tether/test/testenv"
 )
@@ -43,6 +45,17 @@ func startHandlerProcess(t *testing.T, addr, name, ns string, extra ...string) *
 // saw reports whether the process printed line.
 func (p *handlerProcess) saw(line string) bool {
 	return p.out.Any(func(l string) bool { return strings.TrimSpace(l) == line })
+}
+
+// deleteRunsItsDelete deletes the widget ns/name, waits until it is gone
+// and fails the test when the handler's delete did not run first.
+func (p *handlerProcess) deleteRunsItsDelete(t *testing.T, dyn dynamic.Interface, ns, name string) {
+	t.Helper()
+	del(t, dyn, widgetGVR, ns, name)
+	waitObject(t, dyn, widgetGVR, ns, name, "gone", gone)
+	if !p.saw("DELETE " + ns + "/" + name) {
+		t.Errorf("%s went without its delete handler", name)
+	}
 }
 
 // kill ends the process with SIGKILL and waits for it.

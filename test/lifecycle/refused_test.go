@@ -100,11 +100,7 @@ func TestRefusedHandlerPatchIsDroppedNotRetriedForever(t *testing.T) {
 	if obj := get(t, dyn, widgetGVR, ns, "w"); obj.GetLabels()["denied"] != "" {
 		t.Errorf("the refused label was written: %v", obj.GetLabels())
 	}
-	del(t, dyn, widgetGVR, ns, "w")
-	waitObject(t, dyn, widgetGVR, ns, "w", "gone", gone)
-	if !h.saw("DELETE " + ns + "/w") {
-		t.Error("the object went without its delete handler")
-	}
+	h.deleteRunsItsDelete(t, dyn, ns, "w")
 	if n := h.out.Count(func(l string) bool { return l == "CREATE "+ns+"/w" }); n != 1 {
 		t.Errorf("the create ran %d times, want once", n)
 	}
@@ -133,11 +129,7 @@ func TestOversizedAnnotationsDropTheResultNotTheHold(t *testing.T) {
 			t.Errorf("the refused result was written: %s", k)
 		}
 	}
-	del(t, dyn, widgetGVR, ns, "w")
-	waitObject(t, dyn, widgetGVR, ns, "w", "gone", gone)
-	if !h.saw("DELETE " + ns + "/w") {
-		t.Error("the object went without its delete handler")
-	}
+	h.deleteRunsItsDelete(t, dyn, ns, "w")
 }
 
 // TestRefusedPatchIsNotRecordedAsHandled: the state the broker records as
