@@ -63,6 +63,13 @@ type ControlPlane struct {
 	startTook  time.Duration
 	stopGrace  time.Duration
 
+	// opts, etcdURL and apiPort are what the API server is started with,
+	// again on RestartAPIServer.
+	opts    Options
+	etcdURL string
+	apiPort int
+
+	mu              sync.Mutex // guards etcd and apiserver
 	etcd, apiserver *process
 	files           []*os.File
 
@@ -203,11 +210,21 @@ func (cp *ControlPlane) launch(ctx context.Context, o Options) error {
 		return fmt.Errorf("waiting for etcd at %s: %w", etcdURL, err)
 	}
 
-	apiTail := newTailBuffer(8 << 10)
-	cp.apiserver, err = cp.run(o, "kube-apiserver", apiTail, o.Binaries.KubeAPIServer,
-		"--etcd-servers", etcdURL,
+	cp.opts, cp.etcdURL, cp.apiPort = o, etcdURL, ports[2]
+	if err := cp.startAPIServer(ctx); err != nil {
+		return err
+	}
+	return cp.writeClientConfig()
+}
+
+// startAPIServer starts kube-apiserver against the running etcd on the
+// chosen port and waits until it reports ready.
+func (cp *ControlPlane) startAPIServer(ctx context.Context) error {
+	tail := newTailBuffer(8 << 10)
+	p, err := cp.run(cp.opts, "kube-apiserver", tail, cp.opts.Binaries.KubeAPIServer,
+		"--etcd-servers", cp.etcdURL,
 		"--cert-dir", cp.path("certs"),
-		"--secure-port", strconv.Itoa(ports[2]),
+		"--secure-port", strconv.Itoa(cp.apiPort),
 		"--bind-address", "127.0.0.1",
 		"--advertise-address", "127.0.0.1",
 		"--endpoint-reconciler-type", "none",
@@ -221,17 +238,45 @@ func (cp *ControlPlane) launch(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
+	cp.mu.Lock()
+	cp.apiserver = p
+	cp.mu.Unlock()
 	tlsClient := &http.Client{
 		Timeout:   2 * time.Second,
 		Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}, // only to poll readiness; the kubeconfig verifies
 	}
 	defer tlsClient.CloseIdleConnections()
-	if err := waitUntil(ctx, cp.apiserver, apiTail, func(ctx context.Context) error {
+	if err := waitUntil(ctx, p, tail, func(ctx context.Context) error {
 		return probe(ctx, tlsClient, cp.url+"/readyz", cp.token, "ok")
 	}); err != nil {
 		return fmt.Errorf("waiting for kube-apiserver at %s to be ready: %w", cp.url, err)
 	}
-	return cp.writeClientConfig()
+	return nil
+}
+
+// RestartAPIServer stops kube-apiserver (SIGTERM, then SIGKILL after the
+// stop timeout) and starts it again on the same port against the same etcd,
+// with the same certificates, so clients reconnect without new
+// configuration. It returns once the new API server is ready. Its watch
+// cache starts from the current state, so a watch that resumes from an
+// older resource version is answered 410 Gone and must relist.
+func (cp *ControlPlane) RestartAPIServer(ctx context.Context) error {
+	cp.mu.Lock()
+	p := cp.apiserver
+	cp.mu.Unlock()
+	if p == nil {
+		return errors.New("restarting kube-apiserver: the control plane is stopped")
+	}
+	if err := p.stop(cp.stopGrace); err != nil {
+		return fmt.Errorf("restarting kube-apiserver: %w", err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, cp.opts.StartTimeout)
+	defer cancel()
+	if err := cp.startAPIServer(ctx); err != nil {
+		return fmt.Errorf("restarting kube-apiserver: %w", err)
+	}
+	cp.log.Info("kube-apiserver restarted", "url", cp.url)
+	return nil
 }
 
 // run starts one control-plane process with its output going to the
@@ -374,12 +419,15 @@ func (cp *ControlPlane) Stop() error {
 
 // stopProcesses stops the API server first, then etcd.
 func (cp *ControlPlane) stopProcesses() []error {
+	cp.mu.Lock()
+	procs := []*process{cp.apiserver, cp.etcd}
+	cp.apiserver, cp.etcd = nil, nil
+	cp.mu.Unlock()
 	var errs []error
-	for _, p := range []*process{cp.apiserver, cp.etcd} {
+	for _, p := range procs {
 		if err := p.stop(cp.stopGrace); err != nil {
 			errs = append(errs, err)
 		}
 	}
-	cp.apiserver, cp.etcd = nil, nil
 	return errs
 }

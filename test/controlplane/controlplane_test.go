@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"strconv"
@@ -13,8 +14,11 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 )
@@ -175,4 +179,45 @@ func running(pid int) bool {
 	s := string(data)
 	i := strings.LastIndexByte(s, ')')
 	return i < 0 || i+2 >= len(s) || s[i+2] != 'Z'
+}
+
+// TestRestartAPIServerKeepsDataAndExpiresOldWatches: after a restart the
+// same client reaches the same data, and a watch resumed from before the
+// restart is told to relist (410 Gone), which is what tests of a watch gap
+// rely on.
+func TestRestartAPIServerKeepsDataAndExpiresOldWatches(t *testing.T) {
+	cp := startForTest(t)
+	ctx := context.Background()
+	cms := cp.Client().CoreV1().ConfigMaps("default")
+	first, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "before"}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "after"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	if err := cp.RestartAPIServer(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cms.Get(ctx, "before", metav1.GetOptions{}); err != nil {
+		t.Fatalf("the object made before the restart: %v", err)
+	}
+	w, err := cms.Watch(ctx, metav1.ListOptions{ResourceVersion: first.ResourceVersion})
+	if err != nil {
+		if !apierrors.IsResourceExpired(err) && !apierrors.IsGone(err) {
+			t.Fatalf("watch from before the restart: %v, want 410 Gone", err)
+		}
+		return
+	}
+	defer w.Stop()
+	select {
+	case ev := <-w.ResultChan():
+		status, ok := ev.Object.(*metav1.Status)
+		if ev.Type != watch.Error || !ok || status.Code != http.StatusGone {
+			t.Fatalf("watch from before the restart got %s %T, want an error 410 Gone", ev.Type, ev.Object)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("watch from before the restart: nothing within 30s, want 410 Gone")
+	}
 }
