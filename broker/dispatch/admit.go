@@ -30,11 +30,11 @@ import (
 // with an error, so that the caller can apply its failure policy; it is nil
 // on a replica that does not lead or for a handler this broker never saw.
 func (m *Manager) Review(ctx context.Context, handler, bindingID string, req *admissionv1.AdmissionRequest) (*tetherv1.AdmissionResponse, *binding.Binding, error) {
-	rt, b := m.admissionBinding(handler, bindingID)
+	rv, b := m.admissionBinding(handler, bindingID)
 	if b == nil {
 		return nil, nil, fmt.Errorf("handler %q has no validate or mutate binding %q on this broker", handler, bindingID)
 	}
-	resp, err := rt.review(ctx, b, req)
+	resp, err := rv.review(ctx, b, req)
 	return resp, b, err
 }
 
@@ -45,23 +45,29 @@ func (m *Manager) Binding(handler, bindingID string) *binding.Binding {
 	return b
 }
 
-func (m *Manager) admissionBinding(handler, bindingID string) (*runtime, *binding.Binding) {
+func (m *Manager) admissionBinding(handler, bindingID string) (*reviews, *binding.Binding) {
 	m.mu.Lock()
 	rt := m.handlers[handler]
 	m.mu.Unlock()
 	if rt == nil {
 		return nil, nil
 	}
-	return rt, rt.admission[bindingID]
+	return rt.reviews, rt.admission[bindingID]
 }
 
-func (rt *runtime) review(ctx context.Context, b *binding.Binding, req *admissionv1.AdmissionRequest) (*tetherv1.AdmissionResponse, error) {
+// reviews forwards one handler's admission reviews to its instances.
+type reviews struct {
+	*handler
+	deliver *deliverer
+}
+
+func (rv *reviews) review(ctx context.Context, b *binding.Binding, req *admissionv1.AdmissionRequest) (*tetherv1.AdmissionResponse, error) {
 	if !b.Admission.Admits(string(req.Operation), req.SubResource) {
 		// A configuration written for older bindings of the handler, not
 		// yet rewritten: these bindings do not intercept this request.
 		return &tetherv1.AdmissionResponse{Allowed: true}, nil
 	}
-	uid, matched, err := rt.reviewSubject(b, req)
+	uid, matched, err := rv.subject(b, req)
 	if err != nil {
 		return nil, err
 	}
@@ -91,8 +97,8 @@ func (rt *runtime) review(ctx context.Context, b *binding.Binding, req *admissio
 	}
 	d.Ref.Uid = string(uid)
 	start := time.Now()
-	ack, err := rt.deliverReview(ctx, uid, d)
-	rt.observeDelivery(ctx, d, time.Since(start), ack, err)
+	ack, err := rv.send(ctx, uid, d)
+	rv.deliver.observe(ctx, d, time.Since(start), ack, err)
 	if err != nil {
 		return nil, err
 	}
@@ -121,12 +127,12 @@ func pastDeadline(ctx context.Context) bool {
 	return ok && time.Until(dl) < deadlineSlack
 }
 
-// deliverReview sends d to the instance that should answer and waits for
+// send sends d to the instance that should answer and waits for
 // its ack. An instance that leaves before it answers does not count: the
 // review goes to the next one, as long as ctx allows.
-func (rt *runtime) deliverReview(ctx context.Context, uid types.UID, d *tetherv1.Delivery) (*tetherv1.Ack, error) {
+func (rv *reviews) send(ctx context.Context, uid types.UID, d *tetherv1.Delivery) (*tetherv1.Ack, error) {
 	for {
-		in, changed := rt.reviewer(uid)
+		in, changed := rv.reviewer(uid)
 		if in == nil {
 			select {
 			case <-changed:
@@ -151,18 +157,18 @@ func (rt *runtime) deliverReview(ctx context.Context, uid types.UID, d *tetherv1
 
 // reviewer picks the instance for a review: the owner of uid, or for a new
 // object the instance with the fewest deliveries in flight.
-func (rt *runtime) reviewer(uid types.UID) (*session.Instance, <-chan struct{}) {
+func (rv *reviews) reviewer(uid types.UID) (*session.Instance, <-chan struct{}) {
 	if uid != "" {
-		return rt.pool.owner(uid)
+		return rv.pool.owner(uid)
 	}
-	return rt.pool.leastBusy()
+	return rv.pool.leastBusy()
 }
 
-// reviewSubject reads the UID of the object a review is about (the old one
+// subject reads the UID of the object a review is about (the old one
 // for a DELETE), which picks the instance, and applies the filters the API
 // server cannot: annotations and CEL. Only when the binding has those is
 // the whole object decoded; otherwise its metadata is enough.
-func (rt *runtime) reviewSubject(b *binding.Binding, req *admissionv1.AdmissionRequest) (uid types.UID, matched bool, err error) {
+func (rv *reviews) subject(b *binding.Binding, req *admissionv1.AdmissionRequest) (uid types.UID, matched bool, err error) {
 	raw := req.Object.Raw
 	if isNull(raw) {
 		raw = req.OldObject.Raw // DELETE has only the old object
@@ -192,13 +198,13 @@ func (rt *runtime) reviewSubject(b *binding.Binding, req *admissionv1.AdmissionR
 	if subject == nil {
 		return "", true, nil
 	}
-	return subject.GetUID(), rt.admissionMatches(b, subject, old), nil
+	return subject.GetUID(), rv.matchFilters(b, subject, old), nil
 }
 
-// admissionMatches applies the filters the API server cannot: annotations
+// matchFilters applies the filters the API server cannot: annotations
 // and CEL. Labels and namespaces are the webhook's own selectors, which the
 // API server applied already (to the old and the new object).
-func (rt *runtime) admissionMatches(b *binding.Binding, obj *unstructured.Unstructured, old *unstructured.Unstructured) bool {
+func (rv *reviews) matchFilters(b *binding.Binding, obj *unstructured.Unstructured, old *unstructured.Unstructured) bool {
 	if len(b.Annotations) == 0 && b.When == nil {
 		return true
 	}
@@ -207,7 +213,7 @@ func (rt *runtime) admissionMatches(b *binding.Binding, obj *unstructured.Unstru
 	if old != nil {
 		oldMap = old.Object
 	}
-	return rt.matches(&filters, obj, oldMap)
+	return rv.matches(&filters, obj, oldMap)
 }
 
 func isNull(raw []byte) bool { return len(raw) == 0 || string(raw) == "null" }

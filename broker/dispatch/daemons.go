@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
@@ -25,7 +24,7 @@ type daemon struct {
 	restarts int
 }
 
-// daemonExit is one DaemonExited report.
+// daemonExit is one DaemonExited repods.
 type daemonExit struct {
 	inst *session.Instance
 	msg  *tetherv1.DaemonExited
@@ -46,26 +45,32 @@ func (d *daemon) running() bool {
 	}
 }
 
-// processDaemons starts a daemon per matching daemon binding on the object's
+// daemons runs one handler's daemons on the owners of their objects.
+type daemons struct {
+	*handler
+	deliver *deliverer
+}
+
+// process starts a daemon per matching daemon binding on the object's
 // owner, takes exit reports, restarts where the binding asks, and stops
 // daemons whose object no longer matches.
-func (rt *runtime) processDaemons(ctx context.Context, o *object, obj *unstructured.Unstructured) error {
-	rt.takeExits(o, obj)
-	for _, b := range rt.byResource[o.res.GroupVersionResource] {
+func (ds *daemons) process(ctx context.Context, o *object, obj *unstructured.Unstructured) error {
+	ds.takeExits(o, obj)
+	for _, b := range ds.bindingsOf(o) {
 		if b.Kind != binding.Daemon {
 			continue
 		}
-		rt.mu.Lock()
+		ds.mu.Lock()
 		d := o.daemons[b.ID]
-		rt.mu.Unlock()
-		if !rt.matches(b, obj, nil) {
-			if err := rt.stopDaemon(ctx, o, b, obj, "the object no longer matches"); err != nil {
+		ds.mu.Unlock()
+		if !ds.matches(b, obj, nil) {
+			if err := ds.stop(ctx, o, b, obj, "the object no longer matches"); err != nil {
 				return err
 			}
 			continue
 		}
 		if d.running() {
-			owner, _ := rt.pool.owner(o.uid)
+			owner, _ := ds.pool.owner(o.uid)
 			if owner == nil || owner == d.inst || d.inst.Leaving() {
 				// A leaving instance stops its daemons as it drains: the
 				// daemon starts on the next owner once that session ended
@@ -74,28 +79,28 @@ func (rt *runtime) processDaemons(ctx context.Context, o *object, obj *unstructu
 			}
 			// The object moved to another instance: stop the daemon where it
 			// runs, then start it on the new owner.
-			if err := rt.stopDaemon(ctx, o, b, obj, "the object moved to another instance"); err != nil {
+			if err := ds.stop(ctx, o, b, obj, "the object moved to another instance"); err != nil {
 				return err
 			}
 			d = nil
 		}
 		if d != nil && d.exited {
-			if _, due := rt.takeDue(o, restartKey(b.ID)); !due {
+			if _, due := ds.takeDue(o, restartKey(b.ID)); !due {
 				continue
 			}
 		}
 		d0 := &tetherv1.Delivery{Kind: tetherv1.DeliveryKind_DELIVERY_KIND_DAEMON_START, Object: o.encoded(obj)}
-		ack, in, wait, err := rt.call(ctx, o, b, obj, d0)
+		ack, in, wait, err := ds.deliver.call(ctx, o, b, obj, d0)
 		if err != nil {
 			return err
 		}
 		if wait > 0 {
-			rt.sched.Schedule(timer.Key{UID: o.uid, Name: restartKey(b.ID)}, time.Now().Add(wait))
-			rt.setDaemon(o, b.ID, &daemon{exited: true, restarts: restartsOf(d)})
+			ds.sched.Schedule(timer.Key{UID: o.uid, Name: restartKey(b.ID)}, ds.clock.Now().Add(wait))
+			ds.set(o, b.ID, &daemon{exited: true, restarts: restartsOf(d)})
 			continue
 		}
 		if ack.GetOutcome() == tetherv1.Outcome_OUTCOME_OK {
-			rt.setDaemon(o, b.ID, &daemon{inst: in, restarts: restartsOf(d)})
+			ds.set(o, b.ID, &daemon{inst: in, restarts: restartsOf(d)})
 		}
 	}
 	return nil
@@ -108,9 +113,9 @@ func restartsOf(d *daemon) int {
 	return d.restarts
 }
 
-func (rt *runtime) setDaemon(o *object, id string, d *daemon) {
-	rt.mu.Lock()
-	defer rt.mu.Unlock()
+func (ds *daemons) set(o *object, id string, d *daemon) {
+	ds.mu.Lock()
+	defer ds.mu.Unlock()
 	if d == nil {
 		delete(o.daemons, id)
 		return
@@ -126,7 +131,7 @@ func (rt *runtime) setDaemon(o *object, id string, d *daemon) {
 // daemons and in has not reported it yet. Others are dropped as they
 // arrive, so that a flood of reports takes no memory. Whether in still
 // runs that daemon is for takeExits to judge: the report may come before
-// the start it follows is recorded. o's lock (rt.mu) must be held.
+// the start it follows is recorded. o's lock (handler.mu) must be held.
 func (o *object) wantsExit(bindings []*binding.Binding, in *session.Instance, bindingID string) bool {
 	if !slices.ContainsFunc(bindings, func(b *binding.Binding) bool { return b.ID == bindingID && b.Kind == binding.Daemon }) {
 		return false
@@ -139,57 +144,48 @@ func (o *object) wantsExit(bindings []*binding.Binding, in *session.Instance, bi
 // takeExits applies the exit reports: the daemon is no longer running, a
 // failure becomes a Warning Event, and a restart is scheduled with backoff
 // where the binding asks for one.
-func (rt *runtime) takeExits(o *object, obj *unstructured.Unstructured) {
-	rt.mu.Lock()
+func (ds *daemons) takeExits(o *object, obj *unstructured.Unstructured) {
+	ds.mu.Lock()
 	exits := o.exits
 	o.exits = nil
-	rt.mu.Unlock()
+	ds.mu.Unlock()
 	for _, x := range exits {
-		b := rt.bindingByID(o, x.msg.GetBindingId())
-		rt.mu.Lock()
+		b := ds.bindingByID(o, x.msg.GetBindingId())
+		ds.mu.Lock()
 		d := o.daemons[x.msg.GetBindingId()]
-		rt.mu.Unlock()
+		ds.mu.Unlock()
 		if b == nil || d == nil || d.inst != x.inst {
 			continue // a report about a daemon already stopped or moved
 		}
-		what := fmt.Sprintf("daemon %q of handler %q", b.ID, rt.name)
+		what := fmt.Sprintf("daemon %q of handler %q", b.ID, ds.name)
 		if x.msg.GetFailed() {
-			rt.m.opts.Recorder.Event(obj, true, "DaemonFailed", fmt.Sprintf("%s returned an error: %s", what, x.msg.GetMessage()))
+			ds.opts.Recorder.Event(obj, true, "DaemonFailed", fmt.Sprintf("%s returned an error: %s", what, x.msg.GetMessage()))
 		} else {
-			rt.log.Info("daemon returned", "binding", b.ID, "namespace", obj.GetNamespace(), "name", obj.GetName())
+			ds.log.Info("daemon returned", "binding", b.ID, "namespace", obj.GetNamespace(), "name", obj.GetName())
 		}
 		next := &daemon{exited: true, restarts: d.restarts + 1}
-		rt.setDaemon(o, b.ID, next)
+		ds.set(o, b.ID, next)
 		if b.Daemon.Restart {
-			rt.sched.Schedule(timer.Key{UID: o.uid, Name: restartKey(b.ID)}, time.Now().Add(b.Retry.Delay(next.restarts)))
+			ds.sched.Schedule(timer.Key{UID: o.uid, Name: restartKey(b.ID)}, ds.clock.Now().Add(b.Retry.Delay(next.restarts)))
 		}
 	}
 }
 
-func (rt *runtime) bindingByID(o *object, id string) *binding.Binding {
-	for _, b := range rt.byResource[o.res.GroupVersionResource] {
-		if b.ID == id {
-			return b
-		}
-	}
-	return nil
-}
-
-// stopDaemon asks the instance running b's daemon to stop it and waits for
+// stop asks the instance running b's daemon to stop it and waits for
 // the acknowledgement, at most the binding's cancellation timeout; past it
 // the daemon counts as stopped, with a Warning Event.
-func (rt *runtime) stopDaemon(ctx context.Context, o *object, b *binding.Binding, obj *unstructured.Unstructured, why string) error {
-	rt.mu.Lock()
+func (ds *daemons) stop(ctx context.Context, o *object, b *binding.Binding, obj *unstructured.Unstructured, why string) error {
+	ds.mu.Lock()
 	d := o.daemons[b.ID]
-	rt.mu.Unlock()
-	rt.sched.Cancel(timer.Key{UID: o.uid, Name: restartKey(b.ID)})
+	ds.mu.Unlock()
+	ds.sched.Cancel(timer.Key{UID: o.uid, Name: restartKey(b.ID)})
 	if !d.running() {
-		rt.setDaemon(o, b.ID, nil)
+		ds.set(o, b.ID, nil)
 		return nil
 	}
 	timeout := b.Daemon.CancellationTimeout
 	stop := &tetherv1.Delivery{Kind: tetherv1.DeliveryKind_DELIVERY_KIND_DAEMON_STOP, Object: o.encoded(obj)}
-	_, err := rt.deliverTo(ctx, d.inst, o, b, obj, stop, timeout, nil)
+	_, err := ds.deliver.deliverTo(ctx, d.inst, o, b, obj, stop, timeout, nil)
 	switch {
 	case err == nil, errors.Is(err, session.ErrGone), errors.Is(err, session.ErrLeaving):
 		// Acknowledged, or its session ended or is ending, which stops its
@@ -197,21 +193,21 @@ func (rt *runtime) stopDaemon(ctx context.Context, o *object, b *binding.Binding
 	case ctx.Err() != nil:
 		return ctx.Err()
 	default:
-		rt.m.opts.Recorder.Event(obj, true, "DaemonStopTimeout", fmt.Sprintf(
-			"daemon %q of handler %q did not acknowledge stop (%s) within %v; counting it as stopped", b.ID, rt.name, why, timeout))
+		ds.opts.Recorder.Event(obj, true, "DaemonStopTimeout", fmt.Sprintf(
+			"daemon %q of handler %q did not acknowledge stop (%s) within %v; counting it as stopped", b.ID, ds.name, why, timeout))
 		daemonStopTimedOut(o, obj)
 	}
-	rt.setDaemon(o, b.ID, nil)
+	ds.set(o, b.ID, nil)
 	return nil
 }
 
-// stopDaemons stops every daemon of an object.
-func (rt *runtime) stopDaemons(ctx context.Context, o *object, obj *unstructured.Unstructured, why string) error {
-	for _, b := range rt.byResource[o.res.GroupVersionResource] {
+// stopAll stops every daemon of an object.
+func (ds *daemons) stopAll(ctx context.Context, o *object, obj *unstructured.Unstructured, why string) error {
+	for _, b := range ds.bindingsOf(o) {
 		if b.Kind != binding.Daemon {
 			continue
 		}
-		if err := rt.stopDaemon(ctx, o, b, obj, why); err != nil {
+		if err := ds.stop(ctx, o, b, obj, why); err != nil {
 			return err
 		}
 	}

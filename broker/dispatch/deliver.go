@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/tether-dev/tether/broker/contract"
+	"github.com/tether-dev/tether/broker/metrics"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -27,25 +29,35 @@ func nextDeliveryID() string {
 	return deliveryPrefix + "-" + strconv.FormatUint(deliverySeq.Add(1), 10)
 }
 
+// errAbsent ends a wait for an instance once the handler is past its grace.
+var errAbsent = errors.New("handler is absent")
+
+// errObjectChanged ends a wait for an instance when the object changed.
+var errObjectChanged = errors.New("the object changed while waiting for an instance")
+
+// deliverer sends one handler's deliveries to the instance that owns the
+// object and turns the acks into outcomes: done, or try again after a delay.
+type deliverer struct{ *handler }
+
 // call delivers d for binding b to the object's owner and interprets the
 // ack. It returns the ack when the binding is finished with this change
 // (OK, or FAIL, which includes retries running out), or wait > 0 when it
 // must be tried again later. It waits while no instance is connected; an
 // instance that leaves before it acks does not use up an attempt, the
 // delivery goes to the next owner. in is the instance that answered.
-func (rt *runtime) call(ctx context.Context, o *object, b *binding.Binding, obj *unstructured.Unstructured, d *tetherv1.Delivery) (ack *tetherv1.Ack, in *session.Instance, wait time.Duration, err error) {
+func (dl *deliverer) call(ctx context.Context, o *object, b *binding.Binding, obj *unstructured.Unstructured, d *tetherv1.Delivery) (ack *tetherv1.Ack, in *session.Instance, wait time.Duration, err error) {
 	attempt := o.attempts[b.ID] + 1
 	d.Attempt = uint32(attempt)
 	for ack == nil {
 		var moved <-chan struct{}
-		if in, moved, err = rt.waitOwner(ctx, o); err != nil {
+		if in, moved, err = dl.waitOwner(ctx, o); err != nil {
 			return nil, nil, 0, err
 		}
-		ack, err = rt.deliverTo(ctx, in, o, b, obj, d, b.Retry.Timeout, moved)
+		ack, err = dl.deliverTo(ctx, in, o, b, obj, d, b.Retry.Timeout, moved)
 		if ack.GetOutcome() == tetherv1.Outcome_OUTCOME_RETRY && in.Leaving() {
 			// Handed back by an instance that is stopping (it said Goodbye
 			// before it answered): not an attempt, the next owner takes it.
-			rt.log.Debug("handed back by a leaving instance; re-sending", "instance", in.ID, "delivery", d.Id)
+			dl.log.Debug("handed back by a leaving instance; re-sending", "instance", in.ID, "delivery", d.Id)
 			ack = nil
 			continue
 		}
@@ -59,53 +71,55 @@ func (rt *runtime) call(ctx context.Context, o *object, b *binding.Binding, obj 
 			// otherwise be sent to the same owner forever.
 			ack = &tetherv1.Ack{Outcome: tetherv1.Outcome_OUTCOME_RETRY, Message: fmt.Sprintf("the instance's session ended before it answered: %v", err)}
 		case errors.Is(err, session.ErrGone), errors.Is(err, session.ErrLeaving):
-			rt.log.Debug("instance left before acking; re-sending", "instance", in.ID, "delivery", d.Id)
+			dl.log.Debug("instance left before acking; re-sending", "instance", in.ID, "delivery", d.Id)
 		case ctx.Err() != nil:
 			return nil, nil, 0, ctx.Err()
 		case err != nil:
 			ack = &tetherv1.Ack{Outcome: tetherv1.Outcome_OUTCOME_RETRY, Message: fmt.Sprintf("no ack within %v", b.Retry.Timeout)}
 		}
 	}
-	ack, wait = rt.judge(o, b, obj, ack, attempt)
+	ack, wait = dl.judge(o, b, obj, ack, attempt)
 	return ack, in, wait, nil
 }
 
 // deliverTo makes one attempt to deliver d to in, waiting at most timeout
 // for the ack. It gives up with session.ErrMoved, before sending, when
 // moved closes (nil: never).
-func (rt *runtime) deliverTo(ctx context.Context, in *session.Instance, o *object, b *binding.Binding, obj *unstructured.Unstructured, d *tetherv1.Delivery, timeout time.Duration, moved <-chan struct{}) (*tetherv1.Ack, error) {
+func (dl *deliverer) deliverTo(ctx context.Context, in *session.Instance, o *object, b *binding.Binding, obj *unstructured.Unstructured, d *tetherv1.Delivery, timeout time.Duration, moved <-chan struct{}) (*tetherv1.Ack, error) {
 	d.Id = nextDeliveryID()
 	d.BindingId = b.ID
 	d.Ref = ref(o, obj)
+	// Wall clock, not the injected one: the deadline ends dctx, a real
+	// context, and the handler's own.
 	d.Deadline = timestamppb.New(time.Now().Add(timeout))
 	dctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	start := time.Now()
 	ack, err := in.DeliverUnless(dctx, d, moved)
 	if !errors.Is(err, session.ErrMoved) {
-		rt.observeDelivery(ctx, d, time.Since(start), ack, err)
+		dl.observe(ctx, d, time.Since(start), ack, err)
 	}
 	return ack, err
 }
 
 // judge turns an ack into the binding's outcome: the ack when the binding
 // is done with it, or a delay before the next attempt. It posts the Events.
-func (rt *runtime) judge(o *object, b *binding.Binding, obj *unstructured.Unstructured, ack *tetherv1.Ack, attempt int) (*tetherv1.Ack, time.Duration) {
+func (dl *deliverer) judge(o *object, b *binding.Binding, obj *unstructured.Unstructured, ack *tetherv1.Ack, attempt int) (*tetherv1.Ack, time.Duration) {
 	if ack.GetOutcome() == tetherv1.Outcome_OUTCOME_OK {
 		// The common case, every tick included: no formatting.
 		delete(o.attempts, b.ID)
 		return ack, 0
 	}
-	what := fmt.Sprintf("%s binding %q of handler %q", b.Kind, b.ID, rt.name)
+	what := fmt.Sprintf("%s binding %q of handler %q", b.Kind, b.ID, dl.name)
 	switch ack.GetOutcome() {
 	case tetherv1.Outcome_OUTCOME_FAIL:
 		delete(o.attempts, b.ID)
-		rt.m.opts.Recorder.Event(obj, true, "HandlerFailed", fmt.Sprintf("%s failed: %s", what, ack.GetMessage()))
+		dl.opts.Recorder.Event(obj, true, "HandlerFailed", fmt.Sprintf("%s failed: %s", what, ack.GetMessage()))
 		return ack, 0
 	case tetherv1.Outcome_OUTCOME_RETRY:
 	default:
 		msg := fmt.Sprintf("%s sent an ack without an outcome", what)
-		rt.m.opts.Recorder.Event(obj, true, "HandlerFailed", msg)
+		dl.opts.Recorder.Event(obj, true, "HandlerFailed", msg)
 		return &tetherv1.Ack{Outcome: tetherv1.Outcome_OUTCOME_FAIL, Message: msg}, 0
 	}
 	o.attempts[b.ID] = attempt
@@ -116,16 +130,71 @@ func (rt *runtime) judge(o *object, b *binding.Binding, obj *unstructured.Unstru
 		}
 		o.gaveUp[b.ID] = true
 		msg := fmt.Sprintf("%s failed %d times, giving up: %s", what, attempt, ack.GetMessage())
-		rt.m.opts.Recorder.Event(obj, true, "RetriesExhausted", msg)
+		dl.opts.Recorder.Event(obj, true, "RetriesExhausted", msg)
 		return &tetherv1.Ack{Outcome: tetherv1.Outcome_OUTCOME_FAIL, Message: msg}, 0
 	}
 	wait := b.Retry.Delay(attempt)
 	if ra := ack.GetRetryAfter(); ra != nil && ra.AsDuration() > 0 {
 		wait = ra.AsDuration()
 	}
-	rt.m.opts.Recorder.Event(obj, true, "HandlerRetrying",
+	dl.opts.Recorder.Event(obj, true, "HandlerRetrying",
 		fmt.Sprintf("%s (attempt %d) asks to retry in %v: %s", what, attempt, wait, ack.GetMessage()))
 	return nil, wait
+}
+
+// waitOwner blocks until some instance can take the object, or returns
+// errAbsent once the handler is past its grace, or errObjectChanged when
+// the informer saw the object change meanwhile (deleted, say): what it
+// needs may be another thing now, and a worker waiting here must not keep
+// it from that. changed closes when the instances change, after which the
+// owner may be another.
+func (dl *deliverer) waitOwner(ctx context.Context, o *object) (in *session.Instance, changed <-chan struct{}, err error) {
+	for {
+		in, changed := dl.pool.owner(o.uid)
+		if in != nil {
+			return in, changed, nil
+		}
+		if dl.presence.now() >= contract.Absent {
+			return nil, nil, errAbsent
+		}
+		select {
+		case <-changed:
+		case <-o.seen:
+			return nil, nil, errObjectChanged
+		case <-ctx.Done():
+			return nil, nil, ctx.Err()
+		}
+	}
+}
+
+// observe records one delivery attempt and how long it took. An
+// attempt cut short because the broker is stopping (ctx ended) is not recorded.
+func (dl *deliverer) observe(ctx context.Context, d *tetherv1.Delivery, took time.Duration, ack *tetherv1.Ack, err error) {
+	m := dl.opts.Metrics
+	if m == nil {
+		return
+	}
+	var outcome string
+	switch {
+	case err == nil:
+		switch ack.GetOutcome() {
+		case tetherv1.Outcome_OUTCOME_OK:
+			outcome = metrics.OutcomeOK
+		case tetherv1.Outcome_OUTCOME_RETRY:
+			outcome = metrics.OutcomeRetry
+		case tetherv1.Outcome_OUTCOME_FAIL:
+			outcome = metrics.OutcomeFail
+		default:
+			outcome = metrics.OutcomeInvalid
+		}
+	case errors.Is(err, session.ErrGone), errors.Is(err, session.ErrLeaving):
+		outcome = metrics.OutcomeGone
+	case ctx.Err() != nil:
+		return
+	default:
+		outcome = metrics.OutcomeTimeout
+	}
+	m.Delivered(dl.name, kindLabel(d.GetKind()), outcome, took)
 }
 
 func ref(o *object, obj *unstructured.Unstructured) *tetherv1.ObjectRef {

@@ -6,6 +6,26 @@
 // last-handled state, results and the handler's own patch in one guarded
 // JSON patch.
 //
+// Each handler has a runtime, the controller: it feeds a queue from the
+// informers, the instances, the timers and the daemons' exits, and its
+// workers hand each queued object to the reconciler, which returns when to
+// look again, as controller-runtime's Reconciler returns a Result. The
+// parts share the handler (handler.go) and each does one thing:
+//
+//   - reconciler (process.go, holds.go): one pass over one object;
+//   - deliverer (deliver.go): a delivery to the object's owner, and its ack
+//     turned into an outcome;
+//   - timers and daemons: ticks, and daemons on the objects' owners;
+//   - reviews (admit.go): admission reviews to the instances;
+//   - presenceKeeper (presence.go): the grace, the Lease and the webhook
+//     configurations;
+//   - sweeper (sweep.go): the holds left in scopes the handler dropped;
+//   - objectWriter (write.go, pacing.go): the writes to objects, paced;
+//   - pool: which instance owns which object.
+//
+// Time is the injected Options.Clock's, but for the deadlines sent with
+// deliveries, which end the contexts of real calls.
+//
 // What becomes of a hold is not decided here: holds.go gathers the inputs
 // of broker/contract (the object, the policy of the bindings that match it,
 // the handler's presence, the progress of its deletion work) and the

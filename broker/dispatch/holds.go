@@ -1,7 +1,9 @@
 package dispatch
 
 import (
+	"context"
 	"fmt"
+	"github.com/tether-dev/tether/broker/hold"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
@@ -10,25 +12,9 @@ import (
 	"github.com/tether-dev/tether/broker/metrics"
 )
 
-// This file gathers the inputs of contract.Decide from a runtime's state
+// This file gathers the inputs of contract.Decide from a handler's state
 // and turns its releases into writes. The decisions themselves are
 // contract's.
-
-// policy is the strongest finalizer policy among bindings that match obj
-// and hold it.
-func (rt *runtime) policy(bindings []*binding.Binding, obj *unstructured.Unstructured) contract.Policy {
-	p := contract.NoHold
-	for _, b := range bindings {
-		if !b.Holds() || !rt.matches(b, obj, nil) {
-			continue
-		}
-		if b.Policy == binding.PolicyStrict {
-			return contract.Strict
-		}
-		p = contract.Hold
-	}
-	return p
-}
 
 // releaseReasons name each rule's release in metrics.
 var releaseReasons = map[contract.Rule]string{
@@ -41,19 +27,17 @@ var releaseReasons = map[contract.Rule]string{
 
 // releaseWrite releases the handler's hold for rule, with an Event naming
 // the rule where the release is not the plain end of the handler's work.
-func (rt *runtime) releaseWrite(rule contract.Rule) *write {
+func (r *reconciler) releaseWrite(rule contract.Rule) *write {
 	w := &write{removeHold: true, release: releaseReasons[rule]}
-	rt.mu.Lock()
-	grace, absentAfter := rt.grace, rt.absentAfter
-	rt.mu.Unlock()
+	grace, absentAfter := r.presence.limits()
 	var msg string
 	switch rule {
 	case contract.RuleAbsent:
-		msg = fmt.Sprintf("handler %q has had no instance connected for longer than its grace of %v: released (rule 3c)", rt.name, grace)
+		msg = fmt.Sprintf("handler %q has had no instance connected for longer than its grace of %v: released (rule 3c)", r.name, grace)
 	case contract.RuleLongAbsent:
-		msg = fmt.Sprintf("handler %q has been absent for longer than %v: hold stripped until it returns (rule 3d)", rt.name, absentAfter)
+		msg = fmt.Sprintf("handler %q has been absent for longer than %v: hold stripped until it returns (rule 3d)", r.name, absentAfter)
 	case contract.RuleNoLongerMatching:
-		msg = fmt.Sprintf("handler %q no longer has a binding that holds this object: released (rule 3e)", rt.name)
+		msg = fmt.Sprintf("handler %q no longer has a binding that holds this object: released (rule 3e)", r.name)
 	}
 	if msg != "" {
 		w.landed = &note{reason: "HoldReleased", message: msg}
@@ -63,10 +47,10 @@ func (rt *runtime) releaseWrite(rule contract.Rule) *write {
 
 // deletionWork says where the handler's deletion work on o stands: the
 // delete bindings that match obj, and the daemons stopped for it.
-func (rt *runtime) deletionWork(o *object, obj *unstructured.Unstructured) contract.Work {
+func (r *reconciler) deletionWork(o *object, obj *unstructured.Unstructured) contract.Work {
 	gaveUp := false
-	for _, b := range rt.byResource[o.res.GroupVersionResource] {
-		if b.Kind != binding.Delete || !rt.matches(b, obj, nil) {
+	for _, b := range r.bindingsOf(o) {
+		if b.Kind != binding.Delete || !r.matches(b, obj, nil) {
 			continue
 		}
 		if !o.done[b.ID] {
@@ -81,4 +65,25 @@ func (rt *runtime) deletionWork(o *object, obj *unstructured.Unstructured) contr
 		return contract.GaveUp
 	}
 	return contract.Acked
+}
+
+// absent handles a live object while the handler is absent past its
+// grace: nothing is delivered, and once it is absent past
+// absent_release_after the hold is stripped (rule 3d), paced by the release
+// limiter, to be added again on return. Objects being deleted are
+// deletion's.
+func (r *reconciler) absent(ctx context.Context, o *object, obj *unstructured.Unstructured, p contract.Presence) error {
+	held := hold.Has(obj, r.name)
+	dec := contract.Decide(contract.Object{Held: held, Policy: r.policy(r.bindingsOf(o), obj)}, p)
+	if dec.Action != contract.Release {
+		return nil
+	}
+	if dec.Rule == contract.RuleLongAbsent {
+		// Waiting for the turn frees the worker (see WriteLimiter): releases
+		// of objects being deleted must not queue behind these.
+		if wait := r.writes.releaseTurn(o); wait > 0 {
+			return &pacedWrite{wait: wait}
+		}
+	}
+	return r.writes.apply(ctx, o, obj, r.releaseWrite(dec.Rule))
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -18,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/utils/clock"
 
 	"github.com/tether-dev/tether/broker/binding"
 	"github.com/tether-dev/tether/broker/informer"
@@ -61,6 +61,10 @@ type Options struct {
 	// MaxRawEvents bounds the raw watch events queued per object for event
 	// bindings (default 256); beyond it the oldest are dropped, with a log.
 	MaxRawEvents int
+	// Clock is what graces, timers, retries and pacing count time by; nil
+	// is the real clock. Deadlines sent with deliveries are always wall
+	// clock: they end the contexts of real calls.
+	Clock clock.WithTicker
 
 	// Presence records handlers in Leases; nil records nothing, and then a
 	// restarted broker forgets absent handlers.
@@ -172,6 +176,9 @@ func New(opts Options) *Manager {
 	if opts.Workers <= 0 {
 		opts.Workers = 64
 	}
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
 	if opts.MaxRawEvents <= 0 {
 		opts.MaxRawEvents = 256
 	}
@@ -221,9 +228,7 @@ func (m *Manager) Known() []presence.Record {
 func (m *Manager) knownLocked(handlers map[string]*runtime) []presence.Record {
 	out := make([]presence.Record, 0, len(handlers))
 	for name, rt := range handlers {
-		rt.mu.Lock()
-		out = append(out, presence.Record{Handler: name, Resources: rt.resources(), Sweep: slices.Clone(rt.sweep)})
-		rt.mu.Unlock()
+		out = append(out, presence.Record{Handler: name, Resources: rt.resources(), Sweep: rt.sweeper.remaining()})
 	}
 	return out
 }
@@ -233,20 +238,20 @@ func (m *Manager) knownLocked(handlers map[string]*runtime) []presence.Record {
 // routes to a ready broker only) can be accepted, and then starts the
 // handlers' graces.
 func (m *Manager) awaitAccepting(ctx context.Context) {
-	t := time.NewTicker(50 * time.Millisecond)
+	t := m.opts.Clock.NewTicker(50 * time.Millisecond)
 	defer t.Stop()
 	for !m.Synced() {
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case <-t.C():
 		}
 	}
-	m.accepting.Store(time.Now().UnixNano())
+	m.accepting.Store(m.opts.Clock.Now().UnixNano())
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for _, rt := range m.handlers {
-		rt.pokePresence()
+		rt.presence.poke()
 	}
 }
 
@@ -269,14 +274,13 @@ func (m *Manager) Attach(_ context.Context, in *session.Instance, hello *tetherv
 				"it is accepted once they have left, as in a rollout to new bindings", session.ErrTryLater, n)
 		}
 		rt.stop()
-		sweep = dropped(rt.bindings, rt.sweep, bindings)
+		sweep = dropped(rt.bindings, rt.sweeper.remaining(), bindings)
 		rt = nil
 	}
 	if rt == nil {
-		rt = newRuntime(m, in.Handler, bindings, fp)
-		rt.declared = hello.GetBindings()
-		rt.sweep = sweep
-		rt.setLimits(grace, absentAfter) // before its first Lease write
+		rt = newRuntime(m, in.Handler, bindings, fp, sweep)
+		rt.presence.declared = hello.GetBindings()
+		rt.presence.setLimits(grace, absentAfter) // before its first Lease write
 		if err := rt.start(m.ctx); err != nil {
 			if errors.Is(err, informer.ErrNotStarted) {
 				err = fmt.Errorf("%w: the broker is starting", session.ErrTryLater)
@@ -285,7 +289,7 @@ func (m *Manager) Attach(_ context.Context, in *session.Instance, hello *tetherv
 		}
 		m.handlers[in.Handler] = rt
 	}
-	rt.setLimits(grace, absentAfter)
+	rt.presence.setLimits(grace, absentAfter)
 	rt.addInstance(in)
 	return session.Attachment{Detach: func() { rt.removeInstance(in) }, Grace: grace, AbsentReleaseAfter: absentAfter}, nil
 }
@@ -325,7 +329,7 @@ func (m *Manager) restore(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(delay):
+		case <-m.opts.Clock.After(delay):
 		}
 	}
 }
@@ -375,14 +379,14 @@ func (m *Manager) restoreOne(ctx context.Context, r presence.Record) error {
 	if _, ok := m.handlers[r.Handler]; ok {
 		return nil // an instance connected meanwhile
 	}
-	rt := newRuntime(m, r.Handler, bindings, binding.Fingerprint(bindings))
-	rt.declared = r.Bindings
-	rt.sweep = dropped(nil, sweep, bindings)
-	rt.setLimits(r.Grace, r.AbsentReleaseAfter)
-	rt.absentSince = r.AbsentSinceOrLastSeen()
-	if rt.absentSince.IsZero() {
-		rt.absentSince = time.Now() // a Lease that says nothing: from now
+	rt := newRuntime(m, r.Handler, bindings, binding.Fingerprint(bindings), dropped(nil, sweep, bindings))
+	rt.presence.declared = r.Bindings
+	rt.presence.setLimits(r.Grace, r.AbsentReleaseAfter)
+	absentSince := r.AbsentSinceOrLastSeen()
+	if absentSince.IsZero() {
+		absentSince = m.opts.Clock.Now() // a Lease that says nothing: from now
 	}
+	rt.presence.absentSince = absentSince
 	if err := rt.start(m.ctx); err != nil {
 		if errors.Is(err, informer.ErrNotStarted) {
 			return err
@@ -391,7 +395,7 @@ func (m *Manager) restoreOne(ctx context.Context, r presence.Record) error {
 		return nil
 	}
 	m.handlers[r.Handler] = rt
-	m.log.Info("restored handler from its lease", "handler", r.Handler, "absent_since", rt.absentSince,
+	m.log.Info("restored handler from its lease", "handler", r.Handler, "absent_since", absentSince,
 		"bindings", len(bindings), "recorded_bindings", len(r.Bindings))
 	return nil
 }

@@ -24,7 +24,7 @@ type rawEvent struct {
 
 // object is what one handler's runtime knows about one object (one UID).
 // The fields above the line are written by informer handlers and read by
-// workers under runtime.mu; the ones below belong to the one worker that
+// workers under handler.mu; the ones below belong to the one worker that
 // holds the UID (the queue never gives a UID to two workers at once).
 type object struct {
 	uid types.UID
@@ -45,7 +45,7 @@ type object struct {
 	// exits are daemon exits reported by instances, oldest first.
 	exits []daemonExit
 	// daemons are the daemons started for this object, by binding id. The
-	// worker changes them under runtime.mu, since removeInstance reads them.
+	// worker changes them under handler.mu, since removeInstance reads them.
 	daemons map[string]*daemon
 
 	// ---- worker-owned ----
@@ -90,10 +90,10 @@ type object struct {
 }
 
 // see records one informer notification.
-func (o *object) see(u *unstructured.Unstructured, typ string, initial, keepRaw bool, maxRaw int, log hclog.Logger) {
+func (o *object) see(u *unstructured.Unstructured, typ string, initial, keepRaw bool, maxRaw int, now time.Time, log hclog.Logger) {
 	if o.obj == nil || newerRV(u, o.obj) {
 		if o.obj == nil || o.obj.GetResourceVersion() != u.GetResourceVersion() {
-			o.changed = time.Now()
+			o.changed = now
 		}
 		o.obj = u
 	}
@@ -131,15 +131,4 @@ func (o *object) encoded(obj *unstructured.Unstructured) []byte {
 		o.json, o.jsonRV = mustJSON(obj.Object), obj.GetResourceVersion()
 	}
 	return o.json
-}
-
-// takeDue removes and returns a fired key's due time.
-func (rt *runtime) takeDue(o *object, name string) (time.Time, bool) {
-	rt.mu.Lock()
-	defer rt.mu.Unlock()
-	t, ok := o.due[name]
-	if ok {
-		delete(o.due, name)
-	}
-	return t, ok
 }

@@ -1,52 +1,18 @@
 package dispatch
 
 import (
-	"context"
-	"errors"
 	"strings"
-	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/tether-dev/tether/broker/hold"
 	"github.com/tether-dev/tether/broker/metrics"
 	"github.com/tether-dev/tether/broker/resource"
-	"github.com/tether-dev/tether/broker/session"
 	tetherv1 "github.com/tether-dev/tether/proto/tether/v1"
 )
 
 // This file turns what the dispatcher does into metrics, and says when the
 // dispatcher is ready; the rest of the package calls it in one line.
-
-// observeDelivery records one delivery attempt and how long it took. An
-// attempt cut short because the broker is stopping (ctx ended) is not recorded.
-func (rt *runtime) observeDelivery(ctx context.Context, d *tetherv1.Delivery, took time.Duration, ack *tetherv1.Ack, err error) {
-	m := rt.m.opts.Metrics
-	if m == nil {
-		return
-	}
-	var outcome string
-	switch {
-	case err == nil:
-		switch ack.GetOutcome() {
-		case tetherv1.Outcome_OUTCOME_OK:
-			outcome = metrics.OutcomeOK
-		case tetherv1.Outcome_OUTCOME_RETRY:
-			outcome = metrics.OutcomeRetry
-		case tetherv1.Outcome_OUTCOME_FAIL:
-			outcome = metrics.OutcomeFail
-		default:
-			outcome = metrics.OutcomeInvalid
-		}
-	case errors.Is(err, session.ErrGone), errors.Is(err, session.ErrLeaving):
-		outcome = metrics.OutcomeGone
-	case ctx.Err() != nil:
-		return
-	default:
-		outcome = metrics.OutcomeTimeout
-	}
-	m.Delivered(rt.name, kindLabel(d.GetKind()), outcome, took)
-}
 
 // kindLabel names a delivery kind in metrics: "create", "tick",
 // "daemon-start". The names are worked out once: every delivery needs one.
@@ -101,19 +67,12 @@ func daemonStopTimedOut(o *object, obj *unstructured.Unstructured) {
 
 // sampleQueue records the handler's queue depth and scheduled timers.
 func (rt *runtime) sampleQueue() {
-	m := rt.m.opts.Metrics
+	m := rt.opts.Metrics
 	if m == nil {
 		return
 	}
 	m.SetQueueDepth(rt.name, rt.queue.Len())
 	m.TimersScheduled(rt.name, rt.sched.Len())
-}
-
-// observePresence records whether an instance is connected, and samples
-// the queue while at it.
-func (rt *runtime) observePresence(instances int) {
-	rt.m.opts.Metrics.HandlerPresent(rt.name, instances > 0)
-	rt.sampleQueue()
 }
 
 // Synced reports whether the dispatcher has restored the handlers recorded

@@ -66,19 +66,18 @@ func (p *pacedWrite) Error() string { return fmt.Sprintf("write waits %v for its
 // informer event, a tick) neither loses its place nor takes a second turn.
 // Zero means the write may go now, and uses the turn.
 func (ow *objectWriter) turn(o *object) time.Duration {
-	return takeTurn(&o.writeAt, ow.opts.WriteLimiter)
+	return takeTurn(&o.writeAt, ow.opts.WriteLimiter, ow.opts.Clock.Now())
 }
 
 // releaseTurn is turn for stripping the hold of a long-absent handler
 // (rule 3d), which the release limiter paces more slowly still.
 func (ow *objectWriter) releaseTurn(o *object) time.Duration {
-	return takeTurn(&o.releaseAt, ow.opts.ReleaseLimiter)
+	return takeTurn(&o.releaseAt, ow.opts.ReleaseLimiter, ow.opts.Clock.Now())
 }
 
 // takeTurn reserves a turn of l in *at unless one is held, and says how long
-// it is still away; zero uses it up.
-func takeTurn(at *time.Time, l *WriteLimiter) time.Duration {
-	now := time.Now()
+// after now it is still away; zero uses it up.
+func takeTurn(at *time.Time, l *WriteLimiter, now time.Time) time.Duration {
 	if at.IsZero() {
 		*at = l.reserve(now)
 	}

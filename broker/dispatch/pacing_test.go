@@ -3,6 +3,8 @@ package dispatch
 import (
 	"testing"
 	"time"
+
+	clocktesting "k8s.io/utils/clock/testing"
 )
 
 func TestWriteLimiterTurns(t *testing.T) {
@@ -43,21 +45,26 @@ func TestWriteLimiterTurns(t *testing.T) {
 }
 
 func TestWriteTurnKeepsItsReservation(t *testing.T) {
-	ow := &objectWriter{opts: &Options{WriteLimiter: NewWriteLimiter(1, 1)}}
+	clk := clocktesting.NewFakeClock(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))
+	ow := &objectWriter{opts: &Options{WriteLimiter: NewWriteLimiter(1, 1), Clock: clk}}
 	a, b := &object{}, &object{}
 	if wait := ow.turn(a); wait != 0 {
 		t.Fatalf("the first write waits %v", wait)
 	}
-	first := ow.turn(b)
-	if first <= 0 || first > time.Second {
-		t.Fatalf("the second write waits %v, want up to 1s", first)
+	if first := ow.turn(b); first != time.Second {
+		t.Fatalf("the second write waits %v, want 1s", first)
 	}
 	// Looking again before its turn neither loses its place nor takes
 	// another turn.
-	if again := ow.turn(b); again <= 0 || again > first {
-		t.Errorf("asking again: waits %v, after %v", again, first)
+	clk.Step(300 * time.Millisecond)
+	if again := ow.turn(b); again != 700*time.Millisecond {
+		t.Errorf("asking again 300ms later: waits %v, want 700ms", again)
 	}
-	if c := ow.turn(&object{}); c <= first {
-		t.Errorf("a third object waits %v, no longer than the second (%v)", c, first)
+	if c := ow.turn(&object{}); c != 1700*time.Millisecond {
+		t.Errorf("a third object waits %v, want 1.7s (after the second)", c)
+	}
+	clk.Step(700 * time.Millisecond)
+	if wait := ow.turn(b); wait != 0 {
+		t.Errorf("at its turn the second write still waits %v", wait)
 	}
 }

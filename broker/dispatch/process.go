@@ -19,14 +19,23 @@ import (
 	tetherv1 "github.com/tether-dev/tether/proto/tether/v1"
 )
 
-// process decides and does what one object needs now. It returns a delay
+// reconciler decides and does what one object of a handler needs, one
+// object at a time: the queue never hands a UID to two workers.
+type reconciler struct {
+	*handler
+	deliver *deliverer
+	timers  *timers
+	daemons *daemons
+}
+
+// reconcile decides and does what one object needs now. It returns a delay
 // when it must look again later (a retry, or a write waiting for its turn
 // under the write limiter), or an error to be retried with the queue's rate
 // limit (a refused write). A write waiting for its turn stays pending on the
 // object and frees the worker: deliveries to other objects that write
 // nothing go on meanwhile.
-func (rt *runtime) process(ctx context.Context, uid types.UID) (time.Duration, error) {
-	after, err := rt.processObject(ctx, uid)
+func (r *reconciler) reconcile(ctx context.Context, uid types.UID) (time.Duration, error) {
+	after, err := r.pass(ctx, uid)
 	var paced *pacedWrite
 	if errors.As(err, &paced) {
 		return paced.wait, nil
@@ -34,10 +43,10 @@ func (rt *runtime) process(ctx context.Context, uid types.UID) (time.Duration, e
 	return after, err
 }
 
-func (rt *runtime) processObject(ctx context.Context, uid types.UID) (time.Duration, error) {
-	rt.mu.Lock()
-	o := rt.objects[uid]
-	rt.mu.Unlock()
+func (r *reconciler) pass(ctx context.Context, uid types.UID) (time.Duration, error) {
+	r.mu.Lock()
+	o := r.objects[uid]
+	r.mu.Unlock()
 	if o == nil {
 		return 0, nil
 	}
@@ -47,25 +56,25 @@ func (rt *runtime) processObject(ctx context.Context, uid types.UID) (time.Durat
 	case <-o.seen:
 	default:
 	}
-	pres := rt.presence()
+	pres := r.presence.now()
 	if pres >= contract.Absent {
 		// Raw events are not kept for a handler past its grace: nothing
 		// would take them, and they must not stand before a release.
-		rt.dropRawEvents(o)
-	} else if wait, err := rt.flushRawEvents(ctx, o); wait > 0 || err != nil {
+		r.dropRawEvents(o)
+	} else if wait, err := r.flushRawEvents(ctx, o); wait > 0 || err != nil {
 		return wait, err
 	}
-	rt.mu.Lock()
+	r.mu.Lock()
 	obj, gone, initial := o.obj, o.gone, o.initial
-	rt.mu.Unlock()
+	r.mu.Unlock()
 	if initial {
 		o.listed = true
 	}
 	if gone {
-		return 0, rt.processGone(ctx, o, obj)
+		return 0, r.gone(ctx, o, obj)
 	}
 	if o.pending != nil {
-		err := rt.writes.apply(ctx, o, obj, o.pending)
+		err := r.writes.apply(ctx, o, obj, o.pending)
 		switch {
 		case errors.Is(err, errRefused) && (obj.GetDeletionTimestamp() != nil || pres >= contract.Absent):
 			// A write the API server keeps refusing must not keep the
@@ -74,118 +83,102 @@ func (rt *runtime) processObject(ctx context.Context, uid types.UID) (time.Durat
 		case err != nil:
 			return 0, err
 		}
-		rt.mu.Lock()
+		r.mu.Lock()
 		obj = o.obj
-		rt.mu.Unlock()
+		r.mu.Unlock()
 	}
 	if obj.GetDeletionTimestamp() != nil {
-		return rt.processDeletion(ctx, o, obj)
+		return r.deletion(ctx, o, obj)
 	}
 	if pres >= contract.Absent {
-		return 0, rt.processAbsent(ctx, o, obj, pres)
+		return 0, r.absent(ctx, o, obj, pres)
 	}
 	if initial || o.settled != obj.GetResourceVersion() {
-		if wait, err := rt.processLive(ctx, o, obj, initial, pres); wait > 0 || err != nil {
+		if wait, err := r.live(ctx, o, obj, initial, pres); wait > 0 || err != nil {
 			return wait, err
 		}
-		rt.mu.Lock()
+		r.mu.Lock()
 		obj = o.obj
-		rt.mu.Unlock()
+		r.mu.Unlock()
 		if o.pending == nil {
 			o.settled = obj.GetResourceVersion()
 		}
 	}
-	if wait, err := rt.processTimers(ctx, o, obj); wait > 0 || err != nil {
+	if wait, err := r.timers.process(ctx, o, obj); wait > 0 || err != nil {
 		return wait, err
 	}
-	return 0, rt.processDaemons(ctx, o, obj)
+	return 0, r.daemons.process(ctx, o, obj)
 }
 
-// processGone forgets an object the watch says is deleted, after stopping
+// gone forgets an object the watch says is deleted, after stopping
 // its timers and daemons: a re-created object of the same name is another
 // UID and starts afresh, while this one's daemons are still stopped.
-func (rt *runtime) processGone(ctx context.Context, o *object, obj *unstructured.Unstructured) error {
-	rt.stopTimers(o)
-	rt.sched.CancelUID(o.uid)
-	if err := rt.stopDaemons(ctx, o, obj, "the object was deleted"); err != nil {
+func (r *reconciler) gone(ctx context.Context, o *object, obj *unstructured.Unstructured) error {
+	r.timers.stopAll(o)
+	r.sched.CancelUID(o.uid)
+	if err := r.daemons.stopAll(ctx, o, obj, "the object was deleted"); err != nil {
 		return err
 	}
-	rt.mu.Lock()
+	r.mu.Lock()
 	if len(o.events) == 0 {
-		delete(rt.objects, o.uid)
+		delete(r.objects, o.uid)
 	}
-	rt.mu.Unlock()
+	r.mu.Unlock()
 	return nil
 }
 
-func (rt *runtime) invalidPatch(obj *unstructured.Unstructured, b *binding.Binding, err error) {
-	rt.m.opts.Recorder.Event(obj, true, "InvalidPatch",
-		fmt.Sprintf("%s binding %q of handler %q: %v; nothing of its answer was written", b.Kind, b.ID, rt.name, err))
-}
-
 // flushRawEvents delivers queued watch events to event bindings, in order.
-func (rt *runtime) flushRawEvents(ctx context.Context, o *object) (time.Duration, error) {
+func (r *reconciler) flushRawEvents(ctx context.Context, o *object) (time.Duration, error) {
 	for {
-		rt.mu.Lock()
+		r.mu.Lock()
 		if len(o.events) == 0 {
-			rt.mu.Unlock()
+			r.mu.Unlock()
 			return 0, nil
 		}
 		ev := o.events[0]
-		rt.mu.Unlock()
+		r.mu.Unlock()
 		if o.eventDone == nil {
 			o.eventDone = map[string]bool{}
 		}
-		for _, b := range rt.byResource[o.res.GroupVersionResource] {
-			if b.Kind != binding.Event || o.eventDone[b.ID] || !rt.matches(b, ev.obj, nil) {
+		for _, b := range r.bindingsOf(o) {
+			if b.Kind != binding.Event || o.eventDone[b.ID] || !r.matches(b, ev.obj, nil) {
 				continue
 			}
 			d := &tetherv1.Delivery{Kind: tetherv1.DeliveryKind_DELIVERY_KIND_EVENT, Object: mustJSON(ev.obj.Object), EventType: ev.typ}
-			_, _, wait, err := rt.call(ctx, o, b, ev.obj, d)
+			_, _, wait, err := r.deliver.call(ctx, o, b, ev.obj, d)
 			if wait > 0 || err != nil {
 				return wait, err
 			}
 			o.eventDone[b.ID] = true
 		}
-		rt.mu.Lock()
+		r.mu.Lock()
 		o.events = o.events[1:]
-		rt.mu.Unlock()
+		r.mu.Unlock()
 		o.eventDone = nil
 	}
 }
 
 // dropRawEvents forgets the raw events queued for o.
-func (rt *runtime) dropRawEvents(o *object) {
-	rt.mu.Lock()
+func (r *reconciler) dropRawEvents(o *object) {
+	r.mu.Lock()
 	n := len(o.events)
 	o.events = nil
-	rt.mu.Unlock()
+	r.mu.Unlock()
 	o.eventDone = nil
 	if n > 0 {
-		rt.log.Debug("raw events dropped: the handler is past its grace", "uid", o.uid, "events", n)
+		r.log.Debug("raw events dropped: the handler is past its grace", "uid", o.uid, "events", n)
 	}
 }
 
-// matches evaluates b's filters; a CEL error counts as no match and is
-// logged, since it comes from the object, not from the broker.
-func (rt *runtime) matches(b *binding.Binding, obj *unstructured.Unstructured, old map[string]any) bool {
-	ok, err := b.Matches(obj, old)
-	if err != nil {
-		rt.log.Warn("when expression failed; binding skipped", "binding", b.ID,
-			"namespace", obj.GetNamespace(), "name", obj.GetName(), "error", err)
-	}
-	return ok && err == nil
-}
-
-// processLive handles an object that is not being deleted: it works out
+// live handles an object that is not being deleted: it works out
 // the cause (create, update, resume), delivers it to every matching binding,
 // and then writes the outcome with the hold in one patch.
-func (rt *runtime) processLive(ctx context.Context, o *object, obj *unstructured.Unstructured, initial bool, pres contract.Presence) (time.Duration, error) {
-	bindings := rt.byResource[o.res.GroupVersionResource]
-	dec := contract.Decide(contract.Object{Held: hold.Has(obj, rt.name), Policy: rt.policy(bindings, obj)}, pres)
-	old, handled, err := rt.lastHandled(o, obj)
+func (r *reconciler) live(ctx context.Context, o *object, obj *unstructured.Unstructured, initial bool, pres contract.Presence) (time.Duration, error) {
+	bindings := r.bindingsOf(o)
+	dec := contract.Decide(contract.Object{Held: hold.Has(obj, r.name), Policy: r.policy(bindings, obj)}, pres)
+	old, handled, err := r.lastHandled(o, obj)
 	if err != nil {
-		rt.log.Warn("unreadable last-handled state; handling as new", "name", obj.GetName(), "error", err)
+		r.log.Warn("unreadable last-handled state; handling as new", "name", obj.GetName(), "error", err)
 	}
 	essence := progress.Essence(obj.Object)
 	var cause string
@@ -208,7 +201,7 @@ func (rt *runtime) processLive(ctx context.Context, o *object, obj *unstructured
 
 	for _, b := range bindings {
 		kind, ok := deliveryKind(b, cause, diff)
-		if !ok || o.done[b.ID] || !rt.matches(b, obj, old) {
+		if !ok || o.done[b.ID] || !r.matches(b, obj, old) {
 			continue
 		}
 		d := &tetherv1.Delivery{Kind: kind, Object: mustJSON(obj.Object)}
@@ -221,7 +214,7 @@ func (rt *runtime) processLive(ctx context.Context, o *object, obj *unstructured
 			fn, _ := progress.Field(obj.Object, b.FieldPath)
 			d.FieldOld, d.FieldNew = mustJSON(fo), mustJSON(fn)
 		}
-		ack, in, wait, err := rt.call(ctx, o, b, obj, d)
+		ack, in, wait, err := r.deliver.call(ctx, o, b, obj, d)
 		if err != nil {
 			return 0, err
 		}
@@ -229,8 +222,8 @@ func (rt *runtime) processLive(ctx context.Context, o *object, obj *unstructured
 			// The hold goes with the outcome in one write, but not after a
 			// retry: the object may be deleted while the handler fails, and
 			// its delete bindings must still run then.
-			if dec.Action == contract.Add && !hold.Has(obj, rt.name) {
-				if err := rt.writes.apply(ctx, o, obj, &write{addHold: true}); err != nil {
+			if dec.Action == contract.Add && !hold.Has(obj, r.name) {
+				if err := r.writes.apply(ctx, o, obj, &write{addHold: true}); err != nil {
 					return 0, err
 				}
 			}
@@ -238,36 +231,36 @@ func (rt *runtime) processLive(ctx context.Context, o *object, obj *unstructured
 		}
 		if ack.GetOutcome() == tetherv1.Outcome_OUTCOME_OK {
 			if err := o.acc.add(b.ID, ack, in.User); err != nil {
-				rt.invalidPatch(obj, b, err)
+				r.invalidPatch(obj, b, err)
 			}
 		}
 		o.done[b.ID] = true
 	}
 
-	w := o.acc.write(rt.name)
-	if cause != "" && rt.tracksState(bindings, obj) {
+	w := o.acc.write(r.name)
+	if cause != "" && r.tracksState(bindings, obj) {
 		after := progress.Essence(jsonpatch.ApplyMerge(obj.Object, o.acc.merge))
 		enc, err := progress.Encode(after)
 		if err != nil {
 			return 0, err
 		}
-		w.setAnnotation(progress.LastHandledKey(rt.name), enc)
+		w.setAnnotation(progress.LastHandledKey(r.name), enc)
 		w.lastHandled = progress.Recorded(after)
 	}
-	switch held := hold.Has(obj, rt.name); {
+	switch held := hold.Has(obj, r.name); {
 	case dec.Action == contract.Add && !held:
 		w.addHold = true
 	case dec.Action == contract.Release && held:
-		r := rt.releaseWrite(dec.Rule)
+		r := r.releaseWrite(dec.Rule)
 		w.removeHold, w.release, w.landed = true, r.release, r.landed
 	}
-	rt.mu.Lock()
+	r.mu.Lock()
 	o.initial = false
-	rt.mu.Unlock()
+	r.mu.Unlock()
 	if w.empty() {
 		return 0, nil
 	}
-	if err := rt.writes.apply(ctx, o, obj, w); err != nil {
+	if err := r.writes.apply(ctx, o, obj, w); err != nil {
 		return 0, err
 	}
 	o.resetCause("")
@@ -292,17 +285,17 @@ func deliveryKind(b *binding.Binding, cause string, diff []progress.Entry) (teth
 // lastHandled is the essence the handler last finished with: this broker's
 // memory when it has one (the informer may still show an older object),
 // else the annotation.
-func (rt *runtime) lastHandled(o *object, obj *unstructured.Unstructured) (map[string]any, bool, error) {
+func (r *reconciler) lastHandled(o *object, obj *unstructured.Unstructured) (map[string]any, bool, error) {
 	if o.lastHandled != nil {
 		return o.lastHandled, true, nil
 	}
-	return progress.LastHandled(obj, rt.name)
+	return progress.LastHandled(obj, r.name)
 }
 
 // tracksState reports whether the handler keeps a last-handled state for
 // obj: it has a create, update, field or resume binding whose filters (but
 // CEL, which may depend on the change) match.
-func (rt *runtime) tracksState(bindings []*binding.Binding, obj *unstructured.Unstructured) bool {
+func (r *reconciler) tracksState(bindings []*binding.Binding, obj *unstructured.Unstructured) bool {
 	for _, b := range bindings {
 		switch b.Kind {
 		case binding.Create, binding.Update, binding.Field, binding.Resume:
@@ -316,27 +309,27 @@ func (rt *runtime) tracksState(bindings []*binding.Binding, obj *unstructured.Un
 	return false
 }
 
-// processDeletion runs the deletion work of an object being deleted (stop
+// deletion runs the deletion work of an object being deleted (stop
 // its timers and daemons, deliver its delete bindings) and releases the
 // handler's hold when the contract says so: the work is done, a daemon
 // timed out, or the handler is past its grace.
-func (rt *runtime) processDeletion(ctx context.Context, o *object, obj *unstructured.Unstructured) (time.Duration, error) {
-	rt.stopTimers(o)
-	if err := rt.stopDaemons(ctx, o, obj, "the object is being deleted"); err != nil {
+func (r *reconciler) deletion(ctx context.Context, o *object, obj *unstructured.Unstructured) (time.Duration, error) {
+	r.timers.stopAll(o)
+	if err := r.daemons.stopAll(ctx, o, obj, "the object is being deleted"); err != nil {
 		return 0, err
 	}
 	o.resetCause("delete")
-	policy := rt.policy(rt.byResource[o.res.GroupVersionResource], obj)
+	policy := r.policy(r.bindingsOf(o), obj)
 	for {
-		state := contract.Object{Deleting: true, Held: hold.Has(obj, rt.name), Policy: policy, Work: rt.deletionWork(o, obj)}
-		dec := contract.Decide(state, rt.presence())
+		state := contract.Object{Deleting: true, Held: hold.Has(obj, r.name), Policy: policy, Work: r.deletionWork(o, obj)}
+		dec := contract.Decide(state, r.presence.now())
 		if !dec.Deliver {
 			if dec.Action != contract.Release {
 				return 0, nil
 			}
-			return 0, rt.writes.apply(ctx, o, obj, rt.releaseWrite(dec.Rule))
+			return 0, r.writes.apply(ctx, o, obj, r.releaseWrite(dec.Rule))
 		}
-		wait, err := rt.deliverDeletes(ctx, o, obj, state.Work)
+		wait, err := r.deliverDeletes(ctx, o, obj, state.Work)
 		switch {
 		case errors.Is(err, errAbsent):
 			// The grace ran out while it waited for an instance: decide again.
@@ -350,10 +343,10 @@ func (rt *runtime) processDeletion(ctx context.Context, o *object, obj *unstruct
 // all are done, some only because the broker gave up on them, and the
 // contract still wants the work (STRICT), those are tried again after the
 // longest backoff.
-func (rt *runtime) deliverDeletes(ctx context.Context, o *object, obj *unstructured.Unstructured, work contract.Work) (time.Duration, error) {
+func (r *reconciler) deliverDeletes(ctx context.Context, o *object, obj *unstructured.Unstructured, work contract.Work) (time.Duration, error) {
 	var again time.Duration
-	for _, b := range rt.byResource[o.res.GroupVersionResource] {
-		if b.Kind != binding.Delete || !rt.matches(b, obj, nil) {
+	for _, b := range r.bindingsOf(o) {
+		if b.Kind != binding.Delete || !r.matches(b, obj, nil) {
 			continue
 		}
 		if work == contract.GaveUp && o.gaveUp[b.ID] {
@@ -366,15 +359,15 @@ func (rt *runtime) deliverDeletes(ctx context.Context, o *object, obj *unstructu
 			continue
 		}
 		d := &tetherv1.Delivery{Kind: tetherv1.DeliveryKind_DELIVERY_KIND_DELETE, Object: mustJSON(obj.Object)}
-		if _, _, wait, err := rt.call(ctx, o, b, obj, d); wait > 0 || err != nil {
+		if _, _, wait, err := r.deliver.call(ctx, o, b, obj, d); wait > 0 || err != nil {
 			return wait, err
 		}
 		o.done[b.ID] = true
 		return 0, nil
 	}
 	if again > 0 {
-		rt.m.opts.Recorder.Event(obj, true, "HandlerRetrying", fmt.Sprintf(
-			"the delete bindings of handler %q ran out of retries, but a STRICT hold waits for the handler's answer: trying again in %v", rt.name, again))
+		r.opts.Recorder.Event(obj, true, "HandlerRetrying", fmt.Sprintf(
+			"the delete bindings of handler %q ran out of retries, but a STRICT hold waits for the handler's answer: trying again in %v", r.name, again))
 	}
 	return again, nil
 }

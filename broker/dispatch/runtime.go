@@ -8,7 +8,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/hashicorp/go-hclog"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -16,7 +15,6 @@ import (
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/tether-dev/tether/broker/binding"
-	"github.com/tether-dev/tether/broker/contract"
 	"github.com/tether-dev/tether/broker/informer"
 	"github.com/tether-dev/tether/broker/presence"
 	"github.com/tether-dev/tether/broker/resource"
@@ -25,61 +23,37 @@ import (
 	tetherv1 "github.com/tether-dev/tether/proto/tether/v1"
 )
 
-// runtime is one handler: its bindings, queue, workers and instances.
+// runtime is one handler's controller: it feeds the queue from the
+// informers, the instances, the timers and the daemons' exits, and runs
+// the workers that hand each queued object to the reconciler. Its parts
+// share the handler.
 type runtime struct {
-	m           *Manager
-	name        string
+	*handler
 	fingerprint string
-	bindings    []*binding.Binding
-	// byResource has the bindings served by watching, by resource;
-	// admission has the validate and mutate bindings, by id.
-	byResource map[schema.GroupVersionResource][]*binding.Binding
-	admission  map[string]*binding.Binding
-	// writes makes the writes to objects.
-	writes *objectWriter
-	log    hclog.Logger
 
-	queue  workqueue.TypedRateLimitingInterface[types.UID]
-	sched  *timer.Scheduler
-	subs   []*informer.Subscription
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
-
-	// declared are the bindings as the handler declared them, for its Lease.
-	declared []*tetherv1.Binding
-	// sweep are the scopes the handler dropped that are still to be swept
-	// of its holds (sweep.go); under mu once started.
-	sweep        []presence.Scope
-	presenceWake chan struct{}
-
-	pool *pool
-
-	mu      sync.Mutex
-	objects map[types.UID]*object
-	// grace and absentAfter are the handler's limits; absentSince is when
-	// its last instance left (zero while one is connected).
-	grace, absentAfter time.Duration
-	absentSince        time.Time
+	queue      workqueue.TypedRateLimitingInterface[types.UID]
+	subs       []*informer.Subscription
+	cancel     context.CancelFunc
+	wg         sync.WaitGroup
+	reconciler *reconciler
+	reviews    *reviews
+	sweeper    *sweeper
 }
 
-func newRuntime(m *Manager, name string, bindings []*binding.Binding, fp string) *runtime {
-	rt := &runtime{
-		m: m, name: name, fingerprint: fp, bindings: bindings,
-		byResource:   map[schema.GroupVersionResource][]*binding.Binding{},
-		admission:    map[string]*binding.Binding{},
-		log:          m.log.Named("handler").With("handler", name),
-		objects:      map[types.UID]*object{},
-		pool:         newPool(),
-		presenceWake: make(chan struct{}, 1),
+// newRuntime makes the runtime of a handler; sweep are the scopes it
+// dropped that are still to be swept of its holds.
+func newRuntime(m *Manager, name string, bindings []*binding.Binding, fp string, sweep []presence.Scope) *runtime {
+	h := newHandler(&m.opts, m.log.Named("handler").With("handler", name), name, bindings)
+	rt := &runtime{handler: h, fingerprint: fp}
+	dl := &deliverer{handler: h}
+	rt.reconciler = &reconciler{handler: h, deliver: dl, timers: &timers{handler: h, deliver: dl}, daemons: &daemons{handler: h, deliver: dl}}
+	rt.reviews = &reviews{handler: h, deliver: dl}
+	rt.sweeper = &sweeper{handler: h, scopes: sweep}
+	h.presence = &presenceKeeper{
+		handler: h, accepting: m.acceptingSince, sweeping: rt.sweeper.remaining,
+		changed: rt.requeueAll, sample: rt.sampleQueue, wake: make(chan struct{}, 1),
 	}
-	rt.writes = &objectWriter{handler: name, opts: &m.opts, mu: &rt.mu}
-	for _, b := range bindings {
-		if b.Kind.IsAdmission() {
-			rt.admission[b.ID] = b
-			continue
-		}
-		rt.byResource[b.Resource.GroupVersionResource] = append(rt.byResource[b.Resource.GroupVersionResource], b)
-	}
+	rt.sweeper.swept = h.presence.poke
 	return rt
 }
 
@@ -87,29 +61,29 @@ func newRuntime(m *Manager, name string, bindings []*binding.Binding, fp string)
 func (rt *runtime) start(parent context.Context) error {
 	ctx, cancel := context.WithCancel(parent)
 	rt.cancel = cancel
-	rt.sched = timer.New(rt.fire)
+	rt.sched = timer.New(rt.fire, rt.clock)
 	rt.wg.Go(func() { _ = rt.sched.Start(ctx) })
 	rt.queue = workqueue.NewTypedRateLimitingQueueWithConfig(
 		workqueue.DefaultTypedControllerRateLimiter[types.UID](),
-		workqueue.TypedRateLimitingQueueConfig[types.UID]{Name: "handler-" + rt.name},
+		workqueue.TypedRateLimitingQueueConfig[types.UID]{Name: "handler-" + rt.name, Clock: rt.clock},
 	)
 	for _, key := range informerKeys(rt.bindings) {
 		res := rt.byResource[key.Resource][0].Resource
-		sub, err := rt.m.opts.Informers.Subscribe(key, rt.eventHandler(res))
+		sub, err := rt.opts.Informers.Subscribe(key, rt.eventHandler(res))
 		if err != nil {
 			rt.stop()
 			return err
 		}
 		rt.subs = append(rt.subs, sub)
 	}
-	for range rt.m.opts.Workers {
+	for range rt.opts.Workers {
 		rt.wg.Go(func() {
 			for rt.processNext(ctx) {
 			}
 		})
 	}
-	rt.wg.Go(func() { rt.presenceLoop(ctx) })
-	rt.wg.Go(func() { rt.sweepLoop(ctx) })
+	rt.wg.Go(func() { rt.presence.run(ctx) })
+	rt.wg.Go(func() { rt.sweeper.run(ctx) })
 	// Shut the queue down when ctx ends so idle workers return from Get.
 	rt.wg.Go(func() {
 		<-ctx.Done()
@@ -203,7 +177,7 @@ func (rt *runtime) observe(res resource.Resource, u *unstructured.Unstructured, 
 		o = &object{uid: uid, res: res, seen: make(chan struct{}, 1)}
 		rt.objects[uid] = o
 	}
-	o.see(u, typ, initial, rt.hasEventBindings(res.GroupVersionResource), rt.m.opts.MaxRawEvents, rt.log)
+	o.see(u, typ, initial, rt.hasEventBindings(res.GroupVersionResource), rt.opts.MaxRawEvents, rt.clock.Now(), rt.log)
 	rt.mu.Unlock()
 	select {
 	case o.seen <- struct{}{}:
@@ -226,10 +200,8 @@ func (rt *runtime) hasEventBindings(gvr schema.GroupVersionResource) bool {
 // again as part of an initial list, so resume bindings fire.
 func (rt *runtime) addInstance(in *session.Instance) {
 	in.OnDaemonExited(func(m *tetherv1.DaemonExited) { rt.daemonExited(in, m) })
+	returned := rt.presence.join(in)
 	rt.mu.Lock()
-	returned := rt.pool.add(in)
-	rt.absentSince = time.Time{}
-	rt.pokePresence()
 	var uids []types.UID
 	for uid, o := range rt.objects {
 		switch {
@@ -251,11 +223,8 @@ func (rt *runtime) addInstance(in *session.Instance) {
 // its session, so their objects are looked at again to start them on the
 // next owner.
 func (rt *runtime) removeInstance(in *session.Instance) {
+	rt.presence.leave(in)
 	rt.mu.Lock()
-	if rt.pool.remove(in) {
-		rt.absentSince = time.Now()
-		rt.pokePresence()
-	}
 	var uids []types.UID
 	for uid, o := range rt.objects {
 		for _, d := range o.daemons {
@@ -293,38 +262,13 @@ func (rt *runtime) daemonExited(in *session.Instance, m *tetherv1.DaemonExited) 
 	uid := types.UID(m.GetUid())
 	rt.mu.Lock()
 	o := rt.objects[uid]
-	keep := o != nil && o.wantsExit(rt.byResource[o.res.GroupVersionResource], in, m.GetBindingId())
+	keep := o != nil && o.wantsExit(rt.bindingsOf(o), in, m.GetBindingId())
 	if keep {
 		o.exits = append(o.exits, daemonExit{inst: in, msg: m})
 	}
 	rt.mu.Unlock()
 	if keep {
 		rt.queue.Add(uid)
-	}
-}
-
-// waitOwner blocks until some instance can take the object, or returns
-// errAbsent once the handler is past its grace, or errObjectChanged when
-// the informer saw the object change meanwhile (deleted, say): what it
-// needs may be another thing now, and a worker waiting here must not keep
-// it from that. changed closes when the instances change, after which the
-// owner may be another.
-func (rt *runtime) waitOwner(ctx context.Context, o *object) (in *session.Instance, changed <-chan struct{}, err error) {
-	for {
-		in, changed := rt.pool.owner(o.uid)
-		if in != nil {
-			return in, changed, nil
-		}
-		if rt.presence() >= contract.Absent {
-			return nil, nil, errAbsent
-		}
-		select {
-		case <-changed:
-		case <-o.seen:
-			return nil, nil, errObjectChanged
-		case <-ctx.Done():
-			return nil, nil, ctx.Err()
-		}
 	}
 }
 
@@ -336,7 +280,7 @@ func (rt *runtime) processNext(ctx context.Context) bool {
 	}
 	defer rt.queue.Done(uid)
 	rt.sampleQueue()
-	after, err := rt.process(ctx, uid)
+	after, err := rt.reconciler.reconcile(ctx, uid)
 	switch {
 	case ctx.Err() != nil:
 	case errors.Is(err, errAbsent), errors.Is(err, errObjectChanged):
@@ -353,6 +297,19 @@ func (rt *runtime) processNext(ctx context.Context) bool {
 		rt.queue.Forget(uid)
 	}
 	return true
+}
+
+// requeueAll has every object looked at again.
+func (rt *runtime) requeueAll() {
+	rt.mu.Lock()
+	uids := make([]types.UID, 0, len(rt.objects))
+	for uid := range rt.objects {
+		uids = append(uids, uid)
+	}
+	rt.mu.Unlock()
+	for _, uid := range uids {
+		rt.queue.Add(uid)
+	}
 }
 
 // newerRV reports whether a's resourceVersion is after b's. Resource versions

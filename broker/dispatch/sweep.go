@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -21,7 +22,7 @@ import (
 // A handler that comes back with narrower bindings (a resource dropped,
 // fewer namespaces) no longer watches objects it may still hold there; no
 // informer would ever show them to it, so rule 3e could not release them.
-// The runtime sweeps such scopes instead: it lists them, releases the
+// The sweeper sweeps such scopes instead: it lists them, releases the
 // handler's holds on the objects its bindings no longer cover (paced by the
 // release limiter), and keeps each scope in the handler's Lease until a
 // sweep finds none left, so that a restart or `broker release` still finds
@@ -102,51 +103,68 @@ func compareGVR(a, b schema.GroupVersionResource) int {
 // answering) is tried again.
 const sweepRetry = 5 * time.Second
 
-// sweepLoop sweeps the runtime's dropped scopes, one after the other,
-// until none is left or ctx ends.
-func (rt *runtime) sweepLoop(ctx context.Context) {
+// sweeper sweeps the scopes one handler dropped of its holds.
+type sweeper struct {
+	*handler
+	// swept runs when a scope is done, to record what is left.
+	swept func()
+
+	mu     sync.Mutex
+	scopes []presence.Scope
+}
+
+// remaining are the scopes still to be swept.
+func (sw *sweeper) remaining() []presence.Scope {
+	sw.mu.Lock()
+	defer sw.mu.Unlock()
+	return slices.Clone(sw.scopes)
+}
+
+// run sweeps the dropped scopes, one after the other, until none is left or
+// ctx ends.
+func (sw *sweeper) run(ctx context.Context) {
 	for {
-		rt.mu.Lock()
+		sw.mu.Lock()
 		var sc presence.Scope
-		left := len(rt.sweep) > 0
+		left := len(sw.scopes) > 0
 		if left {
-			sc = rt.sweep[0]
+			sc = sw.scopes[0]
 		}
-		rt.mu.Unlock()
+		sw.mu.Unlock()
 		if !left {
 			return
 		}
-		n, err := rt.sweepScope(ctx, sc)
+		n, err := sw.sweepScope(ctx, sc)
 		if ctx.Err() != nil {
 			return
 		}
 		if err != nil {
-			rt.log.Warn("cannot sweep a dropped scope; retrying", "resource", sc.Resource, "namespaces", sc.Namespaces,
+			sw.log.Warn("cannot sweep a dropped scope; retrying", "resource", sc.Resource, "namespaces", sc.Namespaces,
 				"error", err, "delay", sweepRetry)
 			select {
 			case <-ctx.Done():
 				return
-			case <-time.After(sweepRetry):
+			case <-sw.clock.After(sweepRetry):
 			}
 			continue
 		}
-		rt.log.Info("swept a scope the handler dropped", "resource", sc.Resource, "namespaces", sc.Namespaces, "released", n)
-		rt.mu.Lock()
-		rt.sweep = rt.sweep[1:]
-		rt.pokePresence()
-		rt.mu.Unlock()
+		sw.log.Info("swept a scope the handler dropped", "resource", sc.Resource, "namespaces", sc.Namespaces, "released", n)
+		sw.mu.Lock()
+		sw.scopes = sw.scopes[1:]
+		sw.mu.Unlock()
+		sw.swept()
 	}
 }
 
 // sweepScope releases the handler's holds in sc on the objects its bindings
 // no longer cover, and returns how many it released.
-func (rt *runtime) sweepScope(ctx context.Context, sc presence.Scope) (int, error) {
-	scope := scopeOf(rt.bindings)
+func (sw *sweeper) sweepScope(ctx context.Context, sc presence.Scope) (int, error) {
+	scope := scopeOf(sw.bindings)
 	nss := sc.Namespaces
 	if len(nss) == 0 {
 		nss = []string{metav1.NamespaceAll}
 	}
-	ri := rt.m.opts.Client.Resource(sc.Resource)
+	ri := sw.opts.Client.Resource(sc.Resource)
 	released := 0
 	for _, ns := range nss {
 		list, err := ri.Namespace(ns).List(ctx, metav1.ListOptions{})
@@ -158,22 +176,23 @@ func (rt *runtime) sweepScope(ctx context.Context, sc presence.Scope) (int, erro
 		}
 		for i := range list.Items {
 			obj := &list.Items[i]
-			if !hold.Has(obj, rt.name) || covers(scope, sc.Resource, obj.GetNamespace()) {
+			if !hold.Has(obj, sw.name) || covers(scope, sc.Resource, obj.GetNamespace()) {
 				continue
 			}
-			at := rt.m.opts.ReleaseLimiter.reserve(time.Now())
+			now := sw.clock.Now()
+			at := sw.opts.ReleaseLimiter.reserve(now)
 			select {
 			case <-ctx.Done():
 				return released, ctx.Err()
-			case <-time.After(time.Until(at)):
+			case <-sw.clock.After(at.Sub(now)):
 			}
-			if err := release.Remove(ctx, ri, obj, rt.name); err != nil {
+			if err := release.Remove(ctx, ri, obj, sw.name); err != nil {
 				return released, fmt.Errorf("releasing %s %s/%s: %w", sc.Resource.Resource, obj.GetNamespace(), obj.GetName(), err)
 			}
 			released++
-			rt.m.opts.Metrics.HoldReleased(rt.name, metrics.ReleaseNoLongerMatching)
-			rt.m.opts.Recorder.Event(obj, false, "HoldReleased", fmt.Sprintf(
-				"handler %q no longer binds %s in this namespace: released (rule 3e)", rt.name, sc.Resource.Resource))
+			sw.opts.Metrics.HoldReleased(sw.name, metrics.ReleaseNoLongerMatching)
+			sw.opts.Recorder.Event(obj, false, "HoldReleased", fmt.Sprintf(
+				"handler %q no longer binds %s in this namespace: released (rule 3e)", sw.name, sc.Resource.Resource))
 		}
 	}
 	return released, nil

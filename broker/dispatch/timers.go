@@ -14,7 +14,13 @@ import (
 	tetherv1 "github.com/tether-dev/tether/proto/tether/v1"
 )
 
-// processTimers keeps one schedule per matching timer binding and delivers
+// timers delivers one handler's ticks.
+type timers struct {
+	*handler
+	deliver *deliverer
+}
+
+// process keeps one schedule per matching timer binding and delivers
 // the ticks that came due. A tick is delivered by the object's worker, so at
 // most one is outstanding per (binding, object): a slow handler gets its
 // ticks late, never piled up. A tick writes nothing unless its ack carries
@@ -25,17 +31,17 @@ import (
 // handler was away, are spread over one interval by a fixed offset per
 // object, so that ten thousand objects do not tick in the same millisecond
 // and then stay in step.
-func (rt *runtime) processTimers(ctx context.Context, o *object, obj *unstructured.Unstructured) (time.Duration, error) {
+func (tm *timers) process(ctx context.Context, o *object, obj *unstructured.Unstructured) (time.Duration, error) {
 	listed := o.listed
 	o.listed = false
-	for _, b := range rt.byResource[o.res.GroupVersionResource] {
+	for _, b := range tm.bindingsOf(o) {
 		if b.Kind != binding.Timer {
 			continue
 		}
 		key := timer.Key{UID: o.uid, Name: b.ID}
-		if !rt.matches(b, obj, nil) {
+		if !tm.matches(b, obj, nil) {
 			if o.timers[b.ID] {
-				rt.stopTimer(o, b.ID)
+				tm.stop(o, b.ID)
 			}
 			continue
 		}
@@ -44,53 +50,53 @@ func (rt *runtime) processTimers(ctx context.Context, o *object, obj *unstructur
 				o.timers = map[string]bool{}
 			}
 			o.timers[b.ID] = true
-			first := time.Now().Add(b.Timer.InitialDelay)
+			first := tm.clock.Now().Add(b.Timer.InitialDelay)
 			if listed {
 				first = first.Add(spread(o.uid, b.Timer.Interval))
 			}
-			rt.sched.Schedule(key, first)
+			tm.sched.Schedule(key, first)
 			continue
 		}
-		due, ok := rt.takeDue(o, b.ID)
+		due, ok := tm.takeDue(o, b.ID)
 		if !ok {
-			if _, scheduled := rt.sched.Scheduled(key); !scheduled {
+			if _, scheduled := tm.sched.Scheduled(key); !scheduled {
 				// Its tick came while the handler was absent.
-				rt.sched.Schedule(key, returnTick(b.Timer, o, due, listed))
+				tm.sched.Schedule(key, returnTick(b.Timer, o, due, listed, tm.clock.Now()))
 			}
 			continue
 		}
 		if listed {
 			// The tick came due while the handler was away; every object
 			// of the handler has one now.
-			rt.sched.Schedule(key, returnTick(b.Timer, o, due, listed))
+			tm.sched.Schedule(key, returnTick(b.Timer, o, due, listed, tm.clock.Now()))
 			continue
 		}
 		if b.Timer.Idle > 0 {
-			rt.mu.Lock()
+			tm.mu.Lock()
 			quiet := o.changed.Add(b.Timer.Idle)
-			rt.mu.Unlock()
-			if time.Now().Before(quiet) {
-				rt.sched.Schedule(key, quiet)
+			tm.mu.Unlock()
+			if tm.clock.Now().Before(quiet) {
+				tm.sched.Schedule(key, quiet)
 				continue
 			}
 		}
 		d := &tetherv1.Delivery{Kind: tetherv1.DeliveryKind_DELIVERY_KIND_TICK, Object: o.encoded(obj), Scheduled: timestamppb.New(due)}
-		ack, in, wait, err := rt.call(ctx, o, b, obj, d)
+		ack, in, wait, err := tm.deliver.call(ctx, o, b, obj, d)
 		if err != nil || wait > 0 {
-			rt.markDue(o, b.ID, due) // the same tick, again
+			tm.markDue(o, b.ID, due) // the same tick, again
 			return wait, err
 		}
-		rt.sched.Schedule(key, nextTick(b.Timer, due, time.Now()))
+		tm.sched.Schedule(key, nextTick(b.Timer, due, tm.clock.Now()))
 		if ack.GetOutcome() != tetherv1.Outcome_OUTCOME_OK {
 			continue
 		}
 		var acc accumulated
 		if err := acc.add(b.ID, ack, in.User); err != nil {
-			rt.invalidPatch(obj, b, err)
+			tm.invalidPatch(obj, b, err)
 			continue
 		}
-		if w := acc.write(rt.name); !w.empty() {
-			if err := rt.writes.apply(ctx, o, obj, w); err != nil {
+		if w := acc.write(tm.name); !w.empty() {
+			if err := tm.writes.apply(ctx, o, obj, w); err != nil {
 				return 0, err
 			}
 		}
@@ -128,8 +134,7 @@ func spread(uid types.UID, interval time.Duration) time.Duration {
 // (listed), at its own offset within the next interval for a timer that
 // ticks after each ack, or at the next point of its grid for a sharp timer
 // (whose grid was spread when it started). due is zero when unknown.
-func returnTick(t binding.TimerOptions, o *object, due time.Time, listed bool) time.Time {
-	now := time.Now()
+func returnTick(t binding.TimerOptions, o *object, due time.Time, listed bool, now time.Time) time.Time {
 	switch {
 	case !listed:
 		return now
@@ -140,24 +145,15 @@ func returnTick(t binding.TimerOptions, o *object, due time.Time, listed bool) t
 	}
 }
 
-func (rt *runtime) markDue(o *object, name string, due time.Time) {
-	rt.mu.Lock()
-	defer rt.mu.Unlock()
-	if o.due == nil {
-		o.due = map[string]time.Time{}
-	}
-	o.due[name] = due
-}
-
-func (rt *runtime) stopTimer(o *object, id string) {
-	rt.sched.Cancel(timer.Key{UID: o.uid, Name: id})
+func (tm *timers) stop(o *object, id string) {
+	tm.sched.Cancel(timer.Key{UID: o.uid, Name: id})
 	delete(o.timers, id)
-	rt.takeDue(o, id)
+	tm.takeDue(o, id)
 }
 
-// stopTimers ends every timer of an object: it is being deleted or gone.
-func (rt *runtime) stopTimers(o *object) {
+// stopAll ends every timer of an object: it is being deleted or gone.
+func (tm *timers) stopAll(o *object) {
 	for id := range o.timers {
-		rt.stopTimer(o, id)
+		tm.stop(o, id)
 	}
 }

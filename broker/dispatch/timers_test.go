@@ -37,24 +37,23 @@ func TestReturnTick(t *testing.T) {
 	o := &object{uid: "u"}
 	plain := binding.TimerOptions{Interval: time.Second}
 	sharp := binding.TimerOptions{Interval: time.Second, Sharp: true}
-	due := time.Now().Add(-2500 * time.Millisecond)
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	due := now.Add(-2500 * time.Millisecond)
 	for _, tc := range []struct {
-		name     string
-		t        binding.TimerOptions
-		due      time.Time
-		listed   bool
-		from, to time.Duration // the tick falls in [now+from, now+to]
+		name   string
+		t      binding.TimerOptions
+		due    time.Time
+		listed bool
+		want   time.Duration // after now
 	}{
-		{"not part of a return: at once", plain, due, false, 0, 100 * time.Millisecond},
-		{"returning, plain: its offset", plain, due, true, spread("u", time.Second) - 100*time.Millisecond, spread("u", time.Second) + 100*time.Millisecond},
-		{"returning, sharp: next point of its grid", sharp, due, true, 400 * time.Millisecond, 600 * time.Millisecond},
-		{"returning, due unknown: its offset", sharp, time.Time{}, true, spread("u", time.Second) - 100*time.Millisecond, spread("u", time.Second) + 100*time.Millisecond},
+		{"not part of a return: at once", plain, due, false, 0},
+		{"returning, plain: its offset", plain, due, true, spread("u", time.Second)},
+		{"returning, sharp: next point of its grid", sharp, due, true, 500 * time.Millisecond},
+		{"returning, due unknown: its offset", sharp, time.Time{}, true, spread("u", time.Second)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			now := time.Now()
-			got := returnTick(tc.t, o, tc.due, tc.listed).Sub(now)
-			if got < tc.from || got > tc.to {
-				t.Errorf("tick in %v, want between %v and %v", got, tc.from, tc.to)
+			if got := returnTick(tc.t, o, tc.due, tc.listed, now).Sub(now); got != tc.want {
+				t.Errorf("tick in %v, want %v", got, tc.want)
 			}
 		})
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
 )
 
 // Key names one scheduled wake-up: an object and what is due for it (a
@@ -19,8 +20,8 @@ type Key struct {
 // Scheduler calls Fire for each key when its time comes. The zero value is
 // not usable; use New.
 type Scheduler struct {
-	fire func(Key, time.Time)
-	now  func() time.Time
+	fire  func(Key, time.Time)
+	clock clock.WithTicker
 
 	mu    sync.Mutex
 	items itemHeap
@@ -39,12 +40,16 @@ type item struct {
 
 const offHeap = -1
 
-// New returns a Scheduler that calls fire(key, due) when key is due. fire
-// runs on the scheduler's goroutine and must not block.
-func New(fire func(key Key, due time.Time)) *Scheduler {
+// New returns a Scheduler that calls fire(key, due) when key is due by clk
+// (nil: the real clock). fire runs on the scheduler's goroutine and must not
+// block.
+func New(fire func(key Key, due time.Time), clk clock.WithTicker) *Scheduler {
+	if clk == nil {
+		clk = clock.RealClock{}
+	}
 	return &Scheduler{
 		fire:  fire,
-		now:   time.Now,
+		clock: clk,
 		byUID: map[types.UID]map[string]*item{},
 		wake:  make(chan struct{}, 1),
 	}
@@ -143,13 +148,13 @@ type firing struct {
 
 // Start fires due keys until ctx ends.
 func (s *Scheduler) Start(ctx context.Context) error {
-	t := time.NewTimer(time.Hour)
+	t := s.clock.NewTimer(time.Hour)
 	defer t.Stop()
 	var due []firing
 	for {
 		due = due[:0]
 		s.mu.Lock()
-		now := s.now()
+		now := s.clock.Now()
 		for len(s.items) > 0 && !s.items[0].at.After(now) {
 			it := heap.Pop(&s.items).(*item)
 			due = append(due, firing{key: it.key, at: it.at})
@@ -167,7 +172,7 @@ func (s *Scheduler) Start(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case <-s.wake:
-		case <-t.C:
+		case <-t.C():
 		}
 	}
 }

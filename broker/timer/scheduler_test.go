@@ -47,7 +47,7 @@ func expect(t *testing.T, f *fired, want Key) {
 
 func TestKeysFireInTimeOrder(t *testing.T) {
 	f := newFired()
-	s := New(f.fire)
+	s := New(f.fire, nil)
 	now := time.Now()
 	a, b, c := Key{"u1", "a"}, Key{"u2", "b"}, Key{"u3", "c"}
 	s.Schedule(c, now.Add(60*time.Millisecond))
@@ -64,7 +64,7 @@ func TestKeysFireInTimeOrder(t *testing.T) {
 
 func TestRescheduleReplacesTheEarlierTime(t *testing.T) {
 	f := newFired()
-	s := New(f.fire)
+	s := New(f.fire, nil)
 	k, marker := Key{"u", "t"}, Key{"m", "marker"}
 	s.Schedule(k, time.Now().Add(time.Hour))
 	run(t, s)
@@ -81,7 +81,7 @@ func TestRescheduleReplacesTheEarlierTime(t *testing.T) {
 
 func TestCancelAndCancelUID(t *testing.T) {
 	f := newFired()
-	s := New(f.fire)
+	s := New(f.fire, nil)
 	now := time.Now()
 	s.Schedule(Key{"u1", "a"}, now.Add(10*time.Millisecond))
 	s.Schedule(Key{"u1", "b"}, now.Add(10*time.Millisecond))
@@ -103,7 +103,7 @@ func TestCancelAndCancelUID(t *testing.T) {
 
 func TestFiredKeyIsScheduledAgainAndForgottenWhenCancelled(t *testing.T) {
 	f := newFired()
-	s := New(f.fire)
+	s := New(f.fire, nil)
 	k, other := Key{"u1", "tick"}, Key{"u2", "tick"}
 	run(t, s)
 	s.Schedule(k, time.Now())
@@ -126,7 +126,7 @@ func TestFiredKeyIsScheduledAgainAndForgottenWhenCancelled(t *testing.T) {
 
 func BenchmarkScheduleAndFire(b *testing.B) {
 	var n int
-	s := New(func(Key, time.Time) { n++ })
+	s := New(func(Key, time.Time) { n++ }, nil)
 	keys := make([]Key, 10000)
 	for i := range keys {
 		keys[i] = Key{UID: "u", Name: string(rune(i))}
