@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
@@ -303,8 +302,8 @@ func (ow *objectWriter) buildPatch(o *object, obj *unstructured.Unstructured, w 
 // must not keep an object from its deletion work or from being released.
 var errRefused = errors.New("the API server refused the write")
 
-// failed sorts a failed write. A 409, or a 422 from a failed `test`,
-// means the object moved: retry on the next state. A refusal of the
+// failed sorts a failed write. A lost race (lostRace) means the object
+// moved: retry on the next state. A refusal of the
 // content (a policy or webhook: 403 or 400; validation: 422; size: 413)
 // drops the handler's part, patch and results, with a Warning Event, and
 // the rest is retried at once; when nothing of the handler's was in it, the
@@ -314,7 +313,7 @@ func (ow *objectWriter) failed(o *object, obj *unstructured.Unstructured, w *wri
 	case apierrors.IsNotFound(err):
 		o.pending = nil
 		return nil
-	case apierrors.IsConflict(err), apierrors.IsInvalid(err) && strings.Contains(err.Error(), "test failed"):
+	case lostRace(err):
 		return fmt.Errorf("writing %s/%s: %w: %v", obj.GetNamespace(), obj.GetName(), errConflict, err)
 	case refused(err) && (len(w.handler) > 0 || len(w.status) > 0):
 		ow.opts.Recorder.Event(obj, true, "InvalidPatch",
@@ -328,6 +327,24 @@ func (ow *objectWriter) failed(o *object, obj *unstructured.Unstructured, w *wri
 	default:
 		return fmt.Errorf("writing %s/%s: %w", obj.GetNamespace(), obj.GetName(), err)
 	}
+}
+
+// lostRace reports whether a write failed because the object changed since
+// it was read: a 409, or a 422 for the JSON patch itself (a `test` that
+// failed, a path that is no longer there). kube-apiserver answers the
+// latter with a bare 422 (reason Invalid, no object named, no causes, and
+// since 1.37 not even "test failed" in the message), while a 422 from
+// validation names the object and its invalid fields.
+func lostRace(err error) bool {
+	if apierrors.IsConflict(err) {
+		return true
+	}
+	var st apierrors.APIStatus
+	if !apierrors.IsInvalid(err) || !errors.As(err, &st) {
+		return false
+	}
+	d := st.Status().Details
+	return d == nil || (d.Name == "" && len(d.Causes) == 0)
 }
 
 // refused reports whether the API server refused a write for what it
