@@ -122,6 +122,10 @@ func (dl *deliverer) judge(o *object, b *binding.Binding, obj *unstructured.Unst
 		dl.opts.Recorder.Event(obj, true, "HandlerFailed", msg)
 		return &tetherv1.Ack{Outcome: tetherv1.Outcome_OUTCOME_FAIL, Message: msg}, 0
 	}
+	if o.attempts == nil {
+		// A raw event's delivery may come before the object's first cause.
+		o.attempts = map[string]int{}
+	}
 	o.attempts[b.ID] = attempt
 	if b.Retry.Exhausted(attempt) {
 		delete(o.attempts, b.ID)
