@@ -9,7 +9,7 @@ BUF     := $(BIN)/buf
 TESTFLAGS ?= -race -count=1 -timeout 30m -p 2
 
 .PHONY: fuzz all build test check vet fmt fmt-check proto proto-lint proto-check \
-        proto-breaking proto-python controlplane cluster demo bench bench-timers bench-admission clean help
+        proto-breaking proto-python controlplane cluster demo chaos bench bench-timers bench-admission clean help
 
 all: build
 
@@ -29,9 +29,10 @@ cluster: ## run a local control plane in the foreground; kubeconfig in .dev/kube
 demo: ## the main job on the local control plane (see README)
 	$(GO) run ./test/cluster --kubeconfig .dev/kubeconfig --demo
 
-test: controlplane ## unit and end-to-end tests against a real control plane, then the fuzz targets for FUZZTIME each
+test: controlplane ## unit and end-to-end tests against a real control plane, the fuzz targets for FUZZTIME each, then a 2-minute chaos run
 	$(GO) test $(TESTFLAGS) ./...
 	$(MAKE) fuzz
+	$(MAKE) chaos SEED=1 DURATION=2m
 
 # Every decoder of untrusted input has a fuzz target; its corpus is in the
 # package's testdata/fuzz and runs with the unit tests too.
@@ -78,6 +79,13 @@ proto-breaking: $(BUF) ## compare proto/ against main for breaking changes
 
 clean:
 	rm -rf $(BIN) .dev
+
+SEED ?= 1
+DURATION ?= 10m
+CHAOSFLAGS ?=
+
+chaos: controlplane ## random faults against the real control plane, judged by the invariant checker (SEED=, DURATION=; docs/reliability.md)
+	$(GO) run ./test/chaos/cmd/chaos -seed $(SEED) -duration $(DURATION) $(CHAOSFLAGS)
 
 bench: ## create/delete benchmark: broker vs a raw client-go controller
 	$(GO) run ./test/bench $(BENCHFLAGS)

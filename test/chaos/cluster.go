@@ -1,0 +1,243 @@
+package chaos
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/dynamic"
+)
+
+// startBrokers starts two broker replicas with leader election, each
+// reaching the API server through its own link, and waits until one leads.
+func (r *run) startBrokers(ctx context.Context, bin string) error {
+	api, err := url.Parse(r.cp.URL())
+	if err != nil {
+		return err
+	}
+	kubeconfig, err := os.ReadFile(r.cp.KubeconfigPath())
+	if err != nil {
+		return err
+	}
+	var toBrokers []string
+	for _, name := range []string{"broker-a", "broker-b"} {
+		apiLink, err := r.links.add(name+"->apiserver", api.Host)
+		if err != nil {
+			return err
+		}
+		// The API server's certificate is for 127.0.0.1, whatever the port.
+		path := filepath.Join(r.opts.Dir, name+".kubeconfig")
+		if err := os.WriteFile(path, []byte(strings.ReplaceAll(string(kubeconfig), r.cp.URL(), "https://"+apiLink)), 0o600); err != nil {
+			return err
+		}
+		listen, metrics := freeAddr(), freeAddr()
+		link, err := r.links.add("handlers->"+name, listen)
+		if err != nil {
+			return err
+		}
+		toBrokers = append(toBrokers, link)
+		args := append([]string{"--kubeconfig", path, "--listen", listen, "--insecure", "--namespace", brokerNamespace,
+			"--identity", name, "--metrics-listen", metrics, "--log-level", "debug",
+			"--leader-elect", "--leader-elect-lease-duration", "3s", "--leader-elect-renew-deadline", "2s", "--leader-elect-retry-period", "250ms",
+			"--default-backoff", "100ms", "--default-max-backoff", "1s"}, r.opts.BrokerFlags...)
+		p := &proc{name: name, bin: bin, args: args, dir: r.opts.Dir, supervise: true, restarted: r.restarted}
+		if err := p.start(); err != nil {
+			return err
+		}
+		r.brokers[name], r.metricsAddrs[name] = p, metrics
+		r.brokerNames = append(r.brokerNames, name)
+	}
+	r.handlerBrokers = strings.Join(toBrokers, ",")
+	return until(ctx, time.Minute, "a broker to lead", func() bool {
+		_, err := r.leader(ctx)
+		return err == nil
+	})
+}
+
+// startHandlers starts three handler instances.
+func (r *run) startHandlers(bin string) {
+	for i := 1; i <= 3; i++ {
+		name := fmt.Sprintf("handler-%d", i)
+		p := &proc{name: name, bin: bin, dir: r.opts.Dir, onLine: r.onDelivery, supervise: true, restarted: r.restarted}
+		p.args = r.handlerArgs(name)
+		r.handlers[name] = p
+		r.handlerNames = append(r.handlerNames, name)
+		if err := p.start(); err != nil {
+			r.progress("%v", err)
+		}
+	}
+}
+
+// awaitHolding waits until the handler holds a new widget, which means a
+// broker leads, its informers synced and an instance is connected, and
+// then deletes the widget again.
+func (r *run) awaitHolding(ctx context.Context, dyn dynamic.Interface) error {
+	ri := dyn.Resource(widgetGVR).Namespace(loadNamespace)
+	probe := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "test.tether.dev/v1", "kind": "Widget",
+		"metadata": map[string]any{"name": "probe"}, "spec": map[string]any{"size": int64(1)},
+	}}
+	if _, err := ri.Create(ctx, probe, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("creating the probe widget: %w", err)
+	}
+	if err := until(ctx, time.Minute, "the handler to hold the probe widget", func() bool {
+		got, err := ri.Get(ctx, "probe", metav1.GetOptions{})
+		return err == nil && slices.Contains(got.GetFinalizers(), HoldPrefix+handlerName)
+	}); err != nil {
+		return err
+	}
+	if err := ri.Delete(ctx, "probe", metav1.DeleteOptions{}); err != nil {
+		return fmt.Errorf("deleting the probe widget: %w", err)
+	}
+	return until(ctx, time.Minute, "the probe widget to go", func() bool {
+		_, err := ri.Get(ctx, "probe", metav1.GetOptions{})
+		return apierrors.IsNotFound(err)
+	})
+}
+
+// until polls cond every 100ms until it holds, or fails after timeout.
+func until(ctx context.Context, timeout time.Duration, what string, cond func() bool) error {
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return fmt.Errorf("waiting for %s: not within %v", what, timeout)
+		}
+		wait(ctx, 100*time.Millisecond)
+	}
+	return nil
+}
+
+// restarted notes a supervised process that exited by itself and was
+// started again.
+func (r *run) restarted(name string) { r.progress("%s exited by itself; started again", name) }
+
+// stopAll ends the handlers (with SIGTERM, so that they say Goodbye), then
+// the brokers.
+func (r *run) stopAll() {
+	for _, h := range r.handlers {
+		h.terminate()
+	}
+	for _, b := range r.brokers {
+		b.terminate()
+	}
+}
+
+func freeAddr() string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		panic(fmt.Sprintf("no free port: %v", err))
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// sample is a broker's goroutines and resident memory at one moment.
+type sample struct {
+	generation int
+	goroutines int
+	rss        int64
+}
+
+// sampleBrokers reads the goroutines and memory of every running broker
+// from its metrics.
+func (r *run) sampleBrokers(ctx context.Context) {
+	for name, b := range r.brokers {
+		if !b.running() {
+			continue
+		}
+		s, err := scrape(ctx, r.metricsAddrs[name])
+		if err != nil {
+			r.progress("sampling %s: %v", name, err)
+			continue
+		}
+		b.mu.Lock()
+		s.generation = b.generation
+		b.mu.Unlock()
+		r.mu.Lock()
+		r.samples[name] = append(r.samples[name], s)
+		r.mu.Unlock()
+	}
+}
+
+func scrape(ctx context.Context, addr string) (sample, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/metrics", nil)
+	if err != nil {
+		return sample{}, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return sample{}, err
+	}
+	defer resp.Body.Close()
+	var s sample
+	sc := bufio.NewScanner(io.LimitReader(resp.Body, 16<<20))
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		name, value, ok := strings.Cut(sc.Text(), " ")
+		if !ok {
+			continue
+		}
+		f, err := strconv.ParseFloat(value, 64)
+		if err != nil {
+			continue
+		}
+		switch name {
+		case "go_goroutines":
+			s.goroutines = int(f)
+		case "process_resident_memory_bytes":
+			s.rss = int64(f)
+		}
+	}
+	return s, sc.Err()
+}
+
+// brokerReports are each broker's panics, from its log, and its first and
+// last samples when one process lived through both.
+func (r *run) brokerReports() []BrokerReport {
+	var out []BrokerReport
+	for _, name := range r.brokerNames {
+		rep := BrokerReport{Name: name, Panics: panics(filepath.Join(r.opts.Dir, name+".log"))}
+		r.mu.Lock()
+		ss := r.samples[name]
+		r.mu.Unlock()
+		if len(ss) >= 2 && ss[0].generation == ss[len(ss)-1].generation {
+			first, last := ss[0], ss[len(ss)-1]
+			rep.FirstGoroutines, rep.LastGoroutines, rep.FirstRSS, rep.LastRSS = first.goroutines, last.goroutines, first.rss, last.rss
+		}
+		out = append(out, rep)
+	}
+	return out
+}
+
+// panics are the lines of a log that begin a panic, a fatal error or a
+// data race report.
+func panics(path string) []string {
+	f, err := os.Open(path)
+	if err != nil {
+		return []string{fmt.Sprintf("reading the log: %v", err)}
+	}
+	defer f.Close()
+	var out []string
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		l := sc.Text()
+		if strings.HasPrefix(l, "panic:") || strings.HasPrefix(l, "fatal error:") || strings.Contains(l, "WARNING: DATA RACE") {
+			out = append(out, l)
+		}
+	}
+	return out
+}

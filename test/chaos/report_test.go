@@ -1,0 +1,109 @@
+package chaos
+
+import (
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+// report runs Check and Summarize on h and returns the report's lines.
+func report(t *testing.T, h *History) []string {
+	t.Helper()
+	var b strings.Builder
+	Report(&b, h, Summarize(h), Check(h))
+	t.Logf("the report:\n%s", b.String())
+	return strings.Split(strings.TrimSuffix(b.String(), "\n"), "\n")
+}
+
+// wantLines checks that each pattern matches a whole line of lines, and
+// that they come in that order.
+func wantLines(t *testing.T, lines []string, patterns ...string) {
+	t.Helper()
+	i := 0
+	for _, p := range patterns {
+		re := regexp.MustCompile("^" + p + "$")
+		for i < len(lines) && !re.MatchString(lines[i]) {
+			i++
+		}
+		if i == len(lines) {
+			t.Errorf("no line %q (in order)", p)
+			return
+		}
+	}
+}
+
+func TestReportShowsTheRunAndEachViolation(t *testing.T) {
+	h := history(deletedWidget("w1", 1), heldThenReleased("w2"), // w2 is released at 12 unanswered
+		Fault{At: at(5), Healed: at(8), Kind: FaultHandlerKill, Target: "handler-1"},
+		Fault{At: at(9.5), Kind: FaultNetReset, Target: "broker->apiserver"},
+		BrokerReport{Name: "broker-a", Panics: []string{"panic: boom"}})
+	lines := report(t, h)
+	wantLines(t, lines,
+		`seed +7`,
+		`duration +10m0s`,
+		`objects created +1`,
+		`deliveries +2`,
+		`  create +1`,
+		`  delete +1`,
+		`faults +2`,
+		`  handler-kill +1`,
+		`  net-reset +1`,
+		`duplicates +0`,
+		`violations +2`,
+		`  1 stuck-hold +0`,
+		`  2 create-missed, delete-skipped +1`,
+		`  3 strict-released +0`,
+		`  4 foreign-removed +0`,
+		`  5 late-delivery +0`,
+		`  6 broker-panic, leak +1`,
+		`release latency +p50 +p99 +objects`,
+		`  handler-kill +300ms +300ms +1`,
+		`  net-reset +3s +3s +1`,
+		`2 delete-skipped: widgets load/n-w2 uid w2 at \+12s`,
+		`  the hold tether\.dev/chaos was released \(seen deleting without it at \+12s\) before its "delete" binding answered ok or fail; it was never delivered`,
+		`  fault handler-kill handler-1 at \+5s, healed \+8s`,
+		`  fault net-reset broker->apiserver at \+9\.5s`,
+		`6 broker-panic: broker broker-a at \+11m40s`,
+		`  1 panic line\(s\); the first: panic: boom`,
+		`reproduce: make chaos SEED=7`,
+	)
+	if last := lines[len(lines)-1]; last != "reproduce: make chaos SEED=7" {
+		t.Errorf("the last line is %q", last)
+	}
+}
+
+func TestReportWithoutViolationsShowsZeroRows(t *testing.T) {
+	h := history(deletedWidget("w1", 1))
+	h.Quiet = h.Start.Add(72300 * time.Millisecond)
+	lines := report(t, h)
+	wantLines(t, lines,
+		`duration +1m12\.3s`,
+		`violations +0`,
+		`  1 stuck-hold +0`, `  2 create-missed, delete-skipped +0`, `  3 strict-released +0`,
+		`  4 foreign-removed +0`, `  5 late-delivery +0`, `  6 broker-panic, leak +0`,
+		`  none +300ms +300ms +1`,
+		``,
+		`reproduce: make chaos SEED=7`,
+	)
+	violation := regexp.MustCompile(`^\d [a-z-]+: `)
+	for _, l := range lines {
+		if violation.MatchString(l) {
+			t.Errorf("a violation's line: %q", l)
+		}
+	}
+}
+
+func TestReportShowsOffsetsFromTheStart(t *testing.T) {
+	for _, c := range []struct {
+		sec  float64
+		want string
+	}{{72.34, "+1m12.3s"}, {0, "+0s"}, {-1.5, "-1.5s"}, {0.04, "+0s"}} {
+		if got := sinceStart(t0, at(c.sec)); got != c.want {
+			t.Errorf("%v s: got %q, want %q", c.sec, got, c.want)
+		}
+	}
+	if got := sinceStart(t0, time.Time{}); got != "?" {
+		t.Errorf("no time: got %q", got)
+	}
+}
