@@ -2,6 +2,7 @@
 # Generate the Python stubs for proto/tether/v1/broker.proto.
 #
 #   test/python/gen.sh [OUT]     (OUT defaults to test/python/gen)
+#   test/python/gen.sh sdk/python   (the Python SDK's stubs, tether/v1/)
 #
 # The toolchain is Debian bookworm's protobuf-compiler (protoc 3.21.12) and
 # protobuf-compiler-grpc (grpc_python_plugin 1.51.1); other versions emit
@@ -44,6 +45,8 @@ cd "$repo"
   --plugin=protoc-gen-grpc_python="$plugin" \
   tether/v1/broker.proto
 # Regular packages, so "tether" cannot be shadowed by a namespace package.
-: >"$out/tether/__init__.py"
-: >"$out/tether/v1/__init__.py"
+# An __init__.py that exists is left alone: in sdk/python it is the SDK's.
+for init in "$out/tether/__init__.py" "$out/tether/v1/__init__.py"; do
+  [ -e "$init" ] || : >"$init"
+done
 echo "gen.sh: wrote $out/tether/v1/broker_pb2.py and broker_pb2_grpc.py" >&2

@@ -1,0 +1,165 @@
+"""Daemons through the real session: DAEMON_START is acked at once,
+DAEMON_STOP sets stopped and is acked when the function returned, a daemon
+that returns by itself is reported, and stopping the handler stops its
+daemons before it says goodbye. Sync and async daemons alike."""
+
+import asyncio
+import threading
+import unittest
+
+import tether
+from tether.v1 import broker_pb2 as pb
+
+from broker_fake import WAIT, FakeBroker, Runner
+
+W = ("test.tether.dev", "v1", "widgets")
+
+
+def start(uid, binding="daemon"):
+    ref = pb.ObjectRef(resource=pb.Resource(group=W[0], version="v1", resource="widgets"), namespace="ns",
+                       name="w-" + uid, uid=uid)
+    obj = b'{"metadata":{"name":"w-%s","namespace":"ns","uid":"%s"}}' % (uid.encode(), uid.encode())
+    return pb.Delivery(binding_id=binding, kind=pb.DELIVERY_KIND_DAEMON_START, attempt=1, ref=ref, object=obj)
+
+
+def stop(uid, binding="daemon"):
+    d = start(uid, binding)
+    d.kind = pb.DELIVERY_KIND_DAEMON_STOP
+    return d
+
+
+class Watch:
+    """What a daemon saw, shared with the test."""
+
+    def __init__(self):
+        self.running = threading.Event()
+        self.returned = threading.Event()
+        self.reason = None
+
+
+def sync_daemon(watch, fail=False, by_itself=False):
+    def follow(stopped, **_):
+        watch.running.set()
+        if not by_itself:
+            stopped.wait()
+            watch.reason = stopped.reason
+        watch.returned.set()
+        if fail:
+            raise RuntimeError("lost the connection")
+    return follow
+
+
+def async_daemon(watch, fail=False, by_itself=False):
+    async def follow(stopped, **_):
+        watch.running.set()
+        if not by_itself:
+            await stopped
+            assert stopped.is_set() and await stopped.wait(0)
+            watch.reason = stopped.reason
+        watch.returned.set()
+        if fail:
+            raise RuntimeError("lost the connection")
+    return follow
+
+
+FLAVOURS = [("sync", sync_daemon), ("async", async_daemon)]
+
+
+class Daemons(unittest.TestCase):
+    def serve(self, make, **options):
+        watch = Watch()
+        reg = tether.Registry()
+        tether.daemon(*W, registry=reg, id="daemon")(make(watch, **options))
+        broker = FakeBroker().start()
+        self.addCleanup(broker.stop)
+        r = Runner(reg, broker=broker.address, window=2).start()
+        self.addCleanup(lambda: r.done.is_set() or r.stop())
+        broker.connected()
+        return broker, r, watch
+
+    def test_stop_is_acked_once_the_function_returned(self):
+        for flavour, make in FLAVOURS:
+            with self.subTest(flavour):
+                broker, r, watch = self.serve(make)
+                self.assertEqual(broker.deliver(start("u1")).outcome, pb.OUTCOME_OK)
+                self.assertTrue(watch.running.wait(WAIT))
+                self.assertEqual(broker.deliver(start("u1")).outcome, pb.OUTCOME_OK, "already running")
+                ack = broker.deliver(stop("u1"))
+                self.assertEqual((ack.outcome, ack.message), (pb.OUTCOME_OK, ""))
+                self.assertTrue(watch.returned.is_set(), "acked before the function returned")
+                self.assertEqual(watch.reason, "stopped by the broker")
+                self.assertEqual(broker.deliver(stop("u1")).outcome, pb.OUTCOME_OK, "a stop for no daemon")
+                self.assertEqual(broker.messages("daemon_exited"), [])
+                r.stop()
+
+    def test_an_error_on_stop_is_the_acks_message(self):
+        for flavour, make in FLAVOURS:
+            with self.subTest(flavour):
+                broker, r, watch = self.serve(make, fail=True)
+                broker.deliver(start("u1"))
+                ack = broker.deliver(stop("u1"))
+                self.assertEqual(ack.outcome, pb.OUTCOME_OK)
+                self.assertEqual(ack.message, "RuntimeError: lost the connection")
+                r.stop()
+
+    def test_a_daemon_that_returns_by_itself_is_reported(self):
+        for flavour, make in FLAVOURS:
+            for fail in (False, True):
+                with self.subTest(flavour, fail=fail):
+                    broker, r, watch = self.serve(make, by_itself=True, fail=fail)
+                    broker.deliver(start("u1"))
+                    (exited,) = broker.wait_for(lambda: broker.messages("daemon_exited"), "DaemonExited")
+                    self.assertEqual((exited.binding_id, exited.uid, exited.failed), ("daemon", "u1", fail))
+                    self.assertEqual(exited.message, "RuntimeError: lost the connection" if fail else "")
+                    r.stop()
+
+    def test_stopping_the_handler_stops_daemons_before_goodbye(self):
+        for flavour, make in FLAVOURS:
+            with self.subTest(flavour):
+                broker, r, watch = self.serve(make)
+                broker.deliver(start("u1"))
+                self.assertTrue(watch.running.wait(WAIT))
+                r.stop()
+                self.assertIsNone(r.error)
+                self.assertTrue(watch.returned.is_set())
+                self.assertEqual(watch.reason, "handler shutting down")
+                self.assertEqual(len(broker.messages("goodbye")), 1)
+                self.assertEqual(broker.messages("daemon_exited"), [], "a stop asked for is no exit")
+
+    def test_daemons_take_no_window_slot(self):
+        broker, r, watch = self.serve(sync_daemon)
+        for uid in ("u1", "u2", "u3"):  # the window is 2
+            self.assertEqual(broker.deliver(start(uid)).outcome, pb.OUTCOME_OK)
+        for uid in ("u1", "u2", "u3"):
+            self.assertEqual(broker.deliver(stop(uid)).outcome, pb.OUTCOME_OK)
+
+    def test_a_start_without_uid_fails(self):
+        broker, r, watch = self.serve(sync_daemon)
+        d = start("")
+        ack = broker.deliver(d)
+        self.assertEqual(ack.outcome, pb.OUTCOME_FAIL)
+        self.assertIn("without object uid", ack.message)
+
+
+class StoppedFlags(unittest.TestCase):
+    def test_sync_flag(self):
+        flag = tether.DaemonStopped()
+        self.assertFalse(flag or flag.is_set() or flag.wait(0))
+        flag._set("why")
+        flag._set("later reasons do not replace the first")
+        self.assertTrue(flag and flag.wait(0))
+        self.assertEqual(flag.reason, "why")
+
+    def test_async_flag(self):
+        async def check():
+            flag = tether.AsyncDaemonStopped()
+            self.assertFalse(await flag.wait(0.01))
+            asyncio.get_running_loop().call_soon(flag._set, "why")
+            await asyncio.wait_for(flag, WAIT)
+            self.assertTrue(flag and await flag.wait(0))
+
+        asyncio.run(check())
+
+
+if __name__ == "__main__":
+    unittest.main()

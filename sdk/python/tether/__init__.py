@@ -1,0 +1,33 @@
+"""Tether's Python SDK: handlers for the Tether broker, in Kopf's shape.
+
+    import tether
+
+    @tether.on.create("example.com", "v1", "widgets")
+    def created(spec, patch, logger, **_):
+        patch.metadata.labels["example.com/seen"] = "yes"
+        return {"size": spec.get("size")}
+
+Run it with ``python3 -m tether run handler.py --name widgets``; test it
+with tether.testing.FakeBroker. See README.md.
+"""
+
+from . import on
+from .bindings import HOLD, NONE, STRICT, Finalizer
+from .daemons import AsyncDaemonStopped, DaemonStopped
+from .delivery import DiffItem, Resource
+from .errors import AdmissionError, PermanentError, RejectedError, TemporaryError
+from .on import daemon, timer
+from .patch import Patch
+from .registry import Registry, get_default_registry
+from .runner import ConfigError, operator, run
+from .selectors import ABSENT, PRESENT
+from .version import __version__
+
+__all__ = [
+    "on", "timer", "daemon",
+    "HOLD", "STRICT", "NONE", "Finalizer", "PRESENT", "ABSENT",
+    "TemporaryError", "PermanentError", "AdmissionError", "RejectedError", "ConfigError",
+    "Registry", "get_default_registry", "run", "operator",
+    "Patch", "Resource", "DiffItem", "DaemonStopped", "AsyncDaemonStopped",
+    "__version__",
+]

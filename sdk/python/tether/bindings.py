@@ -1,0 +1,340 @@
+"""What a decorator declares, checked as far as the SDK can without the
+broker, and its wire form: one proto Binding of the Hello. The broker checks
+the rest (discovery, selectors, CEL, permissions) and names the bad field."""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import re
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from . import durations, limits, selectors
+from .v1 import broker_pb2 as pb
+
+
+class Kind(enum.Enum):
+    """The kind of a binding; the value is its name in messages and ids."""
+
+    CREATE = "create"
+    UPDATE = "update"
+    DELETE = "delete"
+    RESUME = "resume"
+    FIELD = "field"
+    EVENT = "event"
+    TIMER = "timer"
+    DAEMON = "daemon"
+    VALIDATE = "validate"
+    MUTATE = "mutate"
+
+    @property
+    def admission(self) -> bool:
+        return self in (Kind.VALIDATE, Kind.MUTATE)
+
+    @property
+    def may_hold(self) -> bool:
+        return self in (Kind.DELETE, Kind.TIMER, Kind.DAEMON)
+
+    @property
+    def proto(self) -> int:
+        return pb.BindingKind.Value("BINDING_KIND_" + self.name)
+
+
+class Finalizer(enum.Enum):
+    """Whether and how a delete, timer or daemon binding holds its objects
+    with the finalizer tether.dev/<handler> (see DESIGN.md, the hold contract)."""
+
+    HOLD = "HOLD"
+    STRICT = "STRICT"
+    NONE = "NONE"
+
+    @property
+    def proto(self) -> int:
+        return pb.FinalizerPolicy.Value("FINALIZER_POLICY_" + self.name)
+
+
+HOLD = Finalizer.HOLD
+"""Held until the deletion work is done, or the handler is absent past its grace."""
+STRICT = Finalizer.STRICT
+"""Held until the handler acknowledges, or the cancellation timeout runs out."""
+NONE = Finalizer.NONE
+"""Never held: timers and daemons stop when the broker sees the object gone."""
+
+OPERATIONS = ("CREATE", "UPDATE", "DELETE", "CONNECT")
+FAILURE_POLICIES = ("Ignore", "Fail")
+_DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_VERSION = re.compile(r"^v\d+((alpha|beta)\d+)?$")
+
+
+@dataclasses.dataclass(frozen=True)
+class Spec:
+    """One binding as declared; durations are in seconds, 0 meaning unset."""
+
+    id: str
+    kind: Kind
+    group: str
+    version: str
+    plural: str = ""
+    resource_kind: str = ""
+    namespaces: tuple[str, ...] = ()
+    label_selector: str = ""
+    field_selector: str = ""
+    annotations: tuple[tuple[str, str, str], ...] = ()
+    when: str = ""
+    field: str = ""
+    optional: bool = False
+    finalizer: Finalizer | None = None
+    retries: int | None = None
+    timeout: float = 0.0
+    backoff: float = 0.0
+    max_backoff: float = 0.0
+    # timers
+    interval: float = 0.0
+    initial_delay: float = 0.0
+    idle: float = 0.0
+    sharp: bool = False
+    # daemons
+    cancellation_timeout: float = 0.0
+    restart: bool = False
+    # validate and mutate
+    operations: tuple[str, ...] = ()
+    subresource: str = ""
+    namespace_selector: str = ""
+    match_conditions: tuple[tuple[str, str], ...] = ()
+    failure_policy: str = ""
+    side_effects: bool | None = None
+
+
+def check_name(what: str, name: str, max_length: int = limits.MAX_NAME_LENGTH) -> None:
+    if not isinstance(name, str) or len(name) > max_length or not _DNS1123_LABEL.match(name):
+        raise ValueError(f"{what} {name!r} is not a DNS-1123 label (lower case letters, digits and '-') "
+                         f"of at most {max_length} characters")
+
+
+def default_id(kind: Kind, fn: Callable[..., Any]) -> str:
+    """"<kind>-<function name>", underscores as dashes: stable across
+    releases as long as the function keeps its name (results are stored
+    under the id), and distinct when one function has several decorators."""
+    name = getattr(fn, "__name__", "")
+    candidate = f"{kind.value}-{name.lower().replace('_', '-').strip('-')}"
+    try:
+        check_name("id", candidate)
+    except ValueError:
+        raise ValueError(f"the default binding id {candidate!r} (from the function's name) is not a "
+                         f"DNS-1123 label of at most {limits.MAX_NAME_LENGTH} characters: pass id=") from None
+    return candidate
+
+
+def build(kind: Kind, fn: Callable[..., Any], group: str, version: str | None, plural: str | None,
+          options: Mapping[str, Any]) -> Spec:
+    """Check a decorator's arguments and make its Spec; options holds the
+    keyword arguments the decorator takes, None for those not given."""
+    opts = {k: v for k, v in options.items() if v is not None}
+    resource_kind = _string("kind", opts.pop("kind", ""))
+    group, version, plural = _resource(group, version, plural, resource_kind)
+    fields: dict[str, Any] = {"kind": kind, "group": group, "version": version, "plural": plural or "",
+                              "resource_kind": resource_kind}
+    fields["id"] = opts.pop("id", None) or default_id(kind, fn)
+    check_name("binding id", fields["id"])
+    fields["namespaces"] = namespaces(opts.pop("namespaces", ()))
+    fields["label_selector"] = selectors.label_selector(opts.pop("labels", None))
+    fields["annotations"] = selectors.annotation_filters(opts.pop("annotations", None))
+    fields["when"] = selectors.when(opts.pop("when", None))
+    for name in ("field_selector", "subresource", "namespace_selector"):
+        if name in opts:
+            fields[name] = _string(name, opts.pop(name))
+    for name in ("timeout", "backoff", "max_backoff", "interval", "initial_delay", "idle", "cancellation_timeout"):
+        if name in opts:
+            fields[name] = durations.seconds(name, opts.pop(name))
+    for name in ("optional", "sharp", "restart", "side_effects"):
+        if name in opts:
+            fields[name] = _flag(name, opts.pop(name))
+    if "field" in opts:
+        fields["field"] = _field_path(opts.pop("field"))
+    if "finalizer" in opts:
+        fields["finalizer"] = _finalizer(opts.pop("finalizer"))
+    if "retries" in opts:
+        fields["retries"] = _retries(opts.pop("retries"))
+    fields["operations"] = _operations(opts.pop("operations", None), opts.pop("operation", None))
+    fields["failure_policy"] = _failure_policy(opts.pop("failure_policy", None), opts.pop("ignore_failures", None))
+    fields["match_conditions"] = _match_conditions(opts.pop("match_conditions", None))
+    if opts:
+        raise TypeError(f"unexpected options {sorted(opts)}")  # a decorator passed what build does not know
+    spec = Spec(**fields)
+    _check(spec)
+    return spec
+
+
+def _resource(group: Any, version: Any, plural: Any, kind: Any) -> tuple[str, str, str | None]:
+    if plural is None and not kind and isinstance(group, str) and _VERSION.match(group):
+        # Kopf's ('v1', 'pods'): the core group.
+        group, version, plural = "", group, version
+    if not isinstance(group, str):
+        raise TypeError(f"group must be a string ('' for the core group), not {group!r}")
+    if not isinstance(version, str) or not version:
+        raise ValueError(f"version must be a non-empty string such as 'v1', not {version!r}")
+    if plural is not None and (not isinstance(plural, str) or not plural):
+        raise ValueError(f"plural must be a resource name such as 'deployments', not {plural!r}")
+    if plural is None and not kind:
+        raise ValueError("name the resource: (group, version, plural), or (group, version, kind='Kind')")
+    return group, version, plural
+
+
+def namespaces(value: str | Iterable[str]) -> tuple[str, ...]:
+    names = (value,) if isinstance(value, str) else tuple(value)
+    for ns in names:
+        check_name("namespace", ns, limits.MAX_NAMESPACE_LENGTH)
+    if len(set(names)) != len(names):
+        raise ValueError(f"namespaces={list(names)!r} names a namespace twice")
+    if len(names) > limits.MAX_NAMESPACES:
+        raise ValueError(f"{len(names)} namespaces, more than the {limits.MAX_NAMESPACES} a binding may name; "
+                         "bind cluster-wide and narrow with labels= or when=")
+    return names
+
+
+def _string(option: str, value: Any) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"{option}= takes a string, not {value!r}")
+    return value
+
+
+def _flag(option: str, value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise TypeError(f"{option}= takes True or False, not {value!r}")
+    return value
+
+
+def _field_path(value: Any) -> str:
+    if isinstance(value, (list, tuple)):
+        value = ".".join(value)  # Kopf also takes ('spec', 'replicas')
+    if not isinstance(value, str) or not value or "" in value.split("."):
+        raise ValueError(f"field={value!r} is not a dotted path such as 'spec.replicas'")
+    return value
+
+
+def _finalizer(value: Any) -> Finalizer:
+    if not isinstance(value, Finalizer):
+        raise TypeError(f"finalizer= takes tether.HOLD, tether.STRICT or tether.NONE, not {value!r}")
+    return value
+
+
+def _retries(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"retries= takes an int (0: never retry, negative: forever), not {value!r}")
+    return min(max(value, -1), 2**31 - 1)
+
+
+def _operations(operations: Any, operation: Any) -> tuple[str, ...]:
+    if operations is not None and operation is not None:
+        raise TypeError("give operations= or Kopf's operation=, not both")
+    if operation is not None:
+        operations = [operation]
+    if operations is None:
+        return ()
+    if isinstance(operations, str):
+        operations = [operations]
+    out = []
+    for op in operations:
+        if not isinstance(op, str) or op.upper() not in OPERATIONS:
+            raise ValueError(f"operation {op!r} is not one of {', '.join(OPERATIONS)}")
+        if op.upper() not in out:
+            out.append(op.upper())
+    if not out:
+        raise ValueError("operations= is empty (leave it out for CREATE and UPDATE)")
+    return tuple(out)
+
+
+def _failure_policy(policy: Any, ignore_failures: Any) -> str:
+    if policy is not None and ignore_failures is not None:
+        raise TypeError("give failure_policy= or Kopf's ignore_failures=, not both")
+    if ignore_failures is not None:
+        return FAILURE_POLICIES[0] if _flag("ignore_failures", ignore_failures) else FAILURE_POLICIES[1]
+    if policy is None:
+        return ""
+    for name in FAILURE_POLICIES:
+        if isinstance(policy, str) and policy.lower() == name.lower():
+            return name
+    raise ValueError(f"failure_policy={policy!r} is not 'Ignore' or 'Fail'")
+
+
+def _match_conditions(value: Any) -> tuple[tuple[str, str], ...]:
+    if value is None:
+        return ()
+    pairs = list(value.items() if isinstance(value, Mapping) else value)
+    names = set()
+    for pair in pairs:
+        if not (isinstance(pair, tuple) and len(pair) == 2 and all(isinstance(x, str) and x for x in pair)):
+            raise TypeError("match_conditions= takes {name: CEL expression} or [(name, expression), ...], "
+                            f"not {pair!r}")
+        if pair[0] in names:
+            raise ValueError(f"match_conditions=: the name {pair[0]!r} is used twice")
+        names.add(pair[0])
+    if len(pairs) > limits.MAX_MATCH_CONDITIONS:
+        raise ValueError(f"{len(pairs)} match conditions, more than the {limits.MAX_MATCH_CONDITIONS} a webhook may have")
+    return tuple(pairs)
+
+
+def _check(s: Spec) -> None:
+    """The combinations the Go SDK refuses before it connects."""
+    if s.kind is Kind.FIELD and not s.field:
+        raise ValueError("field= is required: the dotted path whose changes are delivered")
+    if s.kind is Kind.TIMER and s.interval < limits.MIN_TIMER_INTERVAL:
+        raise ValueError(f"interval= is required and at least {limits.MIN_TIMER_INTERVAL} s, not {s.interval}")
+    if s.backoff and s.max_backoff and s.backoff > s.max_backoff:
+        raise ValueError(f"backoff={s.backoff} is more than max_backoff={s.max_backoff}")
+    holds = s.finalizer in (HOLD, STRICT)
+    if s.kind.admission:
+        if s.finalizer is HOLD:
+            raise ValueError(f"finalizer=tether.HOLD: {s.kind.value} bindings hold no objects; only tether.STRICT "
+                             "(keep the webhook, failing closed, while the handler is absent) applies")
+        if s.finalizer is STRICT and s.failure_policy == "Ignore":
+            raise ValueError("failure_policy='Ignore' contradicts finalizer=tether.STRICT, which keeps the webhook failing closed")
+        t = s.timeout
+        if t and (t != int(t) or not limits.MIN_WEBHOOK_TIMEOUT <= t <= limits.MAX_WEBHOOK_TIMEOUT):
+            raise ValueError(f"timeout={t}: a webhook's timeout is whole seconds from "
+                             f"{limits.MIN_WEBHOOK_TIMEOUT} to {limits.MAX_WEBHOOK_TIMEOUT}")
+        if s.subresource and s.subresource != "*" and not _DNS1123_LABEL.match(s.subresource):
+            raise ValueError(f"subresource={s.subresource!r} is neither '*' nor a subresource name")
+    elif holds and not s.kind.may_hold:
+        raise ValueError(f"finalizer={s.finalizer!r} applies to delete, timer and daemon bindings only")
+    if holds and s.optional:
+        raise ValueError(f"finalizer={s.finalizer!r} contradicts optional=True")
+
+
+def to_proto(s: Spec, namespaces: tuple[str, ...] | None = None) -> pb.Binding:
+    """The Hello's binding; ``namespaces`` replaces the Spec's (the runner's
+    --namespace scope)."""
+    b = pb.Binding(
+        id=s.id, kind=s.kind.proto,
+        resource=pb.Resource(group=s.group, version=s.version, resource=s.plural, kind=s.resource_kind),
+        namespaces=s.namespaces if namespaces is None else namespaces,
+        label_selector=s.label_selector, field_selector=s.field_selector, when=s.when, field=s.field,
+        optional=s.optional, finalizer=s.finalizer.proto if s.finalizer else pb.FINALIZER_POLICY_UNSPECIFIED)
+    for key, op, value in s.annotations:
+        b.annotations.add(key=key, operator=pb.AnnotationFilter.Operator.Value("OPERATOR_" + op.upper()), value=value)
+    if s.retries is not None:
+        b.retries = s.retries
+    for name in ("backoff", "max_backoff") + (() if s.kind.admission else ("timeout",)):
+        if d := durations.optional(getattr(s, name)):
+            getattr(b, name).CopyFrom(d)
+    # The broker refuses timer, daemon and admission options on bindings of
+    # other kinds, so each is set only where it belongs.
+    if s.kind is Kind.TIMER:
+        b.timer.CopyFrom(pb.TimerOptions(
+            interval=durations.optional(s.interval), initial_delay=durations.optional(s.initial_delay),
+            idle=durations.optional(s.idle), sharp=s.sharp))
+    elif s.kind is Kind.DAEMON:
+        b.daemon.CopyFrom(pb.DaemonOptions(
+            cancellation_timeout=durations.optional(s.cancellation_timeout), restart=s.restart))
+    elif s.kind.admission:
+        b.admission.CopyFrom(pb.AdmissionOptions(
+            operations=[pb.AdmissionOperation.Value("ADMISSION_OPERATION_" + op) for op in s.operations],
+            subresource=s.subresource, namespace_selector=s.namespace_selector,
+            match_conditions=[pb.MatchCondition(name=n, expression=e) for n, e in s.match_conditions],
+            timeout=durations.optional(s.timeout),
+            failure_policy=pb.FailurePolicy.Value("FAILURE_POLICY_" + s.failure_policy.upper())
+            if s.failure_policy else pb.FAILURE_POLICY_UNSPECIFIED,
+            side_effects={None: pb.SIDE_EFFECTS_UNSPECIFIED, False: pb.SIDE_EFFECTS_NONE,
+                          True: pb.SIDE_EFFECTS_NONE_ON_DRY_RUN}[s.side_effects]))
+    return b

@@ -1,0 +1,150 @@
+"""``python3 -m tether run handler.py``, like ``kopf run``: import the
+handler's files and modules (their decorators fill the default registry),
+connect to the broker and serve until SIGTERM or SIGINT. Exit status: 0
+after a clean stop, 1 when a handler file cannot be loaded, 2 for bad flags
+or configuration and when the broker rejects the handler."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import logging
+import os
+import sys
+import traceback
+from collections.abc import Sequence
+
+from . import durations, log, runner
+from .errors import RejectedError
+from .registry import get_default_registry
+from .version import __version__
+
+DESCRIPTION = """\
+Run a Tether handler: import the Python files and modules that register
+functions with @tether.on.create, @tether.timer, ... and serve the broker's
+deliveries to them. The handler reconnects with backoff when the broker goes
+away; SIGTERM or SIGINT make it stop taking deliveries, stop its daemons,
+say goodbye, finish what is in flight (up to --drain-timeout) and exit 0.
+A broker that rejects the handler (a bad binding, a missing permission, a
+bad token) makes it exit 2 with the broker's message."""
+EPILOG = """Durations (D) are 500ms, 30s, 5m, 1h30m, or seconds.
+Exit status: 0 after a stop, 1 when a handler file or module does not load,
+2 for bad flags or configuration and when the broker rejects the handler."""
+
+
+def _duration(text: str) -> float:
+    try:
+        return durations.parse(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def _window(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if not 1 <= n <= runner.MAX_WINDOW:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a window from 1 to {runner.MAX_WINDOW}")
+    return n
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python3 -m tether", description="Tether's Python SDK.")
+    p.add_argument("--version", action="version", version=f"tether-python {__version__}")
+    sub = p.add_subparsers(dest="command", required=True, metavar="run")
+    r = sub.add_parser("run", help="run a handler", description=DESCRIPTION, epilog=EPILOG,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    r.add_argument("paths", nargs="*", metavar="FILE", help="Python files to import, in order")
+    r.add_argument("-m", "--module", action="append", default=[], metavar="MODULE",
+                   help="a module to import by name (repeatable)")
+    r.add_argument("--name", required=True,
+                   help="handler name, a DNS-1123 label of at most 40 characters; it names the hold "
+                        "(finalizer tether.dev/NAME) and must be granted to the handler's identity")
+    r.add_argument("--broker", default=runner.DEFAULT_BROKER, metavar="HOST:PORT",
+                   help="broker address, a gRPC target (default %(default)s)")
+    r.add_argument("--insecure", action="store_true",
+                   help="plain text and no token, for a broker started with --insecure for local development")
+    r.add_argument("--token-file", metavar="FILE",
+                   help="file with the bearer token, read again on every connection attempt "
+                        f"(default {runner.DEFAULT_TOKEN_FILE}, the pod's ServiceAccount token)")
+    r.add_argument("--tls-ca-file", metavar="FILE",
+                   help="PEM file of the CA that signed the broker's certificate (default: the system roots)")
+    r.add_argument("--tls-server-name", metavar="NAME",
+                   help="name to verify the broker's certificate against (default: the host in --broker)")
+    r.add_argument("--instance-id", default=None, metavar="ID",
+                   help="this process's id among the handler's instances (default HOST-PID-RANDOM)")
+    r.add_argument("--window", type=_window, default=runner.DEFAULT_WINDOW, metavar="N",
+                   help="deliveries in flight at once; also the size of the thread pool of sync functions "
+                        "(default %(default)s; the broker may cap it)")
+    r.add_argument("-n", "--namespace", action="append", default=[], metavar="NS",
+                   help="serve only this namespace (repeatable; default all). A binding that names namespaces "
+                        "keeps those of them listed here")
+    r.add_argument("--grace", type=_duration, metavar="D",
+                   help="ask for this grace: how long the handler may have no instance connected before "
+                        "objects being deleted are released (e.g. 30s; default the broker's)")
+    r.add_argument("--absent-release-after", type=_duration, metavar="D",
+                   help="ask the broker to strip the handler's holds after it has been absent this long "
+                        "(0: never; default the broker's)")
+    r.add_argument("--drain-timeout", type=_duration, default=runner.DEFAULT_DRAIN_TIMEOUT, metavar="D",
+                   help="on SIGTERM, how long deliveries in flight and daemons may take (default 10s)")
+    r.add_argument("--max-backoff", type=_duration, default=runner.RECONNECT_MAX, metavar="D",
+                   help="longest wait between reconnects; waits start at 0.1s and double (default 10s)")
+    r.add_argument("--log-format", choices=log.FORMATS, default="plain",
+                   help="plain lines, or one JSON object per line (default %(default)s)")
+    r.add_argument("-v", "--verbose", action="store_true", help="log debug lines too")
+    return p
+
+
+def load(paths: Sequence[str], modules: Sequence[str]) -> None:
+    """Import the handler's code; a file's folder goes first on sys.path,
+    as for ``python3 FILE``, so that it imports its siblings."""
+    for path in paths:
+        path = os.path.abspath(path)
+        if not os.path.isfile(path):
+            raise FileNotFoundError(f"no such file: {path}")
+        folder = os.path.dirname(path)
+        if folder not in sys.path:
+            sys.path.insert(0, folder)
+        name = os.path.splitext(os.path.basename(path))[0]
+        spec = importlib.util.spec_from_file_location(name, path)
+        if spec is None or spec.loader is None:
+            raise ImportError(f"cannot import {path}")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    for name in modules:
+        importlib.import_module(name)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = parser()
+    args = p.parse_args(argv)
+    if not args.paths and not args.module:
+        p.error("run: name the handler's files or modules (-m)")
+    if args.insecure and (args.tls_ca_file or args.tls_server_name):
+        p.error("run: --tls-ca-file and --tls-server-name make no sense with --insecure")
+    log.configure(args.log_format, args.verbose)
+    logger = logging.getLogger("tether")
+    try:
+        load(args.paths, args.module)
+    except Exception:
+        logger.error("cannot load the handler:\n%s", traceback.format_exc().rstrip())
+        return 1
+    settings = dict(
+        name=args.name, broker=args.broker, window=args.window, insecure=args.insecure,
+        token_file=args.token_file, tls_ca_file=args.tls_ca_file, tls_server_name=args.tls_server_name,
+        namespaces=tuple(args.namespace), grace=args.grace, absent_release_after=args.absent_release_after,
+        drain_timeout=args.drain_timeout, max_backoff=args.max_backoff)
+    if args.instance_id:
+        settings["instance_id"] = args.instance_id
+    try:
+        runner.run(get_default_registry(), **settings)
+    except runner.ConfigError as e:
+        logger.error("invalid configuration of handler %r: %s", args.name, e)
+        return 2
+    except RejectedError as e:
+        logger.error("%s", e)
+        return 2
+    return 0

@@ -1,0 +1,105 @@
+"""One delivery through one function: decode it, inject the keyword
+arguments, call the function (a sync one in the thread pool, an async one
+on the event loop) and make the ack. The session and tether.testing both
+go through here, so a function behaves the same in tests and for real."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import time
+from concurrent.futures import Executor
+from typing import Any
+
+from . import admission, durations, kwargs, log, outcome
+from .delivery import Cause, MalformedDelivery, decode
+from .errors import AdmissionError, PermanentError, TemporaryError
+from .patch import Patch, pruned
+from .registry import Registration
+from .v1 import broker_pb2 as pb
+
+
+class Dispatcher:
+    """Runs functions; executor runs the sync ones (None: the event loop's
+    default executor)."""
+
+    def __init__(self, executor: Executor | None = None):
+        self.executor = executor
+
+    def prepare(self, reg: Registration, d: pb.Delivery, **extra: Any) -> tuple[Cause, log.ObjectLogger, dict[str, Any]]:
+        """The cause, the object's logger and the function's keyword
+        arguments; raises MalformedDelivery."""
+        cause = decode(d, reg.spec)
+        logger = log.for_object(cause.namespace, cause.name, binding=reg.spec.id, delivery=d.id)
+        extra.setdefault("patch", Patch())
+        values = kwargs.values(cause, logger=logger, **extra)
+        return cause, logger, kwargs.select(reg.wants, reg.spec.kind, values)
+
+    async def call(self, reg: Registration, kw: dict[str, Any]) -> Any:
+        if reg.is_async:
+            return await reg.fn(**kw)
+        return await asyncio.get_running_loop().run_in_executor(self.executor, functools.partial(reg.fn, **kw))
+
+    async def handle(self, reg: Registration, d: pb.Delivery) -> pb.Ack:
+        """The ack for one delivery (any kind but daemon start and stop).
+        Cancelling the task that awaits it (the broker's Cancel) interrupts
+        an async function; the ack is then RETRY, whose outcome the broker
+        ignores."""
+        if reg.spec.kind.admission:
+            return await self._review(reg, d)
+        patch = Patch()
+        try:
+            cause, logger, kw = self.prepare(reg, d, patch=patch)
+        except MalformedDelivery as e:
+            log.LOGGER.error("malformed delivery %s for %s: %s", d.id, reg.spec.id, e)
+            return outcome.fail(d.id, f"malformed delivery: {e}")
+        start = time.monotonic()
+        error = None
+        try:
+            value = await self.call(reg, kw)
+        except asyncio.CancelledError:
+            ack = outcome.retry(d.id, "cancelled")
+        except Exception as e:
+            ack, error = outcome.of_error(d.id, e), e
+        else:
+            ack = outcome.of_return(d.id, pruned(patch), value)
+        _log_outcome(logger, reg, cause, ack, time.monotonic() - start, error)
+        return ack
+
+    async def _review(self, reg: Registration, d: pb.Delivery) -> pb.Ack:
+        patch, warnings = Patch(), []
+        try:
+            cause, logger, kw = self.prepare(reg, d, patch=patch, warnings=warnings)
+        except MalformedDelivery as e:
+            log.LOGGER.error("malformed review %s for %s: %s", d.id, reg.spec.id, e)
+            return outcome.fail(d.id, f"malformed delivery: {e}")
+        try:
+            await self.call(reg, kw)
+            resp = admission.allowed(reg.spec.kind, cause.original, pruned(patch), warnings)
+        except AdmissionError as e:
+            resp = admission.refusal(e, warnings)
+        except asyncio.CancelledError:
+            return outcome.fail(d.id, "cancelled")
+        except Exception as e:
+            logger.error("binding %s: review of %s failed; the binding's failure policy decides: %s", reg.spec.id,
+                         cause.operation, outcome.describe(e),
+                         exc_info=e if not isinstance(e, (admission.MutationError, PermanentError)) else None)
+            return outcome.fail(d.id, outcome.describe(e))
+        verdict = "allowed" if resp.allowed else f"refused ({resp.code or 403}: {resp.message})"
+        logger.debug("binding %s: review of %s %s", reg.spec.id, cause.operation, verdict)
+        return pb.Ack(delivery_id=d.id, outcome=pb.OUTCOME_OK, admission=resp)
+
+
+def _log_outcome(logger: log.ObjectLogger, reg: Registration, cause: Cause, ack: pb.Ack, took: float,
+                 error: Exception | None) -> None:
+    """One line per delivery: debug for a success, with the traceback for an
+    exception that is not one of Tether's."""
+    what = f"binding {reg.spec.id}: {cause.reason}"
+    if ack.outcome == pb.OUTCOME_OK:
+        logger.debug("%s handled in %.3fs", what, took)
+    elif ack.outcome == pb.OUTCOME_RETRY:
+        after = f" in {durations.from_proto(ack.retry_after):g}s" if ack.HasField("retry_after") else ""
+        logger.warning("%s will be retried%s: %s", what, after, ack.message,
+                       exc_info=error if not isinstance(error, (TemporaryError, PermanentError)) else None)
+    else:
+        logger.error("%s failed permanently: %s", what, ack.message)

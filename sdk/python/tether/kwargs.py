@@ -1,0 +1,89 @@
+"""Kopf's keyword arguments: what a function is given is what it declares
+(or everything, with **kwargs). Which names a function takes is worked out
+once, when it is registered, so that a name Tether cannot pass is an error
+then and not at the first delivery."""
+
+from __future__ import annotations
+
+import inspect
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from .bindings import Kind
+from .delivery import Cause
+from .patch import Patch
+
+COMMON = ("body", "spec", "meta", "status", "name", "namespace", "uid", "labels", "annotations",
+          "old", "new", "diff", "patch", "logger", "retry", "started", "resource", "reason")
+EXTRA = {
+    Kind.EVENT: ("type", "event"),
+    Kind.DAEMON: ("stopped",),
+    Kind.VALIDATE: ("operation", "dryrun", "subresource", "userinfo", "warnings", "request"),
+    Kind.MUTATE: ("operation", "dryrun", "subresource", "userinfo", "warnings", "request"),
+}
+# Kopf's arguments that have no Tether counterpart, and what to do instead.
+_KOPF_ONLY = {
+    "memo": "the broker may send an object's deliveries to any instance, so the SDK keeps no per-object memory",
+    "param": "Tether's decorators have no param= (the protocol has no field for it): close over the value",
+    "runtime": "use started (when this attempt started) and retry",
+    "settings": "configure the runner with its command line flags",
+    "indices": "Tether has no in-memory indices",
+    "headers": "the broker does not forward the webhook's HTTP request",
+    "sslpeer": "the broker does not forward the webhook's HTTP request",
+}
+
+
+def names(kind: Kind) -> tuple[str, ...]:
+    """The keyword arguments Tether passes to functions of a kind of binding."""
+    return COMMON + EXTRA.get(kind, ())
+
+
+def accepted(fn: Callable[..., Any], kind: Kind) -> frozenset[str] | None:
+    """The names fn declares among those a kind passes; None when it takes
+    **kwargs (then it gets them all). A parameter without a default that
+    Tether cannot pass is a TypeError."""
+    available = names(kind)
+    wants = set()
+    for p in inspect.signature(fn).parameters.values():
+        if p.kind is p.VAR_KEYWORD:
+            return None
+        if p.kind is p.VAR_POSITIONAL or p.default is not p.empty and p.name not in available:
+            continue
+        if p.kind is p.POSITIONAL_ONLY:
+            raise TypeError(f"{_name(fn)}() has the positional-only parameter {p.name!r}: "
+                            "Tether passes keyword arguments only")
+        if p.name not in available:
+            why = _KOPF_ONLY.get(p.name, f"it passes {', '.join(available)}")
+            raise TypeError(f"{_name(fn)}() requires {p.name!r}, which Tether does not pass to "
+                            f"{kind.value} functions: {why}")
+        wants.add(p.name)
+    return frozenset(wants)
+
+
+def values(cause: Cause, *, patch: Patch, logger: logging.LoggerAdapter, **extra: Any) -> dict[str, Any]:
+    """Every keyword argument for the cause; extra has the kind's own
+    (stopped, warnings)."""
+    body = cause.body
+    meta = body.get("metadata") or {}
+    out = {
+        "body": body, "spec": body.get("spec") or {}, "meta": meta, "status": body.get("status") or {},
+        "name": cause.name, "namespace": cause.namespace, "uid": cause.uid,
+        "labels": meta.get("labels") or {}, "annotations": meta.get("annotations") or {},
+        "old": cause.old, "new": cause.new, "diff": cause.diff, "patch": patch, "logger": logger,
+        "retry": cause.attempt - 1, "started": cause.started, "resource": cause.resource, "reason": cause.reason,
+        "type": cause.event_type, "event": {"type": cause.event_type, "object": body},
+        "operation": cause.operation, "dryrun": cause.dryrun, "subresource": cause.subresource,
+        "userinfo": cause.userinfo, "request": cause.request,
+    }
+    out.update(extra)
+    return out
+
+
+def select(wants: frozenset[str] | None, kind: Kind, all_values: dict[str, Any]) -> dict[str, Any]:
+    """The arguments for one call: those fn declared, or all of the kind's."""
+    return {k: all_values[k] for k in (names(kind) if wants is None else wants)}
+
+
+def _name(fn: Callable[..., Any]) -> str:
+    return getattr(fn, "__qualname__", None) or repr(fn)

@@ -1,0 +1,221 @@
+"""The decorators, in Kopf's shape: ``@tether.on.create(group, version,
+plural, *, options)`` registers the function for that binding. Each option
+maps to a field of the protocol's Binding; an option the protocol has no
+field for (many of Kopf's) is an error at decoration time that names it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, TypeVar, Union
+
+from . import bindings
+from .bindings import Finalizer, Kind
+from .registry import Registry, get_default_registry
+
+F = TypeVar("F", bound=Callable[..., Any])
+# labels=: a label selector string, or Kopf's {key: value | PRESENT | ABSENT}
+Selector = Union[str, Mapping[str, Any], None]
+
+# Kopf's options with no field in the protocol, and what to do instead.
+_KOPF_ONLY = {
+    "param": "close over the value, or use functools.partial",
+    "errors": "raise tether.PermanentError (FAIL) or tether.TemporaryError (RETRY); any other exception is RETRY",
+    "value": "use when= with CEL, e.g. when=\"object.spec.x == 'a'\"",
+    "old": "use when= with CEL over oldObject, e.g. when=\"has(oldObject.spec) && oldObject.spec.x == 'a'\"",
+    "new": "use when= with CEL over object",
+    "deleted": "objects being deleted are delivered to the delete binding",
+    "requires_finalizer": "use finalizer= on a delete, timer or daemon binding",
+    "cancellation_backoff": "the broker waits up to cancellation_timeout= for the daemon to return",
+    "cancellation_polling": "a daemon's stopped flag is set at once; wait on it",
+    "persistent": "webhooks stay while the handler is within its grace; finalizer=tether.STRICT keeps them, "
+                  "failing closed, while it is absent",
+}
+# Tether's own options, and the kinds of binding they apply to.
+_ONLY = {
+    "field": "field", "optional": "delete", "interval": "timer", "sharp": "timer", "idle": "timer",
+    "initial_delay": "timer", "cancellation_timeout": "daemon", "restart": "daemon",
+    "finalizer": "delete, timer, daemon, validate and mutate", "retries": "lifecycle, timer and daemon",
+    "backoff": "lifecycle, timer and daemon", "max_backoff": "lifecycle, timer and daemon",
+    "field_selector": "lifecycle, timer and daemon", "operations": "validate and mutate",
+    "operation": "validate and mutate", "failure_policy": "validate and mutate",
+    "ignore_failures": "validate and mutate", "side_effects": "validate and mutate",
+    "subresource": "validate and mutate", "namespace_selector": "validate and mutate",
+    "match_conditions": "validate and mutate",
+}
+
+
+def _where(kind: Kind) -> str:
+    return f"@tether.{kind.value}()" if kind in (Kind.TIMER, Kind.DAEMON) else f"@tether.on.{kind.value}()"
+
+
+def _reject(kind: Kind, unsupported: Mapping[str, Any]) -> None:
+    name = sorted(unsupported)[0]
+    where = _where(kind)
+    if name in _KOPF_ONLY:
+        raise TypeError(f"{where}: Kopf's {name}= has no field in the Tether protocol: {_KOPF_ONLY[name]}")
+    if name == "initial_delay" and kind is Kind.DAEMON:
+        raise TypeError(f"{where}: a daemon has no initial_delay= (DaemonOptions has no such field): "
+                        "start the daemon with stopped.wait(delay)")
+    if name in ("retries", "backoff", "max_backoff") and kind.admission:
+        raise TypeError(f"{where}: {name}= does not apply: a review is answered once")
+    if name in _ONLY:
+        raise TypeError(f"{where}: {name}= applies to {_ONLY[name]} bindings only")
+    raise TypeError(f"{where} got an unexpected keyword argument {name!r}")
+
+
+def _register(kind: Kind, registry: Registry | None, group: str, version: str | None, plural: str | None,
+              unsupported: Mapping[str, Any], options: Mapping[str, Any]) -> Callable[[F], F]:
+    if unsupported:
+        _reject(kind, unsupported)
+
+    def decorator(fn: F) -> F:
+        where = f"{_where(kind)} on {getattr(fn, '__qualname__', fn)!s}"
+        try:
+            spec = bindings.build(kind, fn, group, version, plural, options)
+            (registry if registry is not None else get_default_registry()).register(spec, fn)
+        except (TypeError, ValueError) as e:
+            raise type(e)(f"{where}: {e}") from None
+        return fn
+
+    return decorator
+
+
+def create(group: str, version: str | None = None, plural: str | None = None, *, kind: str | None = None,
+           id: str | None = None, labels: Selector = None, annotations: Mapping[str, Any] | None = None,
+           when: str | None = None, namespaces: Iterable[str] | None = None, field_selector: str | None = None,
+           retries: int | None = None, timeout: float | None = None, backoff: float | None = None,
+           max_backoff: float | None = None, registry: Registry | None = None, **unsupported: Any) -> Callable[[F], F]:
+    """Objects the handler has not handled before."""
+    return _register(Kind.CREATE, registry, group, version, plural, unsupported, dict(
+        kind=kind, id=id, labels=labels, annotations=annotations, when=when, namespaces=namespaces,
+        field_selector=field_selector, retries=retries, timeout=timeout, backoff=backoff, max_backoff=max_backoff))
+
+
+def update(group: str, version: str | None = None, plural: str | None = None, *, kind: str | None = None,
+           id: str | None = None, labels: Selector = None, annotations: Mapping[str, Any] | None = None,
+           when: str | None = None, namespaces: Iterable[str] | None = None, field_selector: str | None = None,
+           retries: int | None = None, timeout: float | None = None, backoff: float | None = None,
+           max_backoff: float | None = None, registry: Registry | None = None, **unsupported: Any) -> Callable[[F], F]:
+    """A change of an object's essence (everything but status) since the
+    handler last finished with it: old, new and diff say what changed."""
+    return _register(Kind.UPDATE, registry, group, version, plural, unsupported, dict(
+        kind=kind, id=id, labels=labels, annotations=annotations, when=when, namespaces=namespaces,
+        field_selector=field_selector, retries=retries, timeout=timeout, backoff=backoff, max_backoff=max_backoff))
+
+
+def delete(group: str, version: str | None = None, plural: str | None = None, *, kind: str | None = None,
+           id: str | None = None, labels: Selector = None, annotations: Mapping[str, Any] | None = None,
+           when: str | None = None, namespaces: Iterable[str] | None = None, field_selector: str | None = None,
+           optional: bool | None = None, finalizer: Finalizer | None = None, retries: int | None = None,
+           timeout: float | None = None, backoff: float | None = None, max_backoff: float | None = None,
+           registry: Registry | None = None, **unsupported: Any) -> Callable[[F], F]:
+    """An object being deleted. The broker holds it (tether.HOLD) until the
+    function succeeds or fails permanently, unless optional=True or
+    finalizer=tether.NONE."""
+    return _register(Kind.DELETE, registry, group, version, plural, unsupported, dict(
+        kind=kind, id=id, labels=labels, annotations=annotations, when=when, namespaces=namespaces,
+        field_selector=field_selector, optional=optional, finalizer=finalizer, retries=retries, timeout=timeout,
+        backoff=backoff, max_backoff=max_backoff))
+
+
+def resume(group: str, version: str | None = None, plural: str | None = None, *, kind: str | None = None,
+           id: str | None = None, labels: Selector = None, annotations: Mapping[str, Any] | None = None,
+           when: str | None = None, namespaces: Iterable[str] | None = None, field_selector: str | None = None,
+           retries: int | None = None, timeout: float | None = None, backoff: float | None = None,
+           max_backoff: float | None = None, registry: Registry | None = None, **unsupported: Any) -> Callable[[F], F]:
+    """Objects already handled, seen again after a broker start or the
+    handler's return."""
+    return _register(Kind.RESUME, registry, group, version, plural, unsupported, dict(
+        kind=kind, id=id, labels=labels, annotations=annotations, when=when, namespaces=namespaces,
+        field_selector=field_selector, retries=retries, timeout=timeout, backoff=backoff, max_backoff=max_backoff))
+
+
+def field(group: str, version: str | None = None, plural: str | None = None, *, field: str | tuple[str, ...],
+          kind: str | None = None, id: str | None = None, labels: Selector = None,
+          annotations: Mapping[str, Any] | None = None, when: str | None = None,
+          namespaces: Iterable[str] | None = None, field_selector: str | None = None, retries: int | None = None,
+          timeout: float | None = None, backoff: float | None = None, max_backoff: float | None = None,
+          registry: Registry | None = None, **unsupported: Any) -> Callable[[F], F]:
+    """A change of the value at field (a dotted path): old and new are the
+    field's values."""
+    return _register(Kind.FIELD, registry, group, version, plural, unsupported, dict(
+        field=field, kind=kind, id=id, labels=labels, annotations=annotations, when=when, namespaces=namespaces,
+        field_selector=field_selector, retries=retries, timeout=timeout, backoff=backoff, max_backoff=max_backoff))
+
+
+def event(group: str, version: str | None = None, plural: str | None = None, *, kind: str | None = None,
+          id: str | None = None, labels: Selector = None, annotations: Mapping[str, Any] | None = None,
+          when: str | None = None, namespaces: Iterable[str] | None = None, field_selector: str | None = None,
+          retries: int | None = None, timeout: float | None = None, backoff: float | None = None,
+          max_backoff: float | None = None, registry: Registry | None = None, **unsupported: Any) -> Callable[[F], F]:
+    """Every raw watch event (type is ADDED, MODIFIED or DELETED). Never holds."""
+    return _register(Kind.EVENT, registry, group, version, plural, unsupported, dict(
+        kind=kind, id=id, labels=labels, annotations=annotations, when=when, namespaces=namespaces,
+        field_selector=field_selector, retries=retries, timeout=timeout, backoff=backoff, max_backoff=max_backoff))
+
+
+def timer(group: str, version: str | None = None, plural: str | None = None, *, interval: float,
+          initial_delay: float | None = None, idle: float | None = None, sharp: bool | None = None,
+          kind: str | None = None, id: str | None = None, labels: Selector = None,
+          annotations: Mapping[str, Any] | None = None, when: str | None = None,
+          namespaces: Iterable[str] | None = None, field_selector: str | None = None,
+          finalizer: Finalizer | None = None, retries: int | None = None, timeout: float | None = None,
+          backoff: float | None = None, max_backoff: float | None = None, registry: Registry | None = None,
+          **unsupported: Any) -> Callable[[F], F]:
+    """Every interval seconds (at least 0.1) per object, scheduled by the
+    broker one tick at a time. Holds each object (tether.HOLD) unless
+    finalizer=tether.NONE."""
+    return _register(Kind.TIMER, registry, group, version, plural, unsupported, dict(
+        interval=interval, initial_delay=initial_delay, idle=idle, sharp=sharp, kind=kind, id=id, labels=labels,
+        annotations=annotations, when=when, namespaces=namespaces, field_selector=field_selector,
+        finalizer=finalizer, retries=retries, timeout=timeout, backoff=backoff, max_backoff=max_backoff))
+
+
+def daemon(group: str, version: str | None = None, plural: str | None = None, *,
+           cancellation_timeout: float | None = None, restart: bool | None = None, kind: str | None = None,
+           id: str | None = None, labels: Selector = None, annotations: Mapping[str, Any] | None = None,
+           when: str | None = None, namespaces: Iterable[str] | None = None, field_selector: str | None = None,
+           finalizer: Finalizer | None = None, retries: int | None = None, timeout: float | None = None,
+           backoff: float | None = None, max_backoff: float | None = None, registry: Registry | None = None,
+           **unsupported: Any) -> Callable[[F], F]:
+    """A long-running function per object, until its ``stopped`` flag is
+    set. restart=True has the broker start it again (with backoff) when it
+    returns by itself. Holds each object (tether.HOLD) unless finalizer=tether.NONE."""
+    return _register(Kind.DAEMON, registry, group, version, plural, unsupported, dict(
+        cancellation_timeout=cancellation_timeout, restart=restart, kind=kind, id=id, labels=labels,
+        annotations=annotations, when=when, namespaces=namespaces, field_selector=field_selector,
+        finalizer=finalizer, retries=retries, timeout=timeout, backoff=backoff, max_backoff=max_backoff))
+
+
+def validate(group: str, version: str | None = None, plural: str | None = None, *,
+             operations: Iterable[str] | None = None, operation: str | None = None,
+             failure_policy: str | None = None, ignore_failures: bool | None = None,
+             side_effects: bool | None = None, subresource: str | None = None,
+             namespace_selector: str | None = None, match_conditions: Any = None, timeout: float | None = None,
+             kind: str | None = None, id: str | None = None, labels: Selector = None,
+             annotations: Mapping[str, Any] | None = None, when: str | None = None,
+             namespaces: Iterable[str] | None = None, finalizer: Finalizer | None = None,
+             registry: Registry | None = None, **unsupported: Any) -> Callable[[F], F]:
+    """Admission reviews, as a validating webhook the broker serves: return
+    to allow, raise tether.AdmissionError to refuse."""
+    return _admission(Kind.VALIDATE, locals())
+
+
+def mutate(group: str, version: str | None = None, plural: str | None = None, *,
+           operations: Iterable[str] | None = None, operation: str | None = None,
+           failure_policy: str | None = None, ignore_failures: bool | None = None,
+           side_effects: bool | None = None, subresource: str | None = None,
+           namespace_selector: str | None = None, match_conditions: Any = None, timeout: float | None = None,
+           kind: str | None = None, id: str | None = None, labels: Selector = None,
+           annotations: Mapping[str, Any] | None = None, when: str | None = None,
+           namespaces: Iterable[str] | None = None, finalizer: Finalizer | None = None,
+           registry: Registry | None = None, **unsupported: Any) -> Callable[[F], F]:
+    """Admission reviews, as a mutating webhook: what the function puts in
+    ``patch`` is answered as a JSON patch; tether.AdmissionError refuses."""
+    return _admission(Kind.MUTATE, locals())
+
+
+def _admission(kind: Kind, args: dict[str, Any]) -> Callable[[F], F]:
+    group, version, plural = args.pop("group"), args.pop("version"), args.pop("plural")
+    registry, unsupported = args.pop("registry"), args.pop("unsupported")
+    return _register(kind, registry, group, version, plural, unsupported, args)

@@ -1,0 +1,65 @@
+"""Registries: the bindings of one handler, as the decorators registered
+them. The decorators use a module-level default registry unless given
+registry=; tests and programs with several handlers make their own."""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from . import kwargs
+from .bindings import Spec
+
+
+@dataclasses.dataclass(frozen=True)
+class Registration:
+    """A function and the binding it serves."""
+
+    spec: Spec
+    fn: Callable[..., Any]
+    is_async: bool
+    # the keyword arguments fn declares; None when it takes **kwargs
+    wants: frozenset[str] | None
+
+
+class Registry:
+    """The bindings of one handler, in the order they were registered."""
+
+    def __init__(self) -> None:
+        self._by_id: dict[str, Registration] = {}
+
+    def register(self, spec: Spec, fn: Callable[..., Any]) -> Registration:
+        if not callable(fn):
+            raise TypeError(f"{fn!r} is not a function")
+        if inspect.isasyncgenfunction(fn) or inspect.isgeneratorfunction(fn):
+            raise TypeError(f"{fn.__qualname__}() is a generator; a handler function returns its result")
+        if spec.id in self._by_id:
+            other = self._by_id[spec.id]
+            raise ValueError(f"binding id {spec.id!r} is already used by the {other.spec.kind.value} binding of "
+                             f"{getattr(other.fn, '__qualname__', other.fn)}(); give one of them id=")
+        is_async = inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(getattr(fn, "__call__", None))
+        reg = Registration(spec, fn, is_async, kwargs.accepted(fn, spec.kind))
+        self._by_id[spec.id] = reg
+        return reg
+
+    def get(self, binding_id: str) -> Registration | None:
+        return self._by_id.get(binding_id)
+
+    def __iter__(self) -> Iterator[Registration]:
+        return iter(list(self._by_id.values()))
+
+    def __len__(self) -> int:
+        return len(self._by_id)
+
+    def __repr__(self) -> str:
+        return f"<tether.Registry {', '.join(self._by_id) or 'empty'}>"
+
+
+_default = Registry()
+
+
+def get_default_registry() -> Registry:
+    """The registry the decorators use when not given registry=."""
+    return _default

@@ -1,0 +1,244 @@
+"""Running a handler: the Hello built from a registry, the connection (TLS
+with a bearer token read from a file on every connection attempt, or plain
+text for development), and sessions one after the other, with backoff,
+until stopped. A new channel for every session: behind a Service the next
+connection may reach another broker replica (the leader)."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import os
+import platform
+import random
+import secrets
+import signal
+import socket
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import grpc
+from google.protobuf import __version__ as protobuf_version
+
+from . import bindings, durations, limits
+from .dispatch import Dispatcher
+from .log import LOGGER
+from .registry import Registry, get_default_registry
+from .session import Session, SessionEnded
+from .v1 import broker_pb2 as pb
+from .version import __version__
+
+DEFAULT_BROKER = "127.0.0.1:7443"
+DEFAULT_WINDOW = 16
+DEFAULT_TOKEN_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/token"
+DEFAULT_DRAIN_TIMEOUT = 10.0
+RECONNECT_MIN = 0.1
+# Well inside the broker's default grace of 30 s, in which a handler must be
+# back after a broker restart before the objects it holds are released.
+RECONNECT_MAX = 10.0
+MAX_WINDOW = 1 << 16
+SDK = (f"tether-python/{__version__} (grpcio {grpc.__version__}, protobuf {protobuf_version}, "
+       f"python {platform.python_version()})")
+
+
+class ConfigError(ValueError):
+    """The handler cannot start as configured."""
+
+
+def default_instance_id() -> str:
+    return f"{socket.gethostname() or 'unknown'}-{os.getpid()}-{secrets.token_hex(3)}"
+
+
+@dataclasses.dataclass
+class Config:
+    """How to run a handler; the command line flags, as keywords."""
+
+    name: str
+    broker: str = DEFAULT_BROKER
+    instance_id: str = dataclasses.field(default_factory=default_instance_id)
+    window: int = DEFAULT_WINDOW
+    insecure: bool = False
+    # None: the in-cluster ServiceAccount token (DEFAULT_TOKEN_FILE), unless insecure
+    token_file: str | None = None
+    tls_ca_file: str | None = None
+    tls_server_name: str | None = None
+    namespaces: tuple[str, ...] = ()
+    grace: float | None = None
+    absent_release_after: float | None = None
+    drain_timeout: float = DEFAULT_DRAIN_TIMEOUT
+    max_backoff: float = RECONNECT_MAX
+
+
+def hello(registry: Registry, cfg: Config) -> pb.Hello:
+    """The Hello announcing registry's bindings; ConfigError says what is
+    wrong before the broker would."""
+    try:
+        bindings.check_name("handler name", cfg.name)
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
+    if not 1 <= cfg.window <= MAX_WINDOW:
+        raise ConfigError(f"window {cfg.window} is out of range 1..{MAX_WINDOW}")
+    if cfg.insecure and (cfg.tls_ca_file or cfg.tls_server_name):
+        raise ConfigError("a TLS CA file or server name makes no sense with insecure")
+    if not len(registry):
+        raise ConfigError("no bindings registered: decorate functions with @tether.on.create, ... first")
+    msg = pb.Hello(handler=cfg.name, instance_id=cfg.instance_id, window=cfg.window, protocol_version="v1", sdk=SDK)
+    try:
+        scope = bindings.namespaces(cfg.namespaces)
+    except ValueError as e:
+        raise ConfigError(f"namespaces: {e}") from None
+    for reg in registry:
+        msg.bindings.append(bindings.to_proto(reg.spec, _scoped(reg.spec, scope)))
+    total = sum(len(b.namespaces) for b in msg.bindings)
+    if total > limits.MAX_HELLO_NAMESPACES:
+        raise ConfigError(f"{total} namespaces in all the bindings, more than the {limits.MAX_HELLO_NAMESPACES} "
+                          "the broker takes; bind cluster-wide and narrow with labels= or when=")
+    # Zero is meaningful for both (no grace; never release): set means sent.
+    if cfg.grace is not None:
+        msg.grace.CopyFrom(durations.to_proto(cfg.grace))
+    if cfg.absent_release_after is not None:
+        msg.absent_release_after.CopyFrom(durations.to_proto(cfg.absent_release_after))
+    return msg
+
+
+def _scoped(spec: bindings.Spec, scope: tuple[str, ...]) -> tuple[str, ...] | None:
+    """The namespaces of a binding under the runner's scope: the scope for a
+    binding that names none, else those of its own the scope allows."""
+    if not scope:
+        return None
+    if not spec.namespaces:
+        return scope
+    kept = tuple(ns for ns in spec.namespaces if ns in scope)
+    if not kept:
+        raise ConfigError(f"binding {spec.id!r} names the namespaces {list(spec.namespaces)}, "
+                          f"none of which the handler's namespaces {list(scope)} allow")
+    return kept
+
+
+class _TokenFile(grpc.AuthMetadataPlugin):
+    """Sends "authorization: Bearer <token>" with every stream, reading the
+    file each time, so a rotated ServiceAccount token is picked up."""
+
+    def __init__(self, path: str):
+        self.path = path
+
+    def __call__(self, context: Any, callback: Any) -> None:
+        try:
+            with open(self.path, encoding="utf-8") as f:
+                token = f.read().strip()
+        except OSError as e:
+            callback((), OSError(f"reading the token: {e}"))
+            return
+        if not token:
+            callback((), ValueError(f"the token file {self.path} is empty"))
+            return
+        callback((("authorization", "Bearer " + token),), None)
+
+
+def root_certificates(cfg: Config) -> bytes | None:
+    """The CA of --tls-ca-file, read once; None: the system roots."""
+    if not cfg.tls_ca_file:
+        return None
+    try:
+        with open(cfg.tls_ca_file, "rb") as f:
+            return f.read()
+    except OSError as e:
+        raise ConfigError(f"TLS CA file: {e}") from None
+
+
+def channel(cfg: Config, root: bytes | None) -> grpc.aio.Channel:
+    options = [
+        ("grpc.keepalive_time_ms", 30_000),  # the broker allows one ping per 10 s
+        ("grpc.keepalive_timeout_ms", 10_000),
+        ("grpc.max_receive_message_length", 32 << 20),  # objects travel whole, with old side and diff
+        ("grpc.primary_user_agent", SDK),
+    ]
+    if cfg.insecure:
+        if cfg.token_file:
+            LOGGER.warning("insecure connection: the token in %s is not sent", cfg.token_file)
+        return grpc.aio.insecure_channel(cfg.broker, options=options)
+    if cfg.tls_server_name:
+        options.append(("grpc.ssl_target_name_override", cfg.tls_server_name))
+    creds = grpc.composite_channel_credentials(
+        grpc.ssl_channel_credentials(root_certificates=root),
+        grpc.metadata_call_credentials(_TokenFile(cfg.token_file or DEFAULT_TOKEN_FILE)))
+    return grpc.aio.secure_channel(cfg.broker, creds, options=options)
+
+
+class Backoff:
+    """From RECONNECT_MIN doubling to max; each delay is drawn from the upper
+    half of its step, so that instances do not reconnect in lockstep."""
+
+    def __init__(self, maximum: float):
+        self.maximum = max(maximum, RECONNECT_MIN)
+        self.step = 0.0
+
+    def reset(self) -> None:
+        self.step = 0.0
+
+    def next(self) -> float:
+        self.step = min(self.step * 2, self.maximum) if self.step else RECONNECT_MIN
+        return random.uniform(self.step / 2, self.step)
+
+
+async def operator(registry: Registry | None = None, *, stopping: asyncio.Event | None = None,
+                   **settings: Any) -> None:
+    """Run a handler until stopping is set (then drain, say goodbye and
+    return). settings are Config's fields. Raises ConfigError before it
+    connects, RejectedError when the broker refuses the handler."""
+    cfg = Config(**settings)
+    registry = registry if registry is not None else get_default_registry()
+    msg = hello(registry, cfg)
+    root = root_certificates(cfg)
+    stopping = stopping or asyncio.Event()
+    executor = ThreadPoolExecutor(max_workers=cfg.window, thread_name_prefix="tether")
+    dispatcher = Dispatcher(executor)
+    backoff = Backoff(cfg.max_backoff)
+    LOGGER.info("handler %s (instance %s): %d bindings, connecting to %s%s", cfg.name, cfg.instance_id,
+                len(msg.bindings), cfg.broker, " in plain text" if cfg.insecure else "")
+    try:
+        while not stopping.is_set():
+            session = Session(msg, registry, dispatcher, cfg.drain_timeout)
+            ch = channel(cfg, root)
+            try:
+                await session.run(ch, stopping)
+                why = "stopped"
+            except SessionEnded as e:
+                why = str(e)
+            finally:
+                await ch.close()
+            if stopping.is_set():
+                break
+            if session.welcomed:
+                backoff.reset()
+            delay = backoff.next()
+            LOGGER.warning("disconnected (%s); reconnecting in %.1fs", why, delay)
+            try:
+                await asyncio.wait_for(stopping.wait(), delay)
+            except asyncio.TimeoutError:
+                pass
+    finally:
+        executor.shutdown(wait=False, cancel_futures=True)
+    LOGGER.info("stopped")
+
+
+def run(registry: Registry | None = None, **settings: Any) -> None:
+    """operator() until SIGTERM or SIGINT, which start the drain."""
+
+    async def main() -> None:
+        stopping = asyncio.Event()
+        loop = asyncio.get_running_loop()
+
+        def on_signal(sig: signal.Signals) -> None:
+            LOGGER.info("received %s: stopping", sig.name)
+            stopping.set()
+
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, on_signal, sig)
+        try:
+            await operator(registry, stopping=stopping, **settings)
+        finally:
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                loop.remove_signal_handler(sig)
+
+    asyncio.run(main())

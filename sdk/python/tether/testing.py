@@ -1,0 +1,226 @@
+"""A fake broker for unit tests, without a cluster: the Python twin of the
+Go SDK's sdktest. It delivers a create, update, delete, resume, field
+change, event, tick or admission review of an object (a plain dict) to the
+registered function, through the same dispatch code the real session uses,
+and gives back what the function answered as plain values::
+
+    from tether.testing import FakeBroker
+
+    def test_create_labels_the_widget():
+        got = FakeBroker(registry).create(widget("w1", size=3))
+        assert got.outcome == "ok"
+        assert got.patch == {"metadata": {"labels": {"seen": "yes"}}}
+
+Each call runs the function on an event loop of its own, so call them from
+plain (not async) test functions. A FakeBroker keeps no state between
+calls. It plays only the broker's deliveries: selectors, CEL, holds and
+retries are the broker's, tested by the broker's own suites."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import datetime
+import itertools
+import json
+from typing import Any
+
+from . import durations, essence, outcome
+from .bindings import Kind
+from .dispatch import Dispatcher
+from .registry import Registration, Registry, get_default_registry
+from .v1 import broker_pb2 as pb
+
+OK, RETRY, FAIL = "ok", "retry", "fail"
+TIMEOUT = 10.0  # deliveries carry a deadline this far ahead, in seconds
+
+_DELIVERY_KINDS = {
+    Kind.CREATE: pb.DELIVERY_KIND_CREATE, Kind.UPDATE: pb.DELIVERY_KIND_UPDATE, Kind.DELETE: pb.DELIVERY_KIND_DELETE,
+    Kind.RESUME: pb.DELIVERY_KIND_RESUME, Kind.FIELD: pb.DELIVERY_KIND_FIELD, Kind.EVENT: pb.DELIVERY_KIND_EVENT,
+    Kind.TIMER: pb.DELIVERY_KIND_TICK,
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Result:
+    """What a function answered to one delivery."""
+
+    binding: str
+    outcome: str  # OK, RETRY or FAIL
+    message: str = ""  # why, for RETRY and FAIL
+    delay: float | None = None  # the retry delay a TemporaryError asked for; None: the backoff
+    patch: dict[str, Any] | None = None  # the merge patch (status included), None when none
+    result: Any = None  # the return value, as the broker stores it (decoded JSON)
+
+
+@dataclasses.dataclass(frozen=True)
+class Verdict:
+    """What a validate or mutate function answered to one review."""
+
+    binding: str
+    outcome: str  # OK: it answered; FAIL: it failed, and the binding's failure policy decides
+    allowed: bool = False
+    code: int | None = None  # a refusal's HTTP status (403 unless AdmissionError gave one)
+    message: str = ""  # a refusal's message, or the failure's
+    warnings: tuple[str, ...] = ()
+    patch: list[dict[str, Any]] | None = None  # a mutate function's RFC 6902 JSON patch
+
+
+class FakeBroker:
+    """Deliveries to the functions of registry (default: the decorators'
+    default registry). Methods take ``binding=`` (a binding id) when
+    several bindings of the kind could take the object."""
+
+    def __init__(self, registry: Registry | None = None):
+        self.registry = registry if registry is not None else get_default_registry()
+        self._ids = itertools.count(1)
+
+    @property
+    def binding_ids(self) -> list[str]:
+        return [reg.spec.id for reg in self.registry]
+
+    def create(self, obj: dict[str, Any], *, binding: str | None = None, attempt: int = 1) -> Result:
+        return self._lifecycle(Kind.CREATE, obj, binding, attempt)
+
+    def update(self, old: dict[str, Any], new: dict[str, Any], *, binding: str | None = None,
+               attempt: int = 1) -> Result:
+        """The change of old into new, with the broker's diff of their essences."""
+        return self._lifecycle(Kind.UPDATE, new, binding, attempt, old=old)
+
+    def delete(self, obj: dict[str, Any], *, binding: str | None = None, attempt: int = 1) -> Result:
+        return self._lifecycle(Kind.DELETE, obj, binding, attempt)
+
+    def resume(self, obj: dict[str, Any], *, binding: str | None = None, attempt: int = 1) -> Result:
+        return self._lifecycle(Kind.RESUME, obj, binding, attempt)
+
+    def field(self, old: dict[str, Any], new: dict[str, Any], *, binding: str | None = None,
+              attempt: int = 1) -> Result:
+        """The change of old into new, to a field binding: old and new are the field's values."""
+        return self._lifecycle(Kind.FIELD, new, binding, attempt, old=old)
+
+    def event(self, obj: dict[str, Any], type: str = "MODIFIED", *, binding: str | None = None,
+              attempt: int = 1) -> Result:
+        return self._lifecycle(Kind.EVENT, obj, binding, attempt, event_type=type)
+
+    def tick(self, obj: dict[str, Any], *, binding: str | None = None, attempt: int = 1) -> Result:
+        return self._lifecycle(Kind.TIMER, obj, binding, attempt)
+
+    def validate(self, obj: dict[str, Any] | None, *, old: dict[str, Any] | None = None, operation: str = "CREATE",
+                 binding: str | None = None, **review: Any) -> Verdict:
+        """A review of operation on obj (old: the object before, for UPDATE
+        and DELETE). review: subresource=, dry_run=, user=, groups=."""
+        return self._review(Kind.VALIDATE, obj, old, operation, binding, **review)
+
+    def mutate(self, obj: dict[str, Any] | None, *, old: dict[str, Any] | None = None, operation: str = "CREATE",
+               binding: str | None = None, **review: Any) -> Verdict:
+        return self._review(Kind.MUTATE, obj, old, operation, binding, **review)
+
+    def _lifecycle(self, kind: Kind, obj: dict[str, Any], binding: str | None, attempt: int,
+                   old: dict[str, Any] | None = None, event_type: str = "") -> Result:
+        reg = self._binding(kind, obj, binding)
+        d = self._delivery(reg, _DELIVERY_KINDS[kind], obj, attempt)
+        d.event_type = event_type
+        if kind is Kind.TIMER:
+            d.scheduled.GetCurrentTime()
+        if old is not None:
+            before = essence.essence(old)
+            d.old_object = _json(before)
+            for item in essence.diff(before, essence.essence(obj)):
+                d.diff.add(operation=pb.DiffEntry.Operation.Value("OPERATION_" + item.operation.upper()),
+                           path=item.field, old_value=_json(item.old), new_value=_json(item.new))
+            if kind is Kind.FIELD:
+                d.field_old = _json(essence.field(before, reg.spec.field))
+                d.field_new = _json(essence.field(obj, reg.spec.field))
+        ack = self._run(reg, d)
+        return Result(binding=reg.spec.id, outcome=outcome.name(ack.outcome), message=ack.message,
+                      delay=durations.from_proto(ack.retry_after) if ack.HasField("retry_after") else None,
+                      patch=json.loads(ack.patch) if ack.patch else None,
+                      result=json.loads(ack.result) if ack.result else None)
+
+    def _review(self, kind: Kind, obj: dict[str, Any] | None, old: dict[str, Any] | None, operation: str,
+                binding: str | None, subresource: str = "", dry_run: bool = False, user: str = "tether-testing",
+                groups: tuple[str, ...] = ("system:authenticated",)) -> Verdict:
+        if operation.upper() not in ("CREATE", "UPDATE", "DELETE", "CONNECT"):
+            raise ValueError(f"operation {operation!r} is not CREATE, UPDATE, DELETE or CONNECT")
+        subject = obj if obj is not None else old or {}
+        reg = self._binding(kind, subject, binding)
+        d = self._delivery(reg, pb.DELIVERY_KIND_ADMISSION, obj, 1, ref_obj=subject)
+        if old is not None:
+            d.old_object = _json(old)
+        d.admission.CopyFrom(pb.AdmissionRequest(
+            uid=f"testing-review-{d.id}", operation=pb.AdmissionOperation.Value("ADMISSION_OPERATION_" + operation.upper()),
+            sub_resource=subresource, dry_run=dry_run, user_name=user, user_groups=list(groups),
+            request=_json({"operation": operation.upper(), "dryRun": dry_run, "subResource": subresource,
+                           "userInfo": {"username": user, "groups": list(groups)}})))
+        ack = self._run(reg, d)
+        if ack.outcome != pb.OUTCOME_OK:
+            return Verdict(binding=reg.spec.id, outcome=outcome.name(ack.outcome), message=ack.message)
+        a = ack.admission
+        return Verdict(binding=reg.spec.id, outcome=OK, allowed=a.allowed, code=None if a.allowed else a.code or 403,
+                       message=a.message, warnings=tuple(a.warnings), patch=json.loads(a.patch) if a.patch else None)
+
+    def _binding(self, kind: Kind, obj: dict[str, Any], binding: str | None) -> Registration:
+        if binding is not None:
+            reg = self.registry.get(binding)
+            if reg is None:
+                raise LookupError(f"no binding {binding!r}; the bindings are {self.binding_ids}")
+            if reg.spec.kind is not kind:
+                raise LookupError(f"binding {binding!r} is a {reg.spec.kind.value} binding, not {kind.value}")
+            return reg
+        regs = [r for r in self.registry if r.spec.kind is kind and _matches(r, obj)]
+        if len(regs) != 1:
+            raise LookupError(f"{len(regs)} {kind.value} bindings for {obj.get('apiVersion', '?')} "
+                              f"{obj.get('kind', '?')} ({[r.spec.id for r in regs]}): name one with binding=")
+        return regs[0]
+
+    def _delivery(self, reg: Registration, kind: int, obj: dict[str, Any] | None, attempt: int,
+                  ref_obj: dict[str, Any] | None = None) -> pb.Delivery:
+        subject = ref_obj if ref_obj is not None else obj or {}
+        meta = subject.get("metadata") or {}
+        s = reg.spec
+        d = pb.Delivery(
+            id=f"testing-{next(self._ids)}", binding_id=s.id, kind=kind, attempt=attempt,
+            object=_json(obj) if obj is not None else b"",
+            ref=pb.ObjectRef(
+                resource=pb.Resource(group=s.group, version=s.version, resource=s.plural,
+                                     kind=subject.get("kind", s.resource_kind), namespaced=bool(meta.get("namespace"))),
+                namespace=meta.get("namespace", ""), name=meta.get("name", ""), uid=meta.get("uid", ""),
+                resource_version=meta.get("resourceVersion", "")))
+        d.deadline.FromDatetime(datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(seconds=TIMEOUT))
+        return d
+
+    @staticmethod
+    def _run(reg: Registration, d: pb.Delivery) -> pb.Ack:
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return asyncio.run(Dispatcher().handle(reg, d))
+        raise RuntimeError("tether.testing runs each delivery on an event loop of its own: "
+                           "call it from a plain (not async) test function")
+
+
+def _matches(reg: Registration, obj: dict[str, Any]) -> bool:
+    """Whether obj is of reg's resource: by kind when the binding names
+    one, else by the plural the API server would make of obj's kind. An
+    object without apiVersion and kind matches every binding."""
+    api_version, kind = obj.get("apiVersion"), obj.get("kind")
+    if not api_version or not kind:
+        return True
+    group, _, version = api_version.rpartition("/")
+    s = reg.spec
+    if (group, version) != (s.group, s.version):
+        return False
+    if s.resource_kind:
+        return s.resource_kind == kind
+    plural = kind.lower()
+    if plural.endswith(("s", "x", "ch", "sh")):
+        plural += "es"
+    elif plural.endswith("y") and not plural.endswith("ey"):
+        plural = plural[:-1] + "ies"
+    else:
+        plural += "s"
+    return s.plural == plural
+
+
+def _json(value: Any) -> bytes:
+    return b"" if value is None else json.dumps(value, separators=(",", ":")).encode()
