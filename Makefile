@@ -9,7 +9,7 @@ BUF     := $(BIN)/buf
 TESTFLAGS ?= -race -count=1 -timeout 30m -p 2
 
 .PHONY: fuzz all build test check vet fmt fmt-check proto proto-lint proto-check \
-        proto-breaking proto-python controlplane cluster demo chaos bench bench-timers bench-admission clean help
+        proto-breaking proto-python controlplane cluster demo chaos chaos-selftest bench bench-timers bench-admission clean help
 
 all: build
 
@@ -87,6 +87,16 @@ CHAOSFLAGS ?=
 
 chaos: controlplane ## random faults against the real control plane, judged by the invariant checker (SEED=, DURATION=; docs/reliability.md)
 	$(GO) run ./test/chaos/cmd/chaos -seed $(SEED) -duration $(DURATION) $(CHAOSFLAGS)
+
+# Each deliberate breakage of broker/dispatch/breakage.go and the invariant
+# the checker must report for it.
+BREAKAGES ?= keep-holds:1 skip-creates:2 skip-deletes:2 skip-strict:3 clobber:4 tick-deleting:5 panic:6
+
+chaos-selftest: controlplane ## show the chaos checker catches each broken invariant: one short run per deliberately broken broker build
+	@for b in $(BREAKAGES); do \
+		echo "chaos-selftest: -break $${b%%:*}, expecting invariant $${b##*:}"; \
+		$(GO) run ./test/chaos/cmd/chaos -seed $(SEED) -duration 60s -break $${b%%:*} -expect $${b##*:} || exit 1; \
+	done
 
 bench: ## create/delete benchmark: broker vs a raw client-go controller
 	$(GO) run ./test/bench $(BENCHFLAGS)

@@ -21,6 +21,9 @@ import (
 
 var deliverySeq atomic.Uint64
 
+// acks counts the acks judged, for breakPanic.
+var acks atomic.Uint64
+
 // deliveryPrefix makes delivery ids unique across broker restarts, so a
 // late ack from before a restart can never match a new delivery.
 var deliveryPrefix = strconv.FormatInt(time.Now().UnixNano(), 36)
@@ -105,6 +108,9 @@ func (dl *deliverer) deliverTo(ctx context.Context, in *session.Instance, o *obj
 // judge turns an ack into the binding's outcome: the ack when the binding
 // is done with it, or a delay before the next attempt. It posts the Events.
 func (dl *deliverer) judge(o *object, b *binding.Binding, obj *unstructured.Unstructured, ack *tetherv1.Ack, attempt int) (*tetherv1.Ack, time.Duration) {
+	if broken(breakPanic) && acks.Add(1) == 300 {
+		panic("chaos self-test: the 300th ack")
+	}
 	if ack.GetOutcome() == tetherv1.Outcome_OUTCOME_OK {
 		// The common case, every tick included: no formatting.
 		delete(o.attempts, b.ID)

@@ -88,6 +88,11 @@ func (r *reconciler) pass(ctx context.Context, uid types.UID) (time.Duration, er
 		r.mu.Unlock()
 	}
 	if obj.GetDeletionTimestamp() != nil {
+		if broken(breakTickDeleting) {
+			if wait, err := r.timers.process(ctx, o, obj); wait > 0 || err != nil {
+				return wait, err
+			}
+		}
 		return r.deletion(ctx, o, obj)
 	}
 	if pres >= contract.Absent {
@@ -204,6 +209,10 @@ func (r *reconciler) live(ctx context.Context, o *object, obj *unstructured.Unst
 		if !ok || o.done[b.ID] || !r.matches(b, obj, old) {
 			continue
 		}
+		if kind == tetherv1.DeliveryKind_DELIVERY_KIND_CREATE && broken(breakSkipCreates) {
+			o.done[b.ID] = true
+			continue
+		}
 		d := &tetherv1.Delivery{Kind: kind, Object: mustJSON(obj.Object)}
 		if cause == "update" && old != nil {
 			d.OldObject = mustJSON(old)
@@ -314,7 +323,9 @@ func (r *reconciler) tracksState(bindings []*binding.Binding, obj *unstructured.
 // handler's hold when the contract says so: the work is done, a daemon
 // timed out, or the handler is past its grace.
 func (r *reconciler) deletion(ctx context.Context, o *object, obj *unstructured.Unstructured) (time.Duration, error) {
-	r.timers.stopAll(o)
+	if !broken(breakTickDeleting) {
+		r.timers.stopAll(o)
+	}
 	if err := r.daemons.stopAll(ctx, o, obj, "the object is being deleted"); err != nil {
 		return 0, err
 	}
@@ -324,7 +335,7 @@ func (r *reconciler) deletion(ctx context.Context, o *object, obj *unstructured.
 		state := contract.Object{Deleting: true, Held: hold.Has(obj, r.name), Policy: policy, Work: r.deletionWork(o, obj)}
 		dec := contract.Decide(state, r.presence.now())
 		if !dec.Deliver {
-			if dec.Action != contract.Release {
+			if dec.Action != contract.Release || broken(breakKeepHolds) {
 				return 0, nil
 			}
 			return 0, r.writes.apply(ctx, o, obj, r.releaseWrite(dec.Rule))
@@ -357,6 +368,10 @@ func (r *reconciler) deliverDeletes(ctx context.Context, o *object, obj *unstruc
 		}
 		if o.done[b.ID] {
 			continue
+		}
+		if strict := b.Policy == binding.PolicyStrict; broken(breakSkipDeletes) && !strict || broken(breakSkipStrict) && strict {
+			o.done[b.ID] = true
+			return 0, nil
 		}
 		d := &tetherv1.Delivery{Kind: tetherv1.DeliveryKind_DELIVERY_KIND_DELETE, Object: mustJSON(obj.Object)}
 		if _, _, wait, err := r.deliver.call(ctx, o, b, obj, d); wait > 0 || err != nil {

@@ -282,7 +282,10 @@ func (ow *objectWriter) buildPatch(o *object, obj *unstructured.Unstructured, w 
 	if w.addHold && obj.GetDeletionTimestamp() == nil && hold.Add(&holdOps, obj, ow.handler) {
 		guard = true
 	}
-	if w.removeHold {
+	switch {
+	case w.removeHold && broken(breakClobber) && len(obj.GetFinalizers()) > 0:
+		holdOps.Remove("/metadata/finalizers")
+	case w.removeHold:
 		hold.Remove(&holdOps, obj, ow.handler)
 	}
 	if len(ops) == 0 && holdOps.Empty() {

@@ -54,6 +54,9 @@ func (r *run) startBrokers(ctx context.Context, bin string) error {
 			"--leader-elect", "--leader-elect-lease-duration", "3s", "--leader-elect-renew-deadline", "2s", "--leader-elect-retry-period", "250ms",
 			"--default-backoff", "100ms", "--default-max-backoff", "1s"}, r.opts.BrokerFlags...)
 		p := &proc{name: name, bin: bin, args: args, dir: r.opts.Dir, supervise: true, restarted: r.restarted}
+		if r.opts.Break != "" {
+			p.env = []string{"TETHER_CHAOS_BREAK=" + r.opts.Break}
+		}
 		if err := p.start(); err != nil {
 			return err
 		}

@@ -20,6 +20,7 @@ type proc struct {
 	name string
 	bin  string
 	args []string
+	env  []string // added to this process's environment
 	dir  string
 	// onLine sees every stdout line; generation counts the starts, so
 	// that a report can tell one process from the one restarted after it.
@@ -58,6 +59,7 @@ func (p *proc) start() error {
 	}
 	fmt.Fprintf(logf, "---- start %d: %s %s\n", gen, p.bin, strings.Join(p.args, " "))
 	cmd := exec.Command(p.bin, p.args...)
+	cmd.Env = append(os.Environ(), p.env...)
 	cmd.Stderr = logf
 	out, err := cmd.StdoutPipe()
 	if err != nil {

@@ -43,9 +43,12 @@ type Options struct {
 	Dir string
 	// Progress receives a line per step and fault; nil: none.
 	Progress io.Writer
-	// BrokerFlags are added to every broker's flags: how a deliberately
-	// broken build is asked to break.
+	// BrokerFlags are added to every broker's flags.
 	BrokerFlags []string
+	// Break builds the broker with -tags chaosbreak and has it break the
+	// contract in this way (see broker/dispatch/breakage.go), to show that
+	// the checker catches it.
+	Break string
 	// Race builds the broker with the race detector.
 	Race bool
 }
@@ -198,6 +201,9 @@ func (r *run) build(ctx context.Context) (binaries, error) {
 	brokerArgs := []string{"build", "-o", b.broker}
 	if r.opts.Race {
 		brokerArgs = append(brokerArgs, "-race")
+	}
+	if r.opts.Break != "" {
+		brokerArgs = append(brokerArgs, "-tags", "chaosbreak")
 	}
 	for _, args := range [][]string{
 		append(brokerArgs, "./cmd/broker"),

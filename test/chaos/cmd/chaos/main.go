@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -34,6 +35,8 @@ func main() {
 	flag.BoolVar(&o.Race, "race", false, "build the broker with the race detector")
 	brokerFlags := flag.String("broker-flags", "", "extra flags for every broker, space-separated")
 	historyFile := flag.String("history", "", "write the run's history to this file as JSON, for a closer look")
+	flag.StringVar(&o.Break, "break", "", "build the broker to break the contract this way (broker/dispatch/breakage.go), for the checker's self-test")
+	expect := flag.Int("expect", 0, "with -break: exit 0 only when the checker reports this invariant (1-6), else 1")
 	flag.Parse()
 	o.BrokerFlags = strings.Fields(*brokerFlags)
 	o.Progress = os.Stderr
@@ -53,6 +56,14 @@ func main() {
 	}
 	vs := chaos.Check(h)
 	chaos.Report(os.Stdout, h, chaos.Summarize(h), vs)
+	if *expect != 0 {
+		if !slices.ContainsFunc(vs, func(v chaos.Violation) bool { return v.Invariant == *expect }) {
+			fmt.Fprintf(os.Stderr, "chaos: -break %s: the checker did not report invariant %d\n", o.Break, *expect)
+			os.Exit(1)
+		}
+		fmt.Fprintf(os.Stderr, "chaos: -break %s: the checker reported invariant %d, as it should\n", o.Break, *expect)
+		return
+	}
 	if len(vs) > 0 {
 		os.Exit(1)
 	}
