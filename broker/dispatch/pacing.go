@@ -1,7 +1,6 @@
 package dispatch
 
 import (
-	"fmt"
 	"sync"
 	"time"
 )
@@ -53,13 +52,6 @@ func (l *WriteLimiter) reserve(now time.Time) time.Time {
 	l.next = l.next.Add(l.interval)
 	return at
 }
-
-// pacedWrite is what apply returns when its write must wait for its turn.
-// The write stays pending on the object; process turns this into a delay
-// after which the object is looked at again.
-type pacedWrite struct{ wait time.Duration }
-
-func (p *pacedWrite) Error() string { return fmt.Sprintf("write waits %v for its turn", p.wait) }
 
 // turn says how long o's next write must still wait for its turn. The
 // object keeps its reservation across passes, so coming back early (an

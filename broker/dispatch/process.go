@@ -35,15 +35,6 @@ type reconciler struct {
 // object and frees the worker: deliveries to other objects that write
 // nothing go on meanwhile.
 func (r *reconciler) reconcile(ctx context.Context, uid types.UID) (time.Duration, error) {
-	after, err := r.pass(ctx, uid)
-	var paced *pacedWrite
-	if errors.As(err, &paced) {
-		return paced.wait, nil
-	}
-	return after, err
-}
-
-func (r *reconciler) pass(ctx context.Context, uid types.UID) (time.Duration, error) {
 	r.mu.Lock()
 	o := r.objects[uid]
 	r.mu.Unlock()
@@ -74,14 +65,14 @@ func (r *reconciler) pass(ctx context.Context, uid types.UID) (time.Duration, er
 		return 0, r.gone(ctx, o, obj)
 	}
 	if o.pending != nil {
-		err := r.writes.apply(ctx, o, obj, o.pending)
+		wait, err := r.writes.apply(ctx, o, obj, o.pending)
 		switch {
 		case errors.Is(err, errRefused) && (obj.GetDeletionTimestamp() != nil || pres >= contract.Absent):
 			// A write the API server keeps refusing must not keep the
 			// object from its deletion work or from a release.
 			o.pending = nil
-		case err != nil:
-			return 0, err
+		case err != nil || wait > 0:
+			return wait, err
 		}
 		r.mu.Lock()
 		obj = o.obj
@@ -96,7 +87,7 @@ func (r *reconciler) pass(ctx context.Context, uid types.UID) (time.Duration, er
 		return r.deletion(ctx, o, obj)
 	}
 	if pres >= contract.Absent {
-		return 0, r.absent(ctx, o, obj, pres)
+		return r.absent(ctx, o, obj, pres)
 	}
 	if initial || o.settled != obj.GetResourceVersion() {
 		if wait, err := r.live(ctx, o, obj, initial, pres); wait > 0 || err != nil {
@@ -232,8 +223,8 @@ func (r *reconciler) live(ctx context.Context, o *object, obj *unstructured.Unst
 			// retry: the object may be deleted while the handler fails, and
 			// its delete bindings must still run then.
 			if dec.Action == contract.Add && !hold.Has(obj, r.name) {
-				if err := r.writes.apply(ctx, o, obj, &write{addHold: true}); err != nil {
-					return 0, err
+				if paced, err := r.writes.apply(ctx, o, obj, &write{addHold: true}); paced > 0 || err != nil {
+					return paced, err
 				}
 			}
 			return wait, nil
@@ -269,8 +260,8 @@ func (r *reconciler) live(ctx context.Context, o *object, obj *unstructured.Unst
 	if w.empty() {
 		return 0, nil
 	}
-	if err := r.writes.apply(ctx, o, obj, w); err != nil {
-		return 0, err
+	if wait, err := r.writes.apply(ctx, o, obj, w); wait > 0 || err != nil {
+		return wait, err
 	}
 	o.resetCause("")
 	return 0, nil
@@ -338,7 +329,7 @@ func (r *reconciler) deletion(ctx context.Context, o *object, obj *unstructured.
 			if dec.Action != contract.Release || broken(breakKeepHolds) {
 				return 0, nil
 			}
-			return 0, r.writes.apply(ctx, o, obj, r.releaseWrite(dec.Rule))
+			return r.writes.apply(ctx, o, obj, r.releaseWrite(dec.Rule))
 		}
 		wait, err := r.deliverDeletes(ctx, o, obj, state.Work)
 		switch {

@@ -96,8 +96,8 @@ func (tm *timers) process(ctx context.Context, o *object, obj *unstructured.Unst
 			continue
 		}
 		if w := acc.write(tm.name); !w.empty() {
-			if err := tm.writes.apply(ctx, o, obj, w); err != nil {
-				return 0, err
+			if wait, err := tm.writes.apply(ctx, o, obj, w); wait > 0 || err != nil {
+				return wait, err
 			}
 		}
 	}

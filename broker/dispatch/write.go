@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -185,36 +186,37 @@ var errConflict = errors.New("object changed since it was read")
 // apply makes the write against obj as last seen: one guarded JSON patch for
 // the object and, when the resource has a status subresource and the
 // handler patched status, one merge patch for status. Each request waits
-// for its turn under the write limiter: until then apply returns a
-// *pacedWrite. On success the new object is remembered; on a conflict or
-// while waiting for its turn the write stays pending.
-func (ow *objectWriter) apply(ctx context.Context, o *object, obj *unstructured.Unstructured, w *write) error {
+// for its turn under the write limiter: until then apply returns how long
+// it still is, and the caller looks again then. On success the new object
+// is remembered; on a conflict or while waiting for its turn the write
+// stays pending.
+func (ow *objectWriter) apply(ctx context.Context, o *object, obj *unstructured.Unstructured, w *write) (wait time.Duration, err error) {
 	o.pending = w
 	p, err := ow.buildPatch(o, obj, w)
 	if err != nil {
 		o.pending = nil
-		return err
+		return 0, err
 	}
 	ri := ow.opts.Client.Resource(o.res.GroupVersionResource).Namespace(obj.GetNamespace())
 	if !p.Empty() {
 		ri := ri
 		if len(w.handler) > 0 {
 			if ri, err = ow.clientFor(o, obj, w); err != nil {
-				return ow.failed(o, obj, w, err)
+				return 0, ow.failed(o, obj, w, err)
 			}
 		}
 		if wait := ow.turn(o); wait > 0 {
-			return &pacedWrite{wait: wait}
+			return wait, nil
 		}
 		data, err := p.JSON()
 		if err != nil {
 			o.pending = nil
-			return fmt.Errorf("encoding patch: %w", err)
+			return 0, fmt.Errorf("encoding patch: %w", err)
 		}
 		out, err := ri.Patch(ctx, obj.GetName(), types.JSONPatchType, data, metav1.PatchOptions{FieldManager: FieldManager})
 		ow.observe(metrics.VerbPatch, o.res, obj, w, err)
 		if err != nil {
-			return ow.failed(o, obj, w, err)
+			return 0, ow.failed(o, obj, w, err)
 		}
 		ow.remember(o, out)
 		w.handler, w.merge, w.addHold, w.removeHold = nil, nil, false, false
@@ -224,21 +226,21 @@ func (ow *objectWriter) apply(ctx context.Context, o *object, obj *unstructured.
 	}
 	if len(w.status) > 0 {
 		if wait := ow.turn(o); wait > 0 {
-			return &pacedWrite{wait: wait}
+			return wait, nil
 		}
 		data, err := json.Marshal(map[string]any{"status": w.status})
 		if err != nil {
 			o.pending = nil
-			return fmt.Errorf("encoding status patch: %w", err)
+			return 0, fmt.Errorf("encoding status patch: %w", err)
 		}
 		ri, err := ow.clientFor(o, obj, w)
 		if err != nil {
-			return ow.failed(o, obj, w, err)
+			return 0, ow.failed(o, obj, w, err)
 		}
 		out, err := ri.Patch(ctx, obj.GetName(), types.MergePatchType, data, metav1.PatchOptions{FieldManager: FieldManager}, "status")
 		ow.observe(metrics.VerbStatusPatch, o.res, obj, nil, err)
 		if err != nil {
-			return ow.failed(o, obj, w, err)
+			return 0, ow.failed(o, obj, w, err)
 		}
 		ow.remember(o, out)
 	}
@@ -246,7 +248,7 @@ func (ow *objectWriter) apply(ctx context.Context, o *object, obj *unstructured.
 	if w.landed != nil {
 		ow.opts.Recorder.Event(obj, false, w.landed.reason, w.landed.message)
 	}
-	return nil
+	return 0, nil
 }
 
 // clientFor is the client that writes the handler's part of w: as the
