@@ -43,7 +43,7 @@ func TestAdmissionRefusesBigWidgetsAndLabelsOthers(t *testing.T) {
 		o.Admission = broker.Admission{Listen: "127.0.0.1:0"}
 	})
 	h := startHandler(t, b.addr, "py-admission", "--namespace", ns, "--admission")
-	h.stdout.wait(t, "welcome session", 1)
+	h.stdout.wait(t, welcomed, 1)
 	dyn := asTester(t, cp)
 	widgets := dyn.Resource(widgetGVR).Namespace(ns)
 	ctx := context.Background()

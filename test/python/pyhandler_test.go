@@ -40,6 +40,8 @@ const (
 
 	createdLabel    = "python.tether.dev/created"
 	ticksAnnotation = "python.example.com/ticks" // *.tether.dev annotations are the broker's
+	// welcomed is the SDK's log line once the broker has welcomed the handler.
+	welcomed = "connected to the broker"
 )
 
 var widgetGVR = controlplane.WidgetGVR
@@ -76,7 +78,7 @@ func TestCreateTickDelete(t *testing.T) {
 	b := startBroker(t, cp, "127.0.0.1:0")
 	const name = "py-widgets"
 	h := startHandler(t, b.addr, name, "--namespace", ns)
-	h.stdout.wait(t, "welcome session", 1)
+	h.stdout.wait(t, welcomed, 1)
 
 	createWidget(t, dyn, ns, "w1", map[string]any{"size": int64(1)})
 	obj := waitWidget(t, dyn, ns, "w1", "labelled, held and with a result", func(o *unstructured.Unstructured) bool {
@@ -115,7 +117,7 @@ func TestCancelIsAcked(t *testing.T) {
 	ns := cp.Namespace(t)
 	b := startBroker(t, cp, "127.0.0.1:0")
 	h := startHandler(t, b.addr, "py-cancel", "--namespace", ns)
-	h.stdout.wait(t, "welcome session", 1)
+	h.stdout.wait(t, welcomed, 1)
 
 	createWidget(t, dyn, ns, "stall", map[string]any{"stall": true})
 	h.stdout.wait(t, "cancelled CREATE "+ns+"/stall attempt 1", 1)
@@ -156,7 +158,7 @@ func TestSIGTERMSaysGoodbye(t *testing.T) {
 	ns := cp.Namespace(t)
 	b := startBroker(t, cp, "127.0.0.1:0")
 	h := startHandler(t, b.addr, "py-goodbye", "--namespace", ns)
-	h.stdout.wait(t, "welcome session", 1)
+	h.stdout.wait(t, welcomed, 1)
 	createWidget(t, dyn, ns, "busy", nil)
 	waitWidget(t, dyn, ns, "busy", "created", func(o *unstructured.Unstructured) bool {
 		return o != nil && o.GetLabels()[createdLabel] == "true"
@@ -189,7 +191,7 @@ func TestReconnectsAfterBrokerRestart(t *testing.T) {
 	addr := freeAddr(t)
 	first := startBroker(t, cp, addr)
 	h := startHandler(t, addr, "py-reconnect", "--namespace", ns, "--max-backoff", "1")
-	h.stdout.wait(t, "welcome session", 1)
+	h.stdout.wait(t, welcomed, 1)
 	createWidget(t, dyn, ns, "before", nil)
 	waitWidget(t, dyn, ns, "before", "created", func(o *unstructured.Unstructured) bool {
 		return o != nil && o.GetLabels()[createdLabel] == "true"
@@ -198,7 +200,7 @@ func TestReconnectsAfterBrokerRestart(t *testing.T) {
 	first.stop()
 	h.stdout.wait(t, "disconnected", 1)
 	startBroker(t, cp, addr)
-	h.stdout.wait(t, "welcome session", 2)
+	h.stdout.wait(t, welcomed, 2)
 	createWidget(t, dyn, ns, "after", nil)
 	waitWidget(t, dyn, ns, "after", "created", func(o *unstructured.Unstructured) bool {
 		return o != nil && o.GetLabels()[createdLabel] == "true"

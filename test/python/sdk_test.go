@@ -31,16 +31,22 @@ func TestSDKStubsAreTheCommittedOnes(t *testing.T) {
 	}
 }
 
-// TestPythonSDKUnitTests runs the SDK's own tests (unittest; pytest runs
-// them too), which need no cluster.
+// TestPythonSDKUnitTests runs the SDK's own tests and its examples' tests
+// (unittest; pytest runs them too), which need no cluster: the examples'
+// go through tether.testing.
 func TestPythonSDKUnitTests(t *testing.T) {
 	needPython(t)
-	cmd := exec.Command(python, "-B", "-m", "unittest", "discover", "-s", "tests")
-	cmd.Dir = sdkDir
-	cmd.Env = append(os.Environ(), "PYTHONDONTWRITEBYTECODE=1")
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("python3 -m unittest discover -s tests in sdk/python: %v\n%s", err, out)
+	for _, args := range [][]string{
+		{"discover", "-s", "tests"},
+		{"discover", "-s", "examples/tests", "-t", "examples"},
+	} {
+		cmd := exec.Command(python, append([]string{"-B", "-m", "unittest"}, args...)...)
+		cmd.Dir = sdkDir
+		cmd.Env = append(os.Environ(), "PYTHONDONTWRITEBYTECODE=1")
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("python3 -m unittest %v in sdk/python: %v\n%s", args, err, out)
+		}
+		t.Logf("unittest %v: %s", args, bytes.TrimSpace(out))
 	}
-	t.Logf("%s", bytes.TrimSpace(out))
 }

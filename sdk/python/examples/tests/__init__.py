@@ -1,0 +1,1 @@
+"""The examples' tests: cd sdk/python && python3 -m unittest discover -s examples/tests -t examples"""
