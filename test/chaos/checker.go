@@ -237,14 +237,37 @@ func checkCreates(ix *histIndex) []Violation {
 		if op.Kind != OpCreate || op.Err != "" || op.Resource != Widgets {
 			continue
 		}
-		if o, ok := ix.final[op.UID]; !ok || o.Deleting || ix.acked(op.UID, BindingCreate, time.Time{}, "ok") != nil {
+		if ix.acked(op.UID, BindingCreate, time.Time{}, "ok") != nil {
+			continue
+		}
+		// The broker saw it live if it is there at the end, or if it held
+		// it before its deletion: the hold goes with the create's outcome.
+		o, there := ix.final[op.UID]
+		seenLive := there && !o.Deleting
+		if !seenLive && !ix.heldLive(op.UID) {
+			continue
+		}
+		// A create that failed is held meanwhile, so that a deletion still
+		// runs the delete bindings; the broker says so in an Event.
+		if ix.excused(op.UID, time.Time{}, ix.h.End, []string{"HandlerRetrying", "RetriesExhausted", "HandlerFailed"}) {
 			continue
 		}
 		vs = append(vs, violation(2, "create-missed", op.Resource, op.Namespace, op.Name, op.UID, op.At,
-			"created at %s and there at the end, but its %q binding never answered ok; %s",
+			"created at %s and seen live by the broker (held, or there at the end), but its %q binding never answered ok; %s",
 			sinceStart(ix.h.Start, op.At), BindingCreate, ix.tried(op.UID, BindingCreate)))
 	}
 	return vs
+}
+
+// heldLive reports whether the run's hold was seen on the object before
+// its deletion began.
+func (ix *histIndex) heldLive(uid string) bool {
+	for _, o := range ix.obs[uid] {
+		if !o.Deleting && !o.Gone && slices.Contains(o.Finalizers, ix.hold) {
+			return true
+		}
+	}
+	return false
 }
 
 // checkDeletes (2b): a widget's hold is released only after its delete
