@@ -279,7 +279,7 @@ func (b *Broker) Start(ctx context.Context) error {
 		}
 	}
 	var authz *auth.Authenticator
-	var authorize func(context.Context, string, []*binding.Binding) error
+	var authorize func(context.Context, string, int32, []*binding.Binding) error
 	if !b.opts.Insecure {
 		// Reviews get a client and a request budget of their own: a flood
 		// of streams with bad tokens must not delay the leader's renewals.

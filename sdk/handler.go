@@ -100,6 +100,7 @@ func (h *Handler) prepare() (*plan, error) {
 			Handler:         h.name,
 			InstanceId:      h.cfg.instanceID,
 			Window:          uint32(h.cfg.window),
+			Priority:        h.cfg.priority,
 			ProtocolVersion: protocolVersion,
 			Sdk:             sdkName(),
 		},

@@ -88,15 +88,16 @@ func TestHelloDescribesTheRegisteredBindingsInOrder(t *testing.T) {
 	}}
 
 	hs := newHarness(t, nil)
-	handler := sdk.New("secret-ttl", hs.options(sdk.WithWindow(7), sdk.WithInstanceID("pod-a"))...)
+	handler := sdk.New("secret-ttl", hs.options(sdk.WithWindow(7), sdk.WithInstanceID("pod-a"), sdk.WithPriority(3))...)
 	for _, tt := range tests {
 		tt.register(handler)
 	}
 	hs.run(handler)
 	hello := hs.session().hello
 
-	if hello.GetHandler() != "secret-ttl" || hello.GetInstanceId() != "pod-a" || hello.GetWindow() != 7 {
-		t.Errorf("hello header = %q, %q, %d; want secret-ttl, pod-a, 7", hello.GetHandler(), hello.GetInstanceId(), hello.GetWindow())
+	if hello.GetHandler() != "secret-ttl" || hello.GetInstanceId() != "pod-a" || hello.GetWindow() != 7 || hello.GetPriority() != 3 {
+		t.Errorf("hello header = %q, %q, window %d, priority %d; want secret-ttl, pod-a, 7, 3",
+			hello.GetHandler(), hello.GetInstanceId(), hello.GetWindow(), hello.GetPriority())
 	}
 	if hello.GetProtocolVersion() != "v1" {
 		t.Errorf("protocol_version = %q, want v1", hello.GetProtocolVersion())
@@ -172,6 +173,8 @@ func TestInvalidConfigurationFailsRunBeforeConnecting(t *testing.T) {
 			h.OnCreate(configMaps, noop, sdk.Backoff(time.Minute, time.Second))
 		}, want: "initial <= max"},
 		{name: "zero window", opts: []sdk.Option{sdk.WithWindow(0)}, want: "WithWindow"},
+		{name: "negative priority", opts: []sdk.Option{sdk.WithPriority(-1)}, want: "WithPriority: priority -1 out of range 0..1000"},
+		{name: "priority above the maximum", opts: []sdk.Option{sdk.WithPriority(1001)}, want: "WithPriority: priority 1001 out of range"},
 		{name: "nil TLS config", opts: []sdk.Option{sdk.WithTLS(nil)}, want: "WithTLS: nil config"},
 		{name: "bad reconnect backoff", opts: []sdk.Option{sdk.WithReconnectBackoff(time.Second, time.Millisecond)}, want: "WithReconnectBackoff"},
 	}

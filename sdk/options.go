@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+
+	tetherv1 "github.com/tether-dev/tether/proto/tether/v1"
 )
 
 // Defaults of the handler options.
@@ -53,6 +55,7 @@ type config struct {
 	errs         []error
 	// grace and absentAfter are asked of the broker when set.
 	grace, absentAfter *time.Duration
+	priority           int32
 }
 
 func defaultConfig() config {
@@ -194,6 +197,24 @@ func WithAbsentReleaseAfter(d time.Duration) Option {
 			return
 		}
 		c.absentAfter = &d
+	}
+}
+
+// WithPriority sets this instance's priority among the handler's instances
+// (default 0). While it is connected, the instances of the highest priority
+// take every object and review of the handler, and the others none: run a
+// handler on a laptop with WithPriority(1) and it takes over from the
+// in-cluster instances, daemons included, until it stops, when they get it
+// all back. Like kopf run --dev. Above 0 the handler's identity needs the
+// verb "takeover" on handlers.tether.dev/<name> (docs/security.md); the
+// broker takes 0 to tetherv1.MaxPriority.
+func WithPriority(n int) Option {
+	return func(c *config) {
+		if n < 0 || n > tetherv1.MaxPriority {
+			c.fail("WithPriority: priority %d out of range 0..%d", n, tetherv1.MaxPriority)
+			return
+		}
+		c.priority = int32(n)
 	}
 }
 

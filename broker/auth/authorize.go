@@ -26,9 +26,10 @@ var ErrDenied = errors.New("permission denied")
 // reviewed lately) and asks SubjectAccessReview for every right of
 // [Rights]. It is called at Hello and then while the session lasts, so
 // that withdrawn rights end it. A missing right is an error wrapping
-// ErrDenied that names the binding; other errors (the API server
-// unreachable) say nothing about the rights.
-func (a *Authenticator) Authorize(ctx context.Context, handler string, bindings []*binding.Binding) error {
+// ErrDenied that names the binding, or the Hello field (handler,
+// priority); other errors (the API server unreachable) say nothing about
+// the rights.
+func (a *Authenticator) Authorize(ctx context.Context, handler string, priority int32, bindings []*binding.Binding) error {
 	user, err := a.authenticate(ctx)
 	if err != nil {
 		if st, ok := status.FromError(err); ok && st.Code() == codes.Unauthenticated {
@@ -36,13 +37,13 @@ func (a *Authenticator) Authorize(ctx context.Context, handler string, bindings 
 		}
 		return err
 	}
-	for _, r := range Rights(a.opts.Namespace, handler, bindings) {
+	for _, r := range Rights(a.opts.Namespace, handler, priority, bindings) {
 		err := a.check(ctx, user, r)
 		if err == nil {
 			continue
 		}
 		if r.Binding < 0 {
-			return fmt.Errorf("handler: %w", err)
+			return fmt.Errorf("%s: %w", r.Field, err)
 		}
 		b := bindings[r.Binding]
 		return &binding.FieldError{Index: r.Binding, ID: b.ID, Field: r.Field, Err: err}

@@ -6,9 +6,11 @@
 //
 // [Rights] says what a session needs, as SubjectAccessReview attributes:
 // its handler name, granted on the virtual resource handlers.tether.dev
-// (connect, and strict for STRICT holds); list and watch of every bound
-// resource in the bound namespaces; patch where a binding writes or holds
-// (a finalizer is a write); create of webhook configurations for admission.
+// (connect; strict for STRICT holds; takeover for a priority above 0,
+// which takes the handler's work from its other instances); list and watch
+// of every bound resource in the bound namespaces; patch where a binding
+// writes or holds (a finalizer is a write); create of webhook
+// configurations for admission.
 // [Authenticator.Authorize] asks for each at Hello and again while the
 // session lasts. The broker's own broad RBAC is never a way around the
 // handler's.

@@ -8,15 +8,18 @@ import (
 
 // Handler names are granted, not claimed: an identity may connect as
 // handler x only if it may "connect" the virtual resource
-// handlers.tether.dev named x in the broker's namespace, and may hold with
+// handlers.tether.dev named x in the broker's namespace, may hold with
 // STRICT (which can block a deletion indefinitely) only if it may also
-// "strict" it. An admin grants both with an ordinary Role; nothing stores
-// such objects.
+// "strict" it, and may connect with a priority above 0 (which takes every
+// object and review of x away from the instances in the cluster) only if
+// it may also "takeover" it. An admin grants them with an ordinary Role;
+// nothing stores such objects.
 const (
 	HandlerGroup    = "tether.dev"
 	HandlerResource = "handlers"
 	VerbConnect     = "connect"
 	VerbStrict      = "strict"
+	VerbTakeover    = "takeover"
 )
 
 // handlers is the virtual resource of handler names.
@@ -30,19 +33,20 @@ type Right struct {
 	Resource  schema.GroupVersionResource
 	Name      string // "" is any name
 	// Binding is the index of the binding that needs the right, -1 for
-	// the handler name; Field is the binding field to name in an error.
+	// one the Hello itself needs; Field is the binding's field, or the
+	// Hello's, to name in an error.
 	Binding int
 	Field   string
 }
 
-// Rights lists what handler must be allowed to have bindings, in the order
-// they are checked, each right once (the first binding that needs it names
-// it): the handler name itself in brokerNamespace (connect, and strict when
-// a binding is STRICT); list and watch of every binding's resource in its
-// namespaces; patch where a binding writes or holds, because a finalizer is
-// a write; and create of the webhook configurations an admission binding
-// makes the broker write.
-func Rights(brokerNamespace, handler string, bindings []*binding.Binding) []Right {
+// Rights lists what handler must be allowed to have bindings at priority,
+// in the order they are checked, each right once (the first binding that
+// needs it names it): the handler name itself in brokerNamespace (connect,
+// takeover when priority is above 0, and strict when a binding is STRICT);
+// list and watch of every binding's resource in its namespaces; patch where
+// a binding writes or holds, because a finalizer is a write; and create of
+// the webhook configurations an admission binding makes the broker write.
+func Rights(brokerNamespace, handler string, priority int32, bindings []*binding.Binding) []Right {
 	var out []Right
 	seen := map[Right]bool{}
 	add := func(r Right) {
@@ -54,6 +58,9 @@ func Rights(brokerNamespace, handler string, bindings []*binding.Binding) []Righ
 		}
 	}
 	add(Right{Namespace: brokerNamespace, Verb: VerbConnect, Resource: handlers, Name: handler, Binding: -1, Field: "handler"})
+	if priority > 0 {
+		add(Right{Namespace: brokerNamespace, Verb: VerbTakeover, Resource: handlers, Name: handler, Binding: -1, Field: "priority"})
+	}
 	for i, b := range bindings {
 		if b.Policy == binding.PolicyStrict {
 			add(Right{Namespace: brokerNamespace, Verb: VerbStrict, Resource: handlers, Name: handler, Binding: i, Field: "finalizer"})

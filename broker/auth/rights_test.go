@@ -32,31 +32,33 @@ func TestRights(t *testing.T) {
 	connect := "connect handlers.tether.dev/h tether"
 	tests := []struct {
 		name     string
+		priority int32
 		bindings []*binding.Binding
 		want     []string
 	}{
-		{"no bindings: the name alone", nil, []string{connect}},
-		{"an event binding reads", []*binding.Binding{bind(binding.Event, binding.PolicyNone, "a")},
+		{"no bindings: the name alone", 0, nil, []string{connect}},
+		{"a priority above 0 takes over: the takeover grant", 1, nil, []string{connect, "takeover handlers.tether.dev/h tether"}},
+		{"an event binding reads", 0, []*binding.Binding{bind(binding.Event, binding.PolicyNone, "a")},
 			[]string{connect, "list widgets.v1.test.tether.dev a", "watch widgets.v1.test.tether.dev a"}},
-		{"a delete binding that holds writes the finalizer", []*binding.Binding{bind(binding.Delete, binding.PolicyHold, "a")},
+		{"a delete binding that holds writes the finalizer", 0, []*binding.Binding{bind(binding.Delete, binding.PolicyHold, "a")},
 			[]string{connect, "list widgets.v1.test.tether.dev a", "watch widgets.v1.test.tether.dev a", "patch widgets.v1.test.tether.dev a"}},
-		{"a delete binding without a hold only reads", []*binding.Binding{bind(binding.Delete, binding.PolicyNone, "a")},
+		{"a delete binding without a hold only reads", 0, []*binding.Binding{bind(binding.Delete, binding.PolicyNone, "a")},
 			[]string{connect, "list widgets.v1.test.tether.dev a", "watch widgets.v1.test.tether.dev a"}},
-		{"a STRICT daemon needs the strict grant, cluster-wide patch", []*binding.Binding{bind(binding.Daemon, binding.PolicyStrict)},
+		{"a STRICT daemon needs the strict grant, cluster-wide patch", 0, []*binding.Binding{bind(binding.Daemon, binding.PolicyStrict)},
 			[]string{connect, "strict handlers.tether.dev/h tether", "list widgets.v1.test.tether.dev", "watch widgets.v1.test.tether.dev", "patch widgets.v1.test.tether.dev"}},
-		{"a create binding patches in every namespace it names", []*binding.Binding{bind(binding.Create, binding.PolicyNone, "a", "b")},
+		{"a create binding patches in every namespace it names", 0, []*binding.Binding{bind(binding.Create, binding.PolicyNone, "a", "b")},
 			[]string{connect, "list widgets.v1.test.tether.dev a", "watch widgets.v1.test.tether.dev a", "patch widgets.v1.test.tether.dev a",
 				"list widgets.v1.test.tether.dev b", "watch widgets.v1.test.tether.dev b", "patch widgets.v1.test.tether.dev b"}},
-		{"two bindings on one scope ask once", []*binding.Binding{bind(binding.Create, binding.PolicyNone, "a"), bind(binding.Update, binding.PolicyNone, "a")},
+		{"two bindings on one scope ask once", 0, []*binding.Binding{bind(binding.Create, binding.PolicyNone, "a"), bind(binding.Update, binding.PolicyNone, "a")},
 			[]string{connect, "list widgets.v1.test.tether.dev a", "watch widgets.v1.test.tether.dev a", "patch widgets.v1.test.tether.dev a"}},
-		{"a validate binding makes the broker write a webhook configuration", []*binding.Binding{bind(binding.Validate, binding.PolicyNone, "a")},
+		{"a validate binding makes the broker write a webhook configuration", 0, []*binding.Binding{bind(binding.Validate, binding.PolicyNone, "a")},
 			[]string{connect, "list widgets.v1.test.tether.dev a", "watch widgets.v1.test.tether.dev a",
 				"create validatingwebhookconfigurations.v1.admissionregistration.k8s.io"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			var got []string
-			for _, r := range Rights("tether", "h", tc.bindings) {
+			for _, r := range Rights("tether", "h", tc.priority, tc.bindings) {
 				got = append(got, spell(r))
 			}
 			if !slices.Equal(got, tc.want) {
@@ -73,10 +75,12 @@ func TestRightsNameTheBindingThatNeedsThem(t *testing.T) {
 		{ID: "create", Kind: binding.Create, Resource: widgets},
 		{ID: "strict", Kind: binding.Delete, Policy: binding.PolicyStrict, Resource: widgets},
 	}
-	for _, r := range Rights("tether", "h", bs) {
+	for _, r := range Rights("tether", "h", 1, bs) {
 		switch {
 		case r.Verb == VerbConnect && (r.Binding != -1 || r.Field != "handler"):
 			t.Errorf("%s: binding %d field %q, want the handler", spell(r), r.Binding, r.Field)
+		case r.Verb == VerbTakeover && (r.Binding != -1 || r.Field != "priority"):
+			t.Errorf("%s: binding %d field %q, want the priority", spell(r), r.Binding, r.Field)
 		case r.Verb == VerbStrict && (r.Binding != 1 || r.Field != "finalizer"):
 			t.Errorf("%s: binding %d field %q, want bindings[1].finalizer", spell(r), r.Binding, r.Field)
 		case r.Verb == "patch" && r.Binding != 0:

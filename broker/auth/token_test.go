@@ -167,7 +167,7 @@ func TestAllowedRightsAreNotAskedAgainForAWhile(t *testing.T) {
 	a := New(Options{Client: c, Clock: clk, Namespace: "tether", AllowedTTL: 10 * time.Second})
 	ctx := context.WithValue(streamContext("10.0.0.1", "good"), userKey{}, authenticationv1.UserInfo{Username: "alice"})
 	for range 5 {
-		if err := a.Authorize(ctx, "h", nil); err != nil {
+		if err := a.Authorize(ctx, "h", 0, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -177,11 +177,36 @@ func TestAllowedRightsAreNotAskedAgainForAWhile(t *testing.T) {
 	clk.SetTime(clk.Now().Add(11 * time.Second))
 	deny.Store(true)
 	for range 2 {
-		if err := a.Authorize(ctx, "h", nil); !errors.Is(err, ErrDenied) {
+		if err := a.Authorize(ctx, "h", 0, nil); !errors.Is(err, ErrDenied) {
 			t.Fatalf("after the TTL, with the right withdrawn: %v, want ErrDenied", err)
 		}
 	}
 	if n := sars.Load(); n != 3 {
 		t.Errorf("%d SubjectAccessReviews, want 3: a denial is asked again", n)
+	}
+}
+
+// TestTakeoverNeedsItsGrant: an identity that may connect as h but not
+// "takeover" it is refused a priority above 0, and the refusal names the
+// Hello field and the verb; at priority 0 the grant is not asked for.
+func TestTakeoverNeedsItsGrant(t *testing.T) {
+	var r reviewer
+	c := r.client()
+	var verbs []string
+	c.PrependReactor("create", "subjectaccessreviews", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		sar := a.(k8stesting.CreateAction).GetObject().(*authorizationv1.SubjectAccessReview).DeepCopy()
+		verbs = append(verbs, sar.Spec.ResourceAttributes.Verb)
+		sar.Status.Allowed = sar.Spec.ResourceAttributes.Verb != VerbTakeover
+		return true, sar, nil
+	})
+	a := New(Options{Client: c, Namespace: "tether"})
+	ctx := context.WithValue(streamContext("10.0.0.1", "good"), userKey{}, authenticationv1.UserInfo{Username: "alice"})
+	if err := a.Authorize(ctx, "h", 0, nil); err != nil || slices.Contains(verbs, VerbTakeover) {
+		t.Fatalf("priority 0: %v, asked for %v; want allowed without asking for takeover", err, verbs)
+	}
+	err := a.Authorize(ctx, "h", 1, nil)
+	if !errors.Is(err, ErrDenied) || !strings.HasPrefix(err.Error(), "priority: ") ||
+		!strings.Contains(err.Error(), "alice may not takeover handlers.tether.dev h in namespace tether") {
+		t.Errorf("priority 1 without the grant: %v, want ErrDenied naming priority and the takeover verb", err)
 	}
 }

@@ -11,9 +11,12 @@ import (
 )
 
 // pool is one handler's connected instances, and the choice of the one
-// that takes an object. Every choice comes with a channel that closes when
-// the instances change: a waiter then chooses again, as the owner may be
-// another.
+// that takes an object. Only the instances of the highest priority among
+// those connected and not leaving are chosen: a developer's instance with
+// a priority above the in-cluster ones' takes all the work while it is
+// connected, and gives it back by leaving. Every choice comes with a
+// channel that closes when the instances change: a waiter then chooses
+// again, as the owner may be another.
 type pool struct {
 	mu        sync.Mutex
 	instances []*session.Instance
@@ -60,9 +63,11 @@ func (p *pool) signalLocked() {
 	p.changed = make(chan struct{})
 }
 
-// owner picks the instance for an object by rendezvous hashing on its UID,
-// so that when instances come and go only the objects of those move. An
-// instance that said Goodbye takes nothing new. nil: none can.
+// owner picks the instance for an object by rendezvous hashing on its UID
+// among the instances of the highest priority, so that when instances of
+// that priority come and go only the objects of those move (and when one
+// of a higher priority comes, all do). An instance that said Goodbye takes
+// nothing new. nil: none can.
 func (p *pool) owner(uid types.UID) (*session.Instance, <-chan struct{}) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -76,21 +81,28 @@ func (p *pool) owner(uid types.UID) (*session.Instance, <-chan struct{}) {
 		h.Write([]byte(uid))
 		h.Write([]byte{0})
 		h.Write([]byte(in.ID))
-		if s := mix64(h.Sum64()); best == nil || s > bestScore {
+		// The highest priority wins, then the highest score: one pass,
+		// so that an instance saying Goodbye meanwhile cannot leave the
+		// choice empty.
+		if s := mix64(h.Sum64()); best == nil || in.Priority > best.Priority || in.Priority == best.Priority && s > bestScore {
 			best, bestScore = in, s
 		}
 	}
 	return best, p.changed
 }
 
-// leastBusy picks the instance with the fewest deliveries in flight, for
-// work that belongs to no object yet (a review of a create).
+// leastBusy picks, among the instances of the highest priority, the one
+// with the fewest deliveries in flight, for work that belongs to no object
+// yet (a review of a create).
 func (p *pool) leastBusy() (*session.Instance, <-chan struct{}) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	var best *session.Instance
 	for _, in := range p.instances {
-		if !in.Leaving() && (best == nil || in.InFlight() < best.InFlight()) {
+		if in.Leaving() {
+			continue
+		}
+		if best == nil || in.Priority > best.Priority || in.Priority == best.Priority && in.InFlight() < best.InFlight() {
 			best = in
 		}
 	}

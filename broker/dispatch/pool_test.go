@@ -2,6 +2,7 @@ package dispatch
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -61,5 +62,71 @@ func TestPoolMovesOnlyTheObjectsOfTheInstanceThatLeft(t *testing.T) {
 	}
 	if in, _ := p.owner("x"); in != nil {
 		t.Errorf("an empty pool chose %s", in.ID)
+	}
+}
+
+// TestPoolGivesEverythingToTheHighestPriority: instances of a higher
+// priority take every object and every review while connected, shared
+// among them by the hash; once they leave, the others share again, each
+// object back on the instance it had.
+func TestPoolGivesEverythingToTheHighestPriority(t *testing.T) {
+	a, b := &session.Instance{Handler: "h", ID: "a"}, &session.Instance{Handler: "h", ID: "b"}
+	dev, dev2 := &session.Instance{Handler: "h", ID: "dev", Priority: 5}, &session.Instance{Handler: "h", ID: "dev2", Priority: 5}
+	steps := []struct {
+		name        string
+		add, remove []*session.Instance
+		// owners are the instances that must each own a fair share of the
+		// objects; no other may own any, nor be the least busy.
+		owners []*session.Instance
+	}{
+		{name: "two at 0 share", add: []*session.Instance{a, b}, owners: []*session.Instance{a, b}},
+		{name: "a 5 joins: it owns all", add: []*session.Instance{dev}, owners: []*session.Instance{dev}},
+		{name: "another 5 joins: the 5s share", add: []*session.Instance{dev2}, owners: []*session.Instance{dev, dev2}},
+		{name: "one 5 leaves: the other owns all", remove: []*session.Instance{dev}, owners: []*session.Instance{dev2}},
+		{name: "the 5 leaves: the 0s share again", remove: []*session.Instance{dev2}, owners: []*session.Instance{a, b}},
+	}
+	const n = 600
+	p := newPool()
+	was := map[types.UID]*session.Instance{} // each object's owner at priority 0
+	for _, st := range steps {
+		t.Run(st.name, func(t *testing.T) {
+			_, changed := p.owner("x")
+			for _, in := range st.add {
+				p.add(in)
+			}
+			for _, in := range st.remove {
+				p.remove(in)
+			}
+			select {
+			case <-changed:
+			default:
+				t.Error("the change did not close the changes channel")
+			}
+			share := map[*session.Instance]int{}
+			for i := range n {
+				uid := types.UID(fmt.Sprintf("uid-%d", i))
+				in, _ := p.owner(uid)
+				share[in]++
+				if in.Priority > 0 {
+					continue
+				}
+				if w, ok := was[uid]; ok && w != in {
+					t.Errorf("%s back on %s, it was on %s", uid, in.ID, w.ID)
+				}
+				was[uid] = in
+			}
+			for _, in := range st.owners {
+				if share[in] < n/len(st.owners)*8/10 {
+					t.Errorf("%s owns %d of %d objects, want a fair share among %d", in.ID, share[in], n, len(st.owners))
+				}
+				delete(share, in)
+			}
+			for in, c := range share {
+				t.Errorf("%s (priority %d) owns %d objects, want none", in.ID, in.Priority, c)
+			}
+			if in, _ := p.leastBusy(); !slices.Contains(st.owners, in) {
+				t.Errorf("leastBusy chose %s (priority %d)", in.ID, in.Priority)
+			}
+		})
 	}
 }

@@ -209,7 +209,8 @@ func (rt *runtime) addInstance(in *session.Instance) {
 			o.initial = true
 			uids = append(uids, uid)
 		case len(o.daemons) > 0:
-			// A joining instance may now own the object: its daemon moves.
+			// A joining instance may now own the object (every object, when
+			// its priority is above the others'): its daemon moves.
 			uids = append(uids, uid)
 		}
 	}

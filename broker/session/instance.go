@@ -33,6 +33,10 @@ type Instance struct {
 	// User is the identity the instance authenticated as; nil in insecure
 	// mode. The broker writes the instance's patches as this user.
 	User *authenticationv1.UserInfo
+	// Priority is Hello.priority, 0 to tetherv1.MaxPriority: only the
+	// instances of the highest priority connected take the handler's work,
+	// so that a developer's instance can take over from the in-cluster ones.
+	Priority int32
 
 	send chan *tetherv1.ConnectResponse
 	done chan struct{} // closed when the session ends
@@ -55,9 +59,9 @@ type Instance struct {
 	fault error
 }
 
-func newInstance(handler, id, sessionID string, window int, reviews bool) *Instance {
+func newInstance(handler, id, sessionID string, priority int32, window int, reviews bool) *Instance {
 	return &Instance{
-		Handler: handler, ID: id, SessionID: sessionID,
+		Handler: handler, ID: id, SessionID: sessionID, Priority: priority,
 		send:    make(chan *tetherv1.ConnectResponse),
 		done:    make(chan struct{}),
 		window:  window,

@@ -19,13 +19,15 @@ import (
 
 // rights is an Authorize whose answer a test changes.
 type rights struct {
-	calls atomic.Int32
-	deny  atomic.Bool
-	fail  atomic.Bool // an error that says nothing about the rights
+	calls    atomic.Int32
+	priority atomic.Int32 // asked for at the last call
+	deny     atomic.Bool
+	fail     atomic.Bool // an error that says nothing about the rights
 }
 
-func (r *rights) authorize(_ context.Context, handler string, _ []*binding.Binding) error {
+func (r *rights) authorize(_ context.Context, handler string, priority int32, _ []*binding.Binding) error {
 	r.calls.Add(1)
+	r.priority.Store(priority)
 	switch {
 	case r.deny.Load():
 		return fmt.Errorf("%w: may not connect handlers.tether.dev %s", auth.ErrDenied, handler)

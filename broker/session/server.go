@@ -66,12 +66,13 @@ type Options struct {
 	// MaxInstances caps the instances of one handler connected at once
 	// (default 256); one more is told ResourceExhausted, which SDKs retry.
 	MaxInstances int
-	// Authorize checks that the stream's identity may be the handler and
-	// have the bindings; nil checks nothing (insecure mode). An error
-	// wrapping auth.ErrDenied ends the stream with PermissionDenied naming
-	// the binding. It is asked at Hello and then every RecheckEvery
-	// (default 30 s) while the session lasts: rights withdrawn end it.
-	Authorize    func(ctx context.Context, handler string, bindings []*binding.Binding) error
+	// Authorize checks that the stream's identity may be the handler, with
+	// that priority (above 0 takes over the handler's work), and have the
+	// bindings; nil checks nothing (insecure mode). An error wrapping
+	// auth.ErrDenied ends the stream with PermissionDenied naming the Hello
+	// field. It is asked at Hello and then every RecheckEvery (default
+	// 30 s) while the session lasts: rights withdrawn end it.
+	Authorize    func(ctx context.Context, handler string, priority int32, bindings []*binding.Binding) error
 	RecheckEvery time.Duration
 	// Version is the broker's build version, sent in Welcome.
 	Version string
@@ -166,7 +167,7 @@ func (s *Server) Connect(stream tetherv1.BrokerService_ConnectServer) error {
 	}
 
 	if s.opts.Authorize != nil {
-		if err := s.opts.Authorize(ctx, hello.GetHandler(), bindings); err != nil {
+		if err := s.opts.Authorize(ctx, hello.GetHandler(), hello.GetPriority(), bindings); err != nil {
 			if errors.Is(err, auth.ErrDenied) {
 				return status.Error(codes.PermissionDenied, err.Error())
 			}
@@ -177,8 +178,9 @@ func (s *Server) Connect(stream tetherv1.BrokerService_ConnectServer) error {
 		return status.Errorf(codes.ResourceExhausted, "handler %q has %d instances connected, the most this broker takes; retry later", hello.GetHandler(), s.opts.MaxInstances)
 	}
 	defer s.leave(hello.GetHandler())
-	withdrawn := s.recheck(ctx, hello.GetHandler(), bindings)
-	in := newInstance(hello.GetHandler(), hello.GetInstanceId(), newSessionID(), window, slices.ContainsFunc(bindings, func(b *binding.Binding) bool { return b.Kind.IsAdmission() }))
+	withdrawn := s.recheck(ctx, hello.GetHandler(), hello.GetPriority(), bindings)
+	in := newInstance(hello.GetHandler(), hello.GetInstanceId(), newSessionID(), hello.GetPriority(), window,
+		slices.ContainsFunc(bindings, func(b *binding.Binding) bool { return b.Kind.IsAdmission() }))
 	if u, ok := auth.User(ctx); ok {
 		in.User = &u
 	}
@@ -219,7 +221,7 @@ func (s *Server) Connect(stream tetherv1.BrokerService_ConnectServer) error {
 	if err := stream.Send(&tetherv1.ConnectResponse{Message: &tetherv1.ConnectResponse_Welcome{Welcome: welcome}}); err != nil {
 		return err
 	}
-	log.Info("handler instance connected", "bindings", len(bindings), "window", window, "sdk", hello.GetSdk())
+	log.Info("handler instance connected", "bindings", len(bindings), "window", window, "priority", in.Priority, "sdk", hello.GetSdk())
 
 	recvDone = make(chan struct{})
 	go func() {
@@ -276,7 +278,7 @@ func (s *Server) leave(handler string) {
 // recheck asks Authorize again every RecheckEvery until ctx ends, and sends
 // on the returned channel the first denial. An error that says nothing
 // about the rights (the API server unreachable) keeps the session.
-func (s *Server) recheck(ctx context.Context, handler string, bindings []*binding.Binding) <-chan error {
+func (s *Server) recheck(ctx context.Context, handler string, priority int32, bindings []*binding.Binding) <-chan error {
 	withdrawn := make(chan error, 1)
 	if s.opts.Authorize == nil {
 		return withdrawn
@@ -290,7 +292,7 @@ func (s *Server) recheck(ctx context.Context, handler string, bindings []*bindin
 				return
 			case <-t.C:
 			}
-			err := s.opts.Authorize(ctx, handler, bindings)
+			err := s.opts.Authorize(ctx, handler, priority, bindings)
 			if errors.Is(err, auth.ErrDenied) {
 				withdrawn <- err
 				return
@@ -341,6 +343,9 @@ func (s *Server) checkHello(h *tetherv1.Hello) (window int, err error) {
 	}
 	if v := h.GetProtocolVersion(); v != "" && v != "v1" {
 		return 0, fmt.Errorf("protocol_version: %q is not spoken here (want v1)", v)
+	}
+	if p := h.GetPriority(); p < 0 || p > tetherv1.MaxPriority {
+		return 0, fmt.Errorf("priority: %d is out of range 0..%d (0, the default, for in-cluster instances; above 0 takes over the handler's work while connected)", p, tetherv1.MaxPriority)
 	}
 	if n := len(h.GetBindings()); n > s.opts.MaxBindings {
 		return 0, fmt.Errorf("bindings: %d is more than the %d allowed", n, s.opts.MaxBindings)

@@ -74,9 +74,9 @@ func (s *secure) token(t *testing.T, sa string, audiences ...string) string {
 	return tok
 }
 
-func (s *secure) handler(name, token string) *sdk.Handler {
-	return sdk.New(name, sdk.WithTLS(s.clientTLS), sdk.WithToken(token),
-		sdk.WithReconnectBackoff(50*time.Millisecond, 500*time.Millisecond))
+func (s *secure) handler(name, token string, opts ...sdk.Option) *sdk.Handler {
+	return sdk.New(name, append([]sdk.Option{sdk.WithTLS(s.clientTLS), sdk.WithToken(token),
+		sdk.WithReconnectBackoff(50*time.Millisecond, 500*time.Millisecond)}, opts...)...)
 }
 
 // rejected runs h until the broker rejects it, and fails the test if it
@@ -196,6 +196,31 @@ func TestHandlerNameIsGranted(t *testing.T) {
 	waitObject(t, dyn, widgetGVR, s.ns, "w", "held by intruder", func(o *unstructured.Unstructured) bool {
 		return slices.Contains(o.GetFinalizers(), "tether.dev/intruder")
 	})
+}
+
+// TestTakeoverNeedsItsGrant: a priority above 0 takes all of a handler's
+// work from its other instances, so an identity may connect with one only
+// when a Role grants it "takeover" on the handler's name besides "connect";
+// without it the Hello is refused, naming the field and the verb.
+func TestTakeoverNeedsItsGrant(t *testing.T) {
+	cp := controlplane.Get(t)
+	dyn := cp.EnsureWidgetCRD(t)
+	s := startSecure(t, cp)
+	objects := widgetRule("get", "list", "watch", "patch")
+	s.grant(t, "in-cluster", "in-cluster", objects, handlerRule("shared", "connect"))
+	s.grant(t, "developer", "developer", objects, handlerRule("shared", "connect", "takeover"))
+
+	h := s.handler("shared", s.token(t, "in-cluster"), sdk.WithPriority(1))
+	h.OnCreate(widgets, nothing, sdk.Namespaces(s.ns))
+	expectRejection(t, s.rejected(t, h), "PermissionDenied",
+		"priority:", "system:serviceaccount:"+s.ns+":in-cluster may not takeover handlers.tether.dev shared")
+
+	var j journal
+	dev := s.handler("shared", s.token(t, "developer"), sdk.WithPriority(1))
+	dev.OnCreate(widgets, j.record(nil), sdk.Namespaces(s.ns))
+	runHandler(t, dev, s.addr)
+	create(t, dyn, widgetGVR, widget(s.ns, "w", nil))
+	j.waitCount(t, sdk.Create, "w", 1)
 }
 
 // TestWithdrawnRightsEndTheSession: deleting the RoleBinding that lets a

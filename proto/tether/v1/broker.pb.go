@@ -847,8 +847,19 @@ type Hello struct {
 	// (and adds them again when it returns). Zero means never. Unset means the
 	// broker's default.
 	AbsentReleaseAfter *durationpb.Duration `protobuf:"bytes,8,opt,name=absent_release_after,json=absentReleaseAfter,proto3" json:"absent_release_after,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// priority ranks this instance among the handler's connected instances:
+	// those with the highest priority among the connected ones take all of
+	// the handler's objects and reviews, shared between them by UID as
+	// always, and the others take nothing while those are connected. It is
+	// for development: an instance on a laptop started with a higher
+	// priority takes over from the in-cluster ones while it is connected, and
+	// they get the work back when it leaves (daemons move to it, and back).
+	// From 0, the default, to 1000 (MaxPriority in limits.go); a value out of
+	// range ends the stream with InvalidArgument. Above 0 the handler's
+	// identity needs the verb "takeover" on handlers.tether.dev/<handler>.
+	Priority      int32 `protobuf:"varint,9,opt,name=priority,proto3" json:"priority,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Hello) Reset() {
@@ -935,6 +946,13 @@ func (x *Hello) GetAbsentReleaseAfter() *durationpb.Duration {
 		return x.AbsentReleaseAfter
 	}
 	return nil
+}
+
+func (x *Hello) GetPriority() int32 {
+	if x != nil {
+		return x.Priority
+	}
+	return 0
 }
 
 // Welcome accepts a Hello.
@@ -2531,7 +2549,7 @@ const file_tether_v1_broker_proto_rawDesc = "" +
 	"\awelcome\x18\x01 \x01(\v2\x12.tether.v1.WelcomeH\x00R\awelcome\x121\n" +
 	"\bdelivery\x18\x02 \x01(\v2\x13.tether.v1.DeliveryH\x00R\bdelivery\x12+\n" +
 	"\x06cancel\x18\x03 \x01(\v2\x11.tether.v1.CancelH\x00R\x06cancelB\t\n" +
-	"\amessage\"\xc5\x02\n" +
+	"\amessage\"\xe1\x02\n" +
 	"\x05Hello\x12\x18\n" +
 	"\ahandler\x18\x01 \x01(\tR\ahandler\x12\x1f\n" +
 	"\vinstance_id\x18\x02 \x01(\tR\n" +
@@ -2541,7 +2559,8 @@ const file_tether_v1_broker_proto_rawDesc = "" +
 	"\x10protocol_version\x18\x05 \x01(\tR\x0fprotocolVersion\x12\x10\n" +
 	"\x03sdk\x18\x06 \x01(\tR\x03sdk\x12/\n" +
 	"\x05grace\x18\a \x01(\v2\x19.google.protobuf.DurationR\x05grace\x12K\n" +
-	"\x14absent_release_after\x18\b \x01(\v2\x19.google.protobuf.DurationR\x12absentReleaseAfter\"\x98\x02\n" +
+	"\x14absent_release_after\x18\b \x01(\v2\x19.google.protobuf.DurationR\x12absentReleaseAfter\x12\x1a\n" +
+	"\bpriority\x18\t \x01(\x05R\bpriority\"\x98\x02\n" +
 	"\aWelcome\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x16\n" +

@@ -22,3 +22,8 @@ const MaxHelloNamespaces = 500
 // a handler (--max-message-size). The SDKs fail a delivery whose answer
 // would be larger, rather than send what the broker cannot take.
 const DefaultMaxMessageBytes = 4 << 20
+
+// MaxPriority bounds Hello.priority (from 0). Priorities rank instances,
+// they are not weights, so a few levels are plenty; the bound turns a value
+// that is surely a mistake (a timestamp, a port) into an error at Hello.
+const MaxPriority = 1000

@@ -14,6 +14,7 @@ import unittest
 
 import grpc
 
+import tether
 from tether import cli, durations, runner
 from tether.v1 import broker_pb2 as pb
 
@@ -41,6 +42,17 @@ class Flags(unittest.TestCase):
                          (["h.py"], [], "widgets", runner.DEFAULT_BROKER, False, None, 16, []))
         self.assertEqual((a.grace, a.absent_release_after, a.drain_timeout, a.max_backoff, a.log_format, a.verbose),
                          (None, None, 10.0, 10.0, "plain", False))
+        self.assertEqual((a.dev, a.priority, cli.priority(a)), (False, None, 0))
+
+    def test_dev_and_priority_become_the_hellos_priority(self):
+        registry = tether.Registry()
+        tether.on.create("test.tether.dev", "v1", "widgets", registry=registry, id="create")(lambda **_: None)
+        for flags, want in (((), 0), (("--dev",), 1), (("--priority", "5"), 5), (("--dev", "--priority", "7"), 7),
+                            (("--dev", "--priority", "0"), 0), (("--priority", "1000"), 1000)):
+            with self.subTest(flags):
+                a = parse("h.py", "--name", "w", *flags)
+                msg = runner.hello(registry, runner.Config(name=a.name, priority=cli.priority(a)))
+                self.assertEqual(msg.priority, want)
 
     def test_every_flag(self):
         a = parse("a.py", "b.py", "-m", "pkg.handlers", "--name", "w", "--broker", "broker:7443", "--insecure",
@@ -58,7 +70,9 @@ class Flags(unittest.TestCase):
     def test_bad_flags_exit_2(self):
         for argv in (["h.py"], ["h.py", "--name", "w", "--window", "0"], ["h.py", "--name", "w", "--grace", "soon"],
                      ["h.py", "--name", "w", "--log-format", "xml"], ["--name", "w"],
-                     ["h.py", "--name", "w", "--insecure", "--tls-ca-file", "ca.pem"]):
+                     ["h.py", "--name", "w", "--insecure", "--tls-ca-file", "ca.pem"],
+                     ["h.py", "--name", "w", "--priority", "-1"], ["h.py", "--name", "w", "--priority", "1001"],
+                     ["h.py", "--name", "w", "--priority", "high"]):
             with self.subTest(argv), contextlib.redirect_stderr(io.StringIO()):
                 with self.assertRaises(SystemExit) as caught:
                     cli.main(["run", *argv])
@@ -68,7 +82,8 @@ class Flags(unittest.TestCase):
         text = cli.parser()._subparsers._group_actions[0].choices["run"].format_help()
         for flag in ("--name", "--broker", "--insecure", "--token-file", "--tls-ca-file", "--tls-server-name",
                      "--instance-id", "--window", "--namespace", "--grace", "--absent-release-after",
-                     "--drain-timeout", "--max-backoff", "--log-format", "--verbose", "--module"):
+                     "--drain-timeout", "--max-backoff", "--log-format", "--verbose", "--module", "--dev",
+                     "--priority"):
             self.assertIn(flag, text)
 
     def test_durations(self):
@@ -134,6 +149,18 @@ class Process(unittest.TestCase):
         self.assertEqual(len(broker.messages("goodbye")), 1)
         self.assertIn('"message": "creating", "object": {"namespace": "ns", "name": "w1"}', stderr)
         self.assertIn("received SIGTERM", stderr)
+
+    def test_dev_connects_with_priority_1(self):
+        for flags, want in ((("--dev",), 1), (("--dev", "--priority", "3"), 3)):
+            with self.subTest(flags):
+                broker = FakeBroker().start()
+                self.addCleanup(broker.stop)
+                proc = self.start(broker, *flags)
+                self.assertEqual(broker.connected().hello.priority, want)
+                proc.send_signal(signal.SIGTERM)
+                _, stderr = proc.communicate(timeout=WAIT)
+                self.assertEqual(proc.returncode, 0, stderr)
+                self.assertIn(f"at priority {want}, taking over from lower priorities", stderr)
 
     def test_a_rejected_hello_exits_2_with_the_brokers_message(self):
         broker = FakeBroker(reject=(grpc.StatusCode.PERMISSION_DENIED, 'handler "py-widgets" is not granted')).start()

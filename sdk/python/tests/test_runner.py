@@ -192,6 +192,8 @@ class Hello(unittest.TestCase):
             (tether.Registry(), {}, "no bindings"),
             (self.registry(), {"name": "Not_A_Name"}, "DNS-1123"),
             (self.registry(), {"window": 0}, "window"),
+            (self.registry(), {"priority": -1}, "priority -1 is out of range 0..1000"),
+            (self.registry(), {"priority": 1001}, "priority 1001 is out of range"),
             (self.registry(), {"insecure": True, "tls_ca_file": "ca.pem"}, "insecure"),
             (self.registry(namespaces=[f"n{i}" for i in range(100)]),
              {"namespaces": tuple(f"n{i}" for i in range(100))}, None),

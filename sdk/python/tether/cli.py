@@ -15,7 +15,7 @@ import sys
 import traceback
 from collections.abc import Sequence
 
-from . import durations, log, runner
+from . import durations, limits, log, runner
 from .errors import RejectedError
 from .registry import get_default_registry
 from .version import __version__
@@ -50,6 +50,16 @@ def _window(text: str) -> int:
     return n
 
 
+def _priority(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        n = -1
+    if not 0 <= n <= limits.MAX_PRIORITY:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a priority from 0 to {limits.MAX_PRIORITY}")
+    return n
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python3 -m tether", description="Tether's Python SDK.")
     p.add_argument("--version", action="version", version=f"tether-python {__version__}")
@@ -78,6 +88,14 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--window", type=_window, default=runner.DEFAULT_WINDOW, metavar="N",
                    help="deliveries in flight at once; also the size of the thread pool of sync functions "
                         "(default %(default)s; the broker may cap it)")
+    r.add_argument("--dev", action="store_true",
+                   help="development mode, like kopf run --dev: connect with priority 1 (unless --priority), "
+                        "so that this instance takes every object and review of the handler from the "
+                        "in-cluster instances (priority 0) while it runs, daemons included; they get them back "
+                        "when it stops. Needs the verb \"takeover\" on handlers.tether.dev/NAME")
+    r.add_argument("--priority", type=_priority, default=None, metavar="N",
+                   help=f"this instance's priority, 0 to {limits.MAX_PRIORITY}: the connected instances of the "
+                        "highest priority take all the handler's work (default 0; 1 with --dev)")
     r.add_argument("-n", "--namespace", action="append", default=[], metavar="NS",
                    help="serve only this namespace (repeatable; default all). A binding that names namespaces "
                         "keeps those of them listed here")
@@ -95,6 +113,13 @@ def parser() -> argparse.ArgumentParser:
                    help="plain lines, or one JSON object per line (default %(default)s)")
     r.add_argument("-v", "--verbose", action="store_true", help="log debug lines too")
     return p
+
+
+def priority(args: argparse.Namespace) -> int:
+    """Hello.priority from the flags: --priority N, else 1 for --dev, else 0."""
+    if args.priority is not None:
+        return args.priority
+    return 1 if args.dev else 0
 
 
 def load(paths: Sequence[str], modules: Sequence[str]) -> None:
@@ -136,7 +161,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         name=args.name, broker=args.broker, window=args.window, insecure=args.insecure,
         token_file=args.token_file, tls_ca_file=args.tls_ca_file, tls_server_name=args.tls_server_name,
         namespaces=tuple(args.namespace), grace=args.grace, absent_release_after=args.absent_release_after,
-        drain_timeout=args.drain_timeout, max_backoff=args.max_backoff)
+        drain_timeout=args.drain_timeout, max_backoff=args.max_backoff, priority=priority(args))
     if args.instance_id:
         settings["instance_id"] = args.instance_id
     try:

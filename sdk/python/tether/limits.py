@@ -25,3 +25,5 @@ MIN_WEBHOOK_TIMEOUT = 1
 MAX_WEBHOOK_TIMEOUT = 30
 # Match conditions per webhook: the API server takes 64, the broker adds one.
 MAX_MATCH_CONDITIONS = 63
+# Hello.priority: 0 (the default) to 1000; the highest connected take all.
+MAX_PRIORITY = 1000

@@ -67,6 +67,9 @@ class Config:
     absent_release_after: float | None = None
     drain_timeout: float = DEFAULT_DRAIN_TIMEOUT
     max_backoff: float = RECONNECT_MAX
+    # Above 0 (--dev): while connected, this instance and any others of the
+    # highest priority take all the handler's work from the in-cluster ones.
+    priority: int = 0
 
 
 def hello(registry: Registry, cfg: Config) -> pb.Hello:
@@ -78,11 +81,14 @@ def hello(registry: Registry, cfg: Config) -> pb.Hello:
         raise ConfigError(str(e)) from None
     if not 1 <= cfg.window <= MAX_WINDOW:
         raise ConfigError(f"window {cfg.window} is out of range 1..{MAX_WINDOW}")
+    if not 0 <= cfg.priority <= limits.MAX_PRIORITY:
+        raise ConfigError(f"priority {cfg.priority} is out of range 0..{limits.MAX_PRIORITY}")
     if cfg.insecure and (cfg.tls_ca_file or cfg.tls_server_name):
         raise ConfigError("a TLS CA file or server name makes no sense with insecure")
     if not len(registry):
         raise ConfigError("no bindings registered: decorate functions with @tether.on.create, ... first")
-    msg = pb.Hello(handler=cfg.name, instance_id=cfg.instance_id, window=cfg.window, protocol_version="v1", sdk=SDK)
+    msg = pb.Hello(handler=cfg.name, instance_id=cfg.instance_id, window=cfg.window, priority=cfg.priority,
+                   protocol_version="v1", sdk=SDK)
     try:
         scope = bindings.namespaces(cfg.namespaces)
     except ValueError as e:
@@ -194,8 +200,9 @@ async def operator(registry: Registry | None = None, *, stopping: asyncio.Event 
     executor = ThreadPoolExecutor(max_workers=cfg.window, thread_name_prefix="tether")
     dispatcher = Dispatcher(executor)
     backoff = Backoff(cfg.max_backoff)
-    LOGGER.info("handler %s (instance %s): %d bindings, connecting to %s%s", cfg.name, cfg.instance_id,
-                len(msg.bindings), cfg.broker, " in plain text" if cfg.insecure else "")
+    LOGGER.info("handler %s (instance %s): %d bindings, connecting to %s%s%s", cfg.name, cfg.instance_id,
+                len(msg.bindings), cfg.broker, " in plain text" if cfg.insecure else "",
+                f" at priority {cfg.priority}, taking over from lower priorities" if cfg.priority else "")
     try:
         while not stopping.is_set():
             session = Session(msg, registry, dispatcher, cfg.drain_timeout)
