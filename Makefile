@@ -63,9 +63,8 @@ $(BUF): proto/tools/go.mod proto/tools/go.sum
 proto: $(BUF) ## regenerate the Go code from proto/
 	cd proto && $(BUF) generate
 
-proto-python: ## regenerate the Python stubs in test/python/gen and sdk/python (needs protobuf-compiler, protobuf-compiler-grpc)
+proto-python: ## regenerate the Python SDK's stubs in sdk/python/tether/v1 (needs protobuf-compiler, protobuf-compiler-grpc)
 	test/python/gen.sh
-	test/python/gen.sh sdk/python
 
 proto-lint: $(BUF)
 	cd proto && $(BUF) lint

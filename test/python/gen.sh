@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
 # Generate the Python stubs for proto/tether/v1/broker.proto.
 #
-#   test/python/gen.sh [OUT]     (OUT defaults to test/python/gen)
-#   test/python/gen.sh sdk/python   (the Python SDK's stubs, tether/v1/)
+#   test/python/gen.sh [OUT]     (OUT defaults to sdk/python: the SDK's tether/v1/)
 #
 # The toolchain is Debian bookworm's protobuf-compiler (protoc 3.21.12) and
 # protobuf-compiler-grpc (grpc_python_plugin 1.51.1); other versions emit
@@ -16,7 +15,7 @@ want_protoc="libprotoc 3.21.12"
 want_plugin="1.51.1"
 
 repo=$(cd "$(dirname "$0")/../.." && pwd)
-out=${1:-$repo/test/python/gen}
+out=${1:-$repo/sdk/python}
 include=${PROTOC_INCLUDE:-/usr/include}
 
 missing() { echo "gen.sh: $*" >&2; exit 3; }
