@@ -88,17 +88,20 @@ func (p *proc) start() error {
 		logf.Close()
 		close(done)
 		if p.supervise {
-			time.AfterFunc(restartDelay, p.restartUnlessDown)
+			time.AfterFunc(restartDelay, func() { p.restartUnlessDown(gen) })
 		}
 	}()
 	return nil
 }
 
-func (p *proc) restartUnlessDown() {
+// restartUnlessDown starts the process again after start gen exited by
+// itself: not when a fault or the run's end holds it down, nor when it was
+// started again meanwhile (a rollout).
+func (p *proc) restartUnlessDown(gen int) {
 	p.mu.Lock()
-	down := p.down
+	again := !p.down && p.generation == gen
 	p.mu.Unlock()
-	if down {
+	if !again {
 		return
 	}
 	if err := p.start(); err == nil && p.restarted != nil {
