@@ -42,6 +42,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
+	tetherv1 "github.com/tether-dev/tether/proto/tether/v1"
 	"github.com/tether-dev/tether/sdk"
 	"github.com/tether-dev/tether/sdk/kubeconfig"
 )
@@ -62,6 +63,7 @@ type config struct {
 	reconcileInterval time.Duration
 	ttlInterval       time.Duration
 	ttlWebhook        bool
+	priority          int
 }
 
 func main() {
@@ -125,6 +127,8 @@ Flags:
 	fs.DurationVar(&c.ttlInterval, "ttl-interval", 5*time.Second, "how often the TTL reaper looks at each Secret with a ttl")
 	fs.BoolVar(&c.ttlWebhook, "ttl-webhook", true, "refuse Secrets whose ttl is not a positive duration, with a validating webhook the broker serves;\n"+
 		"set it to false for a broker started without --admission-listen, which would refuse the handler")
+	fs.IntVar(&c.priority, "priority", 0, fmt.Sprintf("the instance's `priority` (0 to %d): while connected, the instances of a handler's highest priority take all its objects;\n"+
+		"run one on a laptop with --priority 1 to take over from the in-cluster ones (needs the takeover grant), which get the work back when it stops", tetherv1.MaxPriority))
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -145,6 +149,9 @@ Flags:
 	}
 	if c.logFormat != "text" && c.logFormat != "json" {
 		return nil, fmt.Errorf("--log-format: want text or json, not %q", c.logFormat)
+	}
+	if c.priority < 0 || c.priority > tetherv1.MaxPriority {
+		return nil, fmt.Errorf("--priority: %d is not between 0 and %d", c.priority, tetherv1.MaxPriority)
 	}
 	for flagName, d := range map[string]time.Duration{"--reconcile-interval": c.reconcileInterval, "--ttl-interval": c.ttlInterval} {
 		if d < sdk.MinTimerInterval {
@@ -199,7 +206,7 @@ func serve(ctx context.Context, c *config, stderr io.Writer) error {
 
 // sdkOptions turns the connection flags into SDK options.
 func (c *config) sdkOptions(log hclog.Logger) ([]sdk.Option, error) {
-	opts := []sdk.Option{sdk.WithLogger(log.Named("sdk"))}
+	opts := []sdk.Option{sdk.WithLogger(log.Named("sdk")), sdk.WithPriority(c.priority)}
 	switch {
 	case c.token != "":
 		opts = append(opts, sdk.WithToken(c.token))

@@ -44,6 +44,8 @@ func TestFlagsRejectBadInput(t *testing.T) {
 		{"--insecure", "--tls-ca-file", "ca.pem"},
 		{"--reconcile-interval", "1ms"},
 		{"--ttl-interval", "0s"},
+		{"--priority", "-1"},
+		{"--priority", "1001"},
 		{"--broker", ""},
 		{"extra"},
 		{"--no-such-flag"},
