@@ -412,7 +412,16 @@ func checkLate(ix *histIndex) []Violation {
 					continue
 				}
 			}
-			if d.Kind != "event" && d.Kind != "validate" && d.Received.Sub(from) > limit {
+			if d.Kind == "event" || d.Kind == "validate" || d.Received.Sub(from) <= limit {
+				continue
+			}
+			// The broker learns of a deletion from its own watch: while its
+			// way to the API server is slowed, cut or restarting, it cannot
+			// know sooner than the fault is healed.
+			if healed := ix.brokerBlindUntil(from.Add(-limit), d.Received); healed.After(from) {
+				from = healed
+			}
+			if d.Received.Sub(from) > limit {
 				n++
 				if first == nil || d.Received.Before(first.Received) {
 					first = d
@@ -427,6 +436,22 @@ func checkLate(ix *histIndex) []Violation {
 		}
 	}
 	return vs
+}
+
+// brokerBlindUntil is when the last fault that kept a broker from seeing
+// the API server as it is, between from and until, was healed: a network
+// fault on a broker's link to the API server, or an API server restart.
+// Zero when there was none.
+func (ix *histIndex) brokerBlindUntil(from, until time.Time) time.Time {
+	var healed time.Time
+	for _, f := range ix.h.Faults {
+		blinds := f.Kind == FaultAPIRestart ||
+			strings.HasSuffix(f.Target, "->apiserver") && (f.Kind == FaultNetLatency || f.Kind == FaultNetBlackhole || f.Kind == FaultNetReset)
+		if blinds && !f.At.After(until) && !f.Healed.Before(from) && f.Healed.After(healed) {
+			healed = f.Healed
+		}
+	}
+	return healed
 }
 
 // checkBrokers (6): no broker panicked or leaked.

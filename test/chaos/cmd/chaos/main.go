@@ -36,6 +36,7 @@ func main() {
 	brokerFlags := flag.String("broker-flags", "", "extra flags for every broker, space-separated")
 	historyFile := flag.String("history", "", "write the run's history to this file as JSON, for a closer look")
 	flag.StringVar(&o.Break, "break", "", "build the broker to break the contract this way (broker/dispatch/breakage.go), for the checker's self-test")
+	judge := flag.String("judge", "", "judge the history in this file (from -history) instead of running: after a change to the checker")
 	expect := flag.Int("expect", 0, "with -break: exit 0 only when the checker reports this invariant (1-6), else 1")
 	flag.Parse()
 	o.BrokerFlags = strings.Fields(*brokerFlags)
@@ -43,7 +44,13 @@ func main() {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	h, err := chaos.Run(ctx, o)
+	var h *chaos.History
+	var err error
+	if *judge != "" {
+		h, err = readHistory(*judge)
+	} else {
+		h, err = chaos.Run(ctx, o)
+	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "chaos: %v\n", err)
 		os.Exit(2)
@@ -78,4 +85,16 @@ func writeHistory(path string, h *chaos.History) error {
 		return fmt.Errorf("writing the history: %w", err)
 	}
 	return nil
+}
+
+func readHistory(path string) (*chaos.History, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading the history: %w", err)
+	}
+	var h chaos.History
+	if err := json.Unmarshal(data, &h); err != nil {
+		return nil, fmt.Errorf("decoding the history in %s: %w", path, err)
+	}
+	return &h, nil
 }
