@@ -3,9 +3,11 @@ package chaos
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -178,21 +180,12 @@ func (l *load) deleteAll(ctx context.Context) {
 	l.mu.Unlock()
 	slices.Sort(keys)
 	for _, k := range keys {
-		resource, name := splitKey(k)
+		resource, name, _ := strings.Cut(k, "/")
 		l.mu.Lock()
 		uid := l.live[k]
 		l.mu.Unlock()
 		l.delete(ctx, resource, name, uid)
 	}
-}
-
-func splitKey(k string) (resource, name string) {
-	for i := range k {
-		if k[i] == '/' {
-			return k[:i], k[i+1:]
-		}
-	}
-	return k, ""
 }
 
 // addForeign puts the foreign finalizer on an object, with a JSON patch
@@ -248,7 +241,7 @@ func (l *load) removeForeign(ctx context.Context, uid string) {
 		return []map[string]any{{"op": "test", "path": path, "value": ForeignFinalizer}, {"op": "remove", "path": path}}, true
 	})
 	switch {
-	case err == errGone:
+	case errors.Is(err, errGone):
 		// Gone without the foreign controller: the checker will see it.
 		op.Err = err.Error()
 		l.mu.Lock()
@@ -282,13 +275,9 @@ func (l *load) removeAllForeign(ctx context.Context) {
 	}
 }
 
-type errString string
-
-func (e errString) Error() string { return string(e) }
-
 // errGone: the object is not there any more, or is another object of the
 // same name.
-const errGone = errString("the object is gone")
+var errGone = errors.New("the object is gone")
 
 // patchFinalizers reads the object, asks change for a JSON patch of its
 // finalizers, and applies it guarded by the resourceVersion read; a

@@ -109,14 +109,6 @@ func (p *proc) restartUnlessDown(gen int) {
 	}
 }
 
-// hold marks the process as held down, before a fault or the end of the
-// run ends it.
-func (p *proc) hold() {
-	p.mu.Lock()
-	p.down = true
-	p.mu.Unlock()
-}
-
 // signal sends sig to the running process; nil when it is not running.
 func (p *proc) signal(sig syscall.Signal) error {
 	p.mu.Lock()

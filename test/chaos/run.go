@@ -236,7 +236,7 @@ func (r *run) prepare(ctx context.Context, dyn dynamic.Interface) error {
 func (r *run) play(ctx context.Context, start time.Time) []Fault {
 	links := r.links.names()
 	slices.Sort(links)
-	plan := Plan(r.opts.Seed, r.opts.Duration, r.opts.Grace, Topology{Handlers: r.handlerNames, Brokers: r.brokerNames, Links: links})
+	plan := Plan(r.opts.Seed, r.opts.Duration, r.opts.Grace, Topology{Handlers: r.handlerNames, Links: links})
 	var faults []Fault
 	for _, p := range plan {
 		wait(ctx, time.Until(start.Add(p.After)))

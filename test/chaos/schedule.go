@@ -34,7 +34,6 @@ func (p Planned) String() string {
 // Topology names what faults can hit.
 type Topology struct {
 	Handlers []string // handler instances
-	Brokers  []string // broker replicas
 	// Links are the network paths through toxiproxy.
 	Links []string
 }

@@ -8,7 +8,6 @@ import (
 
 var topology = Topology{
 	Handlers: []string{"handler-1", "handler-2", "handler-3"},
-	Brokers:  []string{"broker-a", "broker-b"},
 	Links:    []string{"broker-a->apiserver", "broker-b->apiserver", "handlers->broker-a", "handlers->broker-b"},
 }
 
