@@ -10,6 +10,17 @@ end-to-end tests in this folder. It serves Widgets
   tick    a 500 ms timer that writes the widget's tick count (counted by
           this process) to the annotation python.example.com/ticks
 
+With --every-kind it also has one binding of each other lifecycle kind, each
+logging a line per delivery:
+
+  update  logs a line per changed path, but for the tick count's:
+          "changed spec.size" (every tick is an update too)
+  size    a field binding on spec.size: "field spec.size of ns/w: 1 -> 2"
+  resume  a widget handled before, seen again by a returning handler
+  events  every raw watch event: "event ADDED ns/w"
+  watch   an async daemon per widget: "daemon started ns/w" and, when the
+          broker stops it, "daemon stopped ns/w: <reason>"
+
 With --admission it also answers the API server's admission reviews of
 Widgets, which the broker serves as webhooks and forwards over the stream:
 
@@ -90,6 +101,34 @@ async def ticked(uid, patch, reason, namespace, name, retry, **_):
     patch.metadata.annotations[TICKS_ANNOTATION] = str(ticks[uid])
 
 
+async def updated(diff, reason, namespace, name, retry, **_):
+    delivered(reason, namespace, name, retry)
+    # A line per changed path; each tick's annotation is an update too, and
+    # left out.
+    for path in sorted(".".join(d.field) for d in diff):
+        if TICKS_ANNOTATION not in path:
+            say("changed %s", path)
+
+
+async def size_changed(old, new, reason, namespace, name, retry, **_):
+    delivered(reason, namespace, name, retry)
+    say("field spec.size of %s/%s: %s -> %s", namespace, name, json.dumps(old), json.dumps(new))
+
+
+async def resumed(reason, namespace, name, retry, **_):
+    delivered(reason, namespace, name, retry)
+
+
+async def watched(type, namespace, name, **_):
+    say("event %s %s/%s", type, namespace, name)
+
+
+async def watching(stopped, namespace, name, **_):
+    say("daemon started %s/%s", namespace, name)
+    await stopped.wait()
+    say("daemon stopped %s/%s: %s", namespace, name, stopped.reason)
+
+
 # The reviews are sync functions, which the SDK runs in its thread pool.
 def check_size(spec, operation, namespace, name, **_):
     size = spec.get("size")
@@ -124,6 +163,12 @@ def registry(args):
     tether.on.create(*WIDGETS, id="create", timeout=2, registry=reg)(created)
     tether.on.delete(*WIDGETS, id="delete", registry=reg)(deleted)
     tether.timer(*WIDGETS, id="tick", interval=0.5, registry=reg)(ticked)
+    if args.every_kind:
+        tether.on.update(*WIDGETS, id="update", registry=reg)(updated)
+        tether.on.field(*WIDGETS, id="size", field="spec.size", registry=reg)(size_changed)
+        tether.on.resume(*WIDGETS, id="resume", registry=reg)(resumed)
+        tether.on.event(*WIDGETS, id="events", registry=reg)(watched)
+        tether.daemon(*WIDGETS, id="watch", registry=reg)(watching)
     if args.admission:
         tether.on.validate(*WIDGETS, id="validate-size", registry=reg, **WEBHOOK)(check_size)
         tether.on.mutate(*WIDGETS, id="mark-seen", registry=reg, **WEBHOOK)(mark_seen)
@@ -144,6 +189,8 @@ def parse_args():
     p.add_argument("--window", type=int, default=8, help="deliveries in flight (default %(default)s)")
     p.add_argument("--max-backoff", type=float, default=5.0,
                    help="longest wait between reconnects, seconds (default %(default)s)")
+    p.add_argument("--every-kind", action="store_true",
+                   help="also bind update, field spec.size, resume, raw events and a daemon")
     p.add_argument("--admission", action="store_true",
                    help="also validate (spec.size at most 10) and mutate (label) widgets as webhooks")
     p.add_argument("--bad-binding", action="store_true",

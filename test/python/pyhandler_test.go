@@ -1,7 +1,6 @@
 package pyhandler
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -12,7 +11,6 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -32,9 +30,9 @@ import (
 )
 
 const (
-	// python is Debian's interpreter, which has python3-grpcio and
-	// python3-protobuf (a pyenv python on PATH would not).
-	python = "/usr/bin/python3"
+	// python runs the handlers: Debian's, which has python3-grpcio and
+	// python3-protobuf.
+	python = testenv.Python
 	// waitTimeout bounds every wait on the cluster, the broker or the handler.
 	waitTimeout = 30 * time.Second
 
@@ -48,20 +46,10 @@ var widgetGVR = controlplane.WidgetGVR
 
 func TestMain(m *testing.M) { os.Exit(controlplane.RunTests(m)) }
 
-// pythonMissing says why python cannot run the handler, or is empty.
-var pythonMissing = sync.OnceValue(func() string {
-	out, err := exec.Command(python, "-I", "-B", "-c", "import grpc, google.protobuf").CombinedOutput()
-	if err != nil {
-		return fmt.Sprintf("%s cannot import grpc and google.protobuf (apt-get install -y python3-grpcio python3-protobuf): %v %s",
-			python, err, bytes.TrimSpace(out))
-	}
-	return ""
-})
-
 // needPython skips the test when the handler cannot run here.
 func needPython(t *testing.T) {
 	t.Helper()
-	if why := pythonMissing(); why != "" {
+	if why := testenv.PythonMissing(); why != "" {
 		t.Skip(why)
 	}
 }
@@ -273,10 +261,18 @@ func startHandler(t *testing.T, addr, name string, args ...string) *handlerProce
 	// -I: ignore PYTHON* variables and the user's site-packages; -B: write
 	// no __pycache__ into the source tree; -u: unbuffered output.
 	argv := append([]string{"-I", "-B", "-u", script, "--broker", addr, "--name", name}, args...)
+	return startProcess(t, name, exec.Command(python, argv...))
+}
+
+// startProcess starts cmd, a Python handler, with its output in the test
+// log (each line prefixed with label) and runs it until the test ends (then
+// it is killed).
+func startProcess(t *testing.T, label string, cmd *exec.Cmd) *handlerProcess {
+	t.Helper()
 	p := &handlerProcess{
-		cmd:    exec.Command(python, argv...),
-		stdout: newOutput(t, name+" stdout: "),
-		stderr: newOutput(t, name+" stderr: "),
+		cmd:    cmd,
+		stdout: newOutput(t, label+" stdout: "),
+		stderr: newOutput(t, label+" stderr: "),
 		done:   make(chan struct{}),
 	}
 	p.cmd.Stdout = p.stdout
