@@ -39,7 +39,7 @@ class Flags(unittest.TestCase):
     def test_defaults(self):
         a = parse("h.py", "--name", "widgets")
         self.assertEqual((a.paths, a.module, a.name, a.broker, a.insecure, a.token_file, a.window, a.namespace),
-                         (["h.py"], [], "widgets", runner.DEFAULT_BROKER, False, None, 16, []))
+                         (["h.py"], [], "widgets", None, False, None, 16, []))
         self.assertEqual((a.grace, a.absent_release_after, a.drain_timeout, a.max_backoff, a.log_format, a.verbose),
                          (None, None, 10.0, 10.0, "plain", False))
         self.assertEqual((a.dev, a.priority, cli.priority(a)), (False, None, 0))
@@ -55,12 +55,12 @@ class Flags(unittest.TestCase):
                 self.assertEqual(msg.priority, want)
 
     def test_every_flag(self):
-        a = parse("a.py", "b.py", "-m", "pkg.handlers", "--name", "w", "--broker", "broker:7443", "--insecure",
-                  "--token-file", "/t", "--instance-id", "i-1", "--window", "4", "-n", "a", "--namespace", "b",
+        a = parse("a.py", "b.py", "-m", "pkg.handlers", "--name", "w", "--broker", "broker:7443", "--broker", "b:1",
+                  "--insecure", "--token-file", "/t", "--instance-id", "i-1", "--window", "4", "-n", "a", "--namespace", "b",
                   "--grace", "1m", "--absent-release-after", "0", "--drain-timeout", "500ms", "--max-backoff", "2",
                   "--log-format", "json", "--verbose")
         self.assertEqual((a.paths, a.module, a.broker, a.insecure, a.token_file, a.instance_id, a.window),
-                         (["a.py", "b.py"], ["pkg.handlers"], "broker:7443", True, "/t", "i-1", 4))
+                         (["a.py", "b.py"], ["pkg.handlers"], ["broker:7443", "b:1"], True, "/t", "i-1", 4))
         self.assertEqual((a.namespace, a.grace, a.absent_release_after, a.drain_timeout, a.max_backoff),
                          (["a", "b"], 60.0, 0.0, 0.5, 2.0))
         self.assertEqual((a.log_format, a.verbose), ("json", True))

@@ -171,6 +171,28 @@ class Session(unittest.TestCase):
         broker.connected(3)
         self.assertEqual(broker.deliver(delivery("create")).result, b'"ok"')
 
+    def test_several_brokers_are_tried_in_turn(self):
+        reg = tether.Registry()
+        tether.on.create(*W, registry=reg, id="create")(lambda **_: "ok")
+        follower = FakeBroker(reject=(grpc.StatusCode.UNAVAILABLE, "not leading"))
+        leader = FakeBroker()
+        for b in (follower, leader):
+            b.start()
+            self.addCleanup(b.stop)
+        r = Runner(reg, broker=(follower.address, leader.address), max_backoff=0.2).start()
+        self.addCleanup(lambda: r.done.is_set() or r.stop())
+        leader.connected(1)
+        self.assertEqual(len(follower.streams), 1, "the first attempt goes to the first broker")
+        leader.end(status=(grpc.StatusCode.UNAVAILABLE, "broker stopping"))
+        leader.connected(2)
+        self.assertEqual(len(follower.streams), 2, "the attempt after the leader's goes to the other broker")
+        self.assertEqual(leader.deliver(delivery("create")).result, b'"ok"')
+
+    def test_no_broker_is_a_config_error(self):
+        for broker in ((), ("127.0.0.1:7443", "")):
+            with self.assertRaises(runner.ConfigError):
+                runner.targets(runner.Config(name="h", broker=broker))
+
 
 class Hello(unittest.TestCase):
     def registry(self, **options):

@@ -72,8 +72,10 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--name", required=True,
                    help="handler name, a DNS-1123 label of at most 40 characters; it names the hold "
                         "(finalizer tether.dev/NAME) and must be granted to the handler's identity")
-    r.add_argument("--broker", default=runner.DEFAULT_BROKER, metavar="HOST:PORT",
-                   help="broker address, a gRPC target (default %(default)s)")
+    r.add_argument("--broker", action="append", metavar="HOST:PORT",
+                   help=f"broker address, a gRPC target (default {runner.DEFAULT_BROKER}); repeated, the "
+                        "addresses are tried in turn, one per connection attempt, for broker replicas "
+                        "reached without a Service")
     r.add_argument("--insecure", action="store_true",
                    help="plain text and no token, for a broker started with --insecure for local development")
     r.add_argument("--token-file", metavar="FILE",
@@ -158,8 +160,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         logger.error("cannot load the handler:\n%s", traceback.format_exc().rstrip())
         return 1
     settings = dict(
-        name=args.name, broker=args.broker, window=args.window, insecure=args.insecure,
-        token_file=args.token_file, tls_ca_file=args.tls_ca_file, tls_server_name=args.tls_server_name,
+        name=args.name, broker=tuple(args.broker or (runner.DEFAULT_BROKER,)), window=args.window,
+        insecure=args.insecure, token_file=args.token_file, tls_ca_file=args.tls_ca_file, tls_server_name=args.tls_server_name,
         namespaces=tuple(args.namespace), grace=args.grace, absent_release_after=args.absent_release_after,
         drain_timeout=args.drain_timeout, max_backoff=args.max_backoff, priority=priority(args))
     if args.instance_id:

@@ -54,7 +54,9 @@ class Config:
     """How to run a handler; the command line flags, as keywords."""
 
     name: str
-    broker: str = DEFAULT_BROKER
+    # A gRPC target, or several tried in turn, one per connection attempt:
+    # broker replicas reached without a Service in front of them.
+    broker: str | tuple[str, ...] = DEFAULT_BROKER
     instance_id: str = dataclasses.field(default_factory=default_instance_id)
     window: int = DEFAULT_WINDOW
     insecure: bool = False
@@ -152,7 +154,15 @@ def root_certificates(cfg: Config) -> bytes | None:
         raise ConfigError(f"TLS CA file: {e}") from None
 
 
-def channel(cfg: Config, root: bytes | None) -> grpc.aio.Channel:
+def targets(cfg: Config) -> tuple[str, ...]:
+    """The brokers to connect to in turn; ConfigError when there is none."""
+    found = (cfg.broker,) if isinstance(cfg.broker, str) else tuple(cfg.broker)
+    if not found or not all(isinstance(t, str) and t for t in found):
+        raise ConfigError(f"broker {cfg.broker!r}: want a gRPC target such as {DEFAULT_BROKER}, or several")
+    return found
+
+
+def channel(cfg: Config, target: str, root: bytes | None) -> grpc.aio.Channel:
     options = [
         ("grpc.keepalive_time_ms", 30_000),  # the broker allows one ping per 10 s
         ("grpc.keepalive_timeout_ms", 10_000),
@@ -162,13 +172,13 @@ def channel(cfg: Config, root: bytes | None) -> grpc.aio.Channel:
     if cfg.insecure:
         if cfg.token_file:
             LOGGER.warning("insecure connection: the token in %s is not sent", cfg.token_file)
-        return grpc.aio.insecure_channel(cfg.broker, options=options)
+        return grpc.aio.insecure_channel(target, options=options)
     if cfg.tls_server_name:
         options.append(("grpc.ssl_target_name_override", cfg.tls_server_name))
     creds = grpc.composite_channel_credentials(
         grpc.ssl_channel_credentials(root_certificates=root),
         grpc.metadata_call_credentials(_TokenFile(cfg.token_file or DEFAULT_TOKEN_FILE)))
-    return grpc.aio.secure_channel(cfg.broker, creds, options=options)
+    return grpc.aio.secure_channel(target, creds, options=options)
 
 
 class Backoff:
@@ -195,18 +205,21 @@ async def operator(registry: Registry | None = None, *, stopping: asyncio.Event 
     cfg = Config(**settings)
     registry = registry if registry is not None else get_default_registry()
     msg = hello(registry, cfg)
+    brokers = targets(cfg)
     root = root_certificates(cfg)
     stopping = stopping or asyncio.Event()
     executor = ThreadPoolExecutor(max_workers=cfg.window, thread_name_prefix="tether")
     dispatcher = Dispatcher(executor)
     backoff = Backoff(cfg.max_backoff)
     LOGGER.info("handler %s (instance %s): %d bindings, connecting to %s%s%s", cfg.name, cfg.instance_id,
-                len(msg.bindings), cfg.broker, " in plain text" if cfg.insecure else "",
+                len(msg.bindings), " or ".join(brokers), " in plain text" if cfg.insecure else "",
                 f" at priority {cfg.priority}, taking over from lower priorities" if cfg.priority else "")
+    attempt = 0
     try:
         while not stopping.is_set():
             session = Session(msg, registry, dispatcher, cfg.drain_timeout)
-            ch = channel(cfg, root)
+            ch = channel(cfg, brokers[attempt % len(brokers)], root)
+            attempt += 1
             try:
                 await session.run(ch, stopping)
                 why = "stopped"
