@@ -18,6 +18,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
+
+	"github.com/tether-dev/tether/test/testenv"
 )
 
 // startBrokers starts two broker replicas with leader election, each
@@ -69,17 +71,32 @@ func (r *run) startBrokers(ctx context.Context, bin string) error {
 	})
 }
 
-// startHandlers starts three handler instances.
-func (r *run) startHandlers(bin string) {
+// pythonInstance names the handler instance on the Python SDK.
+const pythonInstance = "handler-py"
+
+// startHandlers starts three handler instances on the Go SDK and, where
+// Python can run it, one on the Python SDK: instances of one handler, with
+// the same bindings.
+func (r *run) startHandlers(bins binaries) {
 	for i := 1; i <= 3; i++ {
-		name := fmt.Sprintf("handler-%d", i)
-		p := &proc{name: name, bin: bin, dir: r.opts.Dir, onLine: r.onDelivery, supervise: true, restarted: r.restarted}
-		p.args = r.handlerArgs(name)
-		r.handlers[name] = p
-		r.handlerNames = append(r.handlerNames, name)
-		if err := p.start(); err != nil {
-			r.progress("%v", err)
-		}
+		r.startHandler(fmt.Sprintf("handler-%d", i), bins.handler, nil)
+	}
+	if bins.pyHandler != "" {
+		// -I: no PYTHON* variables or user site-packages; -B: no
+		// __pycache__ in the source tree; -u: unbuffered lines.
+		r.startHandler(pythonInstance, testenv.Python, []string{"-I", "-B", "-u", bins.pyHandler})
+	}
+}
+
+// startHandler starts one handler instance: bin with lead before the
+// handler's flags.
+func (r *run) startHandler(name, bin string, lead []string) {
+	p := &proc{name: name, bin: bin, lead: lead, dir: r.opts.Dir, onLine: r.onDelivery, supervise: true, restarted: r.restarted}
+	p.args = r.handlerArgs(name)
+	r.handlers[name] = p
+	r.handlerNames = append(r.handlerNames, name)
+	if err := p.start(); err != nil {
+		r.progress("%v", err)
 	}
 }
 
@@ -146,9 +163,32 @@ func freeAddr() string {
 
 // sample is a broker's goroutines and resident memory at one moment.
 type sample struct {
+	at         time.Time
 	generation int
 	goroutines int
 	rss        int64
+}
+
+// Every sampleEvery during the load, each running broker is sampled; the
+// samples of a process's first warmUp are not judged (informers list,
+// leadership changes hands).
+const (
+	sampleEvery = 10 * time.Second
+	warmUp      = 30 * time.Second
+)
+
+// sampleUntilDone samples the brokers every sampleEvery until ctx ends.
+func (r *run) sampleUntilDone(ctx context.Context) {
+	t := time.NewTicker(sampleEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			r.sampleBrokers(ctx)
+		}
+	}
 }
 
 // sampleBrokers reads the goroutines and memory of every running broker
@@ -160,9 +200,12 @@ func (r *run) sampleBrokers(ctx context.Context) {
 		}
 		s, err := scrape(ctx, r.metricsAddrs[name])
 		if err != nil {
-			r.progress("sampling %s: %v", name, err)
+			if ctx.Err() == nil {
+				r.progress("sampling %s: %v", name, err)
+			}
 			continue
 		}
+		s.at = time.Now()
 		b.mu.Lock()
 		s.generation = b.generation
 		b.mu.Unlock()
@@ -204,22 +247,45 @@ func scrape(ctx context.Context, addr string) (sample, error) {
 	return s, sc.Err()
 }
 
-// brokerReports are each broker's panics, from its log, and its first and
-// last samples when one process lived through both.
+// brokerReports are each broker's panics, from its log, and the samples
+// its longest-lived process left.
 func (r *run) brokerReports() []BrokerReport {
 	var out []BrokerReport
 	for _, name := range r.brokerNames {
 		rep := BrokerReport{Name: name, Panics: panics(filepath.Join(r.opts.Dir, name+".log"))}
 		r.mu.Lock()
-		ss := r.samples[name]
+		first, last, ok := longestLived(r.samples[name])
 		r.mu.Unlock()
-		if len(ss) >= 2 && ss[0].generation == ss[len(ss)-1].generation {
-			first, last := ss[0], ss[len(ss)-1]
+		if ok {
+			rep.Process, rep.Sampled = first.generation, last.at.Sub(first.at)
 			rep.FirstGoroutines, rep.LastGoroutines, rep.FirstRSS, rep.LastRSS = first.goroutines, last.goroutines, first.rss, last.rss
 		}
 		out = append(out, rep)
 	}
 	return out
+}
+
+// longestLived picks, among a broker's processes (generations), the one
+// sampled over the longest time once warm: its first sample past warmUp
+// and its last. A broker killed and restarted many times is still judged
+// by the process that lived longest; ok is false when none lived past
+// warmUp with two samples.
+func longestLived(ss []sample) (first, last sample, ok bool) {
+	born := map[int]time.Time{}
+	warm := map[int]sample{}
+	for _, s := range ss {
+		if _, seen := born[s.generation]; !seen {
+			born[s.generation] = s.at
+		}
+		if w, seen := warm[s.generation]; s.at.Sub(born[s.generation]) >= warmUp {
+			if !seen {
+				warm[s.generation] = s
+			} else if span := s.at.Sub(w.at); !ok || span > last.at.Sub(first.at) {
+				first, last, ok = w, s, true
+			}
+		}
+	}
+	return first, last, ok
 }
 
 // panics are the lines of a log that begin a panic, a fatal error or a

@@ -3,7 +3,9 @@
 // tests: a seeded schedule, real processes, and a checker over the history.
 //
 // Run starts a control plane, two broker replicas with leader election and
-// three handler instances (./chaoshandler) whose bindings cover create,
+// four instances of one handler: three on the Go SDK (./chaoshandler) and,
+// where Python can run it, one on the Python SDK
+// (./chaoshandler/handler.py) with the same bindings, which cover create,
 // update, delete (HOLD on widgets, STRICT on ConfigMaps), timers (HOLD and
 // NONE), a daemon and an event binding. A load creates, updates, deletes
 // and re-creates objects under a small pool of names, and a foreign

@@ -160,13 +160,19 @@ type Object struct {
 	DeletingSince time.Time
 }
 
-// BrokerReport is what one broker process left: whether it panicked, and
-// its goroutines and resident memory early in the run and at the end.
+// BrokerReport is what one broker replica left: whether any of its
+// processes panicked, and the goroutines and resident memory of the one
+// that lived longest.
 type BrokerReport struct {
 	Name   string
 	Panics []string // the lines that begin a panic or a fatal error
-	// Goroutines and RSS are sampled from its metrics once its caches are
-	// warm (First) and after Quiet (Last); zero when not sampled.
+	// Goroutines and RSS are sampled from its metrics every 10 s; First is
+	// the longest-lived process's first sample once warm (30 s after its
+	// start), Last its last, Sampled the time between them and Process
+	// which start of the replica it was (1 for the first). Zero when no
+	// process lived long enough.
+	Process                         int
+	Sampled                         time.Duration
 	FirstGoroutines, LastGoroutines int
 	FirstRSS, LastRSS               int64
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -19,6 +20,8 @@ import (
 type proc struct {
 	name string
 	bin  string
+	// lead comes before args, which a rollout changes: a script to run.
+	lead []string
 	args []string
 	env  []string // added to this process's environment
 	dir  string
@@ -57,8 +60,9 @@ func (p *proc) start() error {
 	if err != nil {
 		return fmt.Errorf("opening the log of %s: %w", p.name, err)
 	}
-	fmt.Fprintf(logf, "---- start %d: %s %s\n", gen, p.bin, strings.Join(p.args, " "))
-	cmd := exec.Command(p.bin, p.args...)
+	argv := append(slices.Clone(p.lead), p.args...)
+	fmt.Fprintf(logf, "---- start %d: %s %s\n", gen, p.bin, strings.Join(argv, " "))
+	cmd := exec.Command(p.bin, argv...)
 	cmd.Env = append(os.Environ(), p.env...)
 	cmd.Stderr = logf
 	out, err := cmd.StdoutPipe()

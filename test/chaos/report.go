@@ -14,6 +14,9 @@ import (
 type Stats struct {
 	Deliveries       int
 	DeliveriesByKind map[string]int
+	// DeliveriesByInstance shows that every instance took part, the
+	// Python one too.
+	DeliveriesByInstance map[string]int
 	// Duplicates counts the deliveries answered ok for a (UID, binding,
 	// kind, resourceVersion) already answered ok. Delivery is at least
 	// once, so they are no violation; ticks and daemons repeat by design
@@ -41,13 +44,14 @@ type Latency struct {
 func Summarize(h *History) Stats {
 	ix := newHistIndex(h)
 	st := Stats{
-		Deliveries: len(h.Deliveries), DeliveriesByKind: map[string]int{}, Faults: len(h.Faults),
+		Deliveries: len(h.Deliveries), DeliveriesByKind: map[string]int{}, DeliveriesByInstance: map[string]int{}, Faults: len(h.Faults),
 		FaultsByKind: map[FaultKind]int{}, ReleaseLatency: map[FaultKind]Latency{},
 	}
 	type key struct{ uid, binding, kind, rv string }
 	seen := map[key]bool{}
 	for _, d := range h.Deliveries {
 		st.DeliveriesByKind[d.Kind]++
+		st.DeliveriesByInstance[d.Instance]++
 		if d.Outcome != "ok" || d.Kind == "tick" || d.Kind == "daemon" {
 			continue
 		}
@@ -113,6 +117,9 @@ func Report(w io.Writer, h *History, st Stats, vs []Violation) {
 	for _, k := range slices.Sorted(maps.Keys(st.DeliveriesByKind)) {
 		fmt.Fprintf(tw, "  %s\t%d\n", k, st.DeliveriesByKind[k])
 	}
+	for _, k := range slices.Sorted(maps.Keys(st.DeliveriesByInstance)) {
+		fmt.Fprintf(tw, "  by %s\t%d\n", k, st.DeliveriesByInstance[k])
+	}
 	fmt.Fprintf(tw, "faults\t%d\n", st.Faults)
 	for _, k := range slices.Sorted(maps.Keys(st.FaultsByKind)) {
 		fmt.Fprintf(tw, "  %s\t%d\n", k, st.FaultsByKind[k])
@@ -127,6 +134,14 @@ func Report(w io.Writer, h *History, st Stats, vs []Violation) {
 	}
 	for n := 1; n < len(counts); n++ {
 		fmt.Fprintf(tw, "  %d %s\t%d\n", n, invariantNames[n], counts[n])
+	}
+	for _, b := range h.Brokers {
+		if b.Sampled == 0 {
+			fmt.Fprintf(tw, "%s\tno process lived %v past its start\n", b.Name, warmUp)
+			continue
+		}
+		fmt.Fprintf(tw, "%s\tgoroutines %d → %d, RSS %d → %d MiB over %v (its start %d)\n", b.Name, b.FirstGoroutines,
+			b.LastGoroutines, b.FirstRSS>>20, b.LastRSS>>20, b.Sampled.Round(time.Second), b.Process)
 	}
 	fmt.Fprintf(tw, "release latency\tp50\tp99\tobjects\n")
 	for _, k := range slices.Sorted(maps.Keys(st.ReleaseLatency)) {

@@ -107,3 +107,32 @@ func TestReportShowsOffsetsFromTheStart(t *testing.T) {
 		t.Errorf("no time: got %q", got)
 	}
 }
+
+func TestLeaksAreJudgedOnTheLongestLivedProcess(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	at := func(gen int, s int, goroutines int) sample {
+		return sample{at: t0.Add(time.Duration(s) * time.Second), generation: gen, goroutines: goroutines}
+	}
+	for _, tc := range []struct {
+		name        string
+		ss          []sample
+		first, last int // goroutines of the samples judged; 0: none
+	}{
+		{"none", nil, 0, 0},
+		{"one process, warm-up skipped", []sample{at(1, 0, 10), at(1, 20, 20), at(1, 30, 30), at(1, 90, 40)}, 30, 40},
+		{"never warm", []sample{at(1, 0, 10), at(1, 20, 20)}, 0, 0},
+		{"one warm sample is no span", []sample{at(1, 0, 10), at(1, 30, 30)}, 0, 0},
+		{"killed: the longer of two lives", []sample{
+			at(1, 0, 10), at(1, 30, 11), at(1, 60, 12), // 30 s once warm
+			at(2, 70, 20), at(2, 100, 21), at(2, 200, 22), // 100 s once warm
+			at(3, 210, 30), at(3, 240, 31), at(3, 260, 32), // 20 s
+		}, 21, 22},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			first, last, ok := longestLived(tc.ss)
+			if ok != (tc.first != 0) || ok && (first.goroutines != tc.first || last.goroutines != tc.last) {
+				t.Errorf("longestLived = %v, %v, %v; want goroutines %d and %d", first, last, ok, tc.first, tc.last)
+			}
+		})
+	}
+}

@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	"github.com/tether-dev/tether/test/controlplane"
+	"github.com/tether-dev/tether/test/testenv"
 )
 
 // The namespaces of a run, and the handler's name.
@@ -138,11 +139,18 @@ func Run(ctx context.Context, opts Options) (*History, error) {
 	if err := w.start(watchCtx, dyn, loadNamespace); err != nil {
 		return nil, err
 	}
-	r.startHandlers(bins.handler)
+	r.startHandlers(bins)
 	if err := r.awaitHolding(ctx, dyn); err != nil {
 		return nil, err
 	}
 	r.sampleBrokers(ctx)
+	sampleCtx, stopSampling := context.WithCancel(ctx)
+	var sampling sync.WaitGroup
+	sampling.Go(func() { r.sampleUntilDone(sampleCtx) })
+	defer func() {
+		stopSampling()
+		sampling.Wait()
+	}()
 
 	h := &History{Seed: opts.Seed, Grace: opts.Grace, Bound: opts.Bound, Handler: handlerName}
 	l := newLoad(dyn, loadNamespace, opts.Seed, opts.Rate)
@@ -165,6 +173,8 @@ func Run(ctx context.Context, opts Options) (*History, error) {
 	h.Quiet = time.Now()
 	r.progress("quiet: waiting up to %v for every object to go", opts.Grace+opts.Bound)
 	r.awaitEmpty(ctx, dyn, h.Quiet.Add(opts.Grace+opts.Bound))
+	stopSampling()
+	sampling.Wait()
 	r.sampleBrokers(ctx)
 	if h.Final, err = finalState(ctx, dyn, loadNamespace); err != nil {
 		return nil, err
@@ -188,7 +198,10 @@ func (r *run) progress(format string, args ...any) {
 	fmt.Fprintf(r.opts.Progress, "chaos: "+format+"\n", args...)
 }
 
-type binaries struct{ broker, handler string }
+// binaries are what the run starts: the broker and the Go handler built
+// into the run's folder, and the Python handler's script (empty when
+// Python cannot run it here).
+type binaries struct{ broker, handler, pyHandler string }
 
 // build compiles the broker and the chaos handler into the run's folder.
 func (r *run) build(ctx context.Context) (binaries, error) {
@@ -198,6 +211,11 @@ func (r *run) build(ctx context.Context) (binaries, error) {
 	}
 	dir := filepath.Join(r.opts.Dir, "bin")
 	b := binaries{broker: filepath.Join(dir, "broker"), handler: filepath.Join(dir, "chaoshandler")}
+	if why := testenv.PythonMissing(); why != "" {
+		r.progress("no Python handler instance in this run: %s", why)
+	} else {
+		b.pyHandler = filepath.Join(root, "test", "chaos", "chaoshandler", "handler.py")
+	}
 	brokerArgs := []string{"build", "-o", b.broker}
 	if r.opts.Race {
 		brokerArgs = append(brokerArgs, "-race")
