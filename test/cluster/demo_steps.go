@@ -250,12 +250,15 @@ func (d *demo) handlerAbsent(ctx context.Context) error {
 		return err
 	}
 	d.say("    %s/%s is gone %s after the handler died, with no handler running", sourceNS, graceName, since(killed))
-	events, err := d.kube.CoreV1().Events(sourceNS).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + graceName + ",reason=HoldReleased"})
-	if err != nil {
+	// The broker's recorder posts the Event after the release, so it may
+	// come a moment after the Secret has gone.
+	var events *corev1.EventList
+	if err := d.waitFor(ctx, fmt.Sprintf("a HoldReleased Event about %s/%s", sourceNS, graceName), func(ctx context.Context) (bool, error) {
+		var err error
+		events, err = d.kube.CoreV1().Events(sourceNS).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + graceName + ",reason=HoldReleased"})
+		return err == nil && len(events.Items) > 0, err
+	}); err != nil {
 		return err
-	}
-	if len(events.Items) == 0 {
-		return fmt.Errorf("no HoldReleased Event about %s/%s", sourceNS, graceName)
 	}
 	d.say("    Event %s: %s", events.Items[0].Reason, events.Items[0].Message)
 	copies, err := d.copiesOf(ctx, sourceNS+"/"+graceName)
