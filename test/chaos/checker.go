@@ -416,8 +416,9 @@ func checkLate(ix *histIndex) []Violation {
 				continue
 			}
 			// The broker learns of a deletion from its own watch: while its
-			// way to the API server is slowed, cut or restarting, it cannot
-			// know sooner than the fault is healed.
+			// way to the API server is slowed, cut or restarting (the API
+			// server or its etcd), it cannot know sooner than the fault is
+			// healed.
 			if healed := ix.brokerBlindUntil(from.Add(-limit), d.Received); healed.After(from) {
 				from = healed
 			}
@@ -440,12 +441,14 @@ func checkLate(ix *histIndex) []Violation {
 
 // brokerBlindUntil is when the last fault that kept a broker from seeing
 // the API server as it is, between from and until, was healed: a network
-// fault on a broker's link to the API server, or an API server restart.
-// Zero when there was none.
+// fault on a broker's link to the API server, an API server restart, an
+// etcd restart, or the API server cut off from etcd for a compaction (and
+// its watch caches listing again): the API server can then neither write
+// nor tell its watchers anything. Zero when there was none.
 func (ix *histIndex) brokerBlindUntil(from, until time.Time) time.Time {
 	var healed time.Time
 	for _, f := range ix.h.Faults {
-		blinds := f.Kind == FaultAPIRestart ||
+		blinds := f.Kind == FaultAPIRestart || f.Kind == FaultEtcdRestart || f.Kind == FaultEtcdCompact ||
 			strings.HasSuffix(f.Target, "->apiserver") && (f.Kind == FaultNetLatency || f.Kind == FaultNetBlackhole || f.Kind == FaultNetReset)
 		if blinds && !f.At.After(until) && !f.Healed.Before(from) && f.Healed.After(healed) {
 			healed = f.Healed

@@ -13,10 +13,13 @@
 // Meanwhile the seed's Plan injects faults, one after another: SIGKILL and
 // SIGSTOP of handler instances, SIGKILL of the leading broker, a rollout of
 // the handler to other bindings, kube-apiserver restarts (after which every
-// watch must relist), and latency, resets and black holes on the network
-// between each broker and the API server and between the handlers and each
-// broker, through toxiproxy. Processes that exit by themselves (a broker
-// that lost its leader Lease) are started again, as the kubelet would.
+// watch must relist), etcd restarts (after which the API server's watches
+// resume), etcd compactions while the API server is cut off from etcd
+// (after which every watch cache and every watch must relist), and
+// latency, resets and black holes on the network between each broker and
+// the API server and between the handlers and each broker, through
+// toxiproxy. Processes that exit by themselves (a broker that lost its
+// leader Lease) are started again, as the kubelet would.
 //
 // Everything seen goes into a History: the load's writes, each delivery as
 // the handler logged it, the faults, every state the run's own watch showed,

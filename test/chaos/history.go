@@ -123,6 +123,8 @@ const (
 	FaultHandlerStop    FaultKind = "handler-stop" // SIGSTOP, SIGCONT after a pause
 	FaultLeaderKill     FaultKind = "leader-kill"  // SIGKILL of the leading broker, restarted
 	FaultAPIRestart     FaultKind = "apiserver-restart"
+	FaultEtcdRestart    FaultKind = "etcd-restart"    // stopped and started again; the API server's watches resume
+	FaultEtcdCompact    FaultKind = "etcd-compact"    // compacted while cut off from the API server: all relist (410 Gone)
 	FaultNetLatency     FaultKind = "net-latency"     // through toxiproxy
 	FaultNetReset       FaultKind = "net-reset"       // connections reset
 	FaultNetBlackhole   FaultKind = "net-blackhole"   // nothing gets through, then healed

@@ -27,9 +27,12 @@ func newLinks() *links {
 	return &links{server: srv, proxies: map[string]*toxiproxy.Proxy{}}
 }
 
-// add starts a proxy named name to upstream and returns the address it
-// listens on.
+// add starts a proxy named name to upstream, in place of any of that name,
+// and returns the address it listens on.
 func (l *links) add(name, upstream string) (string, error) {
+	if old := l.proxies[name]; old != nil {
+		old.Stop()
+	}
 	p := toxiproxy.NewProxy(l.server, name, "127.0.0.1:0", upstream)
 	if err := p.Start(); err != nil {
 		return "", fmt.Errorf("starting the proxy %s: %w", name, err)
@@ -69,6 +72,23 @@ func (l *links) toxic(link, typ string, attributes string) (heal func(), err err
 		for _, n := range names {
 			_ = p.Toxics.RemoveToxic(context.Background(), n)
 		}
+	}, nil
+}
+
+// cut stops link's proxy, which closes every connection through it and
+// refuses new ones, and returns a function that starts it again on the
+// same address.
+func (l *links) cut(link string) (heal func() error, err error) {
+	p := l.proxies[link]
+	if p == nil {
+		return nil, fmt.Errorf("no link %q", link)
+	}
+	p.Stop()
+	return func() error {
+		if err := p.Start(); err != nil {
+			return fmt.Errorf("opening %s again at %s: %w", link, p.Listen, err)
+		}
+		return nil
 	}, nil
 }
 

@@ -85,6 +85,7 @@ func (o *Options) setDefaults() error {
 type run struct {
 	opts  Options
 	cp    *controlplane.ControlPlane
+	dyn   dynamic.Interface
 	links *links
 
 	brokers      map[string]*proc
@@ -117,7 +118,8 @@ func Run(ctx context.Context, opts Options) (*History, error) {
 	if err != nil {
 		return nil, err
 	}
-	r.cp, err = controlplane.Start(ctx, controlplane.Options{Dir: filepath.Join(opts.Dir, "controlplane"), Progress: opts.Progress})
+	r.cp, err = controlplane.Start(ctx, controlplane.Options{Dir: filepath.Join(opts.Dir, "controlplane"), Progress: opts.Progress,
+		EtcdVia: func(etcd string) (string, error) { return r.links.add(etcdLink, etcd) }})
 	if err != nil {
 		return nil, err
 	}
@@ -126,6 +128,7 @@ func Run(ctx context.Context, opts Options) (*History, error) {
 	if err != nil {
 		return nil, fmt.Errorf("making a client: %w", err)
 	}
+	r.dyn = dyn
 	if err := r.prepare(ctx, dyn); err != nil {
 		return nil, err
 	}
@@ -252,7 +255,8 @@ func (r *run) prepare(ctx context.Context, dyn dynamic.Interface) error {
 // play injects the faults of the seed's plan, each at its time (or as soon
 // as the one before is healed), until ctx ends.
 func (r *run) play(ctx context.Context, start time.Time) []Fault {
-	links := r.links.names()
+	// The API server's link to etcd is the etcd-compact fault's to cut.
+	links := slices.DeleteFunc(r.links.names(), func(n string) bool { return n == etcdLink })
 	slices.Sort(links)
 	plan := Plan(r.opts.Seed, r.opts.Duration, r.opts.Grace, Topology{Handlers: r.handlerNames, Links: links})
 	var faults []Fault

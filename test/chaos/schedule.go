@@ -14,7 +14,7 @@ type Planned struct {
 	Target string
 	// For is how long the fault lasts before it is healed: a process
 	// restarted or continued, a toxic removed. Zero for faults that heal
-	// by themselves (an API server restart, a reset).
+	// by themselves (an API server or etcd restart, a reset).
 	For time.Duration
 	// Latency is the delay of a net-latency fault.
 	Latency time.Duration
@@ -47,6 +47,8 @@ var weights = []struct {
 	{FaultHandlerStop, 3},
 	{FaultLeaderKill, 2},
 	{FaultAPIRestart, 1},
+	{FaultEtcdRestart, 1},
+	{FaultEtcdCompact, 1},
 	{FaultNetLatency, 3},
 	{FaultNetReset, 2},
 	{FaultNetBlackhole, 2},
@@ -93,6 +95,8 @@ func Plan(seed int64, duration, grace time.Duration, top Topology) []Planned {
 			p.Target, p.For = "leader", between(500*time.Millisecond, 3*time.Second)
 		case FaultAPIRestart:
 			p.Target = "kube-apiserver"
+		case FaultEtcdRestart, FaultEtcdCompact:
+			p.Target = "etcd"
 		case FaultNetLatency:
 			p.Target, p.For, p.Latency = pick(top.Links), between(time.Second, 6*time.Second), between(100*time.Millisecond, 1500*time.Millisecond)
 		case FaultNetReset:

@@ -49,6 +49,10 @@ func TestPlanDrawsEveryKindAndKeepsFaultsApart(t *testing.T) {
 			if !slices.Contains(topology.Links, p.Target) {
 				t.Errorf("fault %d (%s) on no link", i, p)
 			}
+		case FaultEtcdRestart, FaultEtcdCompact:
+			if p.Target != "etcd" || p.For != 0 {
+				t.Errorf("fault %d (%s): want on etcd, healing by itself", i, p)
+			}
 		}
 	}
 	for _, w := range weights {

@@ -42,6 +42,12 @@ type Options struct {
 	// StopTimeout is how long Stop waits for each process after SIGTERM before
 	// it sends SIGKILL. Zero: 10s.
 	StopTimeout time.Duration
+	// EtcdVia, when set, is called once etcd is up with the address it
+	// serves clients on (host:port), and returns the address kube-apiserver
+	// is to reach it at instead: a proxy the caller runs, to cut or slow
+	// that path. The harness itself (RestartEtcd, Compact) goes to etcd
+	// directly. Nil: kube-apiserver reaches etcd directly.
+	EtcdVia func(etcdAddr string) (string, error)
 	// Stdout and Stderr receive the output of etcd and kube-apiserver. Nil:
 	// the files etcd.log and kube-apiserver.log in Dir. Either way, when the
 	// start fails the error ends with the tail of the process's output.
@@ -63,14 +69,17 @@ type ControlPlane struct {
 	startTook  time.Duration
 	stopGrace  time.Duration
 
-	// opts, etcdURL and apiPort are what the API server is started with,
-	// again on RestartAPIServer.
-	opts    Options
-	etcdURL string
-	apiPort int
+	// opts, apiEtcdURL and apiPort are what the API server is started
+	// with, again on RestartAPIServer; etcdURL and peerURL what etcd is
+	// started with, again on RestartEtcd. apiEtcdURL is etcdURL unless
+	// Options.EtcdVia put a proxy between them.
+	opts                         Options
+	etcdURL, peerURL, apiEtcdURL string
+	apiPort                      int
 
-	mu              sync.Mutex // guards etcd and apiserver
+	mu              sync.Mutex // guards etcd, apiserver and apiTail
 	etcd, apiserver *process
+	apiTail         *tailBuffer // the last output of apiserver
 	files           []*os.File
 
 	stopOnce sync.Once
@@ -180,37 +189,29 @@ func (cp *ControlPlane) launch(ctx context.Context, o Options) error {
 	if err != nil {
 		return fmt.Errorf("starting the control plane: %w", err)
 	}
-	etcdURL := "http://127.0.0.1:" + strconv.Itoa(ports[0])
-	peerURL := "http://127.0.0.1:" + strconv.Itoa(ports[1])
+	cp.opts, cp.apiPort = o, ports[2]
+	cp.etcdURL = "http://127.0.0.1:" + strconv.Itoa(ports[0])
+	cp.peerURL = "http://127.0.0.1:" + strconv.Itoa(ports[1])
 	cp.url = "https://127.0.0.1:" + strconv.Itoa(ports[2])
 
-	dataDir := cp.path("etcd")
-	if err := os.RemoveAll(dataDir); err != nil {
+	if err := os.RemoveAll(cp.path("etcd")); err != nil {
 		return fmt.Errorf("clearing the etcd data folder: %w", err)
 	}
-	etcdTail := newTailBuffer(8 << 10)
-	cp.etcd, err = cp.run(o, "etcd", etcdTail, o.Binaries.Etcd,
-		"--data-dir", dataDir,
-		"--listen-client-urls", etcdURL,
-		"--advertise-client-urls", etcdURL,
-		"--listen-peer-urls", peerURL,
-		"--initial-advertise-peer-urls", peerURL,
-		"--initial-cluster", "default="+peerURL,
-		"--unsafe-no-fsync",
-		"--log-level", "warn",
-	)
+	etcd, err := cp.startEtcd(ctx, cp.etcdURL)
 	if err != nil {
 		return err
 	}
-	httpClient := &http.Client{Timeout: 2 * time.Second}
-	defer httpClient.CloseIdleConnections()
-	if err := waitUntil(ctx, cp.etcd, etcdTail, func(ctx context.Context) error {
-		return probe(ctx, httpClient, etcdURL+"/health", "", `"health":"true"`)
-	}); err != nil {
-		return fmt.Errorf("waiting for etcd at %s: %w", etcdURL, err)
+	cp.mu.Lock()
+	cp.etcd = etcd
+	cp.mu.Unlock()
+	cp.apiEtcdURL = cp.etcdURL
+	if o.EtcdVia != nil {
+		via, err := o.EtcdVia(strings.TrimPrefix(cp.etcdURL, "http://"))
+		if err != nil {
+			return fmt.Errorf("starting the control plane: the way to etcd: %w", err)
+		}
+		cp.apiEtcdURL = "http://" + via
 	}
-
-	cp.opts, cp.etcdURL, cp.apiPort = o, etcdURL, ports[2]
 	if err := cp.startAPIServer(ctx); err != nil {
 		return err
 	}
@@ -222,7 +223,7 @@ func (cp *ControlPlane) launch(ctx context.Context, o Options) error {
 func (cp *ControlPlane) startAPIServer(ctx context.Context) error {
 	tail := newTailBuffer(8 << 10)
 	p, err := cp.run(cp.opts, "kube-apiserver", tail, cp.opts.Binaries.KubeAPIServer,
-		"--etcd-servers", cp.etcdURL,
+		"--etcd-servers", cp.apiEtcdURL,
 		"--cert-dir", cp.path("certs"),
 		"--secure-port", strconv.Itoa(cp.apiPort),
 		"--bind-address", "127.0.0.1",
@@ -239,8 +240,13 @@ func (cp *ControlPlane) startAPIServer(ctx context.Context) error {
 		return err
 	}
 	cp.mu.Lock()
-	cp.apiserver = p
+	cp.apiserver, cp.apiTail = p, tail
 	cp.mu.Unlock()
+	return cp.awaitAPIServer(ctx, p, tail)
+}
+
+// awaitAPIServer waits until the API server process p reports ready.
+func (cp *ControlPlane) awaitAPIServer(ctx context.Context, p *process, tail *tailBuffer) error {
 	tlsClient := &http.Client{
 		Timeout:   2 * time.Second,
 		Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}, // only to poll readiness; the kubeconfig verifies

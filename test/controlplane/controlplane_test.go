@@ -28,12 +28,19 @@ import (
 
 func startForTest(t *testing.T) *ControlPlane {
 	t.Helper()
+	return startForTestWith(t, Options{})
+}
+
+// startForTestWith starts a control plane with opts and logs to the test.
+func startForTestWith(t *testing.T, opts Options) *ControlPlane {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("-short: starts a control plane")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
-	cp, err := Start(ctx, Options{Log: hclog.New(&hclog.LoggerOptions{Output: testWriter{t}, Level: hclog.Info})})
+	opts.Log = hclog.New(&hclog.LoggerOptions{Output: testWriter{t}, Level: hclog.Info})
+	cp, err := Start(ctx, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
