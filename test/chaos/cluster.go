@@ -165,13 +165,17 @@ func freeAddr() string {
 type sample struct {
 	at         time.Time
 	generation int
+	// leading: the process held the leader Lease. A follower runs no
+	// handlers, so its figures grow when it takes over: only a leader's
+	// samples are compared.
+	leading    bool
 	goroutines int
 	rss        int64
 }
 
 // Every sampleEvery during the load, each running broker is sampled; the
-// samples of a process's first warmUp are not judged (informers list,
-// leadership changes hands).
+// samples of a process's first warmUp as leader are not judged (its
+// informers list, its handlers' instances connect).
 const (
 	sampleEvery = 10 * time.Second
 	warmUp      = 30 * time.Second
@@ -194,6 +198,7 @@ func (r *run) sampleUntilDone(ctx context.Context) {
 // sampleBrokers reads the goroutines and memory of every running broker
 // from its metrics.
 func (r *run) sampleBrokers(ctx context.Context) {
+	leader, _ := r.leader(ctx) // nil while none leads
 	for name, b := range r.brokers {
 		if !b.running() {
 			continue
@@ -205,7 +210,7 @@ func (r *run) sampleBrokers(ctx context.Context) {
 			}
 			continue
 		}
-		s.at = time.Now()
+		s.at, s.leading = time.Now(), b == leader
 		b.mu.Lock()
 		s.generation = b.generation
 		b.mu.Unlock()
@@ -248,13 +253,13 @@ func scrape(ctx context.Context, addr string) (sample, error) {
 }
 
 // brokerReports are each broker's panics, from its log, and the samples
-// its longest-lived process left.
+// the process of it that led longest left.
 func (r *run) brokerReports() []BrokerReport {
 	var out []BrokerReport
 	for _, name := range r.brokerNames {
 		rep := BrokerReport{Name: name, Panics: panics(filepath.Join(r.opts.Dir, name+".log"))}
 		r.mu.Lock()
-		first, last, ok := longestLived(r.samples[name])
+		first, last, ok := longestLeading(r.samples[name])
 		r.mu.Unlock()
 		if ok {
 			rep.Process, rep.Sampled = first.generation, last.at.Sub(first.at)
@@ -265,15 +270,18 @@ func (r *run) brokerReports() []BrokerReport {
 	return out
 }
 
-// longestLived picks, among a broker's processes (generations), the one
-// sampled over the longest time once warm: its first sample past warmUp
-// and its last. A broker killed and restarted many times is still judged
-// by the process that lived longest; ok is false when none lived past
-// warmUp with two samples.
-func longestLived(ss []sample) (first, last sample, ok bool) {
+// longestLeading picks, among a broker's processes (generations), the one
+// sampled as leader over the longest time once warm: its first leading
+// sample warmUp past its first and its last. A broker killed and restarted
+// many times is still judged by the process that led longest; ok is false
+// when none led past warmUp with two samples.
+func longestLeading(ss []sample) (first, last sample, ok bool) {
 	born := map[int]time.Time{}
 	warm := map[int]sample{}
 	for _, s := range ss {
+		if !s.leading {
+			continue
+		}
 		if _, seen := born[s.generation]; !seen {
 			born[s.generation] = s.at
 		}

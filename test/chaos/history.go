@@ -164,15 +164,15 @@ type Object struct {
 
 // BrokerReport is what one broker replica left: whether any of its
 // processes panicked, and the goroutines and resident memory of the one
-// that lived longest.
+// that led longest.
 type BrokerReport struct {
 	Name   string
 	Panics []string // the lines that begin a panic or a fatal error
-	// Goroutines and RSS are sampled from its metrics every 10 s; First is
-	// the longest-lived process's first sample once warm (30 s after its
-	// start), Last its last, Sampled the time between them and Process
-	// which start of the replica it was (1 for the first). Zero when no
-	// process lived long enough.
+	// Goroutines and RSS are sampled from its metrics every 10 s; of the
+	// process that led longest, First is its first sample once warm (30 s
+	// after it began to lead), Last its last as leader, Sampled the time
+	// between them and Process which start of the replica it was (1 for
+	// the first). Zero when no process led long enough.
 	Process                         int
 	Sampled                         time.Duration
 	FirstGoroutines, LastGoroutines int

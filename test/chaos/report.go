@@ -137,10 +137,10 @@ func Report(w io.Writer, h *History, st Stats, vs []Violation) {
 	}
 	for _, b := range h.Brokers {
 		if b.Sampled == 0 {
-			fmt.Fprintf(tw, "%s\tno process lived %v past its start\n", b.Name, warmUp)
+			fmt.Fprintf(tw, "%s\tno process led for %v and more\n", b.Name, warmUp)
 			continue
 		}
-		fmt.Fprintf(tw, "%s\tgoroutines %d → %d, RSS %d → %d MiB over %v (its start %d)\n", b.Name, b.FirstGoroutines,
+		fmt.Fprintf(tw, "%s\tgoroutines %d → %d, RSS %d → %d MiB over %v leading (its start %d)\n", b.Name, b.FirstGoroutines,
 			b.LastGoroutines, b.FirstRSS>>20, b.LastRSS>>20, b.Sampled.Round(time.Second), b.Process)
 	}
 	fmt.Fprintf(tw, "release latency\tp50\tp99\tobjects\n")

@@ -108,10 +108,14 @@ func TestReportShowsOffsetsFromTheStart(t *testing.T) {
 	}
 }
 
-func TestLeaksAreJudgedOnTheLongestLivedProcess(t *testing.T) {
+func TestLeaksAreJudgedOnTheProcessThatLedLongest(t *testing.T) {
 	t0 := time.Unix(1000, 0)
 	at := func(gen int, s int, goroutines int) sample {
-		return sample{at: t0.Add(time.Duration(s) * time.Second), generation: gen, goroutines: goroutines}
+		return sample{at: t0.Add(time.Duration(s) * time.Second), generation: gen, leading: true, goroutines: goroutines}
+	}
+	following := func(s sample) sample {
+		s.leading = false
+		return s
 	}
 	for _, tc := range []struct {
 		name        string
@@ -127,11 +131,15 @@ func TestLeaksAreJudgedOnTheLongestLivedProcess(t *testing.T) {
 			at(2, 70, 20), at(2, 100, 21), at(2, 200, 22), // 100 s once warm
 			at(3, 210, 30), at(3, 240, 31), at(3, 260, 32), // 20 s
 		}, 21, 22},
+		{"a follower's samples are not judged: warm from when it leads", []sample{
+			following(at(1, 0, 10)), following(at(1, 30, 10)), following(at(1, 60, 10)),
+			at(1, 70, 100), at(1, 90, 110), at(1, 100, 120), at(1, 160, 130),
+		}, 120, 130},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			first, last, ok := longestLived(tc.ss)
+			first, last, ok := longestLeading(tc.ss)
 			if ok != (tc.first != 0) || ok && (first.goroutines != tc.first || last.goroutines != tc.last) {
-				t.Errorf("longestLived = %v, %v, %v; want goroutines %d and %d", first, last, ok, tc.first, tc.last)
+				t.Errorf("longestLeading = %v, %v, %v; want goroutines %d and %d", first, last, ok, tc.first, tc.last)
 			}
 		})
 	}
