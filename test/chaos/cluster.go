@@ -253,7 +253,7 @@ func scrape(ctx context.Context, addr string) (sample, error) {
 }
 
 // brokerReports are each broker's panics, from its log, and the samples
-// the process of it that led longest left.
+// of its process that led longest.
 func (r *run) brokerReports() []BrokerReport {
 	var out []BrokerReport
 	for _, name := range r.brokerNames {
