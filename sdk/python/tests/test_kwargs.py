@@ -90,6 +90,32 @@ class Injection(unittest.TestCase):
         self.assertEqual(self.seen["type"], "DELETED")
         self.assertEqual(self.seen["event"]["object"]["metadata"]["name"], "w")
 
+    def test_a_tick_has_its_scheduled_time(self):
+        @tether.timer(*W, interval=1, registry=self.r)
+        def ticked(scheduled, started, reason, **_):
+            self.seen.update(scheduled=scheduled, started=started, reason=reason)
+
+        due = datetime.datetime(2030, 1, 2, 3, 4, 5, 678901, tzinfo=datetime.timezone.utc)
+        self.assertEqual(self.broker.tick(widget(), scheduled=due).outcome, "ok")
+        self.assertEqual((self.seen["scheduled"], self.seen["reason"]), (due, "tick"))
+        self.assertEqual(self.seen["scheduled"].tzinfo, datetime.timezone.utc)
+        # Without one, FakeBroker has the tick due now.
+        self.broker.tick(widget())
+        lateness = self.seen["started"] - self.seen["scheduled"]
+        self.assertLess(abs(lateness.total_seconds()), 5)
+
+    def test_scheduled_is_for_timers_only(self):
+        self.assertIn("scheduled", kwargs.names(Kind.TIMER))
+        for kind in (Kind.CREATE, Kind.DAEMON, Kind.VALIDATE):
+            self.assertNotIn("scheduled", kwargs.names(kind))
+
+        def created(scheduled):
+            pass
+
+        with self.assertRaises(TypeError) as caught:
+            tether.on.create(*W, registry=self.r)(created)
+        self.assertIn("does not pass to create functions", str(caught.exception))
+
     def test_absent_parts_are_empty_dicts(self):
         @tether.on.create(*W, registry=self.r)
         def created(spec, status, labels, **_):

@@ -67,6 +67,8 @@ class Cause:
     event_type: str = ""
     started: datetime.datetime = dataclasses.field(
         default_factory=lambda: datetime.datetime.now(datetime.timezone.utc))
+    # ticks only: when the broker had the tick due (UTC); None otherwise
+    scheduled: datetime.datetime | None = None
     # admission reviews only
     operation: str = ""
     subresource: str = ""
@@ -114,6 +116,8 @@ def decode(d: pb.Delivery, spec: Spec) -> Cause:
         cause.old, cause.new = _json("field old value", d.field_old), _json("field new value", d.field_new)
     elif d.kind == pb.DELIVERY_KIND_UPDATE:
         cause.old, cause.new = old_obj, obj
+    elif d.kind == pb.DELIVERY_KIND_TICK and d.HasField("scheduled"):
+        cause.scheduled = d.scheduled.ToDatetime(tzinfo=datetime.timezone.utc)
     cause.diff = tuple(
         DiffItem(_DIFF_OPS.get(e.operation, "unknown"), tuple(e.path),
                  _json(f"diff {i} old value", e.old_value), _json(f"diff {i} new value", e.new_value))

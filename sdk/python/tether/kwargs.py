@@ -18,6 +18,7 @@ COMMON = ("body", "spec", "meta", "status", "name", "namespace", "uid", "labels"
           "old", "new", "diff", "patch", "logger", "retry", "started", "resource", "reason")
 EXTRA = {
     Kind.EVENT: ("type", "event"),
+    Kind.TIMER: ("scheduled",),
     Kind.DAEMON: ("stopped",),
     Kind.VALIDATE: ("operation", "dryrun", "subresource", "userinfo", "warnings", "request"),
     Kind.MUTATE: ("operation", "dryrun", "subresource", "userinfo", "warnings", "request"),
@@ -74,7 +75,7 @@ def values(cause: Cause, *, patch: Patch, logger: logging.LoggerAdapter, **extra
         "retry": cause.attempt - 1, "started": cause.started, "resource": cause.resource, "reason": cause.reason,
         "type": cause.event_type, "event": {"type": cause.event_type, "object": body},
         "operation": cause.operation, "dryrun": cause.dryrun, "subresource": cause.subresource,
-        "userinfo": cause.userinfo, "request": cause.request,
+        "userinfo": cause.userinfo, "request": cause.request, "scheduled": cause.scheduled,
     }
     out.update(extra)
     return out

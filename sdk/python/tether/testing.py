@@ -102,8 +102,10 @@ class FakeBroker:
               attempt: int = 1) -> Result:
         return self._lifecycle(Kind.EVENT, obj, binding, attempt, event_type=type)
 
-    def tick(self, obj: dict[str, Any], *, binding: str | None = None, attempt: int = 1) -> Result:
-        return self._lifecycle(Kind.TIMER, obj, binding, attempt)
+    def tick(self, obj: dict[str, Any], *, binding: str | None = None, attempt: int = 1,
+             scheduled: datetime.datetime | None = None) -> Result:
+        """A tick of obj's timer, due at scheduled (an aware datetime; default now)."""
+        return self._lifecycle(Kind.TIMER, obj, binding, attempt, scheduled=scheduled)
 
     def validate(self, obj: dict[str, Any] | None, *, old: dict[str, Any] | None = None, operation: str = "CREATE",
                  binding: str | None = None, **review: Any) -> Verdict:
@@ -116,12 +118,16 @@ class FakeBroker:
         return self._review(Kind.MUTATE, obj, old, operation, binding, **review)
 
     def _lifecycle(self, kind: Kind, obj: dict[str, Any], binding: str | None, attempt: int,
-                   old: dict[str, Any] | None = None, event_type: str = "") -> Result:
+                   old: dict[str, Any] | None = None, event_type: str = "",
+                   scheduled: datetime.datetime | None = None) -> Result:
         reg = self._binding(kind, obj, binding)
         d = self._delivery(reg, _DELIVERY_KINDS[kind], obj, attempt)
         d.event_type = event_type
         if kind is Kind.TIMER:
-            d.scheduled.GetCurrentTime()
+            if scheduled is None:
+                d.scheduled.GetCurrentTime()
+            else:
+                d.scheduled.FromDatetime(scheduled)
         if old is not None:
             before = essence.essence(old)
             d.old_object = _json(before)
