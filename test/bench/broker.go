@@ -29,14 +29,18 @@ const handlerName = "bench"
 type binaries struct{ broker, handler string }
 
 // buildBinaries builds cmd/broker and the handler package handlerPkg
-// (test/bench/handler or test/bench/timerhandler; without -race: this is a
-// benchmark) into the work folder.
+// (test/bench/handler or test/bench/timerhandler; none when empty, for the
+// Python timer handler; without -race: this is a benchmark) into the work
+// folder.
 func buildBinaries(ctx context.Context, e *env, handlerPkg string) (binaries, error) {
 	b := binaries{broker: filepath.Join(e.work, "broker"), handler: filepath.Join(e.work, "bench-handler")}
 	for _, t := range []struct{ out, pkg string }{
 		{b.broker, "./cmd/broker"},
 		{b.handler, handlerPkg},
 	} {
+		if t.pkg == "" {
+			continue
+		}
 		e.progressf("building %s", t.pkg)
 		cmd := exec.CommandContext(ctx, "go", "build", "-o", t.out, t.pkg)
 		cmd.Dir = e.repo

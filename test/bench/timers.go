@@ -2,8 +2,9 @@ package main
 
 // The timer benchmark (issue 4), go run ./test/bench -timers: for each object
 // count N, timer mode (plain or sharp) and interval I, N Widgets, a fresh
-// broker and an ack-only timer handler process (test/bench/timerhandler)
-// with OnTimer(widgets, I, ack, Namespaces(ns)). The Widgets of one count
+// broker and an ack-only timer handler process (test/bench/timerhandler, or
+// its Python twin: -timer-handler, timerhandlers.go) with OnTimer(widgets,
+// I, ack, Namespaces(ns)). The Widgets of one count
 // are created once, in a namespace of their own, before the first broker
 // starts, so creating them does not disturb the measurement; the later runs
 // find them held already, as a restarted broker does. The bench waits until
@@ -111,6 +112,12 @@ func (c *config) parseTimers(objects, intervals, modes string, windowSet bool) e
 	if !windowSet {
 		c.window = timerDefaultWindow
 	}
+	if c.timerHandler == "" {
+		c.timerHandler = timerHandlerGo
+	}
+	if err := checkTimerHandler(c.timerHandler); err != nil {
+		return err
+	}
 	if c.profile != "" {
 		abs, err := filepath.Abs(c.profile)
 		if err != nil {
@@ -176,8 +183,16 @@ type timerCase struct {
 
 // benchTimers runs every object count in every mode at every interval.
 func benchTimers(ctx context.Context, cfg *config, stderr io.Writer) (rows []timerRow, err error) {
-	err = withEnv(ctx, cfg, stderr, "./test/bench/timerhandler", func(e *env, bin binaries) error {
+	if isPython(cfg.timerHandler) {
+		if cfg.pythonVersion, err = checkPython(ctx, cfg.python); err != nil {
+			return nil, err
+		}
+	}
+	err = withEnv(ctx, cfg, stderr, timerHandlerPkg(cfg.timerHandler), func(e *env, bin binaries) error {
 		if cfg.profile != "" {
+			if isPython(cfg.timerHandler) {
+				e.progressf("-profile: the broker only; the Python handler is not profiled")
+			}
 			if err := os.MkdirAll(cfg.profile, 0o755); err != nil {
 				return err
 			}
@@ -261,6 +276,7 @@ type timerRun struct {
 	broker, handler  *process
 	cancelWatch      context.CancelCauseFunc
 	stats, win, summ string
+	ticks            string // the Python handler's
 	pprofAddr        string
 	n                int
 	interval         time.Duration
@@ -379,16 +395,9 @@ func runTimers(ctx context.Context, e *env, bin binaries, c timerCase) (timerRow
 	if err := sleepCtx(ctx, timerDrain); err != nil {
 		return row, r.cause(ctx, err)
 	}
-	data, _ := json.Marshal(timerstats.Window{FromUnixNano: t0.UnixNano(), ToUnixNano: t1.UnixNano()})
-	if err := os.WriteFile(r.win, data, 0o644); err != nil {
-		return row, err
-	}
-	s, err := r.finish()
+	s, err := r.finish(timerstats.Window{FromUnixNano: t0.UnixNano(), ToUnixNano: t1.UnixNano()})
 	if err != nil {
 		return row, err
-	}
-	if s.InWindow == nil {
-		return row, errors.New("the handler's summary has no window")
 	}
 	row.summary = *s.InWindow
 	if r.profileDone != nil {
@@ -457,24 +466,9 @@ func (r *timerRun) start(ctx context.Context, bin binaries, ns string) (context.
 	if err := waitServing(ctx, addr); err != nil {
 		return nil, r.cause(ctx, fmt.Errorf("waiting for the broker's gRPC health service: %w", err))
 	}
-	r.stats = filepath.Join(e.work, r.id+"-stats.json")
-	r.win = filepath.Join(e.work, r.id+"-window.json")
-	r.summ = filepath.Join(e.work, r.id+"-summary.json")
-	hargs := []string{"-addr", addr, "-name", timerHandlerName, "-namespace", ns,
-		"-interval", r.interval.String(), "-window", strconv.Itoa(e.window),
-		"-stats", r.stats, "-window-file", r.win, "-summary", r.summ}
-	if r.sharp {
-		hargs = append(hargs, "-sharp")
-	}
-	if e.noHold {
-		hargs = append(hargs, "-no-hold")
-	}
-	if e.profile != "" {
-		// The handler profiles itself, warm-up included.
-		hargs = append(hargs, "-cpuprofile", filepath.Join(e.profile, "handler-"+r.id+".pprof"))
-	}
+	prog, hargs, henv := r.handlerCommand(bin, addr, ns)
 	r.handlerStartedAt = time.Now()
-	if r.handler, err = startProcess(e, "handler-"+r.id, bin.handler, hargs...); err != nil {
+	if r.handler, err = startProcessEnv(e, "handler-"+r.id, prog, henv, hargs...); err != nil {
 		return nil, err
 	}
 	go r.watch(r.handler)
@@ -633,26 +627,6 @@ func fetchProfile(ctx context.Context, url, path string) error {
 	return f.Close()
 }
 
-// finish stops the handler with SIGTERM and reads its summary.
-func (r *timerRun) finish() (*timerstats.Summary, error) {
-	r.cancelWatch(context.Canceled) // exits from here on are expected
-	if err := r.handler.stop(); err != nil {
-		return nil, err
-	}
-	if r.handler.err != nil {
-		return nil, r.handler.exited()
-	}
-	data, err := os.ReadFile(r.summ)
-	if err != nil {
-		return nil, fmt.Errorf("reading the handler's summary: %w", err)
-	}
-	var s timerstats.Summary
-	if err := json.Unmarshal(data, &s); err != nil {
-		return nil, fmt.Errorf("reading %s: %w", r.summ, err)
-	}
-	return &s, nil
-}
-
 // stop ends both processes; safe after a failed start.
 func (r *timerRun) stop() {
 	r.stopOnce.Do(func() {
@@ -745,8 +719,8 @@ func reportTimers(w io.Writer, cfg *config, rows []timerRow) bool {
 	if cfg.workers > 0 {
 		workers = strconv.Itoa(cfg.workers)
 	}
-	fmt.Fprintf(w, "Tether timer benchmark: kube-apiserver %s, %d CPUs, %s, broker QPS %g burst %d workers %s, handler window %d, Widgets %s, %s\n",
-		controlplane.KubernetesVersion, runtime.NumCPU(), runtime.Version(), cfg.qps, cfg.burst, workers, cfg.window, hold, created)
+	fmt.Fprintf(w, "Tether timer benchmark: kube-apiserver %s, %d CPUs, %s, broker QPS %g burst %d workers %s, %s, handler window %d, Widgets %s, %s\n",
+		controlplane.KubernetesVersion, runtime.NumCPU(), runtime.Version(), cfg.qps, cfg.burst, workers, timerHandlerDesc(cfg), cfg.window, hold, created)
 	fmt.Fprintf(w, "plain: the next tick is due one interval after the broker received the ack; sharp: on a fixed grid. expected: the ticks due in the window by the timer's own schedule; "+
 		"delivered: those that arrived (some during the %s drain after the window); grid %%: ticks that arrived in the window / (objects x window / interval).\n", timerDrain)
 	fmt.Fprintf(w, "The machine may be shared: the load average (1, 5, 15 min) at the start and end of each window is in the notes.\n\n")

@@ -14,7 +14,8 @@ type Window struct {
 	ToUnixNano   int64 `json:"to_unix_nano"`
 }
 
-// Summary is written to -summary on exit.
+// Summary is what the Go handler writes to -summary on exit, and what the
+// bench computes from a file of Ticks.
 type Summary struct {
 	Ticks   int64   `json:"ticks"`   // every tick received
 	Objects int     `json:"objects"` // objects that had at least one tick
