@@ -44,7 +44,7 @@ func (r *run) startBrokers(ctx context.Context, bin string) error {
 		if err := os.WriteFile(path, []byte(strings.ReplaceAll(string(kubeconfig), r.cp.URL(), "https://"+apiLink)), 0o600); err != nil {
 			return err
 		}
-		listen, metrics := freeAddr(), freeAddr()
+		listen, metrics, admission := freeAddr(), freeAddr(), freeAddr()
 		link, err := r.links.add("handlers->"+name, listen)
 		if err != nil {
 			return err
@@ -53,7 +53,9 @@ func (r *run) startBrokers(ctx context.Context, bin string) error {
 		args := append([]string{"--kubeconfig", path, "--listen", listen, "--insecure", "--namespace", brokerNamespace,
 			"--identity", name, "--metrics-listen", metrics, "--log-level", "debug",
 			"--leader-elect", "--leader-elect-lease-duration", "3s", "--leader-elect-renew-deadline", "2s", "--leader-elect-retry-period", "250ms",
-			"--default-backoff", "100ms", "--default-max-backoff", "1s"}, r.opts.BrokerFlags...)
+			"--default-backoff", "100ms", "--default-max-backoff", "1s",
+			// The webhooks point at the front, which forwards to the leader.
+			"--admission-listen", admission, "--admission-url", "https://" + r.front.addr()}, r.opts.BrokerFlags...)
 		p := &proc{name: name, bin: bin, args: args, dir: r.opts.Dir, supervise: true, restarted: r.restarted}
 		if r.opts.Break != "" {
 			p.env = []string{"TETHER_CHAOS_BREAK=" + r.opts.Break}
@@ -61,7 +63,7 @@ func (r *run) startBrokers(ctx context.Context, bin string) error {
 		if err := p.start(); err != nil {
 			return err
 		}
-		r.brokers[name], r.metricsAddrs[name] = p, metrics
+		r.brokers[name], r.metricsAddrs[name], r.admissionAddrs[name] = p, metrics, admission
 		r.brokerNames = append(r.brokerNames, name)
 	}
 	r.handlerBrokers = strings.Join(toBrokers, ",")
@@ -69,6 +71,15 @@ func (r *run) startBrokers(ctx context.Context, bin string) error {
 		_, err := r.leader(ctx)
 		return err == nil
 	})
+}
+
+// leaderAdmission is the leading broker's admission address.
+func (r *run) leaderAdmission(ctx context.Context) (string, error) {
+	p, err := r.leader(ctx)
+	if err != nil {
+		return "", err
+	}
+	return r.admissionAddrs[p.name], nil
 }
 
 // pythonInstance names the handler instance on the Python SDK.

@@ -7,8 +7,10 @@
 // where Python can run it, one on the Python SDK
 // (./chaoshandler/handler.py) with the same bindings, which cover create,
 // update, delete (HOLD on widgets, STRICT on ConfigMaps), timers (HOLD and
-// NONE), a daemon and an event binding. A load creates, updates, deletes
-// and re-creates objects under a small pool of names, and a foreign
+// NONE), a daemon, an event binding and a validate binding, whose webhook
+// the API server calls through a front that forwards to the leading
+// broker, as a Service would. A load creates, updates, deletes and
+// re-creates objects under a small pool of names, as a user of its own, and a foreign
 // controller puts its own finalizer on some of them and takes it off later.
 // Meanwhile the seed's Plan injects faults, one after another: SIGKILL and
 // SIGSTOP of handler instances, SIGKILL of the leading broker, a rollout of

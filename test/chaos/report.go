@@ -19,8 +19,8 @@ type Stats struct {
 	DeliveriesByInstance map[string]int
 	// Duplicates counts the deliveries answered ok for a (UID, binding,
 	// kind, resourceVersion) already answered ok. Delivery is at least
-	// once, so they are no violation; ticks and daemons repeat by design
-	// and are not counted.
+	// once, so they are no violation; ticks and daemons repeat by design,
+	// and a review is the API server's call, neither is counted.
 	Duplicates     int
 	Faults         int
 	FaultsByKind   map[FaultKind]int
@@ -52,7 +52,7 @@ func Summarize(h *History) Stats {
 	for _, d := range h.Deliveries {
 		st.DeliveriesByKind[d.Kind]++
 		st.DeliveriesByInstance[d.Instance]++
-		if d.Outcome != "ok" || d.Kind == "tick" || d.Kind == "daemon" {
+		if d.Outcome != "ok" || d.Kind == "tick" || d.Kind == "daemon" || d.Kind == "validate" {
 			continue
 		}
 		k := key{d.UID, d.Binding, d.Kind, d.ResourceVersion}

@@ -16,6 +16,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
 
 	"github.com/tether-dev/tether/test/controlplane"
 	"github.com/tether-dev/tether/test/testenv"
@@ -26,6 +27,7 @@ const (
 	loadNamespace   = "chaos"
 	brokerNamespace = "tether-system"
 	handlerName     = "chaos"
+	loadUser        = "chaos-load"
 )
 
 // Options configure a run. The zero value runs seed 0 for ten minutes.
@@ -91,8 +93,11 @@ type run struct {
 	brokers      map[string]*proc
 	brokerNames  []string
 	metricsAddrs map[string]string
-	handlers     map[string]*proc
-	handlerNames []string
+	// admissionAddrs are the brokers' admission ports, behind the front.
+	admissionAddrs map[string]string
+	front          *front
+	handlers       map[string]*proc
+	handlerNames   []string
 	// handlerBrokers are the handlers' --brokers: the links to each broker.
 	handlerBrokers string
 	variant        int
@@ -110,7 +115,7 @@ func Run(ctx context.Context, opts Options) (*History, error) {
 	if err := opts.setDefaults(); err != nil {
 		return nil, err
 	}
-	r := &run{opts: opts, links: newLinks(), brokers: map[string]*proc{}, metricsAddrs: map[string]string{},
+	r := &run{opts: opts, links: newLinks(), brokers: map[string]*proc{}, metricsAddrs: map[string]string{}, admissionAddrs: map[string]string{},
 		handlers: map[string]*proc{}, variant: 1, samples: map[string][]sample{}}
 	defer r.links.stop()
 	r.progress("logs in %s", opts.Dir)
@@ -132,10 +137,20 @@ func Run(ctx context.Context, opts Options) (*History, error) {
 	if err := r.prepare(ctx, dyn); err != nil {
 		return nil, err
 	}
+	if r.front, err = newFront(r.leaderAdmission); err != nil {
+		return nil, err
+	}
 	if err := r.startBrokers(ctx, bins.broker); err != nil {
 		return nil, err
 	}
 	defer r.stopAll()
+	frontCtx, stopFront := context.WithCancel(ctx)
+	var frontDone sync.WaitGroup
+	frontDone.Go(func() { r.front.start(frontCtx) })
+	defer func() {
+		stopFront()
+		frontDone.Wait()
+	}()
 	var w watcher
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
@@ -156,7 +171,15 @@ func Run(ctx context.Context, opts Options) (*History, error) {
 	}()
 
 	h := &History{Seed: opts.Seed, Grace: opts.Grace, Bound: opts.Bound, Handler: handlerName}
-	l := newLoad(dyn, loadNamespace, opts.Seed, opts.Rate)
+	// The load writes as a user of its own: the brokers' own requests skip
+	// the webhooks, and the load's must be reviewed.
+	cfg := r.cp.RESTConfig()
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: loadUser, Groups: []string{"system:masters"}}
+	loadDyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("making the load's client: %w", err)
+	}
+	l := newLoad(loadDyn, loadNamespace, opts.Seed, opts.Rate)
 	h.Start = time.Now()
 	r.progress("load and faults for %v (seed %d)", opts.Duration, opts.Seed)
 	loadCtx, stopLoad := context.WithDeadline(ctx, h.Start.Add(opts.Duration))

@@ -17,6 +17,7 @@ import json
 import logging
 import os
 import sys
+import threading
 
 # The SDK of this source tree; python3 -I puts neither this folder nor
 # $PYTHONPATH on sys.path.
@@ -36,23 +37,38 @@ def now():
 
 
 class DeliveryLog:
-    """Writes one chaos.Delivery per line; only the event loop calls it."""
+    """Writes one chaos.Delivery per line, from the event loop and the
+    reviews' threads."""
 
     def __init__(self, instance):
         self.instance = instance
+        self.lock = threading.Lock()
 
-    def write(self, binding, resource, reason, body, namespace, name, uid, retry, received):
+    def line(self, binding, resource, reason, body, namespace, name, uid, retry, received):
         meta = body.get("metadata") or {}
-        print(json.dumps({
+        return json.dumps({
             "Received": received, "Answered": now(), "Instance": self.instance, "Binding": binding,
             "Kind": reason, "Resource": resource, "Namespace": namespace, "Name": name, "UID": uid,
             "ResourceVersion": meta.get("resourceVersion", ""), "Attempt": retry + 1, "Outcome": "ok",
-        }, separators=(",", ":")), flush=True)
+        }, separators=(",", ":"))
+
+    def write(self, *args):
+        line = self.line(*args)
+        with self.lock:
+            print(line, flush=True)
 
     def record(self, binding, resource):
         """A function that answers OK at once and logs the delivery."""
         async def fn(reason, body, namespace, name, uid, retry, **_):
             self.write(binding, resource, reason, body, namespace, name, uid, retry, now())
+        return fn
+
+    def review(self):
+        """Allows every request and logs it; on CREATE the object has no
+        UID yet. A sync function: the SDK runs reviews in its threads."""
+        def fn(body, namespace, name, **_):
+            uid = (body.get("metadata") or {}).get("uid", "")
+            self.write("validate", "widgets", "validate", body, namespace, name, uid, 0, now())
         return fn
 
     def daemon(self):
@@ -80,6 +96,8 @@ def registry(out, variant):
         out.record("strict-delete", "configmaps"))
     tether.timer(*CONFIGMAPS, id="tick-none", interval=interval, finalizer=tether.NONE, registry=reg, **QUICK)(
         out.record("tick-none", "configmaps"))
+    tether.on.validate(*WIDGETS, id="validate", operations=["CREATE", "UPDATE"], failure_policy="Ignore", timeout=2,
+                       registry=reg)(out.review())
     return reg
 
 

@@ -16,6 +16,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
 
 	"github.com/tether-dev/tether/broker"
 	"github.com/tether-dev/tether/test/chaos"
@@ -28,8 +31,8 @@ func TestMain(m *testing.M) { os.Exit(controlplane.RunTests(m)) }
 // TestGoAndPythonInstancesServeOneHandler: the Python instance
 // (handler.py) declares the Go instance's bindings exactly, so the broker
 // takes both as instances of one handler (it refuses an instance whose
-// bindings differ), both are given objects, and the Python one's lines
-// are chaos.Delivery records as the Go one's are.
+// bindings differ), both are given objects and reviews, and the Python
+// one's lines are chaos.Delivery records as the Go one's are.
 func TestGoAndPythonInstancesServeOneHandler(t *testing.T) {
 	if why := testenv.PythonMissing(); why != "" {
 		t.Skip(why)
@@ -44,6 +47,7 @@ func TestGoAndPythonInstancesServeOneHandler(t *testing.T) {
 		Listen:    "127.0.0.1:0",
 		Insecure:  true,
 		Namespace: cp.Namespace(t),
+		Admission: broker.Admission{Listen: "127.0.0.1:0"},
 	})
 	bin := filepath.Join(t.TempDir(), "chaoshandler")
 	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
@@ -62,6 +66,14 @@ func TestGoAndPythonInstancesServeOneHandler(t *testing.T) {
 		return brokerLog.Count(func(l string) bool { return strings.Contains(l, "handler instance connected") }) == 2
 	})
 
+	// As another user than the broker's, whose own requests skip the
+	// webhooks.
+	cfg := cp.RESTConfig()
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: "tester", Groups: []string{"system:masters"}}
+	dyn, err = dynamic.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
 	widgets := dyn.Resource(controlplane.WidgetGVR).Namespace(ns)
 	const n = 20
 	for i := range n {
@@ -89,6 +101,15 @@ func TestGoAndPythonInstancesServeOneHandler(t *testing.T) {
 	})
 	testenv.Eventually(t, time.Minute, "the ConfigMap's NONE timer ticking", func() bool {
 		return len(deliveries(t, goOut, chaos.BindingNoneTimer))+len(deliveries(t, pyOut, chaos.BindingNoneTimer)) > 0
+	})
+	// The API server calls a new webhook a moment after its configuration
+	// is written: update until a review arrives.
+	testenv.Eventually(t, time.Minute, "a review of an update", func() bool {
+		patch := fmt.Sprintf(`{"spec":{"touched":%d}}`, time.Now().UnixNano())
+		if _, err := widgets.Patch(context.Background(), "w0", types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		return len(deliveries(t, goOut, chaos.BindingValidate))+len(deliveries(t, pyOut, chaos.BindingValidate)) > 0
 	})
 	for _, d := range deliveries(t, pyOut, chaos.BindingCreate) {
 		if d.Instance != "py-1" || d.Kind != "create" || d.Resource != chaos.Widgets || d.Namespace != ns ||

@@ -57,6 +57,10 @@ func main() {
 	h.OnEvent(widgets, out.record(chaos.BindingEvent, chaos.Widgets), append(quick, sdk.ID(chaos.BindingEvent))...)
 	h.OnDelete(configMaps, out.record(chaos.BindingStrictDelete, chaos.ConfigMaps), append(quick, sdk.ID(chaos.BindingStrictDelete), sdk.Finalizer(sdk.FinalizerStrict))...)
 	h.OnTimer(configMaps, interval, out.record(chaos.BindingNoneTimer, chaos.ConfigMaps), append(quick, sdk.ID(chaos.BindingNoneTimer), sdk.Finalizer(sdk.FinalizerNone))...)
+	// Failing open, with a short timeout: a review the handler cannot
+	// answer (stopped, partitioned) admits the load's write in 2 s.
+	h.OnValidate(widgets, out.review(), in, sdk.ID(chaos.BindingValidate), sdk.Operations(sdk.OpCreate, sdk.OpUpdate),
+		sdk.Failure(sdk.FailOpen), sdk.Timeout(2*time.Second))
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
@@ -109,6 +113,23 @@ func (l *deliveryLog) delivery(binding, resource string, ev *sdk.Event, received
 func (l *deliveryLog) record(binding, resource string) sdk.Func {
 	return func(_ context.Context, ev *sdk.Event) error {
 		l.write(l.delivery(binding, resource, ev, time.Now()))
+		return nil
+	}
+}
+
+// review allows every request and logs it. On CREATE the object has no
+// UID yet.
+func (l *deliveryLog) review() sdk.AdmissionFunc {
+	return func(_ context.Context, r *sdk.Review) error {
+		d := chaos.Delivery{
+			Received: time.Now(), Instance: l.instance, Binding: chaos.BindingValidate, Kind: "validate",
+			Resource: chaos.Widgets, Namespace: r.Namespace, Name: r.Name, Attempt: 1, Outcome: "ok",
+		}
+		if r.Object != nil {
+			d.UID, d.ResourceVersion = string(r.Object.GetUID()), r.Object.GetResourceVersion()
+		}
+		d.Answered = time.Now()
+		l.write(d)
 		return nil
 	}
 }
