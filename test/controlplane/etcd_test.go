@@ -38,17 +38,7 @@ func TestRestartEtcdKeepsDataAndWatchesGoOn(t *testing.T) {
 	if err := cp.RestartEtcd(ctx); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "reading the object made before the restart", func(ctx context.Context) error {
-		_, err := cms.Get(ctx, "before", metav1.GetOptions{})
-		return err
-	})
-	eventually(t, "creating an object after the restart", func(ctx context.Context) error {
-		_, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "after"}}, metav1.CreateOptions{})
-		if apierrors.IsAlreadyExists(err) { // an attempt whose answer was lost
-			return nil
-		}
-		return err
-	})
+	servesAgain(t, cms, "restart")
 	ev := next(t, w, 30*time.Second)
 	if cm, ok := ev.Object.(*corev1.ConfigMap); ev.Type != watch.Added || !ok || cm.Name != "after" {
 		t.Fatalf("the watch from before the restart got %s %T, want the object created after it added", ev.Type, ev.Object)
@@ -157,17 +147,7 @@ func TestCompactAheadWhileCutOffEndsWatchesAndTheyMustRelist(t *testing.T) {
 	if err := AwaitWatchExpired(waitCtx, before.ResourceVersion, cms.Watch); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "reading the object made before the compaction", func(ctx context.Context) error {
-		_, err := cms.Get(ctx, "before", metav1.GetOptions{})
-		return err
-	})
-	eventually(t, "creating an object after the compaction", func(ctx context.Context) error {
-		_, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "after"}}, metav1.CreateOptions{})
-		if apierrors.IsAlreadyExists(err) { // an attempt whose answer was lost
-			return nil
-		}
-		return err
-	})
+	servesAgain(t, cms, "compaction")
 }
 
 func createConfigMap(t *testing.T, cms typedcorev1.ConfigMapInterface, name string) *corev1.ConfigMap {
@@ -222,4 +202,21 @@ func next(t *testing.T, w watch.Interface, timeout time.Duration) watch.Event {
 		t.Fatalf("no event within %v", timeout)
 	}
 	return watch.Event{}
+}
+
+// servesAgain waits until the API server reads the ConfigMap "before" and
+// creates "after", after what was done to etcd.
+func servesAgain(t *testing.T, cms typedcorev1.ConfigMapInterface, after string) {
+	t.Helper()
+	eventually(t, "reading the object made before the "+after, func(ctx context.Context) error {
+		_, err := cms.Get(ctx, "before", metav1.GetOptions{})
+		return err
+	})
+	eventually(t, "creating an object after the "+after, func(ctx context.Context) error {
+		_, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "after"}}, metav1.CreateOptions{})
+		if apierrors.IsAlreadyExists(err) { // an attempt whose answer was lost
+			return nil
+		}
+		return err
+	})
 }
