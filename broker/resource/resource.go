@@ -38,6 +38,11 @@ type Query struct {
 // ErrNotFound is returned when the API server serves nothing that matches.
 var ErrNotFound = errors.New("resource not found")
 
+// ErrUnavailable is returned when discovery failed to get an answer (the
+// API server out of reach, a 5xx): no verdict on the query, which a retry
+// may resolve.
+var ErrUnavailable = errors.New("the API server did not answer discovery")
+
 // Resolver resolves queries with discovery. It asks the API server each time,
 // so custom resources created after the broker started are found.
 type Resolver struct {
@@ -60,7 +65,7 @@ func (r *Resolver) Resolve(ctx context.Context, q Query) (Resource, error) {
 	gv := schema.GroupVersion{Group: q.Group, Version: version}
 	list, err := r.Discovery.ServerResourcesForGroupVersion(gv.String())
 	if err != nil {
-		return Resource{}, fmt.Errorf("discovering %s: %w", gv, notFound(err))
+		return Resource{}, fmt.Errorf("discovering %s: %w", gv, classify(err))
 	}
 	return pick(gv, list.APIResources, q)
 }
@@ -68,7 +73,7 @@ func (r *Resolver) Resolve(ctx context.Context, q Query) (Resource, error) {
 func (r *Resolver) preferredVersion(group string) (string, error) {
 	groups, err := r.Discovery.ServerGroups()
 	if err != nil {
-		return "", fmt.Errorf("discovering API groups: %w", err)
+		return "", fmt.Errorf("discovering API groups: %w", classify(err))
 	}
 	for _, g := range groups.Groups {
 		if g.Name == group {
@@ -116,9 +121,11 @@ func pick(gv schema.GroupVersion, list []metav1.APIResource, q Query) (Resource,
 	return res, nil
 }
 
-func notFound(err error) error {
+// classify tells a discovery error that answers the query (404: no such
+// group or version) from one that only says no answer came.
+func classify(err error) error {
 	if apierrors.IsNotFound(err) {
 		return fmt.Errorf("%w: %v", ErrNotFound, err)
 	}
-	return err
+	return fmt.Errorf("%w: %w", ErrUnavailable, err)
 }

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -222,5 +223,35 @@ func TestResourceString(t *testing.T) {
 		if got := tt.r.String(); got != tt.want {
 			t.Errorf("String() = %q, want %q", got, tt.want)
 		}
+	}
+}
+
+// TestResolveWithoutAnAnswerIsUnavailable: when discovery gets no answer
+// (a connection refused, a 503), Resolve says so with ErrUnavailable, not
+// ErrNotFound: the query is not wrong, and the session asks the handler to
+// retry rather than rejecting it. A 404 is an answer.
+func TestResolveWithoutAnAnswerIsUnavailable(t *testing.T) {
+	refused := errors.New(`Get "https://127.0.0.1:6443/apis/test.tether.dev/v1": dial tcp 127.0.0.1:6443: connect: connection refused`)
+	tests := []struct {
+		name        string
+		err         error
+		q           Query
+		unavailable bool
+	}{
+		{"a refused connection", refused, Query{Group: "test.tether.dev", Version: "v1", Resource: "widgets"}, true},
+		{"a refused connection while finding the preferred version", refused, Query{Group: "test.tether.dev", Resource: "widgets"}, true},
+		{"a 503", apierrors.NewServiceUnavailable("aggregated API down"), Query{Group: "test.tether.dev", Version: "v1", Resource: "widgets"}, true},
+		{"a 404 is an answer", apierrors.NewNotFound(schema.GroupResource{}, "test.tether.dev/v1"), Query{Group: "test.tether.dev", Version: "v1", Resource: "widgets"}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d := fakeDiscovery()
+			d.PrependReactor("get", "*", func(clienttesting.Action) (bool, runtime.Object, error) { return true, nil, tt.err })
+			_, err := (&Resolver{Discovery: d}).Resolve(context.Background(), tt.q)
+			if errors.Is(err, ErrUnavailable) != tt.unavailable || errors.Is(err, ErrNotFound) == tt.unavailable {
+				t.Errorf("Resolve(%+v) = %v: ErrUnavailable %v, ErrNotFound %v; want ErrUnavailable %v",
+					tt.q, err, errors.Is(err, ErrUnavailable), errors.Is(err, ErrNotFound), tt.unavailable)
+			}
+		})
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/tether-dev/tether/broker/auth"
 	"github.com/tether-dev/tether/broker/binding"
 	"github.com/tether-dev/tether/broker/metrics"
+	"github.com/tether-dev/tether/broker/resource"
 	tetherv1 "github.com/tether-dev/tether/proto/tether/v1"
 )
 
@@ -160,8 +161,11 @@ func (s *Server) Connect(stream tetherv1.BrokerService_ConnectServer) error {
 	bindings, err := binding.Compile(ctx, hello.GetBindings(), s.opts.Resolver, s.opts.Defaults, s.opts.Supported)
 	if err != nil {
 		code := codes.InvalidArgument
-		if errors.Is(err, binding.ErrUnsupported) {
+		switch {
+		case errors.Is(err, binding.ErrUnsupported):
 			code = codes.Unimplemented
+		case errors.Is(err, resource.ErrUnavailable):
+			code = codes.Unavailable // no verdict on the Hello: the handler retries
 		}
 		return status.Error(code, err.Error())
 	}

@@ -62,17 +62,7 @@ func TestBadHelloIsRefusedWithTheField(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			stream, err := client.Connect(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := stream.Send(&tetherv1.ConnectRequest{Message: &tetherv1.ConnectRequest_Hello{Hello: c.hello}}); err != nil {
-				t.Fatal(err)
-			}
-			_, err = stream.Recv()
-			st := status.Convert(err)
+			st := sayHello(t, client, c.hello)
 			if st.Code() != c.code {
 				t.Fatalf("code = %v (%s), want %v", st.Code(), st.Message(), c.code)
 			}
@@ -83,6 +73,60 @@ func TestBadHelloIsRefusedWithTheField(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestHelloDuringAnAPIOutageIsToldToRetry: a broker that cannot reach the
+// API server to look up a binding's resource answers the Hello with
+// Unavailable, which the SDKs retry, and not with InvalidArgument, a
+// verdict on the handler that they give up on. make chaos found it: a reset
+// of the broker's connections to the API server made the Python instance
+// of the chaos handler exit with "broker rejected handler".
+func TestHelloDuringAnAPIOutageIsToldToRetry(t *testing.T) {
+	cp := controlplane.Get(t)
+	cp.EnsureWidgetCRD(t)
+	proxy, _ := apiProxy(t, cp)
+	addr := startBroker(t, cp, func(o *broker.Options) { o.Config.Host = "https://" + proxy.Listen })
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	client := tetherv1.NewBrokerServiceClient(conn)
+	hello := &tetherv1.Hello{Handler: "outage", InstanceId: "i", Bindings: []*tetherv1.Binding{{
+		Id: "b0", Kind: tetherv1.BindingKind_BINDING_KIND_CREATE,
+		Resource: &tetherv1.Resource{Group: widgets.Group, Version: widgets.Version, Resource: widgets.Resource},
+	}}}
+
+	proxy.Stop()
+	if st := sayHello(t, client, hello); st.Code() != codes.Unavailable {
+		t.Errorf("with the API server out of reach: code = %v (%s), want Unavailable", st.Code(), st.Message())
+	}
+	if err := proxy.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if st := sayHello(t, client, hello); st.Code() != codes.OK {
+		t.Errorf("with the API server back: code = %v (%s), want a welcome", st.Code(), st.Message())
+	}
+}
+
+// sayHello sends hello on a new stream and returns how the broker answered
+// it: OK for a welcome, else the status that ended the stream.
+func sayHello(t *testing.T, client tetherv1.BrokerServiceClient, hello *tetherv1.Hello) *status.Status {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	stream, err := client.Connect(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stream.Send(&tetherv1.ConnectRequest{Message: &tetherv1.ConnectRequest_Hello{Hello: hello}}); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := stream.Recv()
+	if err == nil && resp.GetWelcome() == nil {
+		t.Fatalf("the broker's first message is %v, not a welcome", resp)
+	}
+	return status.Convert(err)
 }
 
 // TestHostileStreamsDoNotDisturbOtherHandlers opens a stream that never
