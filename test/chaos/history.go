@@ -27,6 +27,9 @@ type History struct {
 	Final        []Object
 	// Brokers are what each broker process left behind.
 	Brokers []BrokerReport
+	// Warnings counts the API server's warnings to the load: each review
+	// that failed open (no instance, no answer in time) sends one.
+	Warnings int64
 }
 
 // Resources the load works on.

@@ -125,6 +125,7 @@ func Report(w io.Writer, h *History, st Stats, vs []Violation) {
 		fmt.Fprintf(tw, "  %s\t%d\n", k, st.FaultsByKind[k])
 	}
 	fmt.Fprintf(tw, "duplicates\t%d\n", st.Duplicates)
+	fmt.Fprintf(tw, "API warnings to the load\t%d (a review that failed open sends one)\n", h.Warnings)
 	fmt.Fprintf(tw, "violations\t%d\n", len(vs))
 	var counts [len(invariantNames)]int
 	for _, v := range vs {

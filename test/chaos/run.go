@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -175,6 +176,8 @@ func Run(ctx context.Context, opts Options) (*History, error) {
 	// the webhooks, and the load's must be reviewed.
 	cfg := r.cp.RESTConfig()
 	cfg.Impersonate = rest.ImpersonationConfig{UserName: loadUser, Groups: []string{"system:masters"}}
+	var warnings warningCount
+	cfg.WarningHandler = &warnings
 	loadDyn, err := dynamic.NewForConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("making the load's client: %w", err)
@@ -212,6 +215,7 @@ func Run(ctx context.Context, opts Options) (*History, error) {
 	stopWatch()
 	r.stopAll()
 	h.Ops = l.history()
+	h.Warnings = warnings.n.Load()
 	h.Observations = w.history()
 	r.mu.Lock()
 	h.Deliveries = slices.Clone(r.deliveries)
@@ -219,6 +223,12 @@ func Run(ctx context.Context, opts Options) (*History, error) {
 	h.Brokers = r.brokerReports()
 	return h, nil
 }
+
+// warningCount counts the warnings the API server sent the load, instead
+// of printing them: a review that failed open comes with one.
+type warningCount struct{ n atomic.Int64 }
+
+func (w *warningCount) HandleWarningHeader(_ int, _ string, _ string) { w.n.Add(1) }
 
 func (r *run) progress(format string, args ...any) {
 	fmt.Fprintf(r.opts.Progress, "chaos: "+format+"\n", args...)
