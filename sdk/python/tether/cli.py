@@ -161,7 +161,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     settings = dict(
         name=args.name, broker=tuple(args.broker or (runner.DEFAULT_BROKER,)), window=args.window,
-        insecure=args.insecure, token_file=args.token_file, tls_ca_file=args.tls_ca_file, tls_server_name=args.tls_server_name,
+        insecure=args.insecure, token_file=args.token_file, tls_ca_file=args.tls_ca_file,
+        tls_server_name=args.tls_server_name,
         namespaces=tuple(args.namespace), grace=args.grace, absent_release_after=args.absent_release_after,
         drain_timeout=args.drain_timeout, max_backoff=args.max_backoff, priority=priority(args))
     if args.instance_id:
