@@ -22,10 +22,10 @@ from __future__ import annotations
 import datetime
 import json
 import os
-import re
 
 import kube
 import tether
+from tether import durations
 
 TTL = "ttl.tether.dev/ttl"
 INTERVAL = float(os.environ.get("TTL_INTERVAL", "5"))
@@ -33,10 +33,6 @@ WEBHOOK = os.environ.get("TTL_WEBHOOK", "true").lower() not in ("false", "0", "n
 
 # Where Secrets are deleted; the tests put an in-memory fake here.
 api: kube.Api = kube.Lazy(user_agent="tether-example-ttl-reaper")
-
-# Go's time.ParseDuration, whose syntax the annotation has.
-_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
-_PART = re.compile(r"(\d+\.?\d*|\.\d+)(ns|us|µs|μs|ms|s|m|h)")
 
 
 @tether.timer("", "v1", "secrets", id="ttl-secrets", interval=INTERVAL, annotations={TTL: tether.PRESENT},
@@ -76,30 +72,13 @@ if WEBHOOK:
                                                     "in object.metadata.annotations"})(review_ttl)
 
 
-def go_duration(text):
-    """Seconds from a Go duration ("1h30m", "-5m", "0"); ValueError when it
-    is not one, as for Go's time.ParseDuration."""
-    sign, rest = (-1.0, text[1:]) if text[:1] == "-" else (1.0, text[1:] if text[:1] == "+" else text)
-    if rest == "0":
-        return 0.0
-    total, pos = 0.0, 0
-    for m in _PART.finditer(rest):
-        if m.start() != pos:
-            break
-        total += float(m.group(1)) * _UNITS[m.group(2)]
-        pos = m.end()
-    if not rest or pos != len(rest):
-        raise ValueError(f"{text!r} is not a Go duration")
-    return sign * total
-
-
 def parse_ttl(text):
     """The ttl in seconds, for the reaper: a Go duration of zero or more;
     anything else fails the tick for good (retrying cannot fix it)."""
     if not text:
         raise tether.PermanentError(f"annotation {TTL} is empty")
     try:
-        seconds = go_duration(text)
+        seconds = durations.parse_go(text)
     except ValueError:
         raise tether.PermanentError(f"annotation {TTL}: {quote(text)} is not a Go duration such as 90s or 24h") from None
     if seconds < 0:
@@ -112,7 +91,7 @@ def check_ttl(text):
     duration. Zero is refused too: the reaper would delete the Secret as
     soon as it saw it."""
     try:
-        seconds = go_duration(text)
+        seconds = durations.parse_go(text)
     except ValueError:
         return f"{TTL}: {quote(text)} is not a duration such as 1h or 30m"
     if seconds <= 0:

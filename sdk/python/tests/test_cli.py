@@ -90,9 +90,17 @@ class Flags(unittest.TestCase):
         for text, want in (("90", 90), ("1.5", 1.5), ("500ms", 0.5), ("30s", 30), ("5m", 300), ("1h30m", 5400),
                            ("0", 0)):
             self.assertEqual(durations.parse(text), want, text)
-        for text in ("", "5 m", "m5", "-1", "1d", "nan"):
+        for text in ("", "5 m", "m5", "-1", "-5m", "1d", "nan"):
             with self.assertRaises(ValueError, msg=text):
                 durations.parse(text)
+
+    def test_go_durations(self):
+        for text, want in {"3s": 3, "1h30m": 5400, "0s": 0, "0": 0, "-5m": -300, "+2h": 7200, "1.5h": 5400,
+                           "300ms": 0.3, "1ns": 1e-9, "2us": 2e-6, "2µs": 2e-6, "1h0m1s": 3601}.items():
+            self.assertAlmostEqual(durations.parse_go(text), want, msg=text)
+        for text in ("", "soon", "3", "1d", " 1h", "1h ", "-", ".", "h", "1hh"):
+            with self.assertRaises(ValueError, msg=text):
+                durations.parse_go(text)
 
     def test_a_file_that_does_not_load_exits_1(self):
         with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as f:

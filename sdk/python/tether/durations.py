@@ -8,8 +8,10 @@ import re
 
 from google.protobuf.duration_pb2 import Duration
 
-_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
-_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ms|s|m|h)")
+# Go's time.ParseDuration's units, whose syntax the flags and the examples'
+# annotations take.
+_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+_PART = re.compile(r"(\d+\.?\d*|\.\d+)(ns|us|µs|μs|ms|s|m|h)")
 
 
 def seconds(option: str, value: object) -> float:
@@ -39,20 +41,34 @@ def from_proto(d: Duration) -> float:
     return d.seconds + d.nanos / 1e9
 
 
+def parse_go(text: str) -> float:
+    """Seconds from a Go duration ("1h30m", "-5m", "0"); ValueError when it
+    is not one, as for Go's time.ParseDuration: a bare number other than 0
+    is not one."""
+    sign, rest = (-1.0, text[1:]) if text[:1] == "-" else (1.0, text[1:] if text[:1] == "+" else text)
+    if rest == "0":
+        return 0.0
+    total, pos = 0.0, 0
+    for m in _PART.finditer(rest):
+        if m.start() != pos:
+            break
+        total += float(m.group(1)) * _UNITS[m.group(2)]
+        pos = m.end()
+    if not rest or pos != len(rest):
+        raise ValueError(f"{text!r} is not a Go duration")
+    return sign * total
+
+
 def parse(text: str) -> float:
     """Parse "90", "1.5", "500ms", "30s", "5m", "1h30m" into seconds: a bare
-    number is seconds, as in Kopf's options; units as in Go durations."""
+    number is seconds, as in Kopf's options; anything else a Go duration."""
     text = text.strip()
     try:
         value = float(text)
     except ValueError:
-        pos, value = 0, 0.0
-        for m in _PART.finditer(text):
-            if m.start() != pos:
-                break
-            value += float(m.group(1)) * _UNITS[m.group(2)]
-            pos = m.end()
-        if pos != len(text) or not text:
+        try:
+            value = parse_go(text)
+        except ValueError:
             raise ValueError(f"{text!r} is not a duration (e.g. 30s, 500ms, 5m, 1h30m, or seconds)") from None
     if value < 0 or value != value:
         raise ValueError(f"{text!r} is not a duration of zero or more")
