@@ -26,6 +26,7 @@ import (
 
 	"github.com/tether-dev/tether/test/bench/timerstats"
 	"github.com/tether-dev/tether/test/controlplane"
+	"github.com/tether-dev/tether/test/pyinterp"
 )
 
 // The handlers of -timer-handler.
@@ -35,9 +36,8 @@ const (
 	timerHandlerPythonSync = "python-sync" // a plain function in the SDK's thread pool
 )
 
-// defaultPython is Debian's interpreter, which has python3-grpcio and
-// python3-protobuf (a pyenv python on PATH would not).
-const defaultPython = "/usr/bin/python3"
+// defaultPython is the -python default.
+const defaultPython = pyinterp.Python
 
 // pythonHandler is the Python handler's script, from the repository root.
 var pythonHandler = filepath.Join("test", "bench", "timerhandler", "handler.py")

@@ -19,7 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
 
-	"github.com/tether-dev/tether/test/testenv"
+	"github.com/tether-dev/tether/test/pyinterp"
 )
 
 // startBrokers starts two broker replicas with leader election, each
@@ -95,7 +95,7 @@ func (r *run) startHandlers(bins binaries) {
 	if bins.pyHandler != "" {
 		// -I: no PYTHON* variables or user site-packages; -B: no
 		// __pycache__ in the source tree; -u: unbuffered lines.
-		r.startHandler(pythonInstance, testenv.Python, []string{"-I", "-B", "-u", bins.pyHandler})
+		r.startHandler(pythonInstance, pyinterp.Python, []string{"-I", "-B", "-u", bins.pyHandler})
 	}
 }
 

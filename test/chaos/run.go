@@ -20,7 +20,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/tether-dev/tether/test/controlplane"
-	"github.com/tether-dev/tether/test/testenv"
+	"github.com/tether-dev/tether/test/pyinterp"
 )
 
 // The namespaces of a run, and the handler's name.
@@ -247,7 +247,7 @@ func (r *run) build(ctx context.Context) (binaries, error) {
 	}
 	dir := filepath.Join(r.opts.Dir, "bin")
 	b := binaries{broker: filepath.Join(dir, "broker"), handler: filepath.Join(dir, "chaoshandler")}
-	if why := testenv.PythonMissing(); why != "" {
+	if why := pyinterp.PythonMissing(); why != "" {
 		r.progress("no Python handler instance in this run: %s", why)
 	} else {
 		b.pyHandler = filepath.Join(root, "test", "chaos", "chaoshandler", "handler.py")

@@ -270,16 +270,8 @@ func (cp *ControlPlane) RestartAPIServer(ctx context.Context) error {
 	cp.mu.Lock()
 	p := cp.apiserver
 	cp.mu.Unlock()
-	if p == nil {
-		return errors.New("restarting kube-apiserver: the control plane is stopped")
-	}
-	if err := p.stop(cp.stopGrace); err != nil {
-		if !p.exited() {
-			return fmt.Errorf("restarting kube-apiserver: %w", err)
-		}
-		// Killed after the stop timeout (long requests still draining):
-		// a crash is a restart too.
-		cp.log.Warn("kube-apiserver restart", "error", err)
+	if err := cp.stopToRestart(p, "kube-apiserver"); err != nil {
+		return err
 	}
 	ctx, cancel := context.WithTimeout(ctx, cp.opts.StartTimeout)
 	defer cancel()
@@ -287,6 +279,23 @@ func (cp *ControlPlane) RestartAPIServer(ctx context.Context) error {
 		return fmt.Errorf("restarting kube-apiserver: %w", err)
 	}
 	cp.log.Info("kube-apiserver restarted", "url", cp.url)
+	return nil
+}
+
+// stopToRestart stops p, the process named what (SIGTERM, then SIGKILL
+// after the stop timeout), so that it can be started again. Killed after
+// the timeout (long requests still draining) is a crash, which a restart
+// follows too.
+func (cp *ControlPlane) stopToRestart(p *process, what string) error {
+	if p == nil {
+		return fmt.Errorf("restarting %s: the control plane is stopped", what)
+	}
+	if err := p.stop(cp.stopGrace); err != nil {
+		if !p.exited() {
+			return fmt.Errorf("restarting %s: %w", what, err)
+		}
+		cp.log.Warn(what+" restart", "error", err)
+	}
 	return nil
 }
 

@@ -61,14 +61,8 @@ func (cp *ControlPlane) RestartEtcd(ctx context.Context) error {
 	cp.mu.Lock()
 	p := cp.etcd
 	cp.mu.Unlock()
-	if p == nil {
-		return errors.New("restarting etcd: the control plane is stopped")
-	}
-	if err := p.stop(cp.stopGrace); err != nil {
-		if !p.exited() {
-			return fmt.Errorf("restarting etcd: %w", err)
-		}
-		cp.log.Warn("etcd restart", "error", err) // killed after the stop timeout: a crash
+	if err := cp.stopToRestart(p, "etcd"); err != nil {
+		return err
 	}
 	ctx, cancel := context.WithTimeout(ctx, cp.opts.StartTimeout)
 	defer cancel()

@@ -115,14 +115,7 @@ func sayHello(t *testing.T, client tetherv1.BrokerServiceClient, hello *tetherv1
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	stream, err := client.Connect(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := stream.Send(&tetherv1.ConnectRequest{Message: &tetherv1.ConnectRequest_Hello{Hello: hello}}); err != nil {
-		t.Fatal(err)
-	}
-	resp, err := stream.Recv()
+	resp, err := openSession(ctx, t, client, hello).Recv()
 	if err == nil && resp.GetWelcome() == nil {
 		t.Fatalf("the broker's first message is %v, not a welcome", resp)
 	}
@@ -198,4 +191,18 @@ func TestHostileStreamsDoNotDisturbOtherHandlers(t *testing.T) {
 	if err != nil || msg.GetDelivery().GetRef().GetName() != "after" {
 		t.Fatalf("the stream that sent a stray ack is not served any more: %v, %v", msg, err)
 	}
+}
+
+// openSession opens a stream under ctx and sends hello on it, as a
+// hand-written handler would.
+func openSession(ctx context.Context, t *testing.T, client tetherv1.BrokerServiceClient, hello *tetherv1.Hello) tetherv1.BrokerService_ConnectClient {
+	t.Helper()
+	stream, err := client.Connect(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stream.Send(&tetherv1.ConnectRequest{Message: &tetherv1.ConnectRequest_Hello{Hello: hello}}); err != nil {
+		t.Fatal(err)
+	}
+	return stream
 }

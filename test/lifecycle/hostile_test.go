@@ -40,13 +40,7 @@ func TestOversizedAnswerCountsAsAnAttempt(t *testing.T) {
 	var attempts []uint32
 	for len(attempts) < 3 {
 		ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
-		stream, err := client.Connect(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := stream.Send(&tetherv1.ConnectRequest{Message: &tetherv1.ConnectRequest_Hello{Hello: hello}}); err != nil {
-			t.Fatal(err)
-		}
+		stream := openSession(ctx, t, client, hello)
 		var d *tetherv1.Delivery
 		for d == nil {
 			msg, err := stream.Recv()
@@ -92,13 +86,7 @@ func TestOversizedAnswerCountsAsAnAttempt(t *testing.T) {
 	// Given up: a new session gets nothing for w.
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	stream, err := client.Connect(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := stream.Send(&tetherv1.ConnectRequest{Message: &tetherv1.ConnectRequest_Hello{Hello: hello}}); err != nil {
-		t.Fatal(err)
-	}
+	stream := openSession(ctx, t, client, hello)
 	for {
 		msg, err := stream.Recv()
 		if err != nil {

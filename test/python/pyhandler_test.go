@@ -26,13 +26,14 @@ import (
 	"github.com/tether-dev/tether/broker/hold"
 	"github.com/tether-dev/tether/broker/progress"
 	"github.com/tether-dev/tether/test/controlplane"
+	"github.com/tether-dev/tether/test/pyinterp"
 	"github.com/tether-dev/tether/test/testenv"
 )
 
 const (
 	// python runs the handlers: Debian's, which has python3-grpcio and
 	// python3-protobuf.
-	python = testenv.Python
+	python = pyinterp.Python
 	// waitTimeout bounds every wait on the cluster, the broker or the handler.
 	waitTimeout = 30 * time.Second
 
@@ -49,7 +50,7 @@ func TestMain(m *testing.M) { os.Exit(controlplane.RunTests(m)) }
 // needPython skips the test when the handler cannot run here.
 func needPython(t *testing.T) {
 	t.Helper()
-	if why := testenv.PythonMissing(); why != "" {
+	if why := pyinterp.PythonMissing(); why != "" {
 		t.Skip(why)
 	}
 }

@@ -1,7 +1,6 @@
 // Package testenv holds what the end-to-end test packages share: a writer
 // that sends logs and process output to the test log, a recorder of a child
-// process's output lines, a wait on a condition with a deadline, the Python
-// interpreter that runs the Python SDK's handlers, and a broker running in
-// the test process until the test ends. Each test package keeps its own
-// thin wrappers for its defaults.
+// process's output lines, a wait on a condition with a deadline, and a
+// broker running in the test process until the test ends. Each test package
+// keeps its own thin wrappers for its defaults.
 package testenv

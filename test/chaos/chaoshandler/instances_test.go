@@ -23,6 +23,7 @@ import (
 	"github.com/tether-dev/tether/broker"
 	"github.com/tether-dev/tether/test/chaos"
 	"github.com/tether-dev/tether/test/controlplane"
+	"github.com/tether-dev/tether/test/pyinterp"
 	"github.com/tether-dev/tether/test/testenv"
 )
 
@@ -34,7 +35,7 @@ func TestMain(m *testing.M) { os.Exit(controlplane.RunTests(m)) }
 // bindings differ), both are given objects and reviews, and the Python
 // one's lines are chaos.Delivery records as the Go one's are.
 func TestGoAndPythonInstancesServeOneHandler(t *testing.T) {
-	if why := testenv.PythonMissing(); why != "" {
+	if why := pyinterp.PythonMissing(); why != "" {
 		t.Skip(why)
 	}
 	cp := controlplane.Get(t)
@@ -61,7 +62,7 @@ func TestGoAndPythonInstancesServeOneHandler(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pyOut := start(t, "py", exec.Command(testenv.Python, append([]string{"-I", "-B", "-u", script}, flags("py-1")...)...))
+	pyOut := start(t, "py", exec.Command(pyinterp.Python, append([]string{"-I", "-B", "-u", script}, flags("py-1")...)...))
 	testenv.Eventually(t, time.Minute, "both instances connected", func() bool {
 		return brokerLog.Count(func(l string) bool { return strings.Contains(l, "handler instance connected") }) == 2
 	})
