@@ -144,3 +144,20 @@ func TestLeaksAreJudgedOnTheProcessThatLedLongest(t *testing.T) {
 		})
 	}
 }
+
+func TestDuplicatesCountRepeatedAnswersButNotTicksDaemonsOrReviews(t *testing.T) {
+	d := func(kind, uid, rv string) Delivery {
+		return Delivery{Kind: kind, Binding: kind, UID: uid, ResourceVersion: rv, Outcome: "ok"}
+	}
+	h := &History{Deliveries: []Delivery{
+		d("create", "u1", "1"), d("create", "u1", "1"), // delivered again: a duplicate
+		d("update", "u1", "2"), d("update", "u1", "3"), // two updates
+		d("tick", "u1", "3"), d("tick", "u1", "3"),
+		d("daemon", "u1", "3"), d("daemon", "u1", "3"),
+		// Reviews of CREATEs have no UID or resourceVersion yet.
+		d("validate", "", ""), d("validate", "", ""), d("validate", "", ""),
+	}}
+	if got := Summarize(h).Duplicates; got != 1 {
+		t.Errorf("Duplicates = %d, want 1: the create answered twice", got)
+	}
+}
