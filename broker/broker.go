@@ -238,10 +238,13 @@ func (b *Broker) Start(ctx context.Context) error {
 
 	resolver := &resource.Resolver{Discovery: disc}
 	informers := informer.New(informer.Options{Client: dyn, Log: b.log.Named("informer")})
-	b.metrics.ObserveCache(func() map[string]int {
-		out := map[string]int{}
-		for gvr, n := range informers.Cached() {
-			out[metrics.Resource(gvr.GroupResource())] += n
+	b.metrics.ObserveCache(func() map[string]metrics.CacheUsage {
+		out := map[string]metrics.CacheUsage{}
+		for gvr, u := range informers.Cached() {
+			sum := out[metrics.Resource(gvr.GroupResource())]
+			sum.Objects += u.Objects
+			sum.Bytes += u.Bytes
+			out[metrics.Resource(gvr.GroupResource())] = sum
 		}
 		return out
 	})

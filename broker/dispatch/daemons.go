@@ -89,7 +89,7 @@ func (ds *daemons) process(ctx context.Context, o *object, obj *unstructured.Uns
 				continue
 			}
 		}
-		d0 := &tetherv1.Delivery{Kind: tetherv1.DeliveryKind_DELIVERY_KIND_DAEMON_START, Object: o.encoded(obj)}
+		d0 := &tetherv1.Delivery{Kind: tetherv1.DeliveryKind_DELIVERY_KIND_DAEMON_START, Object: o.json()}
 		ack, in, wait, err := ds.deliver.call(ctx, o, b, obj, d0)
 		if err != nil {
 			return err
@@ -184,7 +184,7 @@ func (ds *daemons) stop(ctx context.Context, o *object, b *binding.Binding, obj 
 		return nil
 	}
 	timeout := b.Daemon.CancellationTimeout
-	stop := &tetherv1.Delivery{Kind: tetherv1.DeliveryKind_DELIVERY_KIND_DAEMON_STOP, Object: o.encoded(obj)}
+	stop := &tetherv1.Delivery{Kind: tetherv1.DeliveryKind_DELIVERY_KIND_DAEMON_STOP, Object: o.json()}
 	_, err := ds.deliver.deliverTo(ctx, d.inst, o, b, obj, stop, timeout, nil)
 	switch {
 	case err == nil, errors.Is(err, session.ErrGone), errors.Is(err, session.ErrLeaving):

@@ -7,6 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/tether-dev/tether/broker/informer"
 	"github.com/tether-dev/tether/broker/resource"
 )
 
@@ -19,7 +20,7 @@ const (
 // rawEvent is one watch event kept for event bindings.
 type rawEvent struct {
 	typ string
-	obj *unstructured.Unstructured
+	obj *informer.Object
 }
 
 // object is what one handler's runtime knows about one object (one UID).
@@ -33,10 +34,10 @@ type object struct {
 	// seen gets a token (buffered, never blocks) on every informer
 	// notification, to end a worker's wait for an instance.
 	seen    chan struct{}
-	obj     *unstructured.Unstructured // latest state seen; never mutated
-	gone    bool                       // the watch said deleted
-	initial bool                       // seen in an initial list: resume applies
-	events  []rawEvent                 // pending raw events, oldest first
+	obj     *informer.Object // latest state seen, in its cached form
+	gone    bool             // the watch said deleted
+	initial bool             // seen in an initial list: resume applies
+	events  []rawEvent       // pending raw events, oldest first
 	// changed is when the object last changed, for idle timers.
 	changed time.Time
 	// due holds the ticks and restarts the scheduler fired: key name ->
@@ -50,8 +51,10 @@ type object struct {
 
 	// ---- worker-owned ----
 
-	// lastHandled is the essence this broker last recorded, which may be
-	// newer than what the informer shows in the annotation.
+	// lastHandled is the essence this broker recorded in this pass, which
+	// may be newer than what the informer shows in the annotation. Between
+	// passes the annotation of the latest state, which includes what the
+	// broker's writes returned (remember), has it.
 	lastHandled map[string]any
 	// cause identifies the change being handled; done, gaveUp and attempts
 	// belong to it and are reset when it changes. gaveUp marks the bindings
@@ -84,18 +87,20 @@ type object struct {
 	// settled is the resourceVersion whose lifecycle handling is complete;
 	// a tick on an unchanged object need not work out the cause again.
 	settled string
-	// json caches the object's JSON encoding for jsonRV.
-	json   []byte
-	jsonRV string
+	// cur is the state the current pass works on, and view its decoded
+	// form, which the pass never changes. Both are dropped when the pass
+	// ends: between passes only the cache keeps the object, as JSON.
+	cur  *informer.Object
+	view *unstructured.Unstructured
 }
 
 // see records one informer notification.
-func (o *object) see(u *unstructured.Unstructured, typ string, initial, keepRaw bool, maxRaw int, now time.Time, log hclog.Logger) {
-	if o.obj == nil || newerRV(u, o.obj) {
-		if o.obj == nil || o.obj.GetResourceVersion() != u.GetResourceVersion() {
+func (o *object) see(c *informer.Object, typ string, initial, keepRaw bool, maxRaw int, now time.Time, log hclog.Logger) {
+	if o.obj == nil || c.NewerThan(o.obj) {
+		if o.obj == nil || o.obj.ResourceVersion != c.ResourceVersion {
 			o.changed = now
 		}
-		o.obj = u
+		o.obj = c
 	}
 	if typ == watchDeleted {
 		o.gone = true
@@ -105,10 +110,10 @@ func (o *object) see(u *unstructured.Unstructured, typ string, initial, keepRaw 
 	}
 	if keepRaw {
 		if len(o.events) >= maxRaw {
-			log.Warn("raw event queue full; dropping the oldest", "uid", o.uid, "name", u.GetName())
+			log.Warn("raw event queue full; dropping the oldest", "uid", o.uid, "name", c.Name)
 			o.events = o.events[1:]
 		}
-		o.events = append(o.events, rawEvent{typ: typ, obj: u})
+		o.events = append(o.events, rawEvent{typ: typ, obj: c})
 	}
 }
 
@@ -124,11 +129,9 @@ func (o *object) resetCause(cause string) {
 	o.acc = accumulated{}
 }
 
-// encoded returns obj's JSON, encoding it once per resourceVersion: ticks
-// send the same unchanged object again and again.
-func (o *object) encoded(obj *unstructured.Unstructured) []byte {
-	if o.json == nil || o.jsonRV != obj.GetResourceVersion() {
-		o.json, o.jsonRV = mustJSON(obj.Object), obj.GetResourceVersion()
-	}
-	return o.json
-}
+// json is the JSON of the state the pass works on (view): what the cache
+// keeps, sent as it is.
+func (o *object) json() []byte { return o.cur.Raw }
+
+// endPass drops what the pass decoded.
+func (o *object) endPass() { o.cur, o.view, o.lastHandled = nil, nil, nil }

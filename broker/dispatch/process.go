@@ -41,6 +41,7 @@ func (r *reconciler) reconcile(ctx context.Context, uid types.UID) (time.Duratio
 	if o == nil {
 		return 0, nil
 	}
+	defer o.endPass()
 	// Only what the informer sees from now on may end a wait for an
 	// instance (waitOwner): the notification that queued this pass is in.
 	select {
@@ -56,8 +57,12 @@ func (r *reconciler) reconcile(ctx context.Context, uid types.UID) (time.Duratio
 		return wait, err
 	}
 	r.mu.Lock()
-	obj, gone, initial := o.obj, o.gone, o.initial
+	gone, initial := o.gone, o.initial
 	r.mu.Unlock()
+	obj, err := r.current(o)
+	if err != nil {
+		return 0, err
+	}
 	if initial {
 		o.listed = true
 	}
@@ -74,9 +79,9 @@ func (r *reconciler) reconcile(ctx context.Context, uid types.UID) (time.Duratio
 		case err != nil || wait > 0:
 			return wait, err
 		}
-		r.mu.Lock()
-		obj = o.obj
-		r.mu.Unlock()
+		if obj, err = r.current(o); err != nil {
+			return 0, err
+		}
 	}
 	if obj.GetDeletionTimestamp() != nil {
 		if broken(breakTickDeleting) {
@@ -93,9 +98,9 @@ func (r *reconciler) reconcile(ctx context.Context, uid types.UID) (time.Duratio
 		if wait, err := r.live(ctx, o, obj, initial, pres); wait > 0 || err != nil {
 			return wait, err
 		}
-		r.mu.Lock()
-		obj = o.obj
-		r.mu.Unlock()
+		if obj, err = r.current(o); err != nil {
+			return 0, err
+		}
 		if o.pending == nil {
 			o.settled = obj.GetResourceVersion()
 		}
@@ -104,6 +109,22 @@ func (r *reconciler) reconcile(ctx context.Context, uid types.UID) (time.Duratio
 		return wait, err
 	}
 	return 0, r.daemons.process(ctx, o, obj)
+}
+
+// current is the latest state the informer or a write gave the object,
+// decoded once per state and pass.
+func (r *reconciler) current(o *object) (*unstructured.Unstructured, error) {
+	r.mu.Lock()
+	c := o.obj
+	r.mu.Unlock()
+	if c != o.cur {
+		u, err := c.Decode()
+		if err != nil {
+			return nil, err
+		}
+		o.cur, o.view = c, u
+	}
+	return o.view, nil
 }
 
 // gone forgets an object the watch says is deleted, after stopping
@@ -136,12 +157,16 @@ func (r *reconciler) flushRawEvents(ctx context.Context, o *object) (time.Durati
 		if o.eventDone == nil {
 			o.eventDone = map[string]bool{}
 		}
+		obj, err := ev.obj.Decode()
+		if err != nil {
+			return 0, err
+		}
 		for _, b := range r.bindingsOf(o) {
-			if b.Kind != binding.Event || o.eventDone[b.ID] || !r.matches(b, ev.obj, nil) {
+			if b.Kind != binding.Event || o.eventDone[b.ID] || !r.matches(b, obj, nil) {
 				continue
 			}
-			d := &tetherv1.Delivery{Kind: tetherv1.DeliveryKind_DELIVERY_KIND_EVENT, Object: mustJSON(ev.obj.Object), EventType: ev.typ}
-			_, _, wait, err := r.deliver.call(ctx, o, b, ev.obj, d)
+			d := &tetherv1.Delivery{Kind: tetherv1.DeliveryKind_DELIVERY_KIND_EVENT, Object: ev.obj.Raw, EventType: ev.typ}
+			_, _, wait, err := r.deliver.call(ctx, o, b, obj, d)
 			if wait > 0 || err != nil {
 				return wait, err
 			}
@@ -204,7 +229,7 @@ func (r *reconciler) live(ctx context.Context, o *object, obj *unstructured.Unst
 			o.done[b.ID] = true
 			continue
 		}
-		d := &tetherv1.Delivery{Kind: kind, Object: mustJSON(obj.Object)}
+		d := &tetherv1.Delivery{Kind: kind, Object: o.json()}
 		if cause == "update" && old != nil {
 			d.OldObject = mustJSON(old)
 			d.Diff = progress.DiffProto(diff)
@@ -364,7 +389,7 @@ func (r *reconciler) deliverDeletes(ctx context.Context, o *object, obj *unstruc
 			o.done[b.ID] = true
 			return 0, nil
 		}
-		d := &tetherv1.Delivery{Kind: tetherv1.DeliveryKind_DELIVERY_KIND_DELETE, Object: mustJSON(obj.Object)}
+		d := &tetherv1.Delivery{Kind: tetherv1.DeliveryKind_DELIVERY_KIND_DELETE, Object: o.json()}
 		if _, _, wait, err := r.deliver.call(ctx, o, b, obj, d); wait > 0 || err != nil {
 			return wait, err
 		}

@@ -4,11 +4,9 @@ import (
 	"context"
 	"errors"
 	"slices"
-	"strconv"
 	"sync"
 	"time"
 
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
@@ -138,30 +136,30 @@ func informerKeys(bs []*binding.Binding) []informer.Key {
 func (rt *runtime) eventHandler(res resource.Resource) cache.ResourceEventHandler {
 	return cache.ResourceEventHandlerDetailedFuncs{
 		AddFunc: func(obj any, initial bool) {
-			if u, ok := obj.(*unstructured.Unstructured); ok {
-				rt.observe(res, u, watchAdded, initial)
+			if c, ok := obj.(*informer.Object); ok {
+				rt.observe(res, c, watchAdded, initial)
 			}
 		},
 		UpdateFunc: func(oldObj, obj any) {
-			u, ok := obj.(*unstructured.Unstructured)
+			c, ok := obj.(*informer.Object)
 			if !ok {
 				return
 			}
 			// After a watch gap, a relist turns X deleted and X' created
 			// under the same name into one update: X is gone (rule 5).
-			if prev, ok := oldObj.(*unstructured.Unstructured); ok && prev.GetUID() != u.GetUID() {
+			if prev, ok := oldObj.(*informer.Object); ok && prev.UID != c.UID {
 				rt.observe(res, prev, watchDeleted, false)
-				rt.observe(res, u, watchAdded, false)
+				rt.observe(res, c, watchAdded, false)
 				return
 			}
-			rt.observe(res, u, watchModified, false)
+			rt.observe(res, c, watchModified, false)
 		},
 		DeleteFunc: func(obj any) {
 			if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 				obj = d.Obj
 			}
-			if u, ok := obj.(*unstructured.Unstructured); ok {
-				rt.observe(res, u, watchDeleted, false)
+			if c, ok := obj.(*informer.Object); ok {
+				rt.observe(res, c, watchDeleted, false)
 			}
 		},
 	}
@@ -169,15 +167,15 @@ func (rt *runtime) eventHandler(res resource.Resource) cache.ResourceEventHandle
 
 // observe records what an informer saw and enqueues the object. It runs on
 // the informer's goroutine, so it only records and enqueues.
-func (rt *runtime) observe(res resource.Resource, u *unstructured.Unstructured, typ string, initial bool) {
-	uid := u.GetUID()
+func (rt *runtime) observe(res resource.Resource, c *informer.Object, typ string, initial bool) {
+	uid := c.UID
 	rt.mu.Lock()
 	o := rt.objects[uid]
 	if o == nil {
 		o = &object{uid: uid, res: res, seen: make(chan struct{}, 1)}
 		rt.objects[uid] = o
 	}
-	o.see(u, typ, initial, rt.hasEventBindings(res.GroupVersionResource), rt.opts.MaxRawEvents, rt.clock.Now(), rt.log)
+	o.see(c, typ, initial, rt.hasEventBindings(res.GroupVersionResource), rt.opts.MaxRawEvents, rt.clock.Now(), rt.log)
 	rt.mu.Unlock()
 	select {
 	case o.seen <- struct{}{}:
@@ -311,16 +309,4 @@ func (rt *runtime) requeueAll() {
 	for _, uid := range uids {
 		rt.queue.Add(uid)
 	}
-}
-
-// newerRV reports whether a's resourceVersion is after b's. Resource versions
-// are opaque, but etcd's are integers; when either is not, a counts as newer
-// so the informer's view wins.
-func newerRV(a, b *unstructured.Unstructured) bool {
-	x, err1 := strconv.ParseUint(a.GetResourceVersion(), 10, 64)
-	y, err2 := strconv.ParseUint(b.GetResourceVersion(), 10, 64)
-	if err1 != nil || err2 != nil {
-		return true
-	}
-	return x >= y
 }

@@ -3,12 +3,12 @@ package dispatch
 import (
 	"testing"
 
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/tether-dev/tether/broker/binding"
+	"github.com/tether-dev/tether/broker/informer"
 	"github.com/tether-dev/tether/broker/resource"
 	"github.com/tether-dev/tether/broker/session"
 	tetherv1 "github.com/tether-dev/tether/proto/tether/v1"
@@ -22,13 +22,8 @@ func TestRelistThatReplacesAnObjectEndsTheOldOne(t *testing.T) {
 	rt := newRuntime(New(Options{}), "h", nil, "", nil)
 	rt.queue = workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[types.UID]())
 	defer rt.queue.ShutDown()
-	obj := func(uid, rv string) *unstructured.Unstructured {
-		u := &unstructured.Unstructured{Object: map[string]any{}}
-		u.SetNamespace("ns")
-		u.SetName("w")
-		u.SetUID(types.UID(uid))
-		u.SetResourceVersion(rv)
-		return u
+	obj := func(uid, rv string) *informer.Object {
+		return &informer.Object{Namespace: "ns", Name: "w", UID: types.UID(uid), ResourceVersion: rv, Raw: []byte(`{}`)}
 	}
 	h := rt.eventHandler(resource.Resource{})
 	h.OnAdd(obj("x", "1"), true)
@@ -39,7 +34,7 @@ func TestRelistThatReplacesAnObjectEndsTheOldOne(t *testing.T) {
 	if o := rt.objects["x"]; o == nil || !o.gone {
 		t.Errorf("X after the relist: %+v, want it gone", o)
 	}
-	if o := rt.objects["x2"]; o == nil || o.gone || o.obj.GetResourceVersion() != "5" {
+	if o := rt.objects["x2"]; o == nil || o.gone || o.obj.ResourceVersion != "5" {
 		t.Errorf("X' after the relist: %+v, want it live at resourceVersion 5", o)
 	}
 	if n := rt.queue.Len(); n != 2 {

@@ -80,7 +80,7 @@ func (tm *timers) process(ctx context.Context, o *object, obj *unstructured.Unst
 				continue
 			}
 		}
-		d := &tetherv1.Delivery{Kind: tetherv1.DeliveryKind_DELIVERY_KIND_TICK, Object: o.encoded(obj), Scheduled: timestamppb.New(due)}
+		d := &tetherv1.Delivery{Kind: tetherv1.DeliveryKind_DELIVERY_KIND_TICK, Object: o.json(), Scheduled: timestamppb.New(due)}
 		ack, in, wait, err := tm.deliver.call(ctx, o, b, obj, d)
 		if err != nil || wait > 0 {
 			tm.markDue(o, b.ID, due) // the same tick, again

@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	"github.com/tether-dev/tether/broker/hold"
+	"github.com/tether-dev/tether/broker/informer"
 	"github.com/tether-dev/tether/broker/jsonpatch"
 	"github.com/tether-dev/tether/broker/metrics"
 	"github.com/tether-dev/tether/broker/progress"
@@ -365,10 +366,15 @@ func (ow *objectWriter) remember(o *object, out *unstructured.Unstructured) {
 	if out == nil {
 		return
 	}
-	out.SetManagedFields(nil)
+	c, err := informer.Encode(out)
+	if err != nil {
+		// out was decoded from JSON, so this does not happen; the
+		// informer's notification brings the same state anyway.
+		return
+	}
 	ow.mu.Lock()
 	defer ow.mu.Unlock()
-	if o.obj == nil || newerRV(out, o.obj) {
-		o.obj = out
+	if o.obj == nil || c.NewerThan(o.obj) {
+		o.obj = c
 	}
 }

@@ -161,7 +161,7 @@ func (r *Registry) start(key Key) (*entry, error) {
 		},
 	}
 	inf := cache.NewSharedIndexInformer(lw, &unstructured.Unstructured{}, r.opts.Resync, cache.Indexers{})
-	if err := inf.SetTransform(dropManagedFields); err != nil {
+	if err := inf.SetTransform(toObject); err != nil {
 		return nil, fmt.Errorf("starting informer for %s: %w", key, err)
 	}
 	ctx, cancel := context.WithCancel(r.ctx)
@@ -174,23 +174,37 @@ func (r *Registry) start(key Key) (*entry, error) {
 	return e, nil
 }
 
-// dropManagedFields runs before an object enters the cache; the object is
-// fresh from the decoder, so changing it here is safe.
-func dropManagedFields(obj any) (any, error) {
+// toObject runs before an object enters the cache: it keeps the cached form
+// (Object) instead of the decoded one. Objects already in that form (a
+// resync) pass as they are.
+func toObject(obj any) (any, error) {
 	if u, ok := obj.(*unstructured.Unstructured); ok {
-		u.SetManagedFields(nil)
+		return Encode(u)
 	}
 	return obj, nil
 }
 
-// Cached counts the objects in the caches, by resource, over every
-// namespace watched.
-func (r *Registry) Cached() map[schema.GroupVersionResource]int {
+// Usage is what the caches of one resource hold.
+type Usage struct {
+	Objects int
+	// Bytes counts the objects' JSON, the bulk of what a cache keeps.
+	Bytes int
+}
+
+// Cached sums the caches by resource, over every namespace watched.
+func (r *Registry) Cached() map[schema.GroupVersionResource]Usage {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	out := map[schema.GroupVersionResource]int{}
+	out := map[schema.GroupVersionResource]Usage{}
 	for key, e := range r.entries {
-		out[key.Resource] += len(e.informer.GetStore().ListKeys())
+		u := out[key.Resource]
+		for _, obj := range e.informer.GetStore().List() {
+			u.Objects++
+			if o, ok := obj.(*Object); ok {
+				u.Bytes += o.Size()
+			}
+		}
+		out[key.Resource] = u
 	}
 	return out
 }

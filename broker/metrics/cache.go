@@ -14,31 +14,46 @@ func Resource(gr schema.GroupResource) string {
 	return gr.Resource + "." + gr.Group
 }
 
-// cachedObjects is tether_cached_objects, read from the informers' caches
-// at every scrape rather than kept up to date on every event.
-type cachedObjects struct {
-	desc   *prometheus.Desc
-	counts func() map[string]int
+// CacheUsage is what the caches of one resource hold.
+type CacheUsage struct {
+	Objects int
+	// Bytes counts the cached objects' JSON.
+	Bytes int
 }
 
-func (c cachedObjects) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+// cache is tether_cached_objects and tether_cached_bytes, read from the
+// informers' caches at every scrape rather than kept up to date on every
+// event.
+type cache struct {
+	objects, bytes *prometheus.Desc
+	usage          func() map[string]CacheUsage
+}
 
-func (c cachedObjects) Collect(ch chan<- prometheus.Metric) {
-	for resource, n := range c.counts() {
-		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(n), resource)
+func (c cache) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.objects
+	ch <- c.bytes
+}
+
+func (c cache) Collect(ch chan<- prometheus.Metric) {
+	for resource, u := range c.usage() {
+		ch <- prometheus.MustNewConstMetric(c.objects, prometheus.GaugeValue, float64(u.Objects), resource)
+		ch <- prometheus.MustNewConstMetric(c.bytes, prometheus.GaugeValue, float64(u.Bytes), resource)
 	}
 }
 
-// ObserveCache publishes tether_cached_objects{resource}: the objects the
-// broker holds in its caches, by resource, as counts returns them when
+// ObserveCache publishes tether_cached_objects{resource} and
+// tether_cached_bytes{resource}: the objects the broker holds in its caches
+// and the bytes of their JSON, by resource, as usage returns them when
 // scraped. It is registered on the registry New was given.
-func (m *Metrics) ObserveCache(counts func() map[string]int) {
+func (m *Metrics) ObserveCache(usage func() map[string]CacheUsage) {
 	if m == nil || m.reg == nil {
 		return
 	}
-	register(m.reg, prometheus.Collector(cachedObjects{
-		desc: prometheus.NewDesc("tether_cached_objects",
+	register(m.reg, prometheus.Collector(cache{
+		objects: prometheus.NewDesc("tether_cached_objects",
 			"Objects in the broker's informer caches, by resource (every namespace it watches).", []string{"resource"}, nil),
-		counts: counts,
+		bytes: prometheus.NewDesc("tether_cached_bytes",
+			"Bytes of JSON of the objects in the broker's informer caches, by resource: the bulk of the memory they take.", []string{"resource"}, nil),
+		usage: usage,
 	}))
 }

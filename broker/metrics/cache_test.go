@@ -18,19 +18,19 @@ func TestResource(t *testing.T) {
 	}
 }
 
-func TestCachedObjectsAreReadAtScrape(t *testing.T) {
+func TestCacheUsageIsReadAtScrape(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	m := New(reg)
-	counts := map[string]int{"secrets": 3}
-	m.ObserveCache(func() map[string]int { return counts })
-	read := func() map[string]float64 {
+	usage := map[string]CacheUsage{"secrets": {Objects: 3, Bytes: 900}}
+	m.ObserveCache(func() map[string]CacheUsage { return usage })
+	read := func(name string) map[string]float64 {
 		families, err := reg.Gather()
 		if err != nil {
 			t.Fatal(err)
 		}
 		out := map[string]float64{}
 		for _, f := range families {
-			if f.GetName() != "tether_cached_objects" {
+			if f.GetName() != name {
 				continue
 			}
 			for _, s := range f.GetMetric() {
@@ -39,13 +39,19 @@ func TestCachedObjectsAreReadAtScrape(t *testing.T) {
 		}
 		return out
 	}
-	if got := read(); got["secrets"] != 3 || len(got) != 1 {
+	if got := read("tether_cached_objects"); got["secrets"] != 3 || len(got) != 1 {
 		t.Errorf("cached objects %v, want secrets 3", got)
 	}
-	counts = map[string]int{"secrets": 1, "widgets.test.tether.dev": 5}
-	if got := read(); got["secrets"] != 1 || got["widgets.test.tether.dev"] != 5 {
+	if got := read("tether_cached_bytes"); got["secrets"] != 900 || len(got) != 1 {
+		t.Errorf("cached bytes %v, want secrets 900", got)
+	}
+	usage = map[string]CacheUsage{"secrets": {Objects: 1, Bytes: 300}, "widgets.test.tether.dev": {Objects: 5, Bytes: 2500}}
+	if got := read("tether_cached_objects"); got["secrets"] != 1 || got["widgets.test.tether.dev"] != 5 {
 		t.Errorf("cached objects %v after the caches changed", got)
 	}
+	if got := read("tether_cached_bytes"); got["secrets"] != 300 || got["widgets.test.tether.dev"] != 2500 {
+		t.Errorf("cached bytes %v after the caches changed", got)
+	}
 	var none *Metrics
-	none.ObserveCache(func() map[string]int { return nil }) // nil is a no-op
+	none.ObserveCache(func() map[string]CacheUsage { return nil }) // nil is a no-op
 }

@@ -130,6 +130,7 @@ type brokerController struct {
 	broker, handler  *process
 	cancelWatch      context.CancelCauseFunc
 	brokerRSS, hdRSS float64
+	pprofAddr        string // with -profile
 }
 
 func newBrokerController(e *env, bin binaries) *brokerController {
@@ -149,7 +150,14 @@ func (c *brokerController) start(ctx context.Context, ns string) (context.Contex
 		return nil, err
 	}
 	qps := strconv.FormatFloat(c.e.qps, 'f', -1, 64)
-	if c.broker, err = startProcess(c.e, fmt.Sprintf("broker-%s", ns), c.bin.broker,
+	var environ []string
+	if c.e.profile != "" {
+		if c.pprofAddr, err = freeAddr(); err != nil {
+			return nil, err
+		}
+		environ = []string{pprofEnv + "=" + c.pprofAddr}
+	}
+	if c.broker, err = startProcessEnv(c.e, fmt.Sprintf("broker-%s", ns), c.bin.broker, environ,
 		"--insecure", "--listen", addr, "--kubeconfig", c.e.cp.KubeconfigPath(),
 		"--kube-api-qps", qps, "--kube-api-burst", strconv.Itoa(c.e.burst), "--log-level", "warn"); err != nil {
 		return nil, err
@@ -192,6 +200,20 @@ func (c *brokerController) rss() string {
 		return "? (" + errors.Join(errB, errH).Error() + ")"
 	}
 	return fmt.Sprintf("%.1f (handler %.1f)", b, h)
+}
+
+// profile saves the broker's heap (after a GC: what is live) as
+// broker-<label>-heap.pprof.
+func (c *brokerController) profile(ctx context.Context, label string) error {
+	if c.pprofAddr == "" {
+		return nil
+	}
+	path := filepath.Join(c.e.profile, "broker-"+label+"-heap.pprof")
+	if err := fetchProfile(ctx, "http://"+c.pprofAddr+"/debug/pprof/heap?gc=1", path); err != nil {
+		return err
+	}
+	c.e.progressf("heap profile of the broker: %s", path)
+	return nil
 }
 
 func (c *brokerController) stop() {

@@ -33,6 +33,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strconv"
@@ -140,12 +141,19 @@ Flags:
 	fs.IntVar(&c.workers, "workers", 0, "-timers: the broker's --workers (0: its default, 64)")
 	fs.StringVar(&c.timerHandler, "timer-handler", timerHandlerGo, "-timers: the handler process: go (test/bench/timerhandler, Go SDK), python (test/bench/timerhandler/handler.py, Python SDK,\nan async function) or python-sync (the same with a plain function, run in the SDK's thread pool); every one only acks")
 	fs.StringVar(&c.python, "python", defaultPython, "-timers: the `interpreter` of the Python handler; it must import grpc and google.protobuf (Debian: python3-grpcio, python3-protobuf)")
-	fs.StringVar(&c.profile, "profile", "", "-timers: run a broker built with net/http/pprof and save in this `dir` a CPU profile of each measurement window and a goroutine dump from its middle")
+	fs.StringVar(&c.profile, "profile", "", "run a broker built with net/http/pprof and save in this `dir` a heap profile of the broker after each phase\n(with -timers: a CPU profile of each measurement window and a goroutine dump from its middle)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected arguments: %v", fs.Args())
+	}
+	if c.profile != "" {
+		abs, err := filepath.Abs(c.profile)
+		if err != nil {
+			return nil, err
+		}
+		c.profile = abs
 	}
 	windowSet := false
 	fs.Visit(func(f *flag.Flag) { windowSet = windowSet || f.Name == "window" })
@@ -239,6 +247,14 @@ func (e *env) interrupted() bool { return e.sig.Err() != nil }
 // bench starts the control plane, runs every scenario and stops everything.
 func bench(ctx context.Context, cfg *config, stderr io.Writer) (rows []row, err error) {
 	err = withEnv(ctx, cfg, stderr, "./test/bench/handler", func(e *env, bin binaries) error {
+		if cfg.profile != "" {
+			if err := os.MkdirAll(cfg.profile, 0o755); err != nil {
+				return err
+			}
+			if bin.broker, err = buildProfilingBroker(ctx, e); err != nil {
+				return err
+			}
+		}
 		for _, n := range cfg.counts {
 			for round := 1; round <= cfg.pairs; round++ {
 				// In turns, so that neither always runs on a fresher API

@@ -57,6 +57,9 @@ func (c *rawController) done(obj *unstructured.Unstructured) bool {
 
 func (c *rawController) rss() string { return "n/a (in-process)" }
 
+// profile does nothing: the raw controller shares the bench process.
+func (c *rawController) profile(context.Context, string) error { return nil }
+
 func (c *rawController) start(ctx context.Context, ns string) (context.Context, error) {
 	cfg := c.e.cp.RESTConfig()
 	cfg.QPS, cfg.Burst = float32(c.e.qps), c.e.burst

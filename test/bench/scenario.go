@@ -28,6 +28,9 @@ type controller interface {
 	done(obj *unstructured.Unstructured) bool
 	// rss is the peak RSS column for the phase that just ended.
 	rss() string
+	// profile saves what -profile asks for of the phase that just ended,
+	// named by label.
+	profile(ctx context.Context, label string) error
 	// stop ends the controller; it may be called after a failed start.
 	stop()
 }
@@ -72,6 +75,9 @@ func runScenario(ctx context.Context, e *env, c controller, n, round int) ([]row
 		}
 		r := row{scenario: c.name(), n: n, round: round, phase: phase, seconds: last.Sub(start).Seconds(),
 			writes: diff(before, after, own, n), rss: c.rss()}
+		if err := c.profile(ctx, fmt.Sprintf("%d-%d-%s", n, round, phase)); err != nil {
+			return nil, fmt.Errorf("%s: -profile: %w", label, err)
+		}
 		e.progressf("%s: %d objects in %.2fs (%.1f/s), writes/object %s", label, n, r.seconds, r.rate(), r.writes.verbs())
 		rows = append(rows, r)
 	}

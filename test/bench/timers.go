@@ -118,13 +118,6 @@ func (c *config) parseTimers(objects, intervals, modes string, windowSet bool) e
 	if err := checkTimerHandler(c.timerHandler); err != nil {
 		return err
 	}
-	if c.profile != "" {
-		abs, err := filepath.Abs(c.profile)
-		if err != nil {
-			return err
-		}
-		c.profile = abs
-	}
 	return nil
 }
 

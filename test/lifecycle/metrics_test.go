@@ -85,6 +85,8 @@ func TestMetricsAndHealth(t *testing.T) {
 		{"tether_handler_present", handler, equal(1), "1"},
 		{"tether_api_writes_total", map[string]string{"resource": "widgets.test.tether.dev", "code": "ok"}, atLeast(1), "> 0"},
 		{"tether_cached_objects", map[string]string{"resource": "widgets.test.tether.dev"}, equal(1), "1 (m2)"},
+		// m2's JSON, held and handled: its metadata alone takes this much.
+		{"tether_cached_bytes", map[string]string{"resource": "widgets.test.tether.dev"}, atLeast(200), ">= 200"},
 		{"go_goroutines", nil, atLeast(1), ">= 1"},
 	}
 	// The counters move right after the writes land, which the test may
