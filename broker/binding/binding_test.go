@@ -506,6 +506,15 @@ func TestMatches(t *testing.T) {
 			if got != tt.want {
 				t.Errorf("Matches = %v, want %v", got, tt.want)
 			}
+			if !b.ReadsObject() {
+				// Then the namespace alone decides: the dispatcher does not
+				// decode the object to match it.
+				only := &unstructured.Unstructured{Object: map[string]any{}}
+				only.SetNamespace(tt.obj.GetNamespace())
+				if m, _ := b.Matches(only, nil); m != got {
+					t.Errorf("ReadsObject is false, yet more than the namespace changed the answer (%v without the rest)", m)
+				}
+			}
 		})
 	}
 }

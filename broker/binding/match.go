@@ -39,6 +39,13 @@ func (b *Binding) Matches(obj *unstructured.Unstructured, old map[string]any) (b
 	return true, nil
 }
 
+// ReadsObject reports whether Matches reads more of an object than its
+// namespace: labels, fields, annotations or CEL.
+func (b *Binding) ReadsObject() bool {
+	return (b.Labels != nil && !b.Labels.Empty()) || (b.Fields != nil && !b.Fields.Empty()) ||
+		len(b.Annotations) > 0 || b.When != nil
+}
+
 // fieldSet collects the fields a selector asks about from obj, rendered as
 // the API server renders field selector values.
 func fieldSet(obj *unstructured.Unstructured, sel fields.Selector) fields.Set {

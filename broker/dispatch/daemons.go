@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"slices"
 
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-
 	"github.com/tether-dev/tether/broker/binding"
 	"github.com/tether-dev/tether/broker/session"
 	"github.com/tether-dev/tether/broker/timer"
@@ -54,8 +52,8 @@ type daemons struct {
 // process starts a daemon per matching daemon binding on the object's
 // owner, takes exit reports, restarts where the binding asks, and stops
 // daemons whose object no longer matches.
-func (ds *daemons) process(ctx context.Context, o *object, obj *unstructured.Unstructured) error {
-	ds.takeExits(o, obj)
+func (ds *daemons) process(ctx context.Context, o *object) error {
+	ds.takeExits(o)
 	for _, b := range ds.bindingsOf(o) {
 		if b.Kind != binding.Daemon {
 			continue
@@ -63,8 +61,8 @@ func (ds *daemons) process(ctx context.Context, o *object, obj *unstructured.Uns
 		ds.mu.Lock()
 		d := o.daemons[b.ID]
 		ds.mu.Unlock()
-		if !ds.matches(b, obj, nil) {
-			if err := ds.stop(ctx, o, b, obj, "the object no longer matches"); err != nil {
+		if !ds.matchesCur(b, o) {
+			if err := ds.stop(ctx, o, b, "the object no longer matches"); err != nil {
 				return err
 			}
 			continue
@@ -79,7 +77,7 @@ func (ds *daemons) process(ctx context.Context, o *object, obj *unstructured.Uns
 			}
 			// The object moved to another instance: stop the daemon where it
 			// runs, then start it on the new owner.
-			if err := ds.stop(ctx, o, b, obj, "the object moved to another instance"); err != nil {
+			if err := ds.stop(ctx, o, b, "the object moved to another instance"); err != nil {
 				return err
 			}
 			d = nil
@@ -90,7 +88,7 @@ func (ds *daemons) process(ctx context.Context, o *object, obj *unstructured.Uns
 			}
 		}
 		d0 := &tetherv1.Delivery{Kind: tetherv1.DeliveryKind_DELIVERY_KIND_DAEMON_START, Object: o.json()}
-		ack, in, wait, err := ds.deliver.call(ctx, o, b, obj, d0)
+		ack, in, wait, err := ds.deliver.call(ctx, o, b, d0)
 		if err != nil {
 			return err
 		}
@@ -144,7 +142,7 @@ func (o *object) wantsExit(bindings []*binding.Binding, in *session.Instance, bi
 // takeExits applies the exit reports: the daemon is no longer running, a
 // failure becomes a Warning Event, and a restart is scheduled with backoff
 // where the binding asks for one.
-func (ds *daemons) takeExits(o *object, obj *unstructured.Unstructured) {
+func (ds *daemons) takeExits(o *object) {
 	ds.mu.Lock()
 	exits := o.exits
 	o.exits = nil
@@ -159,9 +157,9 @@ func (ds *daemons) takeExits(o *object, obj *unstructured.Unstructured) {
 		}
 		what := fmt.Sprintf("daemon %q of handler %q", b.ID, ds.name)
 		if x.msg.GetFailed() {
-			ds.opts.Recorder.Event(obj, true, "DaemonFailed", fmt.Sprintf("%s returned an error: %s", what, x.msg.GetMessage()))
+			ds.opts.Recorder.Event(o.decoded(), true, "DaemonFailed", fmt.Sprintf("%s returned an error: %s", what, x.msg.GetMessage()))
 		} else {
-			ds.log.Info("daemon returned", "binding", b.ID, "namespace", obj.GetNamespace(), "name", obj.GetName())
+			ds.log.Info("daemon returned", "binding", b.ID, "namespace", o.cur.Namespace, "name", o.cur.Name)
 		}
 		next := &daemon{exited: true, restarts: d.restarts + 1}
 		ds.set(o, b.ID, next)
@@ -174,7 +172,7 @@ func (ds *daemons) takeExits(o *object, obj *unstructured.Unstructured) {
 // stop asks the instance running b's daemon to stop it and waits for
 // the acknowledgement, at most the binding's cancellation timeout; past it
 // the daemon counts as stopped, with a Warning Event.
-func (ds *daemons) stop(ctx context.Context, o *object, b *binding.Binding, obj *unstructured.Unstructured, why string) error {
+func (ds *daemons) stop(ctx context.Context, o *object, b *binding.Binding, why string) error {
 	ds.mu.Lock()
 	d := o.daemons[b.ID]
 	ds.mu.Unlock()
@@ -185,7 +183,7 @@ func (ds *daemons) stop(ctx context.Context, o *object, b *binding.Binding, obj 
 	}
 	timeout := b.Daemon.CancellationTimeout
 	stop := &tetherv1.Delivery{Kind: tetherv1.DeliveryKind_DELIVERY_KIND_DAEMON_STOP, Object: o.json()}
-	_, err := ds.deliver.deliverTo(ctx, d.inst, o, b, obj, stop, timeout, nil)
+	_, err := ds.deliver.deliverTo(ctx, d.inst, o, b, stop, timeout, nil)
 	switch {
 	case err == nil, errors.Is(err, session.ErrGone), errors.Is(err, session.ErrLeaving):
 		// Acknowledged, or its session ended or is ending, which stops its
@@ -193,21 +191,21 @@ func (ds *daemons) stop(ctx context.Context, o *object, b *binding.Binding, obj 
 	case ctx.Err() != nil:
 		return ctx.Err()
 	default:
-		ds.opts.Recorder.Event(obj, true, "DaemonStopTimeout", fmt.Sprintf(
+		ds.opts.Recorder.Event(o.decoded(), true, "DaemonStopTimeout", fmt.Sprintf(
 			"daemon %q of handler %q did not acknowledge stop (%s) within %v; counting it as stopped", b.ID, ds.name, why, timeout))
-		daemonStopTimedOut(o, obj)
+		daemonStopTimedOut(o)
 	}
 	ds.set(o, b.ID, nil)
 	return nil
 }
 
 // stopAll stops every daemon of an object.
-func (ds *daemons) stopAll(ctx context.Context, o *object, obj *unstructured.Unstructured, why string) error {
+func (ds *daemons) stopAll(ctx context.Context, o *object, why string) error {
 	for _, b := range ds.bindingsOf(o) {
 		if b.Kind != binding.Daemon {
 			continue
 		}
-		if err := ds.stop(ctx, o, b, obj, why); err != nil {
+		if err := ds.stop(ctx, o, b, why); err != nil {
 			return err
 		}
 	}

@@ -5,16 +5,17 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/tether-dev/tether/broker/contract"
-	"github.com/tether-dev/tether/broker/metrics"
 	"strconv"
 	"sync/atomic"
 	"time"
 
 	"google.golang.org/protobuf/types/known/timestamppb"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/tether-dev/tether/broker/binding"
+	"github.com/tether-dev/tether/broker/contract"
+	"github.com/tether-dev/tether/broker/informer"
+	"github.com/tether-dev/tether/broker/metrics"
+	"github.com/tether-dev/tether/broker/resource"
 	"github.com/tether-dev/tether/broker/session"
 	tetherv1 "github.com/tether-dev/tether/proto/tether/v1"
 )
@@ -48,7 +49,7 @@ type deliverer struct{ *handler }
 // must be tried again later. It waits while no instance is connected; an
 // instance that leaves before it acks does not use up an attempt, the
 // delivery goes to the next owner. in is the instance that answered.
-func (dl *deliverer) call(ctx context.Context, o *object, b *binding.Binding, obj *unstructured.Unstructured, d *tetherv1.Delivery) (ack *tetherv1.Ack, in *session.Instance, wait time.Duration, err error) {
+func (dl *deliverer) call(ctx context.Context, o *object, b *binding.Binding, d *tetherv1.Delivery) (ack *tetherv1.Ack, in *session.Instance, wait time.Duration, err error) {
 	attempt := o.attempts[b.ID] + 1
 	d.Attempt = uint32(attempt)
 	for ack == nil {
@@ -56,7 +57,7 @@ func (dl *deliverer) call(ctx context.Context, o *object, b *binding.Binding, ob
 		if in, moved, err = dl.waitOwner(ctx, o); err != nil {
 			return nil, nil, 0, err
 		}
-		ack, err = dl.deliverTo(ctx, in, o, b, obj, d, b.Retry.Timeout, moved)
+		ack, err = dl.deliverTo(ctx, in, o, b, d, b.Retry.Timeout, moved)
 		if ack.GetOutcome() == tetherv1.Outcome_OUTCOME_RETRY && in.Leaving() {
 			// Handed back by an instance that is stopping (it said Goodbye
 			// before it answered): not an attempt, the next owner takes it.
@@ -81,17 +82,20 @@ func (dl *deliverer) call(ctx context.Context, o *object, b *binding.Binding, ob
 			ack = &tetherv1.Ack{Outcome: tetherv1.Outcome_OUTCOME_RETRY, Message: fmt.Sprintf("no ack within %v", b.Retry.Timeout)}
 		}
 	}
-	ack, wait = dl.judge(o, b, obj, ack, attempt)
+	ack, wait = dl.judge(o, b, ack, attempt)
 	return ack, in, wait, nil
 }
 
 // deliverTo makes one attempt to deliver d to in, waiting at most timeout
 // for the ack. It gives up with session.ErrMoved, before sending, when
-// moved closes (nil: never).
-func (dl *deliverer) deliverTo(ctx context.Context, in *session.Instance, o *object, b *binding.Binding, obj *unstructured.Unstructured, d *tetherv1.Delivery, timeout time.Duration, moved <-chan struct{}) (*tetherv1.Ack, error) {
+// moved closes (nil: never). d refers to the pass's state unless it names
+// another (a raw event's).
+func (dl *deliverer) deliverTo(ctx context.Context, in *session.Instance, o *object, b *binding.Binding, d *tetherv1.Delivery, timeout time.Duration, moved <-chan struct{}) (*tetherv1.Ack, error) {
 	d.Id = nextDeliveryID()
 	d.BindingId = b.ID
-	d.Ref = ref(o, obj)
+	if d.Ref == nil {
+		d.Ref = ref(o.res, o.cur)
+	}
 	// Wall clock, not the injected one: the deadline ends dctx, a real
 	// context, and the handler's own.
 	d.Deadline = timestamppb.New(time.Now().Add(timeout))
@@ -107,7 +111,7 @@ func (dl *deliverer) deliverTo(ctx context.Context, in *session.Instance, o *obj
 
 // judge turns an ack into the binding's outcome: the ack when the binding
 // is done with it, or a delay before the next attempt. It posts the Events.
-func (dl *deliverer) judge(o *object, b *binding.Binding, obj *unstructured.Unstructured, ack *tetherv1.Ack, attempt int) (*tetherv1.Ack, time.Duration) {
+func (dl *deliverer) judge(o *object, b *binding.Binding, ack *tetherv1.Ack, attempt int) (*tetherv1.Ack, time.Duration) {
 	if broken(breakPanic) && acks.Add(1) == 300 {
 		panic("chaos self-test: the 300th ack")
 	}
@@ -120,12 +124,12 @@ func (dl *deliverer) judge(o *object, b *binding.Binding, obj *unstructured.Unst
 	switch ack.GetOutcome() {
 	case tetherv1.Outcome_OUTCOME_FAIL:
 		delete(o.attempts, b.ID)
-		dl.opts.Recorder.Event(obj, true, "HandlerFailed", fmt.Sprintf("%s failed: %s", what, ack.GetMessage()))
+		dl.opts.Recorder.Event(o.decoded(), true, "HandlerFailed", fmt.Sprintf("%s failed: %s", what, ack.GetMessage()))
 		return ack, 0
 	case tetherv1.Outcome_OUTCOME_RETRY:
 	default:
 		msg := fmt.Sprintf("%s sent an ack without an outcome", what)
-		dl.opts.Recorder.Event(obj, true, "HandlerFailed", msg)
+		dl.opts.Recorder.Event(o.decoded(), true, "HandlerFailed", msg)
 		return &tetherv1.Ack{Outcome: tetherv1.Outcome_OUTCOME_FAIL, Message: msg}, 0
 	}
 	if o.attempts == nil {
@@ -140,14 +144,14 @@ func (dl *deliverer) judge(o *object, b *binding.Binding, obj *unstructured.Unst
 		}
 		o.gaveUp[b.ID] = true
 		msg := fmt.Sprintf("%s failed %d times, giving up: %s", what, attempt, ack.GetMessage())
-		dl.opts.Recorder.Event(obj, true, "RetriesExhausted", msg)
+		dl.opts.Recorder.Event(o.decoded(), true, "RetriesExhausted", msg)
 		return &tetherv1.Ack{Outcome: tetherv1.Outcome_OUTCOME_FAIL, Message: msg}, 0
 	}
 	wait := b.Retry.Delay(attempt)
 	if ra := ack.GetRetryAfter(); ra != nil && ra.AsDuration() > 0 {
 		wait = ra.AsDuration()
 	}
-	dl.opts.Recorder.Event(obj, true, "HandlerRetrying",
+	dl.opts.Recorder.Event(o.decoded(), true, "HandlerRetrying",
 		fmt.Sprintf("%s (attempt %d) asks to retry in %v: %s", what, attempt, wait, ack.GetMessage()))
 	return nil, wait
 }
@@ -207,14 +211,13 @@ func (dl *deliverer) observe(ctx context.Context, d *tetherv1.Delivery, took tim
 	m.Delivered(dl.name, kindLabel(d.GetKind()), outcome, took)
 }
 
-func ref(o *object, obj *unstructured.Unstructured) *tetherv1.ObjectRef {
-	r := o.res
+func ref(r resource.Resource, c *informer.Object) *tetherv1.ObjectRef {
 	return &tetherv1.ObjectRef{
 		Resource:        &tetherv1.Resource{Group: r.Group, Version: r.Version, Resource: r.Resource, Kind: r.Kind, Namespaced: r.Namespaced},
-		Namespace:       obj.GetNamespace(),
-		Name:            obj.GetName(),
-		Uid:             string(obj.GetUID()),
-		ResourceVersion: obj.GetResourceVersion(),
+		Namespace:       c.Namespace,
+		Name:            c.Name,
+		Uid:             string(c.UID),
+		ResourceVersion: c.ResourceVersion,
 	}
 }
 

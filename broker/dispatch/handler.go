@@ -2,6 +2,7 @@ package dispatch
 
 import (
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -93,6 +94,18 @@ func (h *handler) matches(b *binding.Binding, obj *unstructured.Unstructured, ol
 			"namespace", obj.GetNamespace(), "name", obj.GetName(), "error", err)
 	}
 	return ok && err == nil
+}
+
+// matchesCur is matches on the pass's state of o, decoding it only when b
+// has a filter beyond namespaces.
+func (h *handler) matchesCur(b *binding.Binding, o *object) bool {
+	if len(b.Namespaces) > 0 && !slices.Contains(b.Namespaces, o.cur.Namespace) {
+		return false
+	}
+	if !b.ReadsObject() {
+		return true
+	}
+	return h.matches(b, o.decoded(), nil)
 }
 
 // policy is the strongest finalizer policy among bindings that match obj

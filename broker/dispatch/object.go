@@ -88,8 +88,10 @@ type object struct {
 	// a tick on an unchanged object need not work out the cause again.
 	settled string
 	// cur is the state the current pass works on, and view its decoded
-	// form, which the pass never changes. Both are dropped when the pass
-	// ends: between passes only the cache keeps the object, as JSON.
+	// form, made the first time a part of the pass needs more than cur's
+	// fields (a tick of an unchanged object mostly does not), and never
+	// changed. Both are dropped when the pass ends: between passes only
+	// the cache keeps the object, as JSON.
 	cur  *informer.Object
 	view *unstructured.Unstructured
 }
@@ -132,6 +134,24 @@ func (o *object) resetCause(cause string) {
 // json is the JSON of the state the pass works on (view): what the cache
 // keeps, sent as it is.
 func (o *object) json() []byte { return o.cur.Raw }
+
+// decoded is cur, decoded once per pass.
+func (o *object) decoded() *unstructured.Unstructured {
+	if o.view == nil {
+		u, err := o.cur.Decode()
+		if err != nil {
+			// cur.Raw was encoded from a decoded object, so this does not
+			// happen; the metadata still names the object in Events.
+			u = &unstructured.Unstructured{Object: map[string]any{}}
+			u.SetNamespace(o.cur.Namespace)
+			u.SetName(o.cur.Name)
+			u.SetUID(o.cur.UID)
+			u.SetResourceVersion(o.cur.ResourceVersion)
+		}
+		o.view = u
+	}
+	return o.view
+}
 
 // endPass drops what the pass decoded.
 func (o *object) endPass() { o.cur, o.view, o.lastHandled = nil, nil, nil }

@@ -57,10 +57,10 @@ func (ow *objectWriter) observe(verb string, res resource.Resource, obj *unstruc
 	}
 }
 
-// daemonStopTimedOut notes that a daemon of obj did not acknowledge stop;
-// when obj is being deleted, its hold is then released by that timeout.
-func daemonStopTimedOut(o *object, obj *unstructured.Unstructured) {
-	if obj.GetDeletionTimestamp() != nil {
+// daemonStopTimedOut notes that a daemon of o did not acknowledge stop;
+// when o is being deleted, its hold is then released by that timeout.
+func daemonStopTimedOut(o *object) {
+	if o.cur.Deleting {
 		o.daemonTimedOut = true
 	}
 }

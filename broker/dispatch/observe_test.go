@@ -4,10 +4,8 @@ import (
 	"slices"
 	"testing"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-
 	"github.com/tether-dev/tether/broker/contract"
+	"github.com/tether-dev/tether/broker/informer"
 	"github.com/tether-dev/tether/broker/metrics"
 	tetherv1 "github.com/tether-dev/tether/proto/tether/v1"
 )
@@ -34,16 +32,13 @@ func TestEveryReleaseRuleHasAMetricReason(t *testing.T) {
 			t.Errorf("rule %s: reason %q is not one of %v", r, releaseReasons[r], metrics.ReleaseReasons)
 		}
 	}
-	o := &object{}
-	live := &unstructured.Unstructured{Object: map[string]any{}}
-	daemonStopTimedOut(o, live) // stopped for another reason: not a release
+	o := &object{cur: &informer.Object{}}
+	daemonStopTimedOut(o) // stopped for another reason: not a release
 	if o.daemonTimedOut {
 		t.Error("a daemon stop timeout on a live object counted for its deletion")
 	}
-	deleting := live.DeepCopy()
-	now := metav1.Now()
-	deleting.SetDeletionTimestamp(&now)
-	daemonStopTimedOut(o, deleting)
+	o.cur = &informer.Object{Deleting: true}
+	daemonStopTimedOut(o)
 	if !o.daemonTimedOut {
 		t.Error("a daemon stop timeout while deleting not counted")
 	}

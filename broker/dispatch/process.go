@@ -42,6 +42,7 @@ func (r *reconciler) reconcile(ctx context.Context, uid types.UID) (time.Duratio
 		return 0, nil
 	}
 	defer o.endPass()
+	r.load(o)
 	// Only what the informer sees from now on may end a wait for an
 	// instance (waitOwner): the notification that queued this pass is in.
 	select {
@@ -59,81 +60,71 @@ func (r *reconciler) reconcile(ctx context.Context, uid types.UID) (time.Duratio
 	r.mu.Lock()
 	gone, initial := o.gone, o.initial
 	r.mu.Unlock()
-	obj, err := r.current(o)
-	if err != nil {
-		return 0, err
-	}
+	r.load(o)
 	if initial {
 		o.listed = true
 	}
 	if gone {
-		return 0, r.gone(ctx, o, obj)
+		return 0, r.gone(ctx, o)
 	}
 	if o.pending != nil {
-		wait, err := r.writes.apply(ctx, o, obj, o.pending)
+		wait, err := r.writes.apply(ctx, o, o.decoded(), o.pending)
 		switch {
-		case errors.Is(err, errRefused) && (obj.GetDeletionTimestamp() != nil || pres >= contract.Absent):
+		case errors.Is(err, errRefused) && (o.cur.Deleting || pres >= contract.Absent):
 			// A write the API server keeps refusing must not keep the
 			// object from its deletion work or from a release.
 			o.pending = nil
 		case err != nil || wait > 0:
 			return wait, err
 		}
-		if obj, err = r.current(o); err != nil {
-			return 0, err
-		}
+		r.load(o)
 	}
-	if obj.GetDeletionTimestamp() != nil {
+	if o.cur.Deleting {
 		if broken(breakTickDeleting) {
-			if wait, err := r.timers.process(ctx, o, obj); wait > 0 || err != nil {
+			if wait, err := r.timers.process(ctx, o); wait > 0 || err != nil {
 				return wait, err
 			}
 		}
-		return r.deletion(ctx, o, obj)
+		return r.deletion(ctx, o, o.decoded())
 	}
 	if pres >= contract.Absent {
-		return r.absent(ctx, o, obj, pres)
+		return r.absent(ctx, o, o.decoded(), pres)
 	}
-	if initial || o.settled != obj.GetResourceVersion() {
-		if wait, err := r.live(ctx, o, obj, initial, pres); wait > 0 || err != nil {
+	if initial || o.settled != o.cur.ResourceVersion {
+		if wait, err := r.live(ctx, o, o.decoded(), initial, pres); wait > 0 || err != nil {
 			return wait, err
 		}
-		if obj, err = r.current(o); err != nil {
-			return 0, err
-		}
+		r.load(o)
 		if o.pending == nil {
-			o.settled = obj.GetResourceVersion()
+			o.settled = o.cur.ResourceVersion
 		}
 	}
-	if wait, err := r.timers.process(ctx, o, obj); wait > 0 || err != nil {
+	// An unchanged object's ticks and daemons mostly need only cur's
+	// fields: they decode it when a filter or an answer needs more.
+	if wait, err := r.timers.process(ctx, o); wait > 0 || err != nil {
 		return wait, err
 	}
-	return 0, r.daemons.process(ctx, o, obj)
+	return 0, r.daemons.process(ctx, o)
 }
 
-// current is the latest state the informer or a write gave the object,
-// decoded once per state and pass.
-func (r *reconciler) current(o *object) (*unstructured.Unstructured, error) {
+// load makes the latest state the informer or a write gave the object the
+// one the pass works on.
+func (r *reconciler) load(o *object) {
 	r.mu.Lock()
 	c := o.obj
 	r.mu.Unlock()
 	if c != o.cur {
-		u, err := c.Decode()
-		if err != nil {
-			return nil, err
-		}
-		o.cur, o.view = c, u
+		o.cur, o.view = c, nil
 	}
-	return o.view, nil
 }
 
 // gone forgets an object the watch says is deleted, after stopping
 // its timers and daemons: a re-created object of the same name is another
 // UID and starts afresh, while this one's daemons are still stopped.
-func (r *reconciler) gone(ctx context.Context, o *object, obj *unstructured.Unstructured) error {
+func (r *reconciler) gone(ctx context.Context, o *object) error {
 	r.timers.stopAll(o)
 	r.sched.CancelUID(o.uid)
-	if err := r.daemons.stopAll(ctx, o, obj, "the object was deleted"); err != nil {
+	if err := r.daemons.stopAll(ctx, o, "the object was deleted"); err != nil {
 		return err
 	}
 	r.mu.Lock()
@@ -165,8 +156,8 @@ func (r *reconciler) flushRawEvents(ctx context.Context, o *object) (time.Durati
 			if b.Kind != binding.Event || o.eventDone[b.ID] || !r.matches(b, obj, nil) {
 				continue
 			}
-			d := &tetherv1.Delivery{Kind: tetherv1.DeliveryKind_DELIVERY_KIND_EVENT, Object: ev.obj.Raw, EventType: ev.typ}
-			_, _, wait, err := r.deliver.call(ctx, o, b, obj, d)
+			d := &tetherv1.Delivery{Kind: tetherv1.DeliveryKind_DELIVERY_KIND_EVENT, Object: ev.obj.Raw, EventType: ev.typ, Ref: ref(o.res, ev.obj)}
+			_, _, wait, err := r.deliver.call(ctx, o, b, d)
 			if wait > 0 || err != nil {
 				return wait, err
 			}
@@ -239,7 +230,7 @@ func (r *reconciler) live(ctx context.Context, o *object, obj *unstructured.Unst
 			fn, _ := progress.Field(obj.Object, b.FieldPath)
 			d.FieldOld, d.FieldNew = mustJSON(fo), mustJSON(fn)
 		}
-		ack, in, wait, err := r.deliver.call(ctx, o, b, obj, d)
+		ack, in, wait, err := r.deliver.call(ctx, o, b, d)
 		if err != nil {
 			return 0, err
 		}
@@ -342,7 +333,7 @@ func (r *reconciler) deletion(ctx context.Context, o *object, obj *unstructured.
 	if !broken(breakTickDeleting) {
 		r.timers.stopAll(o)
 	}
-	if err := r.daemons.stopAll(ctx, o, obj, "the object is being deleted"); err != nil {
+	if err := r.daemons.stopAll(ctx, o, "the object is being deleted"); err != nil {
 		return 0, err
 	}
 	o.resetCause("delete")
@@ -390,7 +381,7 @@ func (r *reconciler) deliverDeletes(ctx context.Context, o *object, obj *unstruc
 			return 0, nil
 		}
 		d := &tetherv1.Delivery{Kind: tetherv1.DeliveryKind_DELIVERY_KIND_DELETE, Object: o.json()}
-		if _, _, wait, err := r.deliver.call(ctx, o, b, obj, d); wait > 0 || err != nil {
+		if _, _, wait, err := r.deliver.call(ctx, o, b, d); wait > 0 || err != nil {
 			return wait, err
 		}
 		o.done[b.ID] = true

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"google.golang.org/protobuf/types/known/timestamppb"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/tether-dev/tether/broker/binding"
@@ -31,7 +30,7 @@ type timers struct {
 // handler was away, are spread over one interval by a fixed offset per
 // object, so that ten thousand objects do not tick in the same millisecond
 // and then stay in step.
-func (tm *timers) process(ctx context.Context, o *object, obj *unstructured.Unstructured) (time.Duration, error) {
+func (tm *timers) process(ctx context.Context, o *object) (time.Duration, error) {
 	listed := o.listed
 	o.listed = false
 	for _, b := range tm.bindingsOf(o) {
@@ -39,7 +38,7 @@ func (tm *timers) process(ctx context.Context, o *object, obj *unstructured.Unst
 			continue
 		}
 		key := timer.Key{UID: o.uid, Name: b.ID}
-		if !tm.matches(b, obj, nil) {
+		if !tm.matchesCur(b, o) {
 			if o.timers[b.ID] {
 				tm.stop(o, b.ID)
 			}
@@ -81,7 +80,7 @@ func (tm *timers) process(ctx context.Context, o *object, obj *unstructured.Unst
 			}
 		}
 		d := &tetherv1.Delivery{Kind: tetherv1.DeliveryKind_DELIVERY_KIND_TICK, Object: o.json(), Scheduled: timestamppb.New(due)}
-		ack, in, wait, err := tm.deliver.call(ctx, o, b, obj, d)
+		ack, in, wait, err := tm.deliver.call(ctx, o, b, d)
 		if err != nil || wait > 0 {
 			tm.markDue(o, b.ID, due) // the same tick, again
 			return wait, err
@@ -92,11 +91,11 @@ func (tm *timers) process(ctx context.Context, o *object, obj *unstructured.Unst
 		}
 		var acc accumulated
 		if err := acc.add(b.ID, ack, in.User); err != nil {
-			tm.invalidPatch(obj, b, err)
+			tm.invalidPatch(o.decoded(), b, err)
 			continue
 		}
 		if w := acc.write(tm.name); !w.empty() {
-			if wait, err := tm.writes.apply(ctx, o, obj, w); wait > 0 || err != nil {
+			if wait, err := tm.writes.apply(ctx, o, o.decoded(), w); wait > 0 || err != nil {
 				return wait, err
 			}
 		}
