@@ -185,6 +185,10 @@ func TestDeliveriesThisSDKCannotHandleAreFailed(t *testing.T) {
 			want: `binding "other" is not declared`},
 		{name: "malformed object", mod: func(d *tetherv1.Delivery) { d.Object = []byte(`{"metadata":`) },
 			want: "malformed delivery"},
+		{name: "object that is not a JSON object", mod: func(d *tetherv1.Delivery) { d.Object = []byte(` [1]`) },
+			want: "malformed delivery: object: not a JSON object"},
+		{name: "malformed old object", mod: func(d *tetherv1.Delivery) { d.OldObject = []byte(`{"spec":}`) },
+			want: "malformed delivery: old object"},
 		{name: "tick for a create binding", mod: func(d *tetherv1.Delivery) { d.Kind = tetherv1.DeliveryKind_DELIVERY_KIND_TICK },
 			want: `binding "create-0" is a create binding; it does not take DELIVERY_KIND_TICK deliveries`},
 		{name: "daemon start for a create binding",
@@ -278,8 +282,8 @@ func TestEventCarriesTheDelivery(t *testing.T) {
 	if !s.deadline.Equal(deadline) || !ev.Deadline.Equal(deadline) {
 		t.Errorf("deadline: ctx %s, event %s; want %s", s.deadline, ev.Deadline, deadline)
 	}
-	if ev.Object.GetLabels()["a"] != "2" || ev.Old.GetLabels()["a"] != "1" {
-		t.Errorf("object labels %v, old labels %v", ev.Object.GetLabels(), ev.Old.GetLabels())
+	if ev.Object().GetLabels()["a"] != "2" || ev.Old().GetLabels()["a"] != "1" {
+		t.Errorf("object labels %v, old labels %v", ev.Object().GetLabels(), ev.Old().GetLabels())
 	}
 	wantDiff := []sdk.Change{
 		{Op: "change", Path: []string{"metadata", "labels", "a"}, Old: "1", New: "2"},
@@ -312,8 +316,8 @@ func TestFieldAndWatchEventsCarryTheirValues(t *testing.T) {
 		handleOne(t, func(_ context.Context, ev *sdk.Event) error { got <- ev; return nil }, d,
 			func(h *sdk.Handler, fn sdk.Func) { h.OnEvent(configMaps, fn) })
 		ev := recv(t, got, "the event")
-		if ev.Kind != sdk.Watch || ev.WatchType != "DELETED" || ev.Old != nil || ev.Diff != nil {
-			t.Errorf("watch event = %v %q old %v diff %v", ev.Kind, ev.WatchType, ev.Old, ev.Diff)
+		if ev.Kind != sdk.Watch || ev.WatchType != "DELETED" || ev.Old() != nil || ev.Diff != nil {
+			t.Errorf("watch event = %v %q old %v diff %v", ev.Kind, ev.WatchType, ev.Old(), ev.Diff)
 		}
 	})
 }

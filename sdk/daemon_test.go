@@ -129,8 +129,8 @@ func TestDaemonStartsOnceAndAcksAtOnce(t *testing.T) {
 	wantAck(t, s, "s1", tetherv1.Outcome_OUTCOME_OK)
 	run := recv(t, p.started, "the daemon to start")
 	ev := run.ev
-	if ev.Kind != sdk.DaemonStart || ev.ID != "s1" || ev.Binding != "daemon-0" || ev.UID != "uid-a" || ev.Object == nil {
-		t.Errorf("event = %v %q %q uid %q object %v", ev.Kind, ev.ID, ev.Binding, ev.UID, ev.Object)
+	if ev.Kind != sdk.DaemonStart || ev.ID != "s1" || ev.Binding != "daemon-0" || ev.UID != "uid-a" || ev.Object() == nil {
+		t.Errorf("event = %v %q %q uid %q object %v", ev.Kind, ev.ID, ev.Binding, ev.UID, ev.Object())
 	}
 	if run.hasDeadline || !ev.Deadline.IsZero() {
 		t.Errorf("daemon context has a deadline (event deadline %s); it must outlive its start delivery", ev.Deadline)

@@ -46,7 +46,7 @@
 // delivery and its event carries Scheduled, when it was due:
 //
 //	h.OnTimer(sdk.GVR("", "v1", "secrets"), time.Minute, func(ctx context.Context, ev *sdk.Event) error {
-//		if expired(ev.Object) {
+//		if expired(ev.Object()) {
 //			return deleteSecret(ctx, ev.Namespace, ev.Name)
 //		}
 //		return nil

@@ -1,7 +1,9 @@
 package sdk
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -183,12 +185,6 @@ type Event struct {
 	// Scheduled is when a Tick was due; the difference to its arrival is the
 	// tick's lateness. Zero for other kinds.
 	Scheduled time.Time
-	// Object is the object as the broker saw it.
-	Object *unstructured.Unstructured
-	// Old is the object's essence when the handler last finished with it
-	// (top-level fields but status; metadata narrowed to labels and
-	// annotations), for Update and Field; nil otherwise.
-	Old *unstructured.Unstructured
 	// Diff lists the changes from Old to Object, for Update and Field.
 	Diff []Change
 	// FieldOld and FieldNew are the values at the binding's field path,
@@ -200,6 +196,9 @@ type Event struct {
 	log hclog.Logger
 	// daemon events ignore patches and results.
 	daemon bool
+	// object and old are decoded when the function first asks for them:
+	// one that only acks (a tick, say) never pays for it.
+	object, old lazyObject
 
 	ignoredOnce sync.Once
 
@@ -208,6 +207,48 @@ type Event struct {
 	statusPatch map[string]any
 	result      json.RawMessage
 	resultErr   error
+}
+
+// Object is the object as the broker saw it, decoded from the delivery's
+// JSON the first time it is asked for; later calls return the same value.
+func (e *Event) Object() *unstructured.Unstructured { return e.object.get() }
+
+// Old is the object's essence when the handler last finished with it
+// (top-level fields but status; metadata narrowed to labels and
+// annotations), for Update and Field; nil otherwise. Decoded like Object.
+func (e *Event) Old() *unstructured.Unstructured { return e.old.get() }
+
+// RawObject is the object's JSON as delivered, for decoding into a type of
+// the handler's own (json.Unmarshal(ev.RawObject(), &widget)) without the
+// unstructured form. It must not be changed.
+func (e *Event) RawObject() []byte { return e.object.raw }
+
+// NewEvent makes an event of kind for obj, with its namespace, name, UID
+// and resourceVersion, for tests that call a handler function directly;
+// sdktest delivers through a fake broker instead.
+func NewEvent(kind EventKind, obj *unstructured.Unstructured) *Event {
+	ev := &Event{Kind: kind}
+	if obj != nil {
+		ev.Namespace, ev.Name, ev.UID, ev.ResourceVersion = obj.GetNamespace(), obj.GetName(), string(obj.GetUID()), obj.GetResourceVersion()
+		ev.object.raw, _ = json.Marshal(obj.Object)
+		ev.object.once.Do(func() { ev.object.u = obj })
+	}
+	return ev
+}
+
+// lazyObject is an object's JSON, decoded once when first asked for.
+type lazyObject struct {
+	raw  []byte
+	once sync.Once
+	u    *unstructured.Unstructured
+}
+
+func (l *lazyObject) get() *unstructured.Unstructured {
+	l.once.Do(func() {
+		// checkObject passed raw when the event was made, so it decodes.
+		l.u, _ = decodeObject(l.raw)
+	})
+	return l.u
 }
 
 // Logger returns a logger that names the handler, binding, delivery and
@@ -370,13 +411,14 @@ func newEvent(d *tetherv1.Delivery, kind EventKind, log hclog.Logger) (*Event, e
 	if d.GetScheduled() != nil {
 		ev.Scheduled = d.GetScheduled().AsTime()
 	}
-	var err error
-	if ev.Object, err = decodeObject(d.GetObject()); err != nil {
+	if err := checkObject(d.GetObject()); err != nil {
 		return nil, fmt.Errorf("object: %w", err)
 	}
-	if ev.Old, err = decodeObject(d.GetOldObject()); err != nil {
+	if err := checkObject(d.GetOldObject()); err != nil {
 		return nil, fmt.Errorf("old object: %w", err)
 	}
+	ev.object.raw, ev.old.raw = d.GetObject(), d.GetOldObject()
+	var err error
 	if ev.FieldOld, err = decodeValue(d.GetFieldOld()); err != nil {
 		return nil, fmt.Errorf("field old value: %w", err)
 	}
@@ -407,6 +449,20 @@ func diffOp(op tetherv1.DiffEntry_Operation) string {
 	default:
 		return "unknown"
 	}
+}
+
+// checkObject makes sure raw decodes as an object (or null, or nothing) at a
+// fraction of the cost of decoding it, so that a broken delivery still
+// fails before the function runs.
+func checkObject(raw []byte) error {
+	t := bytes.TrimSpace(raw)
+	switch {
+	case len(t) == 0, string(t) == "null":
+		return nil
+	case t[0] != '{' || !json.Valid(t):
+		return errors.New("not a JSON object")
+	}
+	return nil
 }
 
 func decodeObject(raw []byte) (*unstructured.Unstructured, error) {

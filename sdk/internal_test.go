@@ -9,7 +9,36 @@ import (
 	"testing"
 	"time"
 	"unicode/utf8"
+
+	tetherv1 "github.com/tether-dev/tether/proto/tether/v1"
 )
+
+// TestAnEventDecodesItsObjectOnlyWhenAsked: a function that only acks (a
+// tick, say) does not pay for decoding the object.
+func TestAnEventDecodesItsObjectOnlyWhenAsked(t *testing.T) {
+	d := &tetherv1.Delivery{Kind: tetherv1.DeliveryKind_DELIVERY_KIND_TICK,
+		Object: []byte(`{"metadata":{"name":"w","labels":{"a":"1"}}}`)}
+	ev, err := newEvent(d, Tick, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ev.object.u != nil {
+		t.Fatal("the object was decoded before it was asked for")
+	}
+	obj := ev.Object()
+	if obj.GetName() != "w" || obj.GetLabels()["a"] != "1" {
+		t.Errorf("object %v", obj.Object)
+	}
+	if ev.Object() != obj {
+		t.Error("a second Object() decoded again")
+	}
+	if ev.Old() != nil {
+		t.Errorf("a tick has an old side: %v", ev.Old())
+	}
+	if string(ev.RawObject()) != string(d.Object) {
+		t.Errorf("raw object %s", ev.RawObject())
+	}
+}
 
 func TestPatchesComposeLikeSuccessiveMergePatches(t *testing.T) {
 	tests := []struct {

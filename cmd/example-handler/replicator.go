@@ -86,7 +86,7 @@ func sourceKey(obj *unstructured.Unstructured) string {
 // target namespace, none elsewhere. An object of the source's name that is
 // not its copy is left alone, and named in a permanent error.
 func (r *replicator) sync(ctx context.Context, gvr schema.GroupVersionResource, ev *sdk.Event) error {
-	src, log := ev.Object, ev.Logger()
+	src, log := ev.Object(), ev.Logger()
 	key := sourceKey(src)
 	namespaces, err := r.kube.CoreV1().Namespaces().List(ctx, metav1.ListOptions{})
 	if err != nil {
@@ -127,7 +127,7 @@ func (r *replicator) sync(ctx context.Context, gvr schema.GroupVersionResource, 
 
 // cleanup deletes every copy of the source that is being deleted.
 func (r *replicator) cleanup(ctx context.Context, gvr schema.GroupVersionResource, ev *sdk.Event) error {
-	copies, err := r.copiesOf(ctx, gvr, sourceKey(ev.Object))
+	copies, err := r.copiesOf(ctx, gvr, sourceKey(ev.Object()))
 	if err != nil {
 		return err
 	}

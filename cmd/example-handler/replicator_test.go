@@ -199,7 +199,7 @@ func TestSyncSkipsANonCopyAndPrunesOldTargets(t *testing.T) {
 	stale := buildCopy(source(), "old", nil) // a copy in a namespace no longer targeted
 	r, dyn := fakeReplicator([]string{"src", "a", "b", "c", "old"}, foreign, stale)
 
-	err := r.sync(ctx, secretsGVR, &sdk.Event{Object: source()})
+	err := r.sync(ctx, secretsGVR, sdk.NewEvent(sdk.Create, source()))
 	var perm *sdk.PermanentError
 	if !errors.As(err, &perm) || !strings.Contains(err.Error(), "b/db") {
 		t.Fatalf("sync = %v, want a permanent error naming b/db", err)
@@ -227,7 +227,7 @@ func TestCleanupDeletesOnlyThisSourcesCopies(t *testing.T) {
 	other := source()
 	other.SetNamespace("elsewhere")
 	r, dyn := fakeReplicator(nil, buildCopy(source(), "a", nil), buildCopy(other, "b", nil))
-	if err := r.cleanup(ctx, secretsGVR, &sdk.Event{Object: source()}); err != nil {
+	if err := r.cleanup(ctx, secretsGVR, sdk.NewEvent(sdk.Delete, source())); err != nil {
 		t.Fatal(err)
 	}
 	secrets := dyn.Resource(secretsGVR)

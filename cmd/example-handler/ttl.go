@@ -39,15 +39,15 @@ func (r *reaper) register(h *sdk.Handler, interval time.Duration, scope []sdk.Bi
 // Only the object that ticked is deleted (UID precondition): a Secret
 // re-created under the same name is another object with its own lifetime.
 func (r *reaper) tick(ctx context.Context, ev *sdk.Event) error {
-	ttl, err := parseTTL(ev.Object.GetAnnotations()[annTTL])
+	ttl, err := parseTTL(ev.Object().GetAnnotations()[annTTL])
 	if err != nil {
 		return sdk.Permanent(err)
 	}
-	created := ev.Object.GetCreationTimestamp().Time
+	created := ev.Object().GetCreationTimestamp().Time
 	if !expired(created, ttl, r.now()) {
 		return nil
 	}
-	uid := ev.Object.GetUID()
+	uid := ev.Object().GetUID()
 	err = r.dyn.Resource(secretsGVR).Namespace(ev.Namespace).Delete(ctx, ev.Name, metav1.DeleteOptions{
 		Preconditions: &metav1.Preconditions{UID: &uid},
 	})

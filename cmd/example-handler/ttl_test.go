@@ -65,7 +65,7 @@ func TestTickDeletesOnlyExpiredSecrets(t *testing.T) {
 		obj := ttlSecret(tc.ttl, created)
 		_, dyn := fakeReplicator(nil, obj.DeepCopy())
 		r := &reaper{dyn: dyn, now: time.Now}
-		if err := r.tick(ctx, &sdk.Event{Namespace: "ns", Name: "s", Object: obj}); err != nil {
+		if err := r.tick(ctx, sdk.NewEvent(sdk.Tick, obj)); err != nil {
 			t.Fatalf("ttl %s: %v", tc.ttl, err)
 		}
 		_, err := dyn.Resource(secretsGVR).Namespace("ns").Get(ctx, "s", metav1.GetOptions{})
@@ -77,7 +77,7 @@ func TestTickDeletesOnlyExpiredSecrets(t *testing.T) {
 
 func TestTickFailsPermanentlyOnABadTTL(t *testing.T) {
 	r := &reaper{dyn: nil, now: time.Now}
-	err := r.tick(context.Background(), &sdk.Event{Object: ttlSecret("soon", time.Now())})
+	err := r.tick(context.Background(), sdk.NewEvent(sdk.Tick, ttlSecret("soon", time.Now())))
 	var perm *sdk.PermanentError
 	if !errors.As(err, &perm) {
 		t.Fatalf("tick with ttl %q = %v, want a permanent error", "soon", err)
@@ -88,7 +88,7 @@ func TestTickToleratesASecretAlreadyGone(t *testing.T) {
 	_, dyn := fakeReplicator(nil, []runtime.Object{}...)
 	r := &reaper{dyn: dyn, now: time.Now}
 	obj := ttlSecret("1s", time.Now().Add(-time.Minute))
-	if err := r.tick(context.Background(), &sdk.Event{Namespace: "ns", Name: "s", Object: obj}); err != nil {
+	if err := r.tick(context.Background(), sdk.NewEvent(sdk.Tick, obj)); err != nil {
 		t.Errorf("tick on a Secret already gone: %v", err)
 	}
 }

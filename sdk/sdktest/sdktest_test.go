@@ -33,7 +33,7 @@ func TestLifecycleDeliveriesReachTheirFunctions(t *testing.T) {
 	h.OnCreate(widgets, func(_ context.Context, ev *sdk.Event) error {
 		ev.SetLabel("seen", "yes")
 		ev.PatchStatus(map[string]any{"phase": "Ready"})
-		ev.SetResult(map[string]any{"size": ev.Object.Object["spec"].(map[string]any)["size"]})
+		ev.SetResult(map[string]any{"size": ev.Object().Object["spec"].(map[string]any)["size"]})
 		return nil
 	})
 	var diff []sdk.Change

@@ -81,7 +81,7 @@ func TestEventBindingGetsRawEventsAndNeverHolds(t *testing.T) {
 	var j journal
 	h := sdk.New("raw", handlerOpts(t)...)
 	h.OnEvent(widgets, j.record(func(_ context.Context, ev *sdk.Event) error {
-		if ev.Object != nil && hold.Has(ev.Object, "raw") {
+		if ev.Object() != nil && hold.Has(ev.Object(), "raw") {
 			return sdk.Permanent(errors.New("event bindings must never hold"))
 		}
 		return nil

@@ -28,7 +28,7 @@ func TestCreateUpdateDeleteOnCustomResource(t *testing.T) {
 	h.OnCreate(widgets, j.record(func(_ context.Context, ev *sdk.Event) error {
 		ev.SetLabel("handled-by", "widgets")
 		ev.PatchStatus(map[string]any{"phase": "Ready"})
-		ev.SetResult(map[string]any{"size": ev.Object.Object["spec"].(map[string]any)["size"]})
+		ev.SetResult(map[string]any{"size": ev.Object().Object["spec"].(map[string]any)["size"]})
 		return nil
 	}), sdk.ID("create"), sdk.Namespaces(ns))
 	h.OnUpdate(widgets, j.record(nil), sdk.ID("update"), sdk.Namespaces(ns))
@@ -53,10 +53,10 @@ func TestCreateUpdateDeleteOnCustomResource(t *testing.T) {
 
 	setSpec(t, cp, ns, "w1", map[string]any{"size": int64(5)})
 	up := j.waitCount(t, sdk.Update, "w1", 1)[0]
-	if got, _, _ := unstructured.NestedInt64(up.Old.Object, "spec", "size"); got != 3 {
+	if got, _, _ := unstructured.NestedInt64(up.Old().Object, "spec", "size"); got != 3 {
 		t.Errorf("update old spec.size = %d, want 3", got)
 	}
-	if got, _, _ := unstructured.NestedInt64(up.Object.Object, "spec", "size"); got != 5 {
+	if got, _, _ := unstructured.NestedInt64(up.Object().Object, "spec", "size"); got != 5 {
 		t.Errorf("update new spec.size = %d, want 5", got)
 	}
 	wantDiff := []sdk.Change{{Op: "change", Path: []string{"spec", "size"}, Old: float64(3), New: float64(5)}}

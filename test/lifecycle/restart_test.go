@@ -54,10 +54,10 @@ func TestBrokerKilledMidStreamLosesNothing(t *testing.T) {
 
 	startBrokerProcess(t, cp, addr, brokerNS)
 	up := j.waitCount(t, sdk.Update, "a", 1)[0]
-	if got, _, _ := unstructured.NestedInt64(up.Old.Object, "spec", "size"); got != 1 {
+	if got, _, _ := unstructured.NestedInt64(up.Old().Object, "spec", "size"); got != 1 {
 		t.Errorf("update after restart: old spec.size = %d, want 1", got)
 	}
-	if got, _, _ := unstructured.NestedInt64(up.Object.Object, "spec", "size"); got != 7 {
+	if got, _, _ := unstructured.NestedInt64(up.Object().Object, "spec", "size"); got != 7 {
 		t.Errorf("update after restart: new spec.size = %d, want 7", got)
 	}
 	j.waitCount(t, sdk.Create, "c", 1)

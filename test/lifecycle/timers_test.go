@@ -78,15 +78,15 @@ func TestTTLReaperNeverHolds(t *testing.T) {
 	h := sdk.New("ttl", handlerOpts(t)...)
 	h.OnTimer(secrets, 200*time.Millisecond, func(ctx context.Context, ev *sdk.Event) error {
 		mu.Lock()
-		if f := ev.Object.GetFinalizers(); len(f) > 0 {
+		if f := ev.Object().GetFinalizers(); len(f) > 0 {
 			finalizersSeen[ev.Name] = f
 		}
 		mu.Unlock()
-		ttl, err := time.ParseDuration(ev.Object.GetAnnotations()["ttl.tether.dev/ttl"])
+		ttl, err := time.ParseDuration(ev.Object().GetAnnotations()["ttl.tether.dev/ttl"])
 		if err != nil {
 			return sdk.Permanent(err)
 		}
-		if time.Since(ev.Object.GetCreationTimestamp().Time) < ttl {
+		if time.Since(ev.Object().GetCreationTimestamp().Time) < ttl {
 			return nil
 		}
 		err = cp.Dynamic(t).Resource(secretsGVR).Namespace(ev.Namespace).Delete(ctx, ev.Name, metav1.DeleteOptions{})
