@@ -193,22 +193,29 @@ func benchTimers(ctx context.Context, cfg *config, stderr io.Writer) (rows []tim
 				return err
 			}
 		}
+		var cases []timerCase
 		for _, n := range cfg.objects {
-			made := false
-			for _, mode := range cfg.modes {
-				for _, iv := range cfg.intervals {
-					c := timerCase{n: n, mode: mode, interval: iv, ns: nsName(n, "", 0), fresh: !made}
+			for i, mode := range cfg.modes {
+				for j, iv := range cfg.intervals {
+					c := timerCase{n: n, mode: mode, interval: iv, ns: nsName(n, "", 0), fresh: i == 0 && j == 0}
 					if cfg.spread {
 						// The Widgets are created while each run's handler
 						// is connected, so every run needs its own.
 						c.ns, c.fresh = nsName(n, mode, iv), true
 					}
-					r, err := runTimers(ctx, e, bin, c)
-					if err != nil {
-						return fmt.Errorf("timers %s %s N=%d: %w", mode, iv, n, err)
-					}
-					rows = append(rows, r)
-					made = true
+					cases = append(cases, c)
+				}
+			}
+		}
+		for i, c := range cases {
+			r, err := runTimers(ctx, e, bin, c)
+			if err != nil {
+				return fmt.Errorf("timers %s %s N=%d: %w", c.mode, c.interval, c.n, err)
+			}
+			rows = append(rows, r)
+			if i+1 < len(cases) && cases[i+1].ns != c.ns {
+				if err := clearWidgets(ctx, e, c.ns, c.n); err != nil {
+					return err
 				}
 			}
 		}
