@@ -25,18 +25,25 @@ import (
 // handlerName is the bench handler's name; its hold is tether.dev/bench.
 const handlerName = "bench"
 
-// binaries are the broker and the bench handler, built for this run.
-type binaries struct{ broker, handler string }
+// binaries are the broker, the bench handler and the raw controller, built
+// for this run.
+type binaries struct{ broker, handler, raw string }
 
-// buildBinaries builds cmd/broker and the handler package handlerPkg
+// buildBinaries builds cmd/broker, the handler package handlerPkg
 // (test/bench/handler or test/bench/timerhandler; none when empty, for the
-// Python timer handler; without -race: this is a benchmark) into the work
-// folder.
+// Python timer handler) and, for the create/delete benchmark, the raw
+// controller (test/bench/rawcontroller) into the work folder, without
+// -race: this is a benchmark.
 func buildBinaries(ctx context.Context, e *env, handlerPkg string) (binaries, error) {
 	b := binaries{broker: filepath.Join(e.work, "broker"), handler: filepath.Join(e.work, "bench-handler")}
+	rawPkg := ""
+	if !e.timers { // the timer benchmark has no raw scenario
+		b.raw, rawPkg = filepath.Join(e.work, "rawcontroller"), "./test/bench/rawcontroller"
+	}
 	for _, t := range []struct{ out, pkg string }{
 		{b.broker, "./cmd/broker"},
 		{b.handler, handlerPkg},
+		{b.raw, rawPkg},
 	} {
 		if t.pkg == "" {
 			continue
@@ -45,7 +52,7 @@ func buildBinaries(ctx context.Context, e *env, handlerPkg string) (binaries, er
 		cmd := exec.CommandContext(ctx, "go", "build", "-o", t.out, t.pkg)
 		cmd.Dir = e.repo
 		if out, err := cmd.CombinedOutput(); err != nil {
-			return b, fmt.Errorf("building %s: %v\n%s", t.pkg, err, out)
+			return b, fmt.Errorf("building %s: %w\n%s", t.pkg, err, out)
 		}
 	}
 	return b, nil
@@ -58,6 +65,7 @@ type process struct {
 	cmd  *exec.Cmd
 	done chan struct{} // closed when it exited
 	err  error         // its exit status, once done
+	anon *peakSampler  // its peak private memory (RssAnon)
 }
 
 func startProcess(e *env, name, bin string, args ...string) (*process, error) {
@@ -87,7 +95,22 @@ func startProcessEnv(e *env, name, bin string, environ []string, args ...string)
 		p.err = p.cmd.Wait()
 		close(p.done)
 	}()
+	p.anon = samplePeak(p.cmd.Process.Pid, "RssAnon", memSampleEvery, p.done)
 	return p, nil
+}
+
+// memory is the process's peak RSS and, in parentheses, its peak private
+// memory, in MiB: "67.9 (31.2)".
+func (p *process) memory() string {
+	rss, err := peakRSS(p.cmd.Process.Pid)
+	if err != nil {
+		return fmt.Sprintf("? (%v)", err)
+	}
+	anon, err := p.anon.peak()
+	if err != nil {
+		return fmt.Sprintf("%.1f (? %v)", rss, err)
+	}
+	return fmt.Sprintf("%.1f (%.1f)", rss, anon)
 }
 
 // exited describes how the process ended, with the tail of its log.
@@ -123,14 +146,46 @@ func (p *process) stop() error {
 	}
 }
 
+// watchdog ends a scenario's waits when one of its processes dies before
+// the scenario stops it.
+type watchdog struct{ cancel context.CancelCauseFunc }
+
+// arm returns the context that watch ends.
+func (w *watchdog) arm(ctx context.Context) context.Context {
+	ctx, w.cancel = context.WithCancelCause(ctx)
+	return ctx
+}
+
+// watch ends the armed context, with how p ended, when p exits; run it in a
+// goroutine of its own (it ends with p).
+func (w *watchdog) watch(p *process) {
+	<-p.done
+	w.cancel(p.exited())
+}
+
+// expectExits disarms the watchdog before the processes are stopped; safe
+// when it was never armed.
+func (w *watchdog) expectExits() {
+	if w.cancel != nil {
+		w.cancel(context.Canceled)
+	}
+}
+
+// cause prefers the reason a process died over the wait's own error.
+func (w *watchdog) cause(ctx context.Context, err error) error {
+	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
+		return cause
+	}
+	return err
+}
+
 // brokerController runs the broker and the bench handler as processes.
 type brokerController struct {
-	e                *env
-	bin              binaries
-	broker, handler  *process
-	cancelWatch      context.CancelCauseFunc
-	brokerRSS, hdRSS float64
-	pprofAddr        string // with -profile
+	e               *env
+	bin             binaries
+	broker, handler *process
+	watchdog
+	pprofAddr string // with -profile
 }
 
 func newBrokerController(e *env, bin binaries) *brokerController {
@@ -163,7 +218,7 @@ func (c *brokerController) start(ctx context.Context, ns string) (context.Contex
 		return nil, err
 	}
 	// Fail fast when a process dies: every wait below watches this context.
-	ctx, c.cancelWatch = context.WithCancelCause(ctx)
+	ctx = c.arm(ctx)
 	go c.watch(c.broker)
 	if err := waitServing(ctx, addr); err != nil {
 		return nil, c.cause(ctx, fmt.Errorf("waiting for the broker's gRPC health service: %w", err))
@@ -179,27 +234,20 @@ func (c *brokerController) start(ctx context.Context, ns string) (context.Contex
 	return ctx, nil
 }
 
-// watch cancels the scenario's waits when p exits before stop.
-func (c *brokerController) watch(p *process) {
-	<-p.done
-	c.cancelWatch(p.exited())
-}
-
-// cause prefers the reason a process died over the wait's own error.
-func (c *brokerController) cause(ctx context.Context, err error) error {
-	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
-		return cause
+func (c *brokerController) cpu() (time.Duration, error) {
+	b, err := cpuTime(c.broker.cmd.Process.Pid)
+	if err != nil {
+		return 0, fmt.Errorf("CPU time of the broker: %w", err)
 	}
-	return err
+	h, err := cpuTime(c.handler.cmd.Process.Pid)
+	if err != nil {
+		return 0, fmt.Errorf("CPU time of the handler: %w", err)
+	}
+	return b + h, nil
 }
 
 func (c *brokerController) rss() string {
-	b, errB := peakRSS(c.broker.cmd.Process.Pid)
-	h, errH := peakRSS(c.handler.cmd.Process.Pid)
-	if errB != nil || errH != nil {
-		return "? (" + errors.Join(errB, errH).Error() + ")"
-	}
-	return fmt.Sprintf("%.1f (handler %.1f)", b, h)
+	return fmt.Sprintf("%s, handler %s", c.broker.memory(), c.handler.memory())
 }
 
 // profile saves the broker's heap (after a GC: what is live) as
@@ -217,10 +265,7 @@ func (c *brokerController) profile(ctx context.Context, label string) error {
 }
 
 func (c *brokerController) stop() {
-	if c.cancelWatch != nil {
-		// Exits from here on are expected.
-		c.cancelWatch(context.Canceled)
-	}
+	c.expectExits() // exits from here on are expected
 	for _, p := range []*process{c.handler, c.broker} {
 		if err := p.stop(); err != nil {
 			c.e.progressf("%v", err)

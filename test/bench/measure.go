@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"sort"
 	"strconv"
 	"strings"
@@ -189,22 +188,7 @@ func (d delta) verbs() string {
 }
 
 // peakRSS returns VmHWM of process pid, in MiB.
-func peakRSS(pid int) (float64, error) {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0, err
-	}
-	for line := range strings.SplitSeq(string(data), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
-			kb, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 64)
-			if err != nil {
-				return 0, fmt.Errorf("parsing VmHWM %q: %w", v, err)
-			}
-			return kb / 1024, nil
-		}
-	}
-	return 0, fmt.Errorf("no VmHWM in /proc/%d/status", pid)
-}
+func peakRSS(pid int) (float64, error) { return statusMiB(pid, "VmHWM") }
 
 // tracker watches the Widgets of one namespace from the bench process and
 // records when each benchmark object (name prefix "w-") became done (ready

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -85,4 +86,103 @@ func childPID(comm string) int {
 		}
 	}
 	return 0
+}
+
+// memSampleEvery is how often the bench samples the private memory of each
+// process it started: the kernel keeps a peak of the RSS (VmHWM) but not of
+// its parts.
+const memSampleEvery = 200 * time.Millisecond
+
+// statusMiB returns field (a size in kB, such as VmHWM or RssAnon) of
+// /proc/<pid>/status, in MiB.
+func statusMiB(pid int, field string) (float64, error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	v, err := parseStatusMiB(string(data), field)
+	if err != nil {
+		return 0, fmt.Errorf("/proc/%d/status: %w", pid, err)
+	}
+	return v, nil
+}
+
+func parseStatusMiB(status, field string) (float64, error) {
+	for line := range strings.SplitSeq(status, "\n") {
+		if v, ok := strings.CutPrefix(line, field+":"); ok {
+			kb, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 64)
+			if err != nil {
+				return 0, fmt.Errorf("parsing %s %q: %w", field, v, err)
+			}
+			return kb / 1024, nil
+		}
+	}
+	return 0, fmt.Errorf("no %s", field)
+}
+
+// peakSampler keeps the largest value of one field of /proc/<pid>/status
+// seen while the process ran.
+type peakSampler struct {
+	pid     int
+	field   string
+	done    <-chan struct{} // closed when the process exited
+	stopped chan struct{}   // closed when the sampling goroutine ended
+
+	mu  sync.Mutex
+	max float64
+	ok  bool  // one sample succeeded
+	err error // the last failure, reported while none succeeded
+}
+
+// samplePeak samples field of process pid now and then every interval in a
+// goroutine of its own, until done is closed (the process exited).
+func samplePeak(pid int, field string, every time.Duration, done <-chan struct{}) *peakSampler {
+	s := &peakSampler{pid: pid, field: field, done: done, stopped: make(chan struct{})}
+	s.sample()
+	go func() {
+		defer close(s.stopped)
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				s.sample()
+			}
+		}
+	}()
+	return s
+}
+
+func (s *peakSampler) sample() {
+	v, err := statusMiB(s.pid, s.field)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err != nil {
+		// Failures are expected as the process exits (a zombie has no
+		// memory fields), so they only count while nothing succeeded.
+		s.err = err
+		return
+	}
+	if !s.ok || v > s.max {
+		s.max = v
+	}
+	s.ok = true
+}
+
+// peak takes one more sample if the process still runs, so the peak covers
+// the moment of the call, and returns the largest value seen, in MiB.
+func (s *peakSampler) peak() (float64, error) {
+	select {
+	case <-s.done:
+	default:
+		s.sample()
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.ok {
+		return 0, fmt.Errorf("sampling %s: %w", s.field, s.err)
+	}
+	return s.max, nil
 }

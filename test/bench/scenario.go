@@ -26,7 +26,9 @@ type controller interface {
 	start(ctx context.Context, ns string) (context.Context, error)
 	// done reports whether the controller has finished creating obj.
 	done(obj *unstructured.Unstructured) bool
-	// rss is the peak RSS column for the phase that just ended.
+	// cpu is the CPU time (user and system) its processes used so far.
+	cpu() (time.Duration, error)
+	// rss is the peak RSS (private) column for the phase that just ended.
 	rss() string
 	// profile saves what -profile asks for of the phase that just ended,
 	// named by label.
@@ -64,6 +66,10 @@ func runScenario(ctx context.Context, e *env, c controller, n, round int) ([]row
 			return nil, err
 		}
 		e.progressf("%s: starting", label)
+		cpu0, err := c.cpu()
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", label, err)
+		}
 		start := time.Now()
 		own, last, err := loadAndWait(ctx, e, tr, ns, n, label, start, phase == "delete")
 		if err != nil {
@@ -73,12 +79,19 @@ func runScenario(ctx context.Context, e *env, c controller, n, round int) ([]row
 		if err != nil {
 			return nil, err
 		}
+		// Read once the writes settled, so that the work on trailing writes
+		// counts, as the writes do.
+		cpu1, err := c.cpu()
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", label, err)
+		}
 		r := row{scenario: c.name(), n: n, round: round, phase: phase, seconds: last.Sub(start).Seconds(),
-			writes: diff(before, after, own, n), rss: c.rss()}
+			writes: diff(before, after, own, n), cpu: cpu1 - cpu0, rss: c.rss()}
 		if err := c.profile(ctx, fmt.Sprintf("%d-%d-%s", n, round, phase)); err != nil {
 			return nil, fmt.Errorf("%s: -profile: %w", label, err)
 		}
-		e.progressf("%s: %d objects in %.2fs (%.1f/s), writes/object %s", label, n, r.seconds, r.rate(), r.writes.verbs())
+		e.progressf("%s: %d objects in %.2fs (%.1f/s), writes/object %s, CPU ms/object %.2f, peak RSS MiB (private) %s",
+			label, n, r.seconds, r.rate(), r.writes.verbs(), r.cpuPerObject(), r.rss)
 		rows = append(rows, r)
 	}
 	return rows, nil
