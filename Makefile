@@ -9,7 +9,7 @@ BUF     := $(BIN)/buf
 TESTFLAGS ?= -race -count=1 -timeout 30m -p 2
 
 .PHONY: fuzz all build test check vet fmt fmt-check proto proto-lint proto-check \
-        proto-breaking proto-python controlplane cluster demo chaos chaos-selftest bench bench-timers bench-admission clean help
+        proto-breaking proto-python controlplane cluster demo chaos chaos-selftest bench bench-timers bench-scale bench-admission clean help
 
 all: build
 
@@ -105,6 +105,9 @@ bench: ## create/delete benchmark: broker vs a raw client-go controller
 
 bench-timers: ## timer benchmark: 10,000 objects with a timer at 1s and 10s (docs/bench.md)
 	$(GO) run ./test/bench -timers $(BENCHFLAGS)
+
+bench-scale: ## the broker at 1,000, 10,000 and 100,000 objects against raw, and 100,000 timers at 10s: one table (docs/bench.md, about an hour)
+	$(GO) run ./test/bench -scale -qps 1000 -burst 2000 $(BENCHFLAGS)
 
 bench-admission: controlplane ## admission round trip through the broker vs the same API server without a webhook (docs/admission.md)
 	$(GO) test -run '^$$' -bench AdmissionRoundTrip -benchtime 2000x -count 3 ./test/admission

@@ -99,18 +99,13 @@ func startProcessEnv(e *env, name, bin string, environ []string, args ...string)
 	return p, nil
 }
 
-// memory is the process's peak RSS and, in parentheses, its peak private
-// memory, in MiB: "67.9 (31.2)".
-func (p *process) memory() string {
-	rss, err := peakRSS(p.cmd.Process.Pid)
-	if err != nil {
-		return fmt.Sprintf("? (%v)", err)
+// memory is the process's peak RSS and peak private memory so far.
+func (p *process) memory(role string) memPeak {
+	m := memPeak{role: role}
+	if m.rss, m.err = peakRSS(p.cmd.Process.Pid); m.err == nil {
+		m.private, m.err = p.anon.peak()
 	}
-	anon, err := p.anon.peak()
-	if err != nil {
-		return fmt.Sprintf("%.1f (? %v)", rss, err)
-	}
-	return fmt.Sprintf("%.1f (%.1f)", rss, anon)
+	return m
 }
 
 // exited describes how the process ended, with the tail of its log.
@@ -246,8 +241,8 @@ func (c *brokerController) cpu() (time.Duration, error) {
 	return b + h, nil
 }
 
-func (c *brokerController) rss() string {
-	return fmt.Sprintf("%s, handler %s", c.broker.memory(), c.handler.memory())
+func (c *brokerController) memory() []memPeak {
+	return []memPeak{c.broker.memory("broker"), c.handler.memory("handler")}
 }
 
 // profile saves the broker's heap (after a GC: what is live) as

@@ -76,6 +76,11 @@ type config struct {
 	out        string
 	keep       bool
 
+	// scale is -scale (scale.go): both benchmarks and one table.
+	scale bool
+	// windowSet: -window was given.
+	windowSet bool
+
 	// The timer benchmark (-timers); see timers.go.
 	timers    bool
 	objects   []int
@@ -134,6 +139,7 @@ Flags:
 	fs.StringVar(&c.out, "out", "", "also write the table to this `file`")
 	fs.BoolVar(&c.keep, "keep", false, "keep the work folder (binaries, broker, handler and raw controller logs) after a successful run; a failed run always keeps it")
 	fs.BoolVar(&c.timers, "timers", false, "run the timer benchmark instead of create/delete (flags marked -timers: are its own)")
+	fs.BoolVar(&c.scale, "scale", false, "make bench-scale: the create/delete benchmark at each -n (default "+scaleCounts+"; counts above 10000 one round),\nthen 100000 Widgets with a 10s timer for -duration, and one table of both")
 	objects := fs.String("objects", "10000", "-timers: comma-separated object `counts`, each with a timer")
 	intervals := fs.String("intervals", "1s,10s", "-timers: comma-separated timer `intervals`; each count runs at each interval")
 	fs.DurationVar(&c.duration, "duration", 60*time.Second, "-timers: length of the measurement window, after the warm-up")
@@ -157,10 +163,19 @@ Flags:
 		}
 		c.profile = abs
 	}
-	windowSet := false
-	fs.Visit(func(f *flag.Flag) { windowSet = windowSet || f.Name == "window" })
+	nSet := false
+	fs.Visit(func(f *flag.Flag) {
+		c.windowSet = c.windowSet || f.Name == "window"
+		nSet = nSet || f.Name == "n"
+	})
+	if c.timers && c.scale {
+		return nil, errors.New("-timers and -scale do not go together: -scale runs the timers it needs")
+	}
+	if c.scale && !nSet {
+		*counts = scaleCounts
+	}
 	if c.timers {
-		if err := c.parseTimers(*objects, *intervals, *modes, windowSet); err != nil {
+		if err := c.parseTimers(*objects, *intervals, *modes, c.windowSet); err != nil {
 			return nil, err
 		}
 	}
@@ -198,14 +213,26 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}()
 	var sb strings.Builder
 	var ok bool
-	if cfg.timers {
+	switch {
+	case cfg.scale:
+		rows, tcfg, trows, err := benchScale(sigCtx, cfg, stderr)
+		if err != nil {
+			fmt.Fprintln(stderr, "bench:", err)
+			return exitError
+		}
+		report(&sb, cfg, rows)
+		fmt.Fprintln(&sb)
+		reportTimers(&sb, tcfg, trows)
+		fmt.Fprintln(&sb)
+		ok = reportScale(&sb, cfg, rows, trows)
+	case cfg.timers:
 		rows, err := benchTimers(sigCtx, cfg, stderr)
 		if err != nil {
 			fmt.Fprintln(stderr, "bench:", err)
 			return exitError
 		}
 		ok = reportTimers(&sb, cfg, rows)
-	} else {
+	default:
 		rows, err := bench(sigCtx, cfg, stderr)
 		if err != nil {
 			fmt.Fprintln(stderr, "bench:", err)
@@ -258,7 +285,7 @@ func bench(ctx context.Context, cfg *config, stderr io.Writer) (rows []row, err 
 			}
 		}
 		for _, n := range cfg.counts {
-			for round := 1; round <= cfg.pairs; round++ {
+			for round := 1; round <= cfg.rounds(n); round++ {
 				// In turns, so that neither always runs on a fresher API
 				// server, or behind the other's leftovers.
 				order := []controller{newBrokerController(e, bin), newRawController(e, bin)}
@@ -266,7 +293,7 @@ func bench(ctx context.Context, cfg *config, stderr io.Writer) (rows []row, err 
 					order[0], order[1] = order[1], order[0]
 				}
 				for _, c := range order {
-					e.progressf("%s N=%d round %d/%d: starting", c.name(), n, round, cfg.pairs)
+					e.progressf("%s N=%d round %d/%d: starting", c.name(), n, round, cfg.rounds(n))
 					rs, err := runScenario(ctx, e, c, n, round)
 					if err != nil {
 						return fmt.Errorf("%s N=%d round %d: %w", c.name(), n, round, err)
@@ -360,7 +387,7 @@ type row struct {
 	seconds  float64
 	writes   delta
 	cpu      time.Duration // the controller's processes' CPU time in the phase
-	rss      string        // peak RSS (private), per process
+	mem      []memPeak     // per process, the controller's first
 }
 
 func (r row) rate() float64 { return float64(r.n) / r.seconds }
@@ -377,7 +404,7 @@ func report(w io.Writer, cfg *config, rows []row) bool {
 	fmt.Fprintln(tw, "scenario\tN\tround\tphase\tseconds\tobjects/s\twrites/object (controller)\trefused/object\tevents/object\tCPU ms/object\tpeak RSS MiB (private)")
 	for _, r := range rows {
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%.2f\t%.1f\t%s\t%.2f\t%.2f\t%.2f\t%s\n",
-			r.scenario, r.n, r.round, r.phase, r.seconds, r.rate(), r.writes.verbs(), r.writes.refused, r.writes.events, r.cpuPerObject(), r.rss)
+			r.scenario, r.n, r.round, r.phase, r.seconds, r.rate(), r.writes.verbs(), r.writes.refused, r.writes.events, r.cpuPerObject(), formatMemory(r.mem))
 	}
 	tw.Flush()
 	fmt.Fprintln(w)

@@ -186,3 +186,27 @@ func (s *peakSampler) peak() (float64, error) {
 	}
 	return s.max, nil
 }
+
+// memPeak is one process's peak memory, in MiB.
+type memPeak struct {
+	role         string // "broker", "handler", "raw"
+	rss, private float64
+	err          error
+}
+
+// formatMemory renders the peaks of a row's processes, the controller's
+// first: "51.8 (15.3), handler 19.4 (5.6)".
+func formatMemory(ms []memPeak) string {
+	parts := make([]string, len(ms))
+	for i, m := range ms {
+		v := fmt.Sprintf("%.1f (%.1f)", m.rss, m.private)
+		if m.err != nil {
+			v = fmt.Sprintf("? (%v)", m.err)
+		}
+		if i > 0 {
+			v = m.role + " " + v
+		}
+		parts[i] = v
+	}
+	return strings.Join(parts, ", ")
+}

@@ -49,7 +49,7 @@ func (c *rawController) start(ctx context.Context, ns string) (context.Context, 
 
 func (c *rawController) cpu() (time.Duration, error) { return cpuTime(c.proc.cmd.Process.Pid) }
 
-func (c *rawController) rss() string { return c.proc.memory() }
+func (c *rawController) memory() []memPeak { return []memPeak{c.proc.memory("raw")} }
 
 // profile does nothing: -profile is about the broker.
 func (c *rawController) profile(context.Context, string) error { return nil }

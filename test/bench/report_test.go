@@ -48,17 +48,18 @@ func TestReportJudgesTheMedianRound(t *testing.T) {
 }
 
 // TestReportCPUAndMemory: the CPU column is per object, the memory column
-// is the controller's own string, and a line per N and phase gives the
+// names every process after the controller's own, and a line per N and phase gives the
 // medians of the CPU per object with their ranges; CPU does not decide the
 // verdict.
 func TestReportCPUAndMemory(t *testing.T) {
 	cfg := &config{counts: []int{200}, pairs: 2}
 	var rows []row
-	add := func(scenario string, round int, phase string, cpu time.Duration, rss string) {
+	add := func(scenario string, round int, phase string, cpu time.Duration, mem []memPeak) {
 		rows = append(rows, row{scenario: scenario, n: 200, round: round, phase: phase, seconds: 1,
-			writes: delta{controller: 200}, cpu: cpu, rss: rss})
+			writes: delta{controller: 200}, cpu: cpu, mem: mem})
 	}
-	brokerMem, rawMem := "67.9 (31.2), handler 21.2 (6.1)", "25.0 (9.5)"
+	brokerMem := []memPeak{{role: "broker", rss: 67.9, private: 31.2}, {role: "handler", rss: 21.2, private: 6.1}}
+	rawMem := []memPeak{{role: "raw", rss: 25, private: 9.5}}
 	// Broker+handler 2 and 3 ms/object on create, raw 0.5 and 1; far more
 	// CPU than raw must not fail the run.
 	add("broker", 1, "create", 400*time.Millisecond, brokerMem)

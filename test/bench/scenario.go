@@ -28,8 +28,9 @@ type controller interface {
 	done(obj *unstructured.Unstructured) bool
 	// cpu is the CPU time (user and system) its processes used so far.
 	cpu() (time.Duration, error)
-	// rss is the peak RSS (private) column for the phase that just ended.
-	rss() string
+	// memory is the peak RSS and private memory of each of its processes,
+	// the first the controller itself, until the phase that just ended.
+	memory() []memPeak
 	// profile saves what -profile asks for of the phase that just ended,
 	// named by label.
 	profile(ctx context.Context, label string) error
@@ -86,12 +87,12 @@ func runScenario(ctx context.Context, e *env, c controller, n, round int) ([]row
 			return nil, fmt.Errorf("%s: %w", label, err)
 		}
 		r := row{scenario: c.name(), n: n, round: round, phase: phase, seconds: last.Sub(start).Seconds(),
-			writes: diff(before, after, own, n), cpu: cpu1 - cpu0, rss: c.rss()}
+			writes: diff(before, after, own, n), cpu: cpu1 - cpu0, mem: c.memory()}
 		if err := c.profile(ctx, fmt.Sprintf("%d-%d-%s", n, round, phase)); err != nil {
 			return nil, fmt.Errorf("%s: -profile: %w", label, err)
 		}
 		e.progressf("%s: %d objects in %.2fs (%.1f/s), writes/object %s, CPU ms/object %.2f, peak RSS MiB (private) %s",
-			label, n, r.seconds, r.rate(), r.writes.verbs(), r.cpuPerObject(), r.rss)
+			label, n, r.seconds, r.rate(), r.writes.verbs(), r.cpuPerObject(), formatMemory(r.mem))
 		rows = append(rows, r)
 	}
 	return rows, nil
