@@ -179,3 +179,29 @@ class Refused(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class LazyDecoding(unittest.TestCase):
+    """A function that takes nothing read from the object (an ack-only tick,
+    say) is called without the object being decoded: most of the cost of
+    such a delivery."""
+
+    def test_the_object_is_decoded_only_for_a_function_that_reads_it(self):
+        from tether.delivery import MalformedDelivery, decode
+        from tether.v1 import broker_pb2 as pb
+
+        r = tether.Registry()
+        tether.timer(*W, registry=r, id="uid-only", interval=1)(lambda uid, scheduled: None)
+        tether.timer(*W, registry=r, id="labels", interval=1)(lambda labels: None)
+        tether.timer(*W, registry=r, id="everything", interval=1)(lambda **_: None)
+        ref = pb.ObjectRef(namespace="ns", name="w", uid="uid-w")
+        d = pb.Delivery(kind=pb.DELIVERY_KIND_TICK, ref=ref, object=b"{not json")
+        cause = decode(d, r.get("uid-only").spec, r.get("uid-only").wants)
+        self.assertEqual((cause.uid, cause.name, cause.body), ("uid-w", "w", {}))
+        for reads in ("labels", "everything"):
+            with self.subTest(reads):
+                with self.assertRaises(MalformedDelivery):
+                    decode(d, r.get(reads).spec, r.get(reads).wants)
+        d.object = b'{"metadata": {"labels": {"app": "web"}}}'
+        labels = decode(d, r.get("labels").spec, r.get("labels").wants).body["metadata"]["labels"]
+        self.assertEqual(labels, {"app": "web"})

@@ -88,10 +88,19 @@ def _json(what: str, raw: bytes) -> Any:
         raise MalformedDelivery(f"{what}: {e}") from None
 
 
-def decode(d: pb.Delivery, spec: Spec) -> Cause:
-    """The Cause of d, delivered to the binding spec."""
-    obj = _json("object", d.object)
-    old_obj = _json("old object", d.old_object)
+# The keyword arguments that read the object or its old side; a function
+# that takes none of them (a tick that only needs uid, say) is called
+# without decoding either, which is most of the cost of an ack-only delivery.
+BODY_ARGS = frozenset({"body", "spec", "meta", "status", "labels", "annotations", "old", "new", "event"})
+
+
+def decode(d: pb.Delivery, spec: Spec, wants: frozenset[str] | None = None) -> Cause:
+    """The Cause of d, delivered to the binding spec, for a function that
+    takes the keyword arguments wants (None: all of them). The object is
+    only decoded when the function reads it, or for admission."""
+    reads = wants is None or spec.kind.admission or not BODY_ARGS.isdisjoint(wants)
+    obj = _json("object", d.object) if reads else None
+    old_obj = _json("old object", d.old_object) if reads else None
     for what, value in (("object", obj), ("old object", old_obj)):
         if value is not None and not isinstance(value, dict):
             raise MalformedDelivery(f"{what}: not a JSON object")

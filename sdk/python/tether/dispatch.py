@@ -29,7 +29,7 @@ class Dispatcher:
     def prepare(self, reg: Registration, d: pb.Delivery, **extra: Any) -> tuple[Cause, log.ObjectLogger, dict[str, Any]]:
         """The cause, the object's logger and the function's keyword
         arguments; raises MalformedDelivery."""
-        cause = decode(d, reg.spec)
+        cause = decode(d, reg.spec, reg.wants)
         logger = log.for_object(cause.namespace, cause.name, binding=reg.spec.id, delivery=d.id)
         extra.setdefault("patch", Patch())
         values = kwargs.values(cause, logger=logger, **extra)
