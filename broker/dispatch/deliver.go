@@ -94,7 +94,7 @@ func (dl *deliverer) deliverTo(ctx context.Context, in *session.Instance, o *obj
 	d.Id = nextDeliveryID()
 	d.BindingId = b.ID
 	if d.Ref == nil {
-		d.Ref = ref(o.res, o.cur)
+		d.Ref = ref(*o.res, o.cur)
 	}
 	// Wall clock, not the injected one: the deadline ends dctx, a real
 	// context, and the handler's own.

@@ -29,10 +29,12 @@ type rawEvent struct {
 // holds the UID (the queue never gives a UID to two workers at once).
 type object struct {
 	uid types.UID
-	res resource.Resource
+	res *resource.Resource // the subscription's, shared by its objects
 
 	// seen gets a token (buffered, never blocks) on every informer
-	// notification, to end a worker's wait for an instance.
+	// notification during a pass, to end the worker's wait for an
+	// instance. It exists only while a pass runs: between passes the
+	// object keeps no channel.
 	seen    chan struct{}
 	obj     *informer.Object // latest state seen, in its cached form
 	gone    bool             // the watch said deleted
@@ -125,10 +127,17 @@ func (o *object) resetCause(cause string) {
 		return
 	}
 	o.cause = cause
-	o.done = map[string]bool{}
-	o.gaveUp = nil
-	o.attempts = map[string]int{}
+	// Made when first written: most objects, once handled, keep none.
+	o.done, o.gaveUp, o.attempts = nil, nil, nil
 	o.acc = accumulated{}
+}
+
+// markDone records that binding id is done with the cause.
+func (o *object) markDone(id string) {
+	if o.done == nil {
+		o.done = map[string]bool{}
+	}
+	o.done[id] = true
 }
 
 // json is the JSON of the state the pass works on (view): what the cache
@@ -153,5 +162,5 @@ func (o *object) decoded() *unstructured.Unstructured {
 	return o.view
 }
 
-// endPass drops what the pass decoded.
-func (o *object) endPass() { o.cur, o.view, o.lastHandled = nil, nil, nil }
+// endPass drops what the pass decoded; o's lock (handler.mu) must be held.
+func (o *object) endPass() { o.seen, o.cur, o.view, o.lastHandled = nil, nil, nil, nil }

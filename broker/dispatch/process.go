@@ -41,14 +41,17 @@ func (r *reconciler) reconcile(ctx context.Context, uid types.UID) (time.Duratio
 	if o == nil {
 		return 0, nil
 	}
-	defer o.endPass()
-	r.load(o)
 	// Only what the informer sees from now on may end a wait for an
 	// instance (waitOwner): the notification that queued this pass is in.
-	select {
-	case <-o.seen:
-	default:
-	}
+	r.mu.Lock()
+	o.seen = make(chan struct{}, 1)
+	r.mu.Unlock()
+	defer func() {
+		r.mu.Lock()
+		o.endPass()
+		r.mu.Unlock()
+	}()
+	r.load(o)
 	pres := r.presence.now()
 	if pres >= contract.Absent {
 		// Raw events are not kept for a handler past its grace: nothing
@@ -156,7 +159,7 @@ func (r *reconciler) flushRawEvents(ctx context.Context, o *object) (time.Durati
 			if b.Kind != binding.Event || o.eventDone[b.ID] || !r.matches(b, obj, nil) {
 				continue
 			}
-			d := &tetherv1.Delivery{Kind: tetherv1.DeliveryKind_DELIVERY_KIND_EVENT, Object: ev.obj.Raw, EventType: ev.typ, Ref: ref(o.res, ev.obj)}
+			d := &tetherv1.Delivery{Kind: tetherv1.DeliveryKind_DELIVERY_KIND_EVENT, Object: ev.obj.Raw, EventType: ev.typ, Ref: ref(*o.res, ev.obj)}
 			_, _, wait, err := r.deliver.call(ctx, o, b, d)
 			if wait > 0 || err != nil {
 				return wait, err
@@ -217,7 +220,7 @@ func (r *reconciler) live(ctx context.Context, o *object, obj *unstructured.Unst
 			continue
 		}
 		if kind == tetherv1.DeliveryKind_DELIVERY_KIND_CREATE && broken(breakSkipCreates) {
-			o.done[b.ID] = true
+			o.markDone(b.ID)
 			continue
 		}
 		d := &tetherv1.Delivery{Kind: kind, Object: o.json()}
@@ -250,7 +253,7 @@ func (r *reconciler) live(ctx context.Context, o *object, obj *unstructured.Unst
 				r.invalidPatch(obj, b, err)
 			}
 		}
-		o.done[b.ID] = true
+		o.markDone(b.ID)
 	}
 
 	w := o.acc.write(r.name)
@@ -377,14 +380,14 @@ func (r *reconciler) deliverDeletes(ctx context.Context, o *object, obj *unstruc
 			continue
 		}
 		if strict := b.Policy == binding.PolicyStrict; broken(breakSkipDeletes) && !strict || broken(breakSkipStrict) && strict {
-			o.done[b.ID] = true
+			o.markDone(b.ID)
 			return 0, nil
 		}
 		d := &tetherv1.Delivery{Kind: tetherv1.DeliveryKind_DELIVERY_KIND_DELETE, Object: o.json()}
 		if _, _, wait, err := r.deliver.call(ctx, o, b, d); wait > 0 || err != nil {
 			return wait, err
 		}
-		o.done[b.ID] = true
+		o.markDone(b.ID)
 		return 0, nil
 	}
 	if again > 0 {

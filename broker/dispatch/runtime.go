@@ -67,7 +67,7 @@ func (rt *runtime) start(parent context.Context) error {
 	)
 	for _, key := range informerKeys(rt.bindings) {
 		res := rt.byResource[key.Resource][0].Resource
-		sub, err := rt.opts.Informers.Subscribe(key, rt.eventHandler(res))
+		sub, err := rt.opts.Informers.Subscribe(key, rt.eventHandler(&res))
 		if err != nil {
 			rt.stop()
 			return err
@@ -133,7 +133,7 @@ func informerKeys(bs []*binding.Binding) []informer.Key {
 	return keys
 }
 
-func (rt *runtime) eventHandler(res resource.Resource) cache.ResourceEventHandler {
+func (rt *runtime) eventHandler(res *resource.Resource) cache.ResourceEventHandler {
 	return cache.ResourceEventHandlerDetailedFuncs{
 		AddFunc: func(obj any, initial bool) {
 			if c, ok := obj.(*informer.Object); ok {
@@ -167,18 +167,19 @@ func (rt *runtime) eventHandler(res resource.Resource) cache.ResourceEventHandle
 
 // observe records what an informer saw and enqueues the object. It runs on
 // the informer's goroutine, so it only records and enqueues.
-func (rt *runtime) observe(res resource.Resource, c *informer.Object, typ string, initial bool) {
+func (rt *runtime) observe(res *resource.Resource, c *informer.Object, typ string, initial bool) {
 	uid := c.UID
 	rt.mu.Lock()
 	o := rt.objects[uid]
 	if o == nil {
-		o = &object{uid: uid, res: res, seen: make(chan struct{}, 1)}
+		o = &object{uid: uid, res: res}
 		rt.objects[uid] = o
 	}
 	o.see(c, typ, initial, rt.hasEventBindings(res.GroupVersionResource), rt.opts.MaxRawEvents, rt.clock.Now(), rt.log)
+	seen := o.seen // nil between passes: a send on it is never ready
 	rt.mu.Unlock()
 	select {
-	case o.seen <- struct{}{}:
+	case seen <- struct{}{}:
 	default:
 	}
 	rt.queue.Add(uid)

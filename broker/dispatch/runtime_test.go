@@ -25,7 +25,7 @@ func TestRelistThatReplacesAnObjectEndsTheOldOne(t *testing.T) {
 	obj := func(uid, rv string) *informer.Object {
 		return &informer.Object{Namespace: "ns", Name: "w", UID: types.UID(uid), ResourceVersion: rv, Raw: []byte(`{}`)}
 	}
-	h := rt.eventHandler(resource.Resource{})
+	h := rt.eventHandler(&resource.Resource{})
 	h.OnAdd(obj("x", "1"), true)
 	h.OnUpdate(obj("x", "1"), obj("x2", "5"))
 
@@ -55,7 +55,7 @@ func TestDaemonExitFloodIsBounded(t *testing.T) {
 		{ID: "d", Kind: binding.Daemon}, {ID: "c", Kind: binding.Create},
 	}}
 	running, other := &session.Instance{ID: "a"}, &session.Instance{ID: "b"}
-	o := &object{uid: "x", res: res, daemons: map[string]*daemon{"d": {inst: running}}}
+	o := &object{uid: "x", res: &res, daemons: map[string]*daemon{"d": {inst: running}}}
 	rt.objects["x"] = o
 	for range 10000 {
 		for _, in := range []*session.Instance{running, other} {

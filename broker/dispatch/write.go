@@ -215,7 +215,7 @@ func (ow *objectWriter) apply(ctx context.Context, o *object, obj *unstructured.
 			return 0, fmt.Errorf("encoding patch: %w", err)
 		}
 		out, err := ri.Patch(ctx, obj.GetName(), types.JSONPatchType, data, metav1.PatchOptions{FieldManager: FieldManager})
-		ow.observe(metrics.VerbPatch, o.res, obj, w, err)
+		ow.observe(metrics.VerbPatch, *o.res, obj, w, err)
 		if err != nil {
 			return 0, ow.failed(o, obj, w, err)
 		}
@@ -239,7 +239,7 @@ func (ow *objectWriter) apply(ctx context.Context, o *object, obj *unstructured.
 			return 0, ow.failed(o, obj, w, err)
 		}
 		out, err := ri.Patch(ctx, obj.GetName(), types.MergePatchType, data, metav1.PatchOptions{FieldManager: FieldManager}, "status")
-		ow.observe(metrics.VerbStatusPatch, o.res, obj, nil, err)
+		ow.observe(metrics.VerbStatusPatch, *o.res, obj, nil, err)
 		if err != nil {
 			return 0, ow.failed(o, obj, w, err)
 		}
