@@ -39,7 +39,7 @@ test: controlplane ## unit and end-to-end tests against a real control plane, th
 # of inputs, not a duration: go1.26's fuzz coordinator can report a bare
 # "context deadline exceeded" at the end of a -fuzztime duration on a loaded
 # machine, with no crasher (golang/go#75804, fixed in go1.27).
-FUZZ_TARGETS = broker/session:FuzzHello broker/dispatch:FuzzAckWrite broker/admission:FuzzDecodeReview broker/admission:FuzzCheckPatch
+FUZZ_TARGETS = broker/informer:FuzzFromJSON broker/session:FuzzHello broker/dispatch:FuzzAckWrite broker/admission:FuzzDecodeReview broker/admission:FuzzCheckPatch
 FUZZTIME ?= 5000x
 
 fuzz: ## run each fuzz target for FUZZTIME inputs (default 5000x)

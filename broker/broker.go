@@ -209,10 +209,6 @@ func (b *Broker) Start(ctx context.Context) error {
 	stopMetrics := b.serveMetrics()
 	defer stopMetrics()
 	cfg := rest.CopyConfig(b.opts.Config)
-	dyn, err := dynamic.NewForConfig(cfg)
-	if err != nil {
-		return fmt.Errorf("creating dynamic client: %w", err)
-	}
 	// The dispatcher paces its writes itself, without holding a worker
 	// while a write waits, so its client has no limit of its own.
 	wcfg := rest.CopyConfig(cfg)
@@ -237,7 +233,11 @@ func (b *Broker) Start(ctx context.Context) error {
 	}
 
 	resolver := &resource.Resolver{Discovery: disc}
-	informers := informer.New(informer.Options{Client: dyn, Log: b.log.Named("informer")})
+	watcher, err := informer.NewClient(cfg)
+	if err != nil {
+		return err
+	}
+	informers := informer.New(informer.Options{Client: watcher, Log: b.log.Named("informer")})
 	b.metrics.ObserveCache(func() map[string]metrics.CacheUsage {
 		out := map[string]metrics.CacheUsage{}
 		for gvr, u := range informers.Cached() {

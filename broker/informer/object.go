@@ -29,6 +29,10 @@ type Object struct {
 	Deleting bool
 	// Raw is the object's JSON without metadata.managedFields.
 	Raw []byte
+
+	// initialEventsEnd marks the bookmark that ends a watch list's initial
+	// events (it has no Raw): the reflector reads it as an annotation.
+	initialEventsEnd bool
 }
 
 var _ runtime.Object = (*Object)(nil)
@@ -93,7 +97,11 @@ func (o *Object) NewerThan(p *Object) bool {
 
 // GetObjectMeta gives the cache's key function the name and namespace.
 func (o *Object) GetObjectMeta() metav1.Object {
-	return &metav1.ObjectMeta{Namespace: o.Namespace, Name: o.Name, UID: o.UID, ResourceVersion: o.ResourceVersion}
+	m := &metav1.ObjectMeta{Namespace: o.Namespace, Name: o.Name, UID: o.UID, ResourceVersion: o.ResourceVersion}
+	if o.initialEventsEnd {
+		m.Annotations = map[string]string{initialEventsEnd: "true"}
+	}
+	return m
 }
 
 // GetObjectKind is empty: the kind is the informer's, and in Raw.

@@ -77,9 +77,6 @@ func TestCachedObjectsAreKeyedByNamespaceAndName(t *testing.T) {
 	if err != nil || key != "ns/w" {
 		t.Errorf("key %q, %v; want ns/w", key, err)
 	}
-	if again, err := toObject(c); err != nil || again != c {
-		t.Errorf("a cached object transformed again: %v, %v", again, err)
-	}
 }
 
 func TestNewerThan(t *testing.T) {

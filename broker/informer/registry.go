@@ -8,20 +8,16 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 )
 
 // Options configure a Registry. The zero value is not usable: Client is
 // required.
 type Options struct {
-	// Client lists and watches objects.
-	Client dynamic.Interface
+	// Client lists and watches objects (NewClient makes one).
+	Client rest.Interface
 	// Log defaults to a null logger.
 	Log hclog.Logger
 	// Resync is the informers' resync period; zero means none.
@@ -114,10 +110,7 @@ func (r *Registry) Subscribe(key Key, h cache.ResourceEventHandler) (*Subscripti
 	}
 	e, ok := r.entries[key]
 	if !ok {
-		var err error
-		if e, err = r.start(key); err != nil {
-			return nil, err
-		}
+		e = r.start(key)
 		r.entries[key] = e
 	}
 	reg, err := e.informer.AddEventHandler(h)
@@ -146,24 +139,8 @@ func (s *Subscription) Unsubscribe() {
 	}
 }
 
-func (r *Registry) start(key Key) (*entry, error) {
-	client := r.opts.Client.Resource(key.Resource)
-	var ri dynamic.ResourceInterface = client
-	if key.Namespace != "" {
-		ri = client.Namespace(key.Namespace)
-	}
-	lw := &cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			return ri.List(ctx, o)
-		},
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			return ri.Watch(ctx, o)
-		},
-	}
-	inf := cache.NewSharedIndexInformer(lw, &unstructured.Unstructured{}, r.opts.Resync, cache.Indexers{})
-	if err := inf.SetTransform(toObject); err != nil {
-		return nil, fmt.Errorf("starting informer for %s: %w", key, err)
-	}
+func (r *Registry) start(key Key) *entry {
+	inf := cache.NewSharedIndexInformer(listWatch(r.opts.Client, key), &Object{}, r.opts.Resync, cache.Indexers{})
 	ctx, cancel := context.WithCancel(r.ctx)
 	e := &entry{informer: inf, cancel: cancel, done: make(chan struct{})}
 	go func() {
@@ -171,17 +148,7 @@ func (r *Registry) start(key Key) (*entry, error) {
 		inf.RunWithContext(ctx)
 	}()
 	r.log.Debug("informer started", "informer", key.String())
-	return e, nil
-}
-
-// toObject runs before an object enters the cache: it keeps the cached form
-// (Object) instead of the decoded one. Objects already in that form (a
-// resync) pass as they are.
-func toObject(obj any) (any, error) {
-	if u, ok := obj.(*unstructured.Unstructured); ok {
-		return Encode(u)
-	}
-	return obj, nil
+	return e
 }
 
 // Usage is what the caches of one resource hold.

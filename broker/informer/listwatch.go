@@ -1,0 +1,187 @@
+package informer
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+)
+
+// NewClient makes the REST client a Registry lists and watches with,
+// speaking JSON: the cached form is the object's JSON.
+func NewClient(cfg *rest.Config) (rest.Interface, error) {
+	c := rest.CopyConfig(cfg)
+	c.ContentType, c.AcceptContentTypes = "application/json", "application/json"
+	c.GroupVersion = nil
+	// Used only to decode errors (Status); objects are read by fromJSON.
+	c.NegotiatedSerializer = scheme.Codecs.WithoutConversion()
+	if c.UserAgent == "" {
+		c.UserAgent = rest.DefaultKubernetesUserAgent()
+	}
+	rc, err := rest.UnversionedRESTClientFor(c)
+	if err != nil {
+		return nil, fmt.Errorf("creating the informers' client: %w", err)
+	}
+	return rc, nil
+}
+
+// listWatch lists and watches the objects of key with c, reading each
+// object straight into its cached form: the maps an unstructured object is
+// made of are never built.
+func listWatch(c rest.Interface, key Key) *cache.ListWatch {
+	path := resourcePath(key)
+	return &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			raw, err := c.Get().AbsPath(path...).VersionedParams(&o, metav1.ParameterCodec).Do(ctx).Raw()
+			if err != nil {
+				return nil, err
+			}
+			return listFromJSON(raw)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			o.Watch = true
+			body, err := c.Get().AbsPath(path...).VersionedParams(&o, metav1.ParameterCodec).Stream(ctx)
+			if err != nil {
+				return nil, err
+			}
+			return newObjectWatch(body), nil
+		},
+	}
+}
+
+// resourcePath is the URL of key's collection.
+func resourcePath(key Key) []string {
+	gvr := key.Resource
+	p := []string{"/apis", gvr.Group, gvr.Version}
+	if gvr.Group == "" {
+		p = []string{"/api", gvr.Version}
+	}
+	if key.Namespace != "" {
+		p = append(p, "namespaces", key.Namespace)
+	}
+	return append(p, gvr.Resource)
+}
+
+// listFromJSON reads a list response: its resourceVersion and continue
+// token, and each item in its cached form.
+func listFromJSON(data []byte) (*metav1.List, error) {
+	var l struct {
+		Metadata metav1.ListMeta   `json:"metadata"`
+		Items    []json.RawMessage `json:"items"`
+	}
+	if err := json.Unmarshal(data, &l); err != nil {
+		return nil, fmt.Errorf("reading a list: %w", err)
+	}
+	out := &metav1.List{ListMeta: l.Metadata, Items: make([]runtime.RawExtension, len(l.Items))}
+	for i, item := range l.Items {
+		o, err := fromJSON(item)
+		if err != nil {
+			return nil, fmt.Errorf("reading item %d of a list: %w", i, err)
+		}
+		out.Items[i].Object = o
+	}
+	return out, nil
+}
+
+// objectWatch is a watch whose objects are in their cached form; errors
+// come as *metav1.Status, as from client-go's own watches.
+type objectWatch struct {
+	body     io.ReadCloser
+	result   chan watch.Event
+	done     chan struct{}
+	stopOnce sync.Once
+}
+
+func newObjectWatch(body io.ReadCloser) *objectWatch {
+	w := &objectWatch{body: body, result: make(chan watch.Event), done: make(chan struct{})}
+	go w.receive()
+	return w
+}
+
+func (w *objectWatch) ResultChan() <-chan watch.Event { return w.result }
+
+func (w *objectWatch) Stop() {
+	w.stopOnce.Do(func() {
+		close(w.done)
+		w.body.Close()
+	})
+}
+
+func (w *objectWatch) receive() {
+	defer close(w.result)
+	defer w.Stop()
+	dec := json.NewDecoder(w.body)
+	for {
+		var frame struct {
+			Type   watch.EventType `json:"type"`
+			Object json.RawMessage `json:"object"`
+		}
+		err := dec.Decode(&frame)
+		if errors.Is(err, io.EOF) {
+			return
+		}
+		var ev watch.Event
+		if err == nil {
+			ev, err = eventFromJSON(frame.Type, frame.Object)
+		}
+		if err != nil {
+			select {
+			case <-w.done: // stopped: the read failed because the body closed
+				return
+			default:
+			}
+			ev = watch.Event{Type: watch.Error, Object: &apierrors.NewInternalError(
+				fmt.Errorf("unable to decode an event from the watch stream: %w", err)).ErrStatus}
+		}
+		select {
+		case w.result <- ev:
+		case <-w.done:
+			return
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// initialEventsEnd is the annotation of the bookmark that ends a watch
+// list's initial events.
+const initialEventsEnd = metav1.InitialEventsAnnotationKey
+
+func eventFromJSON(typ watch.EventType, raw json.RawMessage) (watch.Event, error) {
+	switch typ {
+	case watch.Error:
+		var st metav1.Status
+		if err := json.Unmarshal(raw, &st); err != nil {
+			return watch.Event{}, fmt.Errorf("reading a watch error: %w", err)
+		}
+		return watch.Event{Type: typ, Object: &st}, nil
+	case watch.Bookmark:
+		var b struct {
+			Metadata metav1.ObjectMeta `json:"metadata"`
+		}
+		if err := json.Unmarshal(raw, &b); err != nil {
+			return watch.Event{}, fmt.Errorf("reading a bookmark: %w", err)
+		}
+		o := &Object{ResourceVersion: b.Metadata.ResourceVersion, initialEventsEnd: b.Metadata.Annotations[initialEventsEnd] == "true"}
+		return watch.Event{Type: typ, Object: o}, nil
+	case watch.Added, watch.Modified, watch.Deleted:
+		o, err := fromJSON(raw)
+		if err != nil {
+			return watch.Event{}, err
+		}
+		return watch.Event{Type: typ, Object: o}, nil
+	default:
+		return watch.Event{}, fmt.Errorf("a watch event of type %q", typ)
+	}
+}
