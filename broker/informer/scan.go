@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/types"
 )
@@ -21,39 +22,39 @@ func fromJSON(data []byte) (*Object, error) {
 	}
 	s := scanner{data: data}
 	o := &Object{}
+	// The raw values of namespace, name, uid and resourceVersion, read into
+	// one string at the end.
+	var fields [4][]byte
 	var cuts [][2]int // the managedFields members, each with one comma beside it
 	err := s.members(func(key []byte, start, end int) error {
 		if string(key) != "metadata" {
 			return nil
 		}
 		// Of repeated keys the last counts, as when decoding.
-		*o, cuts = Object{}, nil
+		o.Deleting, fields, cuts = false, [4][]byte{}, nil
 		inner := scanner{data: data, i: start}
 		return inner.members(func(key []byte, vstart, vend int) error {
 			value := data[vstart:vend]
-			var err error
 			switch string(key) {
 			case "namespace":
-				o.Namespace, err = jsonString(value)
+				fields[0] = value
 			case "name":
-				o.Name, err = jsonString(value)
+				fields[1] = value
 			case "uid":
-				var uid string
-				uid, err = jsonString(value)
-				o.UID = types.UID(uid)
+				fields[2] = value
 			case "resourceVersion":
-				o.ResourceVersion, err = jsonString(value)
+				fields[3] = value
 			case "deletionTimestamp":
 				o.Deleting = string(value) != "null"
 			case "managedFields":
 				cuts = append(cuts, inner.member)
 			}
-			if err != nil {
-				return fmt.Errorf("reading metadata.%s: %w", key, err)
-			}
 			return nil
 		})
 	})
+	if err == nil {
+		err = o.setFields(fields)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("reading an object: %w", err)
 	}
@@ -61,28 +62,55 @@ func fromJSON(data []byte) (*Object, error) {
 		o.Raw = data
 		return o, nil
 	}
-	o.Raw = make([]byte, 0, len(data))
-	from := 0
+	// Spans of neighbours may share their comma: keep what lies between.
+	keep := make([][2]int, 0, len(cuts)+1)
+	from, size := 0, 0
 	for _, c := range cuts {
-		// Spans of neighbours may share their comma.
-		o.Raw = append(o.Raw, data[from:max(from, c[0])]...)
+		keep = append(keep, [2]int{from, max(from, c[0])})
+		size += max(from, c[0]) - from
 		from = max(from, c[1])
 	}
-	o.Raw = append(o.Raw, data[from:]...)
+	keep = append(keep, [2]int{from, len(data)})
+	size += len(data) - from
+	// Exactly the size kept: the cache holds on to every byte of it.
+	o.Raw = make([]byte, 0, size)
+	for _, k := range keep {
+		o.Raw = append(o.Raw, data[k[0]:k[1]]...)
+	}
 	return o, nil
 }
 
-// jsonString reads a JSON string value; null is "".
-func jsonString(v []byte) (string, error) {
-	if len(v) >= 2 && v[0] == '"' && bytes.IndexByte(v, '\\') < 0 {
-		return string(v[1 : len(v)-1]), nil
+// setFields reads namespace, name, uid and resourceVersion from their raw
+// JSON values into one string: a cache of many small objects would pay a
+// header and a size class's rounding for each of four.
+func (o *Object) setFields(raw [4][]byte) error {
+	var parts [4][]byte
+	for i, v := range raw {
+		switch {
+		case v == nil, string(v) == "null":
+		case len(v) >= 2 && v[0] == '"' && bytes.IndexByte(v, '\\') < 0:
+			parts[i] = v[1 : len(v)-1] // the common case: no escapes
+		default:
+			var s string
+			if err := json.Unmarshal(v, &s); err != nil {
+				return fmt.Errorf("reading metadata.%s: %w", [4]string{"namespace", "name", "uid", "resourceVersion"}[i], err)
+			}
+			parts[i] = []byte(s)
+		}
 	}
-	if string(v) == "null" {
-		return "", nil
+	var b strings.Builder
+	b.Grow(len(parts[0]) + len(parts[1]) + len(parts[2]) + len(parts[3]))
+	for _, p := range parts {
+		b.Write(p)
 	}
-	var s string
-	err := json.Unmarshal(v, &s)
-	return s, err
+	all, at := b.String(), 0
+	var vals [4]string
+	for i, p := range parts {
+		vals[i] = all[at : at+len(p)]
+		at += len(p)
+	}
+	o.Namespace, o.Name, o.UID, o.ResourceVersion = vals[0], vals[1], types.UID(vals[2]), vals[3]
+	return nil
 }
 
 // scanner walks JSON already known to be valid.
