@@ -121,6 +121,17 @@ func (o *object) see(c *informer.Object, typ string, initial, keepRaw bool, maxR
 	}
 }
 
+// atRest reports whether nothing of o's work is under way or scheduled: its
+// latest state is settled, not being deleted, and it has no pending write,
+// turn, retry, raw event, timer, daemon or exit report. o's lock
+// (handler.mu) must be held.
+func (o *object) atRest() bool {
+	return o.obj != nil && o.settled == o.obj.ResourceVersion && !o.obj.Deleting && !o.gone && !o.initial &&
+		o.pending == nil && o.writeAt.IsZero() && o.releaseAt.IsZero() && !o.daemonTimedOut &&
+		len(o.events) == 0 && len(o.due) == 0 && len(o.exits) == 0 && len(o.daemons) == 0 && len(o.timers) == 0 &&
+		len(o.done) == 0 && len(o.attempts) == 0 && len(o.gaveUp) == 0
+}
+
 // resetCause starts handling a new change.
 func (o *object) resetCause(cause string) {
 	if o.cause == cause {

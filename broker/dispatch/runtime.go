@@ -30,7 +30,7 @@ type runtime struct {
 	fingerprint string
 
 	queue      workqueue.TypedRateLimitingInterface[types.UID]
-	subs       []*informer.Subscription
+	subs       []subscription
 	cancel     context.CancelFunc
 	wg         sync.WaitGroup
 	reconciler *reconciler
@@ -72,7 +72,9 @@ func (rt *runtime) start(parent context.Context) error {
 			rt.stop()
 			return err
 		}
-		rt.subs = append(rt.subs, sub)
+		rt.mu.Lock()
+		rt.subs = append(rt.subs, subscription{sub, &res})
+		rt.mu.Unlock()
 	}
 	for range rt.opts.Workers {
 		rt.wg.Go(func() {
@@ -95,11 +97,22 @@ func (rt *runtime) stop() {
 	for _, s := range rt.subs {
 		s.Unsubscribe()
 	}
+	// lookAgain, on the presence keeper's goroutine, reads them until
+	// that ends below.
+	rt.mu.Lock()
 	rt.subs = nil
+	rt.mu.Unlock()
 	if rt.cancel != nil {
 		rt.cancel()
 	}
 	rt.wg.Wait()
+}
+
+// subscription is one of the runtime's informers, with the resource of the
+// objects it brings.
+type subscription struct {
+	*informer.Subscription
+	res *resource.Resource
 }
 
 // informerKeys picks one informer per resource: the whole cluster when any
@@ -199,15 +212,14 @@ func (rt *runtime) hasEventBindings(gvr schema.GroupVersionResource) bool {
 // again as part of an initial list, so resume bindings fire.
 func (rt *runtime) addInstance(in *session.Instance) {
 	in.OnDaemonExited(func(m *tetherv1.DaemonExited) { rt.daemonExited(in, m) })
-	returned := rt.presence.join(in)
+	if rt.presence.join(in) {
+		rt.lookAgain(true)
+		return
+	}
 	rt.mu.Lock()
 	var uids []types.UID
 	for uid, o := range rt.objects {
-		switch {
-		case returned:
-			o.initial = true
-			uids = append(uids, uid)
-		case len(o.daemons) > 0:
+		if len(o.daemons) > 0 {
 			// A joining instance may now own the object (every object, when
 			// its priority is above the others'): its daemon moves.
 			uids = append(uids, uid)
@@ -295,15 +307,47 @@ func (rt *runtime) processNext(ctx context.Context) bool {
 		rt.queue.AddAfter(uid, after)
 	default:
 		rt.queue.Forget(uid)
+		rt.rest(uid)
 	}
 	return true
 }
 
-// requeueAll has every object looked at again.
-func (rt *runtime) requeueAll() {
+// rest forgets an object whose pass left nothing under way or scheduled:
+// at rest, it costs only its cache entry. A notification, or lookAgain,
+// makes it anew from the cache.
+func (rt *runtime) rest(uid types.UID) {
 	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	if o := rt.objects[uid]; o != nil && o.atRest() {
+		delete(rt.objects, uid)
+	}
+}
+
+// requeueAll has every object looked at again.
+func (rt *runtime) requeueAll() { rt.lookAgain(false) }
+
+// lookAgain queues every object of the handler: those it keeps state for
+// and those at rest in its informers' caches, made anew. initial marks them
+// part of an initial list (the handler returned), so resume bindings fire.
+func (rt *runtime) lookAgain(initial bool) {
+	now := rt.clock.Now()
+	rt.mu.Lock()
+	for _, s := range rt.subs {
+		for _, item := range s.Store().List() {
+			c, ok := item.(*informer.Object)
+			if !ok || rt.objects[c.UID] != nil {
+				continue
+			}
+			o := &object{uid: c.UID, res: s.res}
+			o.see(c, watchModified, false, false, 0, now, rt.log)
+			rt.objects[c.UID] = o
+		}
+	}
 	uids := make([]types.UID, 0, len(rt.objects))
-	for uid := range rt.objects {
+	for uid, o := range rt.objects {
+		if initial {
+			o.initial = true
+		}
 		uids = append(uids, uid)
 	}
 	rt.mu.Unlock()
