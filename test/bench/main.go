@@ -78,6 +78,8 @@ type config struct {
 
 	// scale is -scale (scale.go): both benchmarks and one table.
 	scale bool
+	// brokerOnly is -broker-only: no raw scenario.
+	brokerOnly bool
 	// windowSet: -window was given.
 	windowSet bool
 
@@ -138,6 +140,7 @@ Flags:
 	fs.DurationVar(&c.timeout, "timeout", 10*time.Minute, "how long one phase (create or delete of N objects; with -timers, the warm-up) may take before the run fails")
 	fs.StringVar(&c.out, "out", "", "also write the table to this `file`")
 	fs.BoolVar(&c.keep, "keep", false, "keep the work folder (binaries, broker, handler and raw controller logs) after a successful run; a failed run always keeps it")
+	fs.BoolVar(&c.brokerOnly, "broker-only", false, "run the broker scenario only: its memory and CPU at a count where a raw round takes too long; no comparison, so no verdict")
 	fs.BoolVar(&c.timers, "timers", false, "run the timer benchmark instead of create/delete (flags marked -timers: are its own)")
 	fs.BoolVar(&c.scale, "scale", false, "make bench-scale: the create/delete benchmark at each -n (default "+scaleCounts+"; counts above 10000 one round),\nthen 100000 Widgets with a 10s timer for -duration, and one table of both")
 	objects := fs.String("objects", "10000", "-timers: comma-separated object `counts`, each with a timer")
@@ -289,7 +292,10 @@ func bench(ctx context.Context, cfg *config, stderr io.Writer) (rows []row, err 
 				// In turns, so that neither always runs on a fresher API
 				// server, or behind the other's leftovers.
 				order := []controller{newBrokerController(e, bin), newRawController(e, bin)}
-				if round%2 == 0 {
+				if cfg.brokerOnly {
+					order = order[:1]
+				}
+				if round%2 == 0 && len(order) == 2 {
 					order[0], order[1] = order[1], order[0]
 				}
 				for _, c := range order {
