@@ -241,10 +241,9 @@ func (b *Broker) Start(ctx context.Context) error {
 	b.metrics.ObserveCache(func() map[string]metrics.CacheUsage {
 		out := map[string]metrics.CacheUsage{}
 		for gvr, u := range informers.Cached() {
-			sum := out[metrics.Resource(gvr.GroupResource())]
-			sum.Objects += u.Objects
-			sum.Bytes += u.Bytes
-			out[metrics.Resource(gvr.GroupResource())] = sum
+			// One series per resource, whatever the versions watched.
+			r := metrics.Resource(gvr.GroupResource())
+			out[r] = metrics.CacheUsage{Objects: out[r].Objects + u.Objects, Bytes: out[r].Bytes + u.Bytes}
 		}
 		return out
 	})

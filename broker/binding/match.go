@@ -14,7 +14,7 @@ import (
 // last-handled state (may be nil), visible to CEL as oldObject. An error
 // comes only from evaluating CEL; the object then does not match.
 func (b *Binding) Matches(obj *unstructured.Unstructured, old map[string]any) (bool, error) {
-	if len(b.Namespaces) > 0 && !slices.Contains(b.Namespaces, obj.GetNamespace()) {
+	if !b.InNamespace(obj.GetNamespace()) {
 		return false, nil
 	}
 	if b.Labels != nil && !b.Labels.Empty() && !b.Labels.Matches(labels.Set(obj.GetLabels())) {
@@ -37,6 +37,13 @@ func (b *Binding) Matches(obj *unstructured.Unstructured, old map[string]any) (b
 		return b.When.Eval(obj.Object, old)
 	}
 	return true, nil
+}
+
+// InNamespace reports whether b's namespace filter lets an object of
+// namespace ns through: the one filter Matches applies that needs nothing
+// else of the object.
+func (b *Binding) InNamespace(ns string) bool {
+	return len(b.Namespaces) == 0 || slices.Contains(b.Namespaces, ns)
 }
 
 // ReadsObject reports whether Matches reads more of an object than its

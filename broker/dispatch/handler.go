@@ -2,7 +2,6 @@ package dispatch
 
 import (
 	"fmt"
-	"slices"
 	"sync"
 	"time"
 
@@ -99,11 +98,8 @@ func (h *handler) matches(b *binding.Binding, obj *unstructured.Unstructured, ol
 // matchesCur is matches on the pass's state of o, decoding it only when b
 // has a filter beyond namespaces.
 func (h *handler) matchesCur(b *binding.Binding, o *object) bool {
-	if len(b.Namespaces) > 0 && !slices.Contains(b.Namespaces, o.cur.Namespace) {
-		return false
-	}
 	if !b.ReadsObject() {
-		return true
+		return b.InNamespace(o.cur.Namespace)
 	}
 	return h.matches(b, o.decoded(), nil)
 }

@@ -160,8 +160,9 @@ func (o *object) decoded() *unstructured.Unstructured {
 	if o.view == nil {
 		u, err := o.cur.Decode()
 		if err != nil {
-			// cur.Raw was encoded from a decoded object, so this does not
-			// happen; the metadata still names the object in Events.
+			// cur.Raw passed json.Valid as an object (fromJSON) or was
+			// encoded from a decoded one (Encode), so this does not happen;
+			// the metadata still names the object in Events.
 			u = &unstructured.Unstructured{Object: map[string]any{}}
 			u.SetNamespace(o.cur.Namespace)
 			u.SetName(o.cur.Name)

@@ -11,6 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/tether-dev/tether/broker/metrics"
 )
 
 // Options configure a Registry. The zero value is not usable: Client is
@@ -151,18 +153,11 @@ func (r *Registry) start(key Key) *entry {
 	return e
 }
 
-// Usage is what the caches of one resource hold.
-type Usage struct {
-	Objects int
-	// Bytes counts the objects' JSON, the bulk of what a cache keeps.
-	Bytes int
-}
-
 // Cached sums the caches by resource, over every namespace watched.
-func (r *Registry) Cached() map[schema.GroupVersionResource]Usage {
+func (r *Registry) Cached() map[schema.GroupVersionResource]metrics.CacheUsage {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	out := map[schema.GroupVersionResource]Usage{}
+	out := map[schema.GroupVersionResource]metrics.CacheUsage{}
 	for key, e := range r.entries {
 		u := out[key.Resource]
 		for _, obj := range e.informer.GetStore().List() {

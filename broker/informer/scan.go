@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"unicode/utf8"
 
 	"k8s.io/apimachinery/pkg/types"
 )
@@ -88,8 +89,10 @@ func (o *Object) setFields(raw [4][]byte) error {
 	for i, v := range raw {
 		switch {
 		case v == nil, string(v) == "null":
-		case len(v) >= 2 && v[0] == '"' && bytes.IndexByte(v, '\\') < 0:
-			parts[i] = v[1 : len(v)-1] // the common case: no escapes
+		case len(v) >= 2 && v[0] == '"' && bytes.IndexByte(v, '\\') < 0 && utf8.Valid(v):
+			// The common case: no escapes. Invalid UTF-8 decodes to U+FFFD,
+			// as json.Unmarshal below does it.
+			parts[i] = v[1 : len(v)-1]
 		default:
 			var s string
 			if err := json.Unmarshal(v, &s); err != nil {
@@ -154,16 +157,9 @@ func (s *scanner) members(fn func(key []byte, start, end int) error) error {
 		s.skip()
 		end := s.i
 		s.space()
-		if first {
-			// The comma after the first member goes with it.
-			s.member = [2]int{begin, end}
-			if s.data[s.i] == ',' {
-				s.member[1] = s.i + 1
-			} else {
-				s.member[1] = s.i
-			}
-		} else {
-			s.member = [2]int{begin, end}
+		s.member = [2]int{begin, end}
+		if first && s.data[s.i] == ',' {
+			s.member[1] = s.i + 1 // the comma after the first member goes with it
 		}
 		if err := fn(key, start, end); err != nil {
 			return err
