@@ -14,7 +14,6 @@ import (
 	"github.com/tether-dev/tether/broker/binding"
 	"github.com/tether-dev/tether/broker/contract"
 	"github.com/tether-dev/tether/broker/hold"
-	"github.com/tether-dev/tether/broker/jsonpatch"
 	"github.com/tether-dev/tether/broker/progress"
 	tetherv1 "github.com/tether-dev/tether/proto/tether/v1"
 )
@@ -258,13 +257,9 @@ func (r *reconciler) live(ctx context.Context, o *object, obj *unstructured.Unst
 
 	w := o.acc.write(r.name)
 	if cause != "" && r.tracksState(bindings, obj) {
-		after := progress.Essence(jsonpatch.ApplyMerge(obj.Object, o.acc.merge))
-		enc, err := progress.Encode(after)
-		if err != nil {
+		if err := w.recordHandled(r.name, obj.Object); err != nil {
 			return 0, err
 		}
-		w.setAnnotation(progress.LastHandledKey(r.name), enc)
-		w.lastHandled = progress.Recorded(after)
 	}
 	switch held := hold.Has(obj, r.name); {
 	case dec.Action == contract.Add && !held:

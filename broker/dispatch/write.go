@@ -144,12 +144,40 @@ type write struct {
 	removeHold bool
 	// lastHandled is remembered in memory once the write lands.
 	lastHandled map[string]any
+	// handled is the object the handler was given, kept so that the
+	// state recorded as handled is made again without the handler's
+	// patch when the API server refuses it.
+	handled map[string]any
 	// release says why removeHold releases, for metrics (default: done or
 	// no-longer-matching).
 	release string
 	// landed is a Normal Event posted on the object once the write landed,
 	// which may be passes later when the write waits for its turn.
 	landed *note
+}
+
+// recordHandled records, as the state handler finished with, the essence
+// of obj after the handler's part of w.
+func (w *write) recordHandled(handler string, obj map[string]any) error {
+	after := progress.Essence(jsonpatch.ApplyMerge(obj, w.handler))
+	enc, err := progress.Encode(after)
+	if err != nil {
+		return fmt.Errorf("encoding the last-handled state: %w", err)
+	}
+	w.setAnnotation(progress.LastHandledKey(handler), enc)
+	w.lastHandled = progress.Recorded(after)
+	w.handled = obj
+	return nil
+}
+
+// dropHandlerPart takes the handler's patch, status and results out of w,
+// and records as handled the object as it is.
+func (w *write) dropHandlerPart(handler string) error {
+	w.handler, w.status = nil, nil
+	if w.handled == nil {
+		return nil
+	}
+	return w.recordHandled(handler, w.handled)
 }
 
 // note is a Kubernetes Event to post.
@@ -324,7 +352,10 @@ func (ow *objectWriter) failed(o *object, obj *unstructured.Unstructured, w *wri
 	case refused(err) && (len(w.handler) > 0 || len(w.status) > 0):
 		ow.opts.Recorder.Event(obj, true, "InvalidPatch",
 			fmt.Sprintf("the API server refused the patch of handler %q, which is dropped: %v", ow.handler, err))
-		w.handler, w.status = nil, nil
+		if err := w.dropHandlerPart(ow.handler); err != nil {
+			o.pending = nil
+			return err
+		}
 		return fmt.Errorf("writing %s/%s without the handler's patch: %w", obj.GetNamespace(), obj.GetName(), errConflict)
 	case refused(err):
 		ow.opts.Recorder.Event(obj, true, "WriteRejected",

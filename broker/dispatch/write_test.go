@@ -9,6 +9,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/tether-dev/tether/broker/progress"
 )
 
 // TestLostRaceIsToldFromARefusal sorts the API server's answers to a
@@ -40,5 +42,40 @@ func TestLostRaceIsToldFromARefusal(t *testing.T) {
 				t.Errorf("refused (and not a lost race) = %v, want %v", got, tc.ref)
 			}
 		})
+	}
+}
+
+// TestRefusedHandlerPatchIsNotRecordedAsHandled: once the API server
+// refuses the handler's patch, the write records the object as it is as
+// handled, not what the patch would have made it.
+func TestRefusedHandlerPatchIsNotRecordedAsHandled(t *testing.T) {
+	obj := map[string]any{
+		"apiVersion": "test.tether.dev/v1", "kind": "Widget",
+		"metadata": map[string]any{"name": "w"},
+		"spec":     map[string]any{"size": int64(1)},
+	}
+	w := &write{handler: map[string]any{"metadata": map[string]any{"labels": map[string]any{"denied": "yes"}}}}
+	if err := w.recordHandled("h", obj); err != nil {
+		t.Fatal(err)
+	}
+	if progress.Equal(w.lastHandled, progress.Essence(obj)) {
+		t.Fatalf("with the handler's patch, the recorded state should carry its label: %v", w.lastHandled)
+	}
+	if err := w.dropHandlerPart("h"); err != nil {
+		t.Fatal(err)
+	}
+	if len(w.handler) != 0 {
+		t.Errorf("the handler's patch is still in the write: %v", w.handler)
+	}
+	if !progress.Equal(w.lastHandled, progress.Essence(obj)) {
+		t.Errorf("recorded as handled: %v, want the object as it is: %v", w.lastHandled, progress.Essence(obj))
+	}
+	want, err := progress.Encode(progress.Essence(obj))
+	if err != nil {
+		t.Fatal(err)
+	}
+	anns, _ := w.merge["metadata"].(map[string]any)["annotations"].(map[string]any)
+	if got := anns[progress.LastHandledKey("h")]; got != want {
+		t.Errorf("last-handled annotation = %v, want %s", got, want)
 	}
 }
