@@ -237,7 +237,7 @@ func (b *Broker) Start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	informers := informer.New(informer.Options{Client: watcher, Log: b.log.Named("informer")})
+	informers := informer.New(informer.Options{Client: watcher, Log: b.log.Named("informer"), Metrics: b.metrics})
 	b.metrics.ObserveCache(func() map[string]metrics.CacheUsage {
 		out := map[string]metrics.CacheUsage{}
 		for gvr, u := range informers.Cached() {
@@ -312,6 +312,10 @@ func (b *Broker) Start(ctx context.Context) error {
 
 	serveCtx, stopServing := context.WithCancel(ctx)
 	defer stopServing()
+	// A follower keeps the caches of the recorded handlers warm until, as
+	// the leader, its restore has subscribed them.
+	warmCtx, stopWarming := context.WithCancel(serveCtx)
+	defer stopWarming()
 	uninstalling := make(chan struct{})
 	setServing := func(st healthpb.HealthCheckResponse_ServingStatus) {
 		healthSrv.SetServingStatus("", st)
@@ -332,9 +336,13 @@ func (b *Broker) Start(ctx context.Context) error {
 			return
 		}
 		w, wctx := errgroup.WithContext(lctx)
-		w.Go(func() error { return informers.Start(wctx) })
 		w.Go(func() error { return dispatcher.Start(wctx) })
-		w.Go(func() error { b.awaitSynced(wctx, dispatcher.Synced); return nil })
+		w.Go(func() error {
+			b.awaitSynced(wctx, dispatcher.Synced)
+			// The restore has subscribed what the follower kept warm.
+			stopWarming()
+			return nil
+		})
 		if adm != nil {
 			w.Go(func() error { return adm.hooks.Start(wctx) })
 			w.Go(func() error { adm.forwardCAChanges(wctx); return nil })
@@ -361,6 +369,12 @@ func (b *Broker) Start(ctx context.Context) error {
 		}
 	}
 	g, gctx := errgroup.WithContext(serveCtx)
+	// The informers outlive a follower's wait, so that what it kept warm
+	// is there when it leads.
+	g.Go(func() error { return informers.Start(gctx) })
+	if le := b.opts.LeaderElection; le.Enabled && !le.ColdStandby {
+		g.Go(func() error { return dispatcher.KeepWarm(warmCtx) })
+	}
 	if le := b.opts.LeaderElection; le.Enabled {
 		// Renewals have a client of their own, as kube-controller-manager's
 		// do: a busy dispatcher must not make the leader miss its deadline.

@@ -26,6 +26,12 @@ type LeaderElection struct {
 	// client-go's; a follower takes over within about LeaseDuration of the
 	// leader's death.
 	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
+	// ColdStandby keeps followers from watching: they then cache nothing
+	// (less memory, half the watches on the API server), and a takeover
+	// lists every object again before it is ready. By default a follower
+	// keeps the informers of the handlers recorded in the presence Leases
+	// warm.
+	ColdStandby bool
 }
 
 func (l LeaderElection) withDefaults() LeaderElection {

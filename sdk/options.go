@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -20,11 +21,14 @@ import (
 const (
 	DefaultWindow       = 16
 	DefaultReconnectMin = 500 * time.Millisecond
-	// DefaultReconnectMax stays well inside the broker's default grace of
-	// 30 s: after a broker restart or failover a handler has one grace,
-	// counted from when the broker is ready, to come back before the objects
-	// being deleted that it holds are released.
-	DefaultReconnectMax      = 10 * time.Second
+	// DefaultReconnectMax brings a handler back within about 2 s of the
+	// broker being ready again, so that a failover costs the lease and not
+	// the backoff (10 s had made it wait up to 13 s more: docs/bench.md);
+	// a broker that stays away costs one connection attempt every 2 s. It
+	// is well inside the broker's default grace of 30 s, counted from when
+	// the broker is ready, in which a handler must be back before the
+	// objects being deleted that it holds are released.
+	DefaultReconnectMax      = 2 * time.Second
 	DefaultDrainTimeout      = 10 * time.Second
 	DefaultServiceTokenPath  = "/var/run/secrets/kubernetes.io/serviceaccount/token"
 	maxWindow                = 1 << 16
@@ -39,6 +43,23 @@ type Option func(*config)
 // Dialer opens the network connection to the broker address. The default
 // dials TCP (or what the gRPC target scheme names, e.g. unix://).
 type Dialer func(ctx context.Context, addr string) (net.Conn, error)
+
+// RoundRobin dials the broker replicas at addrs (HOST:PORT) in turn, one per
+// connection, in place of the address Run is given (which must still be a
+// gRPC target: the first replica's address will do). It is for handlers
+// that reach the replicas without a Service in front (a laptop, a test): a
+// follower refuses the session with Unavailable, the handler reconnects,
+// and the next connection tries the next replica.
+func RoundRobin(addrs ...string) Dialer {
+	var n atomic.Uint64
+	return func(ctx context.Context, _ string) (net.Conn, error) {
+		if len(addrs) == 0 {
+			return nil, errors.New("tether: RoundRobin has no broker addresses")
+		}
+		var d net.Dialer
+		return d.DialContext(ctx, "tcp", addrs[(n.Add(1)-1)%uint64(len(addrs))])
+	}
+}
 
 type config struct {
 	logger       hclog.Logger

@@ -37,11 +37,16 @@ func NewClient(cfg *rest.Config) (rest.Interface, error) {
 
 // listWatch lists and watches the objects of key with c, reading each
 // object straight into its cached form: the maps an unstructured object is
-// made of are never built.
-func listWatch(c rest.Interface, key Key) *cache.ListWatch {
+// made of are never built. listed is called as each list of every object
+// begins: a list's first page, or a watch that sends the initial objects
+// (the reflector's watch list).
+func listWatch(c rest.Interface, key Key, listed func()) *cache.ListWatch {
 	path := resourcePath(key)
 	return &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			if o.Continue == "" {
+				listed()
+			}
 			raw, err := c.Get().AbsPath(path...).VersionedParams(&o, metav1.ParameterCodec).Do(ctx).Raw()
 			if err != nil {
 				return nil, err
@@ -49,6 +54,9 @@ func listWatch(c rest.Interface, key Key) *cache.ListWatch {
 			return listFromJSON(raw)
 		},
 		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			if o.SendInitialEvents != nil && *o.SendInitialEvents {
+				listed()
+			}
 			o.Watch = true
 			body, err := c.Get().AbsPath(path...).VersionedParams(&o, metav1.ParameterCodec).Stream(ctx)
 			if err != nil {

@@ -24,6 +24,8 @@ type Options struct {
 	Log hclog.Logger
 	// Resync is the informers' resync period; zero means none.
 	Resync time.Duration
+	// Metrics counts the informers' lists; nil counts nothing.
+	Metrics *metrics.Metrics
 }
 
 // Key names one shared informer.
@@ -44,6 +46,8 @@ func (k Key) String() string {
 type Registry struct {
 	opts Options
 	log  hclog.Logger
+
+	started chan struct{} // closed by Start
 
 	mu      sync.Mutex
 	ctx     context.Context // set by Start; informers run under it
@@ -66,14 +70,18 @@ func New(opts Options) *Registry {
 	if log == nil {
 		log = hclog.NewNullLogger()
 	}
-	return &Registry{opts: opts, log: log, entries: map[Key]*entry{}}
+	return &Registry{opts: opts, log: log, started: make(chan struct{}), entries: map[Key]*entry{}}
 }
+
+// Started is closed once Start runs: from then on Subscribe works.
+func (r *Registry) Started() <-chan struct{} { return r.started }
 
 // Start lets informers run until ctx ends, then waits for them to stop.
 func (r *Registry) Start(ctx context.Context) error {
 	r.mu.Lock()
 	r.ctx = ctx
 	r.mu.Unlock()
+	close(r.started)
 	<-ctx.Done()
 	r.mu.Lock()
 	entries := r.entries
@@ -142,7 +150,8 @@ func (s *Subscription) Unsubscribe() {
 }
 
 func (r *Registry) start(key Key) *entry {
-	inf := cache.NewSharedIndexInformer(listWatch(r.opts.Client, key), &Object{}, r.opts.Resync, cache.Indexers{})
+	listed := func() { r.opts.Metrics.InformerListed(metrics.Resource(key.Resource.GroupResource())) }
+	inf := cache.NewSharedIndexInformer(listWatch(r.opts.Client, key, listed), &Object{}, r.opts.Resync, cache.Indexers{})
 	ctx, cancel := context.WithCancel(r.ctx)
 	e := &entry{informer: inf, cancel: cancel, done: make(chan struct{})}
 	go func() {

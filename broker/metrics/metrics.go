@@ -65,6 +65,7 @@ type Metrics struct {
 	sessionsTotal *prometheus.CounterVec
 	timers        *prometheus.GaugeVec
 	apiWrites     *prometheus.CounterVec
+	lists         *prometheus.CounterVec
 	present       *prometheus.GaugeVec
 	admission     admissionMetrics
 
@@ -122,6 +123,10 @@ func New(reg prometheus.Registerer) *Metrics {
 		Name: "tether_api_writes_total",
 		Help: "Writes to the API server by verb (patch, status-patch), resource and code (ok, conflict, not-found, 4xx, 5xx, error).",
 	}, []string{"verb", "resource", "code"}))
+	m.lists = register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "tether_informer_lists_total",
+		Help: "Lists of a resource from zero by the broker's informers: at their start (unless a follower kept them warm) and when a watch is too old to resume (410 Gone).",
+	}, []string{"resource"}))
 	m.present = register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "tether_handler_present",
 		Help: "1 while at least one instance of the handler is connected, else 0.",
@@ -231,6 +236,15 @@ func (m *Metrics) APIWrite(verb, resource, code string) {
 		return
 	}
 	m.apiWrites.WithLabelValues(verb, resource, code).Inc()
+}
+
+// InformerListed records that an informer began listing every object of
+// the resource.
+func (m *Metrics) InformerListed(resource string) {
+	if m == nil {
+		return
+	}
+	m.lists.WithLabelValues(resource).Inc()
 }
 
 // HandlerPresent records whether an instance of the handler is connected.

@@ -105,8 +105,10 @@ func parseFlags(args []string, out io.Writer) (*config, error) {
 	fs.BoolVar(&c.leader.Enabled, "leader-elect", false, "elect a leader among broker replicas with a Lease in --namespace; only the leader watches, dispatches and writes")
 	fs.StringVar(&c.leader.LeaseName, "leader-elect-lease-name", "tether-broker-leader", "name of the leader Lease")
 	fs.DurationVar(&c.leader.LeaseDuration, "leader-elect-lease-duration", 15*time.Second, "how long followers wait before taking over a leader that stopped renewing")
-	fs.DurationVar(&c.leader.RenewDeadline, "leader-elect-renew-deadline", 10*time.Second, "how long the leader keeps trying to renew before it gives up leading")
-	fs.DurationVar(&c.leader.RetryPeriod, "leader-elect-retry-period", 2*time.Second, "how often replicas try to acquire or renew the Lease")
+	fs.DurationVar(&c.leader.RenewDeadline, "leader-elect-renew-deadline", 0, "how long the leader keeps trying to renew before it gives up leading (default two thirds of the lease duration, at most 10s)")
+	fs.DurationVar(&c.leader.RetryPeriod, "leader-elect-retry-period", 0, "how often replicas try to acquire or renew the Lease (default half the renew deadline, at most 2s)")
+	fs.BoolVar(&c.leader.ColdStandby, "leader-elect-cold-standby", false, "followers watch nothing: less memory and half the watches, but a takeover lists every object again before it is ready\n"+
+		"(by default a follower keeps the caches of the handlers recorded in the presence Leases warm)")
 	fs.StringVar(&c.listen, "listen", "127.0.0.1:7443", "gRPC listen address HOST:PORT")
 	fs.StringVar(&c.metricsListen, "metrics-listen", defaultMetricsListen, "HTTP address HOST:PORT of /metrics (Prometheus), /healthz and /readyz; empty: none.\n"+
 		"The default is for local use and skipped with a warning when the port is taken; in a cluster pass \":9090\"")

@@ -3,8 +3,7 @@ package lifecycle
 import (
 	"context"
 	"fmt"
-	"net"
-	"sync/atomic"
+	"strings"
 	"testing"
 	"time"
 
@@ -14,18 +13,6 @@ import (
 	"github.com/tether-dev/tether/sdk"
 	"github.com/tether-dev/tether/test/controlplane"
 )
-
-// roundRobin dials the brokers in turn, as a Service in front of the
-// replicas would: a follower refuses Connect with Unavailable, the SDK
-// reconnects, and the next dial reaches the other replica.
-func roundRobin(addrs ...string) sdk.Dialer {
-	var n atomic.Uint64
-	return func(ctx context.Context, _ string) (net.Conn, error) {
-		addr := addrs[int(n.Add(1))%len(addrs)]
-		var d net.Dialer
-		return d.DialContext(ctx, "tcp", addr)
-	}
-}
 
 // TestBrokerFailover runs two broker replicas with leader election and
 // SIGKILLs the leader under load: the follower takes over within the lease
@@ -44,7 +31,7 @@ func TestBrokerFailover(t *testing.T) {
 	}
 
 	var j journal
-	h := sdk.New("failover", append(handlerOpts(t), sdk.WithDialer(roundRobin(addrs...)))...)
+	h := sdk.New("failover", append(handlerOpts(t), sdk.WithDialer(sdk.RoundRobin(addrs...)))...)
 	h.OnCreate(widgets, j.record(nil), sdk.Namespaces(ns))
 	h.OnDelete(widgets, j.record(nil), sdk.Namespaces(ns))
 	runHandler(t, h, addrs[0]) // the dialer picks the replica
@@ -87,5 +74,82 @@ func TestBrokerFailover(t *testing.T) {
 		if e.Reason == "HoldReleased" {
 			t.Errorf("a hold was released during the failover: %s %s", e.InvolvedObject.Name, e.Message)
 		}
+	}
+}
+
+// TestFollowerKeepsItsCachesWarm: a follower watches what the handlers
+// recorded in their Leases need, so that when the leader is killed it takes
+// over without listing the objects again (tether_informer_lists_total),
+// and handles a new object once it leads. With --leader-elect-cold-standby
+// it lists them at the takeover, which shows the count sees a list.
+func TestFollowerKeepsItsCachesWarm(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		extra []string
+		lists bool // the takeover lists the widgets
+	}{
+		{"warm", nil, false},
+		{"cold standby", []string{"--leader-elect-cold-standby"}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cp := controlplane.Get(t)
+			dyn := cp.EnsureWidgetCRD(t)
+			ns, brokerNS := cp.Namespace(t), cp.Namespace(t)
+			election := append([]string{"--leader-elect", "--leader-elect-lease-duration", "3s",
+				"--leader-elect-renew-deadline", "2s", "--leader-elect-retry-period", "250ms"}, tc.extra...)
+			addrs, metricsAt := []string{freeAddr(t), freeAddr(t)}, map[string]string{}
+			brokers := map[string]*brokerProcess{}
+			for i, id := range []string{"replica-a", "replica-b"} {
+				metricsAt[id] = freeAddr(t)
+				brokers[id] = startBrokerProcess(t, cp, addrs[i], brokerNS,
+					append([]string{"--identity", id, "--metrics-listen", metricsAt[id]}, election...)...)
+			}
+			var j journal
+			h := sdk.New("warm", append(handlerOpts(t), sdk.WithDialer(sdk.RoundRobin(addrs...)))...)
+			h.OnCreate(widgets, j.record(nil), sdk.Namespaces(ns))
+			h.OnDelete(widgets, j.record(nil), sdk.Namespaces(ns))
+			runHandler(t, h, addrs[0])
+			createHeld(t, cp, ns, "warm", "before-0", "before-1")
+
+			lease, err := cp.Client().CoordinationV1().Leases(brokerNS).Get(context.Background(), "tether-broker-leader", metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			leader := *lease.Spec.HolderIdentity
+			var follower *brokerProcess
+			var lists func() float64
+			for id, b := range brokers {
+				if id != leader {
+					follower = b
+					lists = func() float64 {
+						n, _ := sumOf(metricFamilies(t, "http://"+metricsAt[id]+"/metrics"), "tether_informer_lists_total",
+							map[string]string{"resource": "widgets.test.tether.dev"})
+						return n
+					}
+				}
+			}
+			settled := "caches warm for a takeover"
+			if tc.lists {
+				settled = "following:"
+			}
+			eventually(t, "the follower settled ("+settled+")", func() bool {
+				return follower.out.Any(func(l string) bool { return strings.Contains(l, settled) })
+			})
+			before := lists()
+			brokers[leader].kill()
+			create(t, dyn, widgetGVR, widget(ns, "after", map[string]any{"size": int64(1)}))
+			j.waitCount(t, sdk.Create, "after", 1)
+			eventually(t, "the follower ready", func() bool {
+				return follower.out.Any(func(l string) bool { return strings.Contains(l, "broker ready:") })
+			})
+			if n := lists() - before; (n > 0) != tc.lists {
+				t.Errorf("the takeover listed the widgets %.0f times; want a list: %v", n, tc.lists)
+			}
+			for _, n := range []string{"before-0", "before-1"} {
+				if len(j.find(sdk.Create, n)) != 1 {
+					t.Errorf("%s was create-handled %d times, want once", n, len(j.find(sdk.Create, n)))
+				}
+			}
+		})
 	}
 }

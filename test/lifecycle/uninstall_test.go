@@ -93,7 +93,7 @@ func TestUninstallWithLeaderElection(t *testing.T) {
 	for i, id := range []string{"replica-a", "replica-b"} {
 		brokers = append(brokers, startBrokerProcess(t, cp, addrs[i], brokerNS, append([]string{"--identity", id}, election...)...))
 	}
-	h := sdk.New("elected", append(handlerOpts(t), sdk.WithDialer(roundRobin(addrs...)))...)
+	h := sdk.New("elected", append(handlerOpts(t), sdk.WithDialer(sdk.RoundRobin(addrs...)))...)
 	h.OnDelete(widgets, func(context.Context, *sdk.Event) error { return nil }, sdk.Namespaces(ns))
 	runHandler(t, h, addrs[0])
 	createHeld(t, cp, ns, "elected", "w")

@@ -41,7 +41,7 @@ class Flags(unittest.TestCase):
         self.assertEqual((a.paths, a.module, a.name, a.broker, a.insecure, a.token_file, a.window, a.namespace),
                          (["h.py"], [], "widgets", None, False, None, 16, []))
         self.assertEqual((a.grace, a.absent_release_after, a.drain_timeout, a.max_backoff, a.log_format, a.verbose),
-                         (None, None, 10.0, 10.0, "plain", False))
+                         (None, None, 10.0, 2.0, "plain", False))
         self.assertEqual((a.dev, a.priority, cli.priority(a)), (False, None, 0))
 
     def test_dev_and_priority_become_the_hellos_priority(self):

@@ -33,9 +33,10 @@ DEFAULT_WINDOW = 16
 DEFAULT_TOKEN_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/token"
 DEFAULT_DRAIN_TIMEOUT = 10.0
 RECONNECT_MIN = 0.1
-# Well inside the broker's default grace of 30 s, in which a handler must be
-# back after a broker restart before the objects it holds are released.
-RECONNECT_MAX = 10.0
+# The Go SDK's DefaultReconnectMax: back within about 2 s of the broker being
+# ready again, so that a failover costs the lease and not the backoff; well
+# inside the broker's default grace of 30 s.
+RECONNECT_MAX = 2.0
 MAX_WINDOW = 1 << 16
 SDK = (f"tether-python/{__version__} (grpcio {grpc.__version__}, protobuf {protobuf_version}, "
        f"python {platform.python_version()})")

@@ -10,12 +10,10 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"net"
 	"os"
 	"os/signal"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -42,7 +40,7 @@ func main() {
 		sdk.WithInstanceID(*instance),
 		sdk.WithGrace(*grace),
 		sdk.WithReconnectBackoff(50*time.Millisecond, time.Second),
-		sdk.WithDialer(roundRobin(addrs)),
+		sdk.WithDialer(sdk.RoundRobin(addrs...)),
 		sdk.WithLogger(hclog.New(&hclog.LoggerOptions{Name: *instance, Output: os.Stderr, Level: hclog.Warn})))
 	widgets := sdk.GVR("test.tether.dev", "v1", "widgets")
 	configMaps := sdk.GVR("", "v1", "configmaps")
@@ -68,16 +66,6 @@ func main() {
 	if err := h.Run(ctx, addrs[0]); err != nil {
 		fmt.Fprintf(os.Stderr, "chaoshandler %s: %v\n", *instance, err)
 		os.Exit(1)
-	}
-}
-
-// roundRobin dials the brokers in turn: a follower refuses the session
-// with Unavailable, the SDK reconnects, and the next dial reaches another.
-func roundRobin(addrs []string) sdk.Dialer {
-	var n atomic.Uint64
-	return func(ctx context.Context, _ string) (net.Conn, error) {
-		var d net.Dialer
-		return d.DialContext(ctx, "tcp", addrs[int(n.Add(1))%len(addrs)])
 	}
 }
 
