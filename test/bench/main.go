@@ -50,6 +50,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 
+	"github.com/tether-dev/tether/sdk"
 	"github.com/tether-dev/tether/test/controlplane"
 )
 
@@ -98,6 +99,13 @@ type config struct {
 	timerHandler  string
 	python        string
 	pythonVersion string // filled in by checkPython, for the report
+
+	// The failover benchmark (-failover); see failover.go.
+	failover       bool
+	ways           []string
+	standbys       []string
+	leaseDuration  time.Duration
+	handlerBackoff time.Duration
 }
 
 func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
@@ -152,6 +160,13 @@ Flags:
 	fs.IntVar(&c.workers, "workers", 0, "-timers: the broker's --workers (0: its default, 64)")
 	fs.StringVar(&c.timerHandler, "timer-handler", timerHandlerGo, "-timers: the handler process: go (test/bench/timerhandler, Go SDK), python (test/bench/timerhandler/handler.py, Python SDK,\nan async function) or python-sync (the same with a plain function, run in the SDK's thread pool); every one only acks")
 	fs.StringVar(&c.python, "python", defaultPython, "-timers: the `interpreter` of the Python handler; it must import grpc and google.protobuf (Debian: python3-grpcio, python3-protobuf)")
+	fs.BoolVar(&c.failover, "failover", false, "run the failover benchmark instead: at each -n (default "+failoverCounts+"), two broker replicas with --leader-elect and the bench handler;\n"+
+		"-pairs times each of -ways the leader is stopped while a Widget is created, and the table says when the other replica led, was ready,\n"+
+		"had the handler back and handled that Widget (goal: under "+failoverGoal.String()+", no hold lost)")
+	ways := fs.String("ways", stopTerm+","+stopKill, "-failover: comma-separated ways to stop the leader: term (SIGTERM, as a deleted Pod: the Lease is released) or kill (SIGKILL, as a dead node: the Lease expires)")
+	standbys := fs.String("standby", standbyWarm+","+standbyCold, "-failover: comma-separated follower caches to compare, in turns: warm (the default: followers keep the caches warm)\nor cold (--leader-elect-cold-standby)")
+	fs.DurationVar(&c.leaseDuration, "lease-duration", 0, "-failover: the brokers' --leader-elect-lease-duration (0: their default)")
+	fs.DurationVar(&c.handlerBackoff, "handler-backoff-max", sdk.DefaultReconnectMax, "-failover: the handler's longest wait between two connection attempts (the SDK's default)")
 	fs.StringVar(&c.profile, "profile", "", "run a broker built with net/http/pprof and save in this `dir` a heap profile of the broker after each phase\n(with -timers: a CPU profile of each measurement window and a goroutine dump from its middle)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -176,6 +191,17 @@ Flags:
 	}
 	if c.scale && !nSet {
 		*counts = scaleCounts
+	}
+	if c.failover {
+		if c.timers || c.scale {
+			return nil, errors.New("-failover goes with neither -timers nor -scale")
+		}
+		if !nSet {
+			*counts = failoverCounts
+		}
+		if err := c.parseFailover(*ways, *standbys); err != nil {
+			return nil, err
+		}
 	}
 	if c.timers {
 		if err := c.parseTimers(*objects, *intervals, *modes, c.windowSet); err != nil {
@@ -228,6 +254,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 		reportTimers(&sb, tcfg, trows)
 		fmt.Fprintln(&sb)
 		ok = reportScale(&sb, cfg, rows, trows)
+	case cfg.failover:
+		rows, err := benchFailover(sigCtx, cfg, stderr)
+		if err != nil {
+			fmt.Fprintln(stderr, "bench:", err)
+			return exitError
+		}
+		ok = reportFailover(&sb, cfg, rows)
 	case cfg.timers:
 		rows, err := benchTimers(sigCtx, cfg, stderr)
 		if err != nil {

@@ -4,6 +4,9 @@
 // with tether.dev/<name> until its deletion has been handled.
 //
 //	handler -addr 127.0.0.1:7443 -name bench -namespace bench-broker-1000 -window 64
+//
+// With several comma-separated -addr, it dials the broker replicas in turn
+// (sdk.RoundRobin), as the failover benchmark needs.
 package main
 
 import (
@@ -12,6 +15,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -21,11 +25,12 @@ import (
 )
 
 func main() {
-	addr := flag.String("addr", "127.0.0.1:7443", "broker gRPC address HOST:PORT (insecure mode)")
+	addr := flag.String("addr", "127.0.0.1:7443", "broker gRPC address HOST:PORT (insecure mode); several, comma-separated, are dialled in turn")
 	name := flag.String("name", "bench", "handler name; the hold is tether.dev/<name>")
 	namespace := flag.String("namespace", "", "namespace whose Widgets are handled (required)")
 	window := flag.Int("window", 64, "deliveries handled at once")
 	logLevel := flag.String("log-level", "warn", "log level: trace, debug, info, warn, error")
+	backoffMax := flag.Duration("backoff-max", time.Second, "longest wait between two connection attempts (the SDK's default is "+sdk.DefaultReconnectMax.String()+")")
 	flag.Parse()
 	if *namespace == "" || flag.NArg() > 0 {
 		fmt.Fprintln(os.Stderr, "handler: -namespace is required and no arguments are accepted")
@@ -33,14 +38,19 @@ func main() {
 	}
 
 	widgets := sdk.GVR("test.tether.dev", "v1", "widgets")
-	h := sdk.New(*name,
+	opts := []sdk.Option{
 		sdk.WithInsecure(),
 		sdk.WithWindow(*window),
-		sdk.WithReconnectBackoff(50*time.Millisecond, time.Second),
+		sdk.WithReconnectBackoff(min(50*time.Millisecond, *backoffMax), *backoffMax),
 		sdk.WithLogger(hclog.New(&hclog.LoggerOptions{
 			Name: "bench-handler", Level: hclog.LevelFromString(*logLevel), Output: os.Stderr,
 		})),
-	)
+	}
+	addrs := strings.Split(*addr, ",")
+	if len(addrs) > 1 {
+		opts = append(opts, sdk.WithDialer(sdk.RoundRobin(addrs...)))
+	}
+	h := sdk.New(*name, opts...)
 	h.OnCreate(widgets, func(_ context.Context, ev *sdk.Event) error {
 		ev.SetResult(map[string]any{"ok": true})
 		return nil
@@ -50,7 +60,7 @@ func main() {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := h.Run(ctx, *addr); err != nil {
+	if err := h.Run(ctx, addrs[0]); err != nil {
 		fmt.Fprintln(os.Stderr, "handler:", err)
 		os.Exit(1)
 	}

@@ -1,0 +1,460 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/tether-dev/tether/broker/dispatch"
+	"github.com/tether-dev/tether/broker/hold"
+	"github.com/tether-dev/tether/test/controlplane"
+)
+
+// The failover benchmark (-failover): N Widgets held by the bench handler
+// under two broker replicas with --leader-elect, and then, in turns, the
+// leader stopped one way or the other while a new Widget is created. It
+// measures, from the stop, when the other replica leads, when it is ready,
+// when the handler is connected to it and when the new Widget is handled:
+// the time the handler's objects go unserved.
+
+// failoverGoal bounds the time from the leader's stop to the first
+// delivery of the new leader (issue 16).
+const failoverGoal = 10 * time.Second
+
+// failoverCounts is -n for -failover unless given.
+const failoverCounts = "10000"
+
+// Ways to stop the leader.
+const (
+	// stopTerm is SIGTERM, as when its Pod is deleted (a rollout, a node
+	// drain): it releases the Lease on its way out.
+	stopTerm = "term"
+	// stopKill is SIGKILL, as when its node dies: the Lease expires.
+	stopKill = "kill"
+)
+
+// The log lines of cmd/broker that mark the steps of a takeover, as the
+// broker's text log writes them.
+const (
+	logLeading   = "leading: this replica watches"
+	logReady     = "broker ready:"
+	logConnected = "handler instance connected"
+	logFollowing = "following:"
+	logWarm      = "caches warm for a takeover"
+)
+
+// Follower caches (-standby).
+const (
+	standbyWarm = "warm" // the default: followers keep the caches warm
+	standbyCold = "cold" // --leader-elect-cold-standby
+)
+
+type failoverRow struct {
+	n       int
+	round   int
+	standby string
+	way     string
+	// From the stop of the leader: the other replica leads, is ready,
+	// has the handler connected, and the new Widget is handled.
+	leading, ready, connected, handled time.Duration
+	// writes are the brokers' writes on Widgets from the stop until they
+	// settled, the new Widget's included.
+	writes float64
+	// lost counts the Widgets without the handler's hold afterwards.
+	lost int
+}
+
+func (c *config) parseFailover(ways, standbys string) error {
+	for m := range strings.SplitSeq(standbys, ",") {
+		m = strings.TrimSpace(m)
+		if m != standbyWarm && m != standbyCold {
+			return fmt.Errorf("-standby: %q is neither %s nor %s", m, standbyWarm, standbyCold)
+		}
+		c.standbys = append(c.standbys, m)
+	}
+	for w := range strings.SplitSeq(ways, ",") {
+		w = strings.TrimSpace(w)
+		if w != stopTerm && w != stopKill {
+			return fmt.Errorf("-ways: %q is neither %s nor %s", w, stopTerm, stopKill)
+		}
+		c.ways = append(c.ways, w)
+	}
+	if c.handlerBackoff <= 0 {
+		return errors.New("-handler-backoff-max must be positive")
+	}
+	return nil
+}
+
+// benchFailover runs the failover benchmark at each -n.
+func benchFailover(ctx context.Context, cfg *config, stderr io.Writer) (rows []failoverRow, err error) {
+	err = withEnv(ctx, cfg, stderr, "./test/bench/handler", func(e *env, bin binaries) error {
+		for _, n := range cfg.counts {
+			rs, err := runFailover(ctx, e, bin, n)
+			rows = append(rows, rs...)
+			if err != nil {
+				return fmt.Errorf("failover N=%d: %w", n, err)
+			}
+		}
+		return nil
+	})
+	return rows, err
+}
+
+// replica is one broker process of the pair and how to start it again.
+type replica struct {
+	identity, addr string
+	args           []string
+	p              *process
+	generation     int
+}
+
+func (r *replica) start(e *env, bin binaries) error {
+	r.generation++
+	p, err := startProcess(e, fmt.Sprintf("%s-%d", r.identity, r.generation), bin.broker, r.args...)
+	r.p = p
+	return err
+}
+
+// pair is the two broker replicas, started with the follower caches of one
+// -standby mode.
+type pair struct {
+	replicas []*replica
+	standby  string
+}
+
+func newPair() (*pair, error) {
+	p := &pair{}
+	for _, id := range []string{"broker-a", "broker-b"} {
+		addr, err := freeAddr()
+		if err != nil {
+			return nil, err
+		}
+		p.replicas = append(p.replicas, &replica{identity: id, addr: addr})
+	}
+	return p, nil
+}
+
+// start stops the replicas that run and starts both with standby.
+func (p *pair) start(e *env, bin binaries, brokerNS, standby string) error {
+	p.stop(e)
+	p.standby = standby
+	for _, r := range p.replicas {
+		r.args = []string{"--insecure", "--listen", r.addr, "--kubeconfig", e.cp.KubeconfigPath(), "--metrics-listen", "",
+			"--namespace", brokerNS, "--identity", r.identity, "--leader-elect",
+			"--kube-api-qps", strconv.FormatFloat(e.qps, 'f', -1, 64), "--kube-api-burst", strconv.Itoa(e.burst)}
+		if e.leaseDuration > 0 {
+			r.args = append(r.args, "--leader-elect-lease-duration", e.leaseDuration.String())
+		}
+		if standby == standbyCold {
+			r.args = append(r.args, "--leader-elect-cold-standby")
+		}
+		if err := r.start(e, bin); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (p *pair) stop(e *env) {
+	for _, r := range p.replicas {
+		if err := r.p.stop(); err != nil {
+			e.progressf("%v", err)
+		}
+		r.p = nil
+	}
+}
+
+func (p *pair) addrs() string { return p.replicas[0].addr + "," + p.replicas[1].addr }
+
+// runFailover sets up the handler and the Widgets of one count and then, in
+// rounds, for each -standby mode a pair of replicas whose leader it stops
+// each of -ways. The modes take turns in each round's lead, so that neither
+// always runs first.
+func runFailover(ctx context.Context, e *env, bin binaries, n int) (rows []failoverRow, err error) {
+	ns := fmt.Sprintf("bench-failover-%d", n)
+	brokerNS := ns + "-tether"
+	for _, name := range []string{ns, brokerNS} {
+		if _, err := e.kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
+			return nil, fmt.Errorf("creating namespace %s: %w", name, err)
+		}
+	}
+	brokers, err := newPair()
+	if err != nil {
+		return nil, err
+	}
+	var handler *process
+	defer func() {
+		if err := handler.stop(); err != nil {
+			e.progressf("%v", err)
+		}
+		brokers.stop(e)
+	}()
+	if err := brokers.start(e, bin, brokerNS, e.standbys[0]); err != nil {
+		return nil, err
+	}
+	if _, err := leaseHolder(ctx, e, brokerNS, ""); err != nil {
+		return nil, err
+	}
+	handler, err = startProcess(e, "handler-failover", bin.handler, "-addr", brokers.addrs(),
+		"-name", handlerName, "-namespace", ns, "-window", strconv.Itoa(e.window), "-backoff-max", e.handlerBackoff.String())
+	if err != nil {
+		return nil, err
+	}
+	tr, err := startTracker(ctx, e, ns, newBrokerController(e, bin).done)
+	if err != nil {
+		return nil, err
+	}
+	defer tr.stop()
+	label := fmt.Sprintf("failover N=%d", n)
+	e.progressf("%s: creating the Widgets", label)
+	if _, _, err := loadAndWait(ctx, e, tr, ns, n, label+" create", time.Now(), false); err != nil {
+		return nil, err
+	}
+	for round := 1; round <= e.pairs; round++ {
+		order := slices.Clone(e.standbys)
+		if round%2 == 0 {
+			slices.Reverse(order)
+		}
+		for _, standby := range order {
+			if brokers.standby != standby {
+				if err := brokers.start(e, bin, brokerNS, standby); err != nil {
+					return rows, err
+				}
+			}
+			for _, way := range e.ways {
+				r, err := failOver(ctx, e, bin, brokers, ns, brokerNS, n, round, way)
+				if err != nil {
+					return rows, fmt.Errorf("round %d, %s standby, %s: %w", round, standby, way, err)
+				}
+				e.progressf("%s round %d %s standby %s: leading after %s, ready %s, handler connected %s, new Widget handled %s; writes %.0f, holds lost %d",
+					label, round, standby, way, r.leading.Round(time.Millisecond), r.ready.Round(time.Millisecond),
+					r.connected.Round(time.Millisecond), r.handled.Round(time.Millisecond), r.writes, r.lost)
+				rows = append(rows, r)
+			}
+		}
+	}
+	return rows, nil
+}
+
+// failOver stops the leader one way, measures the takeover and starts the
+// stopped replica again as a follower.
+func failOver(ctx context.Context, e *env, bin binaries, brokers *pair, ns, brokerNS string, n, round int, way string) (failoverRow, error) {
+	row := failoverRow{n: n, round: round, standby: brokers.standby, way: way}
+	holder, err := leaseHolder(ctx, e, brokerNS, "")
+	if err != nil {
+		return row, err
+	}
+	old, next := brokers.replicas[0], brokers.replicas[1]
+	if holder == next.identity {
+		old, next = next, old
+	}
+	// The follower is settled: it has seen the leader and, unless cold,
+	// filled its caches.
+	settled := logWarm
+	if brokers.standby == standbyCold {
+		settled = logFollowing
+	}
+	if _, err := waitLog(ctx, next.p, settled, time.Time{}); err != nil {
+		return row, err
+	}
+	before, err := settledScrape(ctx, e.kube)
+	if err != nil {
+		return row, err
+	}
+	sig := syscall.SIGTERM
+	if way == stopKill {
+		sig = syscall.SIGKILL
+	}
+	name := fmt.Sprintf("failover-%d-%s-%s", round, brokers.standby, way)
+	t0 := time.Now()
+	if err := old.p.cmd.Process.Signal(sig); err != nil {
+		return row, fmt.Errorf("stopping %s: %w", old.identity, err)
+	}
+	ri := e.load.Resource(controlplane.WidgetGVR).Namespace(ns)
+	if _, err := ri.Create(ctx, newWidget(ns, name, 0), metav1.CreateOptions{}); err != nil {
+		return row, fmt.Errorf("creating %s: %w", name, err)
+	}
+	done := newBrokerController(e, bin).done
+	err = wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, e.timeout, true, func(ctx context.Context) (bool, error) {
+		obj, err := ri.Get(ctx, name, metav1.GetOptions{})
+		return err == nil && done(obj), nil
+	})
+	if err != nil {
+		return row, fmt.Errorf("waiting for %s to be handled: %w", name, err)
+	}
+	row.handled = time.Since(t0)
+	<-old.p.done
+	for _, step := range []struct {
+		line string
+		d    *time.Duration
+	}{{logLeading, &row.leading}, {logReady, &row.ready}, {logConnected, &row.connected}} {
+		at, err := waitLog(ctx, next.p, step.line, t0)
+		if err != nil {
+			return row, err
+		}
+		*step.d = at.Sub(t0)
+	}
+	after, err := settledScrape(ctx, e.kube)
+	if err != nil {
+		return row, err
+	}
+	writes := diff(before, after, map[string]float64{"POST": 1}, 1)
+	row.writes = writes.controller
+	if row.writes > 1 {
+		e.progressf("%s: %.0f writes on Widgets by a broker: %s", name, row.writes, writes.verbs())
+	}
+	list, err := e.dyn.Resource(controlplane.WidgetGVR).Namespace(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return row, err
+	}
+	var written []string
+	for i := range list.Items {
+		obj := &list.Items[i]
+		if !hold.Has(obj, handlerName) {
+			row.lost++
+		}
+		if obj.GetName() != name && writtenSince(obj, t0) {
+			written = append(written, obj.GetName())
+		}
+	}
+	if len(written) > 0 {
+		e.progressf("written by a broker since the stop, besides %s: %s", name, strings.Join(written[:min(len(written), 10)], ", "))
+	}
+	return row, old.start(e, bin)
+}
+
+// writtenSince reports whether a broker wrote obj after t, as far as
+// managedFields tell: they keep whole seconds, so a write in t's second is
+// not seen.
+func writtenSince(obj *unstructured.Unstructured, t time.Time) bool {
+	for _, f := range obj.GetManagedFields() {
+		if f.Manager == dispatch.FieldManager && f.Time != nil && f.Time.Time.After(t) {
+			return true
+		}
+	}
+	return false
+}
+
+// leaseHolder waits until the leader Lease in ns names a holder other than
+// not, and returns it.
+func leaseHolder(ctx context.Context, e *env, ns, not string) (string, error) {
+	var holder string
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		l, err := e.kube.CoordinationV1().Leases(ns).Get(ctx, "tether-broker-leader", metav1.GetOptions{})
+		if err != nil || l.Spec.HolderIdentity == nil {
+			return false, nil
+		}
+		holder = *l.Spec.HolderIdentity
+		return holder != "" && holder != not, nil
+	})
+	if err != nil {
+		return "", fmt.Errorf("waiting for a broker to lead: %w", err)
+	}
+	return holder, nil
+}
+
+// waitLog waits until p's log has a line containing s stamped after since,
+// and returns its time.
+func waitLog(ctx context.Context, p *process, s string, since time.Time) (time.Time, error) {
+	var at time.Time
+	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+		var err error
+		at, err = findLog(p.log, s, since)
+		return err == nil, nil
+	})
+	if err != nil {
+		return at, fmt.Errorf("waiting for %q in %s: %w", s, p.log, err)
+	}
+	return at, nil
+}
+
+// errNoLine: the log has no such line (yet).
+var errNoLine = errors.New("no such line")
+
+// findLog finds the first line of the log at path that contains s and is
+// stamped after since, in hclog's text format
+// ("2026-12-01T19:27:18.584Z [INFO]  broker: ...").
+func findLog(path, s string, since time.Time) (time.Time, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return time.Time{}, err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		stamp, _, ok := strings.Cut(line, " ")
+		if !ok || !strings.Contains(line, s) {
+			continue
+		}
+		at, err := time.Parse("2006-01-02T15:04:05.000Z0700", stamp)
+		if err == nil && at.After(since) {
+			return at, nil
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return time.Time{}, err
+	}
+	return time.Time{}, errNoLine
+}
+
+// reportFailover writes the table and the verdict on the time to the new
+// leader's first delivery; it reports whether the goal was met.
+func reportFailover(w io.Writer, cfg *config, rows []failoverRow) bool {
+	lease := "15s (the default)"
+	if cfg.leaseDuration > 0 {
+		lease = cfg.leaseDuration.String()
+	}
+	fmt.Fprintf(w, "Tether failover benchmark: kube-apiserver %s, 2 broker replicas with --leader-elect, lease duration %s, handler reconnect backoff up to %s\n\n",
+		controlplane.KubernetesVersion, lease, cfg.handlerBackoff)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "N\tround\tstandby\tstop\tleading s\tready s\thandler connected s\tnew Widget handled s\tbroker writes\tholds lost")
+	for _, r := range rows {
+		fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%.2f\t%.2f\t%.2f\t%.2f\t%.0f\t%d\n", r.n, r.round, r.standby, r.way,
+			r.leading.Seconds(), r.ready.Seconds(), r.connected.Seconds(), r.handled.Seconds(), r.writes, r.lost)
+	}
+	tw.Flush()
+	fmt.Fprintln(w)
+	ok := true
+	for _, n := range cfg.counts {
+		for _, way := range cfg.ways {
+			for _, standby := range cfg.standbys {
+				var ready, handled []float64
+				lost := 0
+				for _, r := range rows {
+					if r.n == n && r.way == way && r.standby == standby {
+						ready, handled = append(ready, (r.ready-r.leading).Seconds()), append(handled, r.handled.Seconds())
+						lost += r.lost
+					}
+				}
+				if len(handled) == 0 {
+					continue
+				}
+				line := fmt.Sprintf("N=%d %s, %s standby: leading to ready %.2fs %s, stop to first delivery %.2fs %s, medians of %d",
+					n, way, standby, median(ready), spread(ready, 1), median(handled), spread(handled, 1), len(handled))
+				if standby == standbyWarm { // the default is judged
+					met := median(handled) < failoverGoal.Seconds() && lost == 0
+					ok = ok && met
+					line += fmt.Sprintf(" (goal < %s, no hold lost): %s", failoverGoal, passFail(met))
+				}
+				fmt.Fprintln(w, line)
+			}
+		}
+	}
+	return ok
+}
