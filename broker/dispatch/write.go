@@ -144,10 +144,10 @@ type write struct {
 	removeHold bool
 	// lastHandled is remembered in memory once the write lands.
 	lastHandled map[string]any
-	// handled is the object the handler was given, kept so that the
-	// state recorded as handled is made again without the handler's
-	// patch when the API server refuses it.
-	handled map[string]any
+	// asIs is the essence of the object the handler was given, when its
+	// patch changes it: what is recorded as handled instead when the API
+	// server refuses the patch.
+	asIs map[string]any
 	// release says why removeHold releases, for metrics (default: done or
 	// no-longer-matching).
 	release string
@@ -159,14 +159,24 @@ type write struct {
 // recordHandled records, as the state handler finished with, the essence
 // of obj after the handler's part of w.
 func (w *write) recordHandled(handler string, obj map[string]any) error {
-	after := progress.Essence(jsonpatch.ApplyMerge(obj, w.handler))
-	enc, err := progress.Encode(after)
+	asIs := progress.Essence(obj)
+	after := asIs
+	if len(w.handler) > 0 {
+		after = progress.Essence(jsonpatch.ApplyMerge(obj, w.handler))
+		w.asIs = asIs
+	}
+	return w.record(handler, after)
+}
+
+// record sets the state recorded as handled: the annotation, and the
+// broker's memory of it once the write lands.
+func (w *write) record(handler string, essence map[string]any) error {
+	enc, err := progress.Encode(essence)
 	if err != nil {
 		return fmt.Errorf("encoding the last-handled state: %w", err)
 	}
 	w.setAnnotation(progress.LastHandledKey(handler), enc)
-	w.lastHandled = progress.Recorded(after)
-	w.handled = obj
+	w.lastHandled = progress.Recorded(essence)
 	return nil
 }
 
@@ -174,10 +184,12 @@ func (w *write) recordHandled(handler string, obj map[string]any) error {
 // and records as handled the object as it is.
 func (w *write) dropHandlerPart(handler string) error {
 	w.handler, w.status = nil, nil
-	if w.handled == nil {
+	if w.asIs == nil {
 		return nil
 	}
-	return w.recordHandled(handler, w.handled)
+	asIs := w.asIs
+	w.asIs = nil
+	return w.record(handler, asIs)
 }
 
 // note is a Kubernetes Event to post.
