@@ -508,10 +508,21 @@ func (r *timerRun) readStats() (timerstats.Progress, error) {
 func (r *timerRun) warmUp(ctx context.Context) error {
 	deadline := time.Now().Add(r.e.timeout)
 	lastReport := time.Now()
+	heapTaken := r.pprofAddr == ""
 	for {
 		s, err := r.readStats()
 		if err != nil {
 			return err
+		}
+		if !heapTaken && s.Objects >= r.n/2 {
+			// Halfway, most objects still wait for their hold: the broker's
+			// live heap then is about its peak.
+			heapTaken = true
+			path := filepath.Join(r.e.profile, "broker-"+r.id+"-warmup-heap.pprof")
+			if err := fetchProfile(ctx, "http://"+r.pprofAddr+"/debug/pprof/heap?gc=1", path); err != nil {
+				return fmt.Errorf("-profile: %w", err)
+			}
+			r.e.progressf("%s: heap profile of the broker halfway through the warm-up: %s", r.label, path)
 		}
 		if s.Objects >= r.n {
 			r.warmupDoneAt = time.Now()
