@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/tether-dev/tether/broker/admission"
+	"github.com/tether-dev/tether/broker/certs"
 	"github.com/tether-dev/tether/broker/webhook"
 )
 
@@ -41,6 +42,16 @@ type Admission struct {
 	// CAFile the bundle that verifies it (without it, the API server uses
 	// its system roots).
 	CertFile, KeyFile, CAFile string
+}
+
+// DefaultAdmissionSecret is Admission.SecretName unless set.
+const DefaultAdmissionSecret = "tether-admission-tls"
+
+func (a Admission) secretName() string {
+	if a.SecretName == "" {
+		return DefaultAdmissionSecret
+	}
+	return a.SecretName
 }
 
 // Enabled reports whether the broker serves admission.
@@ -112,7 +123,7 @@ func (b *Broker) AdmissionAddr() net.Addr {
 // endpoint (on every replica) and the webhook configurations (written by
 // the leader).
 type admissionParts struct {
-	certs  *admission.Certs
+	certs  *certs.Serving
 	paths  *admission.PathKey
 	hooks  *webhook.Manager
 	server *admission.Server // set once the dispatcher exists
@@ -122,8 +133,8 @@ type admissionParts struct {
 // webhooks point at the Service when one is named, else at the URL.
 func (b *Broker) newAdmission(ctx context.Context, kube kubernetes.Interface) (*admissionParts, error) {
 	a := b.opts.Admission
-	copts := admission.CertsOptions{
-		Client: kube, Namespace: b.opts.Namespace, SecretName: a.SecretName,
+	copts := certs.Options{
+		Name: "admission", Client: kube, Namespace: b.opts.Namespace, SecretName: a.secretName(),
 		CertFile: a.CertFile, KeyFile: a.KeyFile, CAFile: a.CAFile, Log: b.log.Named("admission"),
 	}
 	wopts := webhook.Options{Client: kube, Log: b.log.Named("webhook"), ExcludeUsers: b.ownUser(ctx, kube)}
@@ -147,24 +158,20 @@ func (b *Broker) newAdmission(ctx context.Context, kube kubernetes.Interface) (*
 			copts.DNSNames = []string{u.Hostname()}
 		}
 	}
-	certs, err := admission.NewCerts(copts)
+	serving, err := certs.New(copts)
 	if err != nil {
 		return nil, err
 	}
-	secretName := a.SecretName
-	if secretName == "" {
-		secretName = admission.DefaultSecretName
-	}
-	paths, err := admission.LoadPathKey(ctx, kube, b.opts.Namespace, secretName+"-path-key")
+	paths, err := admission.LoadPathKey(ctx, kube, b.opts.Namespace, a.secretName()+"-path-key")
 	if err != nil {
 		return nil, err
 	}
-	wopts.CABundle, wopts.Paths = certs.CABundle, paths
+	wopts.CABundle, wopts.Paths = serving.CABundle, paths
 	hooks, err := webhook.New(wopts)
 	if err != nil {
 		return nil, err
 	}
-	return &admissionParts{certs: certs, paths: paths, hooks: hooks}, nil
+	return &admissionParts{certs: serving, paths: paths, hooks: hooks}, nil
 }
 
 // admissionURL is where the API server reaches the endpoint from outside

@@ -29,6 +29,7 @@ import (
 	"github.com/tether-dev/tether/broker/admission"
 	"github.com/tether-dev/tether/broker/auth"
 	"github.com/tether-dev/tether/broker/binding"
+	"github.com/tether-dev/tether/broker/certs"
 	"github.com/tether-dev/tether/broker/dispatch"
 	"github.com/tether-dev/tether/broker/informer"
 	"github.com/tether-dev/tether/broker/metrics"
@@ -52,8 +53,11 @@ type Options struct {
 	// Insecure serves plain text without authentication, for local
 	// development; it refuses any address but loopback.
 	Insecure bool
-	// TLS serves gRPC over TLS; required unless Insecure.
-	TLS *tls.Config
+	// TLS serves gRPC with this configuration. When it is nil (and not
+	// Insecure), the broker serves GRPCCerts: a generated certificate, or
+	// given files, with the CA bundle published in a ConfigMap.
+	TLS       *tls.Config
+	GRPCCerts GRPCCerts
 	// Defaults fill in what bindings leave unset.
 	Defaults binding.Defaults
 	// Workers per handler (default 64).
@@ -136,9 +140,6 @@ func New(opts Options) (*Broker, error) {
 	}
 	if opts.Listener == nil && opts.Listen == "" {
 		return nil, errors.New("broker: a listen address is required")
-	}
-	if !opts.Insecure && opts.TLS == nil {
-		return nil, errors.New("broker: TLS is required unless insecure mode is asked for")
 	}
 	if opts.MaxMessageSize <= 0 {
 		opts.MaxMessageSize = tetherv1.DefaultMaxMessageBytes
@@ -231,6 +232,17 @@ func (b *Broker) Start(ctx context.Context) error {
 	if err := ensureNamespace(ctx, kube, b.opts.Namespace); err != nil {
 		b.log.Warn("cannot make sure the broker's namespace exists; presence may not be recorded", "namespace", b.opts.Namespace, "error", err)
 	}
+	tlsConfig := b.opts.TLS
+	var grpcCerts *certs.Serving
+	if !b.opts.Insecure && tlsConfig == nil {
+		if grpcCerts, err = b.newGRPCCerts(kube); err != nil {
+			return err
+		}
+		if err := grpcCerts.Load(ctx); err != nil {
+			return fmt.Errorf("loading the gRPC serving certificate: %w", err)
+		}
+		tlsConfig = grpcTLS(grpcCerts)
+	}
 
 	resolver := &resource.Resolver{Discovery: disc}
 	watcher, err := informer.NewClient(cfg)
@@ -300,7 +312,7 @@ func (b *Broker) Start(ctx context.Context) error {
 		DefaultWindow: b.opts.DefaultWindow, MaxWindow: b.opts.MaxWindow, Version: b.opts.Version,
 		Metrics: b.metrics, Authorize: authorize, RecheckEvery: b.opts.RecheckEvery,
 	})
-	opts := b.serverOptions()
+	opts := b.serverOptions(tlsConfig)
 	if authz != nil {
 		opts = append(opts, grpc.ChainStreamInterceptor(authz.StreamInterceptor()))
 	}
@@ -397,6 +409,12 @@ func (b *Broker) Start(ctx context.Context) error {
 		}
 		return nil
 	})
+	if grpcCerts != nil {
+		g.Go(func() error { return grpcCerts.Start(gctx) })
+		if cm := b.opts.GRPCCerts.withDefaults().CAConfigMap; cm != "-" {
+			g.Go(func() error { publishCA(gctx, kube, b.opts.Namespace, cm, grpcCerts, b.log); return nil })
+		}
+	}
 	if adm != nil {
 		g.Go(func() error { return adm.certs.Start(gctx) })
 		g.Go(func() error { return adm.server.Start(gctx) })
@@ -446,7 +464,7 @@ func (b *Broker) uninstall(dyn dynamic.Interface, store *presence.Store, known [
 	return nil
 }
 
-func (b *Broker) serverOptions() []grpc.ServerOption {
+func (b *Broker) serverOptions(tlsConfig *tls.Config) []grpc.ServerOption {
 	opts := []grpc.ServerOption{
 		grpc.MaxRecvMsgSize(b.opts.MaxMessageSize),
 		// A handler instance needs one stream (and health checks); a
@@ -455,8 +473,8 @@ func (b *Broker) serverOptions() []grpc.ServerOption {
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
 	}
-	if b.opts.TLS != nil {
-		opts = append(opts, grpc.Creds(credentials.NewTLS(b.opts.TLS)))
+	if tlsConfig != nil {
+		opts = append(opts, grpc.Creds(credentials.NewTLS(tlsConfig)))
 	}
 	return opts
 }

@@ -47,16 +47,7 @@
 //
 // # Certificates
 //
-// Certs serves the endpoint's certificate and the CA bundle the webhook
-// configurations carry. Given a certificate (CertFile, KeyFile, optionally
-// CAFile, as cert-manager writes them), it reads the files again when they
-// change. Otherwise it generates a self-signed ECDSA P-256 CA and a serving
-// certificate for the broker's names, kept in the Secret
-// tether-admission-tls (keys ca.crt, ca.key, tls.crt, tls.key) in the
-// broker's namespace, so that replicas and restarts share one CA. The
-// serving certificate is renewed on the same CA when less than a third of
-// its validity is left or it does not cover the wanted names; writes to
-// the Secret are create-or-take-the-winner's and updates guarded by its
-// resourceVersion. Changed tells the webhook configuration writer when the
-// CA bundle changed.
+// The endpoint serves the certificate of a certs.Serving (Options.Certs),
+// whose CA bundle the webhook configurations carry; package certs says how
+// it is generated, kept and renewed.
 package admission

@@ -15,6 +15,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/tether-dev/tether/broker/certs"
 )
 
 // PathKey signs the admission paths the broker writes into its webhook
@@ -74,7 +76,7 @@ func (k *PathKey) parse(p string) (handler, bindingID string, ok bool) {
 func LoadPathKey(ctx context.Context, client kubernetes.Interface, namespace, name string) (*PathKey, error) {
 	secrets := client.CoreV1().Secrets(namespace)
 	ref := namespace + "/" + name
-	for range maxSecretAttempts {
+	for range certs.MaxSecretAttempts {
 		sec, err := secrets.Get(ctx, name, metav1.GetOptions{})
 		if err == nil {
 			k, err := NewPathKey(sec.Data[SecretPathKey])

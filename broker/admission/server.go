@@ -17,6 +17,7 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 
 	"github.com/tether-dev/tether/broker/binding"
+	"github.com/tether-dev/tether/broker/certs"
 	"github.com/tether-dev/tether/broker/metrics"
 	tetherv1 "github.com/tether-dev/tether/proto/tether/v1"
 )
@@ -63,7 +64,7 @@ type Options struct {
 	Listener net.Listener
 	Listen   string
 	// Certs serve TLS; Load them before Start.
-	Certs *Certs
+	Certs *certs.Serving
 	// Paths signs and checks the endpoints' paths: a request whose path it
 	// did not sign is answered 404 before anything else.
 	Paths *PathKey

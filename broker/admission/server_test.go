@@ -96,7 +96,7 @@ func startServer(t *testing.T, r Reviewer, maxBody int64, maxPerHandler int) *te
 	t.Helper()
 	leaks := goleak.IgnoreCurrent()
 	t.Cleanup(func() { goleak.VerifyNone(t, leaks) })
-	certs, _ := fileCerts(t)
+	certs := testCerts(t)
 	reg := prometheus.NewRegistry()
 	srv, err := New(Options{Log: testLogger(t), Reviewer: r, Listen: "127.0.0.1:0", Certs: certs, Paths: testPaths,
 		MaxBodyBytes: maxBody, MaxReviewsPerHandler: maxPerHandler, Metrics: metrics.New(reg)})
@@ -538,7 +538,7 @@ func TestUnsignedRequestsNeverReachTheHandler(t *testing.T) {
 }
 
 func TestServerOptionsAreChecked(t *testing.T) {
-	certs, _ := fileCerts(t)
+	certs := testCerts(t)
 	r := reviewFunc(nil)
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -596,4 +596,20 @@ func TestSignedPathsRoundTrip(t *testing.T) {
 	if _, err := NewPathKey([]byte("short")); err == nil {
 		t.Error("NewPathKey took a 5-byte key")
 	}
+}
+
+// TestOldTLSIsRefused: the endpoint speaks TLS 1.2 and later only.
+func TestOldTLSIsRefused(t *testing.T) {
+	s := startServer(t, reviewFunc(nil), 0, 0)
+	addr := strings.TrimPrefix(s.base, "https://")
+	roots := s.client.Transport.(*http.Transport).TLSClientConfig.RootCAs
+	if conn, err := tls.Dial("tcp", addr, &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS10, MaxVersion: tls.VersionTLS11}); err == nil {
+		conn.Close()
+		t.Error("TLS 1.1 was accepted")
+	}
+	conn, err := tls.Dial("tcp", addr, &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12})
+	if err != nil {
+		t.Fatalf("TLS 1.2 was refused: %v", err)
+	}
+	conn.Close()
 }

@@ -1,4 +1,4 @@
-package admission
+package certs
 
 import (
 	"context"
@@ -15,8 +15,7 @@ import (
 	"github.com/tether-dev/tether/test/controlplane"
 )
 
-// The certificate tests use the real API server; the server tests need
-// none and also run with -short.
+// The certificate tests use the real API server.
 func TestMain(m *testing.M) { os.Exit(controlplane.RunTests(m)) }
 
 func testLogger(t *testing.T) hclog.Logger {
@@ -35,7 +34,7 @@ func eventually(t *testing.T, what string, cond func(ctx context.Context) (bool,
 
 // testNames are the names the test certificates serve.
 var (
-	testDNS = []string{"admission.tether.test"}
+	testDNS = []string{"broker.tether.test"}
 	testIPs = []net.IP{net.IPv4(127, 0, 0, 1)}
 )
 
@@ -49,11 +48,11 @@ type certFiles struct {
 // testIPs and writes them to dir (overwriting earlier ones).
 func writeCertFiles(t *testing.T, dir string) certFiles {
 	t.Helper()
-	ca, err := newCA(time.Now(), time.Hour)
+	ca, err := newCA("test", time.Now(), time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := newServing(ca, testDNS, testIPs, time.Now(), time.Hour)
+	srv, err := newServing("test", ca, testDNS, testIPs, time.Now(), time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,11 +66,11 @@ func writeCertFiles(t *testing.T, dir string) certFiles {
 	return f
 }
 
-// fileCerts returns loaded Certs of given files.
-func fileCerts(t *testing.T) (*Certs, certFiles) {
+// fileCerts returns a loaded Serving of given files.
+func fileCerts(t *testing.T) (*Serving, certFiles) {
 	t.Helper()
 	f := writeCertFiles(t, t.TempDir())
-	c, err := NewCerts(CertsOptions{CertFile: f.certFile, KeyFile: f.keyFile, CAFile: f.caFile, Log: testLogger(t)})
+	c, err := New(Options{CertFile: f.certFile, KeyFile: f.keyFile, CAFile: f.caFile, Log: testLogger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package admission
+package certs
 
 import (
 	"context"
@@ -18,18 +18,18 @@ const (
 	SecretCAKey  = "ca.key"
 )
 
-// maxSecretAttempts bounds the rounds of one syncSecret when other replicas
-// write the Secret at the same time.
-const maxSecretAttempts = 5
+// MaxSecretAttempts bounds the rounds of writing a Secret the replicas share
+// (a certificate, a key) when other replicas write it at the same time.
+const MaxSecretAttempts = 5
 
 // syncSecret makes the Secret hold a valid CA and a serving certificate
 // for the wanted names, creating or renewing them as needed, and serves
 // what it holds. The Secret is the one truth replicas and restarts share:
 // whoever loses a race to write it reads it again and takes the winner's.
-func (c *Certs) syncSecret(ctx context.Context) error {
+func (c *Serving) syncSecret(ctx context.Context) error {
 	secrets := c.opts.Client.CoreV1().Secrets(c.opts.Namespace)
 	ref := c.opts.Namespace + "/" + c.opts.SecretName
-	for range maxSecretAttempts {
+	for range MaxSecretAttempts {
 		sec, err := secrets.Get(ctx, c.opts.SecretName, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			ca, srv, err := c.generate(time.Now())
@@ -42,7 +42,7 @@ func (c *Certs) syncSecret(ctx context.Context) error {
 					Namespace: c.opts.Namespace,
 					Labels: map[string]string{
 						"app.kubernetes.io/name":      "tether-broker",
-						"app.kubernetes.io/component": "admission",
+						"app.kubernetes.io/component": c.opts.Name,
 					},
 				},
 				Type: corev1.SecretTypeTLS,
@@ -53,15 +53,15 @@ func (c *Certs) syncSecret(ctx context.Context) error {
 				continue // another replica created it first: take theirs
 			}
 			if err != nil {
-				return fmt.Errorf("creating the admission certificate Secret %s: %w", ref, err)
+				return fmt.Errorf("creating the %s certificate Secret %s: %w", c.opts.Name, ref, err)
 			}
-			c.log.Info("created the admission CA and serving certificate", "secret", ref,
+			c.log.Info("created the CA and serving certificate", "secret", ref,
 				"ca_not_after", ca.leaf().NotAfter, "not_after", srv.leaf().NotAfter)
 			c.use(srv.tls, ca.certPEM)
 			return nil
 		}
 		if err != nil {
-			return fmt.Errorf("reading the admission certificate Secret %s: %w", ref, err)
+			return fmt.Errorf("reading the %s certificate Secret %s: %w", c.opts.Name, ref, err)
 		}
 		ca, srv, why, err := c.renewal(sec.Data, time.Now())
 		if err != nil {
@@ -81,23 +81,23 @@ func (c *Certs) syncSecret(ctx context.Context) error {
 			continue // another replica renewed it first: judge theirs
 		}
 		if err != nil {
-			return fmt.Errorf("renewing the admission certificate in Secret %s (%s): %w", ref, why, err)
+			return fmt.Errorf("renewing the %s certificate in Secret %s (%s): %w", c.opts.Name, ref, why, err)
 		}
-		c.log.Info("renewed the admission certificate", "secret", ref, "why", why,
+		c.log.Info("renewed the certificate", "secret", ref, "why", why,
 			"ca_not_after", ca.leaf().NotAfter, "not_after", srv.leaf().NotAfter)
 		c.use(srv.tls, ca.certPEM)
 		return nil
 	}
-	return fmt.Errorf("the admission certificate Secret %s changed %d times while it was being written; trying again later", ref, maxSecretAttempts)
+	return fmt.Errorf("the %s certificate Secret %s changed %d times while it was being written; trying again later", c.opts.Name, ref, MaxSecretAttempts)
 }
 
 // generate makes a new CA and a serving certificate for the wanted names.
-func (c *Certs) generate(now time.Time) (ca, srv keyPair, err error) {
-	if ca, err = newCA(now, c.opts.CAValidity); err != nil {
-		return ca, srv, fmt.Errorf("generating the admission CA: %w", err)
+func (c *Serving) generate(now time.Time) (ca, srv keyPair, err error) {
+	if ca, err = newCA(c.opts.Name, now, c.opts.CAValidity); err != nil {
+		return ca, srv, fmt.Errorf("generating the %s CA: %w", c.opts.Name, err)
 	}
-	if srv, err = newServing(ca, c.opts.DNSNames, c.opts.IPAddresses, now, c.opts.Validity); err != nil {
-		return ca, srv, fmt.Errorf("generating the admission serving certificate: %w", err)
+	if srv, err = newServing(c.opts.Name, ca, c.opts.DNSNames, c.opts.IPAddresses, now, c.opts.Validity); err != nil {
+		return ca, srv, fmt.Errorf("generating the %s serving certificate: %w", c.opts.Name, err)
 	}
 	return ca, srv, nil
 }
@@ -105,7 +105,7 @@ func (c *Certs) generate(now time.Time) (ca, srv keyPair, err error) {
 // renewal judges the Secret's data: it returns the CA and serving
 // certificate to serve, and why they are new ("" when they are the
 // Secret's own and still good).
-func (c *Certs) renewal(data map[string][]byte, now time.Time) (ca, srv keyPair, why string, err error) {
+func (c *Serving) renewal(data map[string][]byte, now time.Time) (ca, srv keyPair, why string, err error) {
 	ca, err = parseKeyPair(data[SecretCACert], data[SecretCAKey])
 	switch {
 	case err != nil:
@@ -138,8 +138,8 @@ func (c *Certs) renewal(data map[string][]byte, now time.Time) (ca, srv keyPair,
 	default:
 		return ca, srv, "", nil
 	}
-	if srv, err = newServing(ca, dns, ips, now, c.opts.Validity); err != nil {
-		return ca, srv, why, fmt.Errorf("generating the admission serving certificate: %w", err)
+	if srv, err = newServing(c.opts.Name, ca, dns, ips, now, c.opts.Validity); err != nil {
+		return ca, srv, why, fmt.Errorf("generating the %s serving certificate: %w", c.opts.Name, err)
 	}
 	return ca, srv, why, nil
 }

@@ -1,10 +1,9 @@
-package admission
+package certs
 
 import (
 	"bytes"
 	"context"
 	"crypto/tls"
-	"errors"
 	"fmt"
 	"net"
 	"slices"
@@ -16,23 +15,26 @@ import (
 	"k8s.io/client-go/kubernetes"
 )
 
-// Defaults of CertsOptions.
+// Defaults of Options.
 const (
-	DefaultSecretName = "tether-admission-tls"
 	DefaultValidity   = 365 * 24 * time.Hour
 	DefaultCAValidity = 10 * 365 * 24 * time.Hour
 	DefaultInterval   = 30 * time.Second
 )
 
-// CertsOptions configure Certs. Either CertFile and KeyFile are set (a
-// given certificate, cert-manager style) or Client and Namespace are (a
-// generated CA and certificate kept in a Secret).
-type CertsOptions struct {
+// Options configure Serving. Either CertFile and KeyFile are set (a given
+// certificate, cert-manager style) or Client, Namespace and SecretName are
+// (a generated CA and certificate kept in a Secret).
+type Options struct {
+	// Name says what the certificate serves ("admission", "grpc") in
+	// messages, in the generated certificates' common names and in the
+	// Secret's component label; default "serving".
+	Name string
 	// Client reads and writes the Secret in generated mode.
 	Client kubernetes.Interface
 	// Namespace of the Secret: the broker's own.
 	Namespace string
-	// SecretName of the Secret; default DefaultSecretName.
+	// SecretName of the Secret.
 	SecretName string
 	// DNSNames and IPAddresses the generated serving certificate is valid
 	// for: the Service's names inside a cluster, the address the API server
@@ -41,10 +43,9 @@ type CertsOptions struct {
 	IPAddresses []net.IP
 
 	// CertFile and KeyFile are a given serving certificate and key (PEM);
-	// CAFile, optional, is the CA bundle the webhook configurations carry
-	// (without it they carry none and the API server uses its system
-	// roots). When set, nothing is generated, and the files are read again
-	// when they change.
+	// CAFile, optional, is the CA bundle that verifies it (without it,
+	// CABundle is nil: clients use their system roots). When set, nothing is
+	// generated, and the files are read again when they change.
 	CertFile, KeyFile, CAFile string
 
 	Log hclog.Logger
@@ -58,10 +59,9 @@ type CertsOptions struct {
 	Interval time.Duration
 }
 
-// Certs is the serving certificate of the admission endpoint and the CA
-// bundle that verifies it.
-type Certs struct {
-	opts CertsOptions
+// Serving is a serving certificate and the CA bundle that verifies it.
+type Serving struct {
+	opts Options
 	log  hclog.Logger
 
 	// loadMu serializes loads: Load and the loop of Start.
@@ -74,13 +74,13 @@ type Certs struct {
 	changed chan struct{}
 }
 
-// NewCerts checks opts and returns Certs holding nothing yet: call Load.
-func NewCerts(opts CertsOptions) (*Certs, error) {
+// New checks opts and returns a Serving holding nothing yet: call Load.
+func New(opts Options) (*Serving, error) {
 	if opts.Log == nil {
 		opts.Log = hclog.NewNullLogger()
 	}
-	if opts.SecretName == "" {
-		opts.SecretName = DefaultSecretName
+	if opts.Name == "" {
+		opts.Name = "serving"
 	}
 	if opts.Validity <= 0 {
 		opts.Validity = DefaultValidity
@@ -96,28 +96,28 @@ func NewCerts(opts CertsOptions) (*Certs, error) {
 	switch {
 	case opts.CertFile != "" || opts.KeyFile != "":
 		if opts.CertFile == "" || opts.KeyFile == "" {
-			return nil, errors.New("admission certificates: a given certificate needs both a certificate file and a key file")
+			return nil, fmt.Errorf("%s certificates: a given certificate needs both a certificate file and a key file", opts.Name)
 		}
 	case opts.CAFile != "":
-		return nil, errors.New("admission certificates: a CA file is only for a given certificate; set the certificate and key files too")
-	case opts.Client == nil || opts.Namespace == "":
-		return nil, errors.New("admission certificates: generating them needs a Kubernetes client and a namespace for their Secret")
+		return nil, fmt.Errorf("%s certificates: a CA file is only for a given certificate; set the certificate and key files too", opts.Name)
+	case opts.Client == nil || opts.Namespace == "" || opts.SecretName == "":
+		return nil, fmt.Errorf("%s certificates: generating them needs a Kubernetes client, and a namespace and a name for their Secret", opts.Name)
 	case len(opts.DNSNames) == 0 && len(opts.IPAddresses) == 0:
-		return nil, errors.New("admission certificates: generating them needs at least one DNS name or IP address to serve")
+		return nil, fmt.Errorf("%s certificates: generating them needs at least one DNS name or IP address to serve", opts.Name)
 	}
 	if opts.CAValidity < opts.Validity {
-		return nil, fmt.Errorf("admission certificates: the CA validity %v is shorter than the serving certificate's %v", opts.CAValidity, opts.Validity)
+		return nil, fmt.Errorf("%s certificates: the CA validity %v is shorter than the serving certificate's %v", opts.Name, opts.CAValidity, opts.Validity)
 	}
-	return &Certs{opts: opts, log: opts.Log, changed: make(chan struct{}, 1)}, nil
+	return &Serving{opts: opts, log: opts.Log, changed: make(chan struct{}, 1)}, nil
 }
 
 // generated reports whether the certificates are generated, not given.
-func (c *Certs) generated() bool { return c.opts.CertFile == "" }
+func (c *Serving) generated() bool { return c.opts.CertFile == "" }
 
 // Load reads or creates the certificates: the Secret in generated mode,
 // the files otherwise. Call it before serving; GetCertificate fails until
 // it succeeds.
-func (c *Certs) Load(ctx context.Context) error {
+func (c *Serving) Load(ctx context.Context) error {
 	c.loadMu.Lock()
 	defer c.loadMu.Unlock()
 	if c.generated() {
@@ -130,7 +130,7 @@ func (c *Certs) Load(ctx context.Context) error {
 // re-reads the Secret (renewing what is due, taking what another replica
 // renewed) or the files that changed. Errors are logged and the current
 // certificate kept. It calls Load first when Load has not succeeded.
-func (c *Certs) Start(ctx context.Context) error {
+func (c *Serving) Start(ctx context.Context) error {
 	if c.cert.Load() == nil {
 		if err := c.Load(ctx); err != nil {
 			return err
@@ -145,12 +145,12 @@ func (c *Certs) Start(ctx context.Context) error {
 		case <-t.C:
 		}
 		if err := c.refresh(ctx); err != nil && ctx.Err() == nil {
-			c.log.Warn("cannot refresh the admission certificates; keeping the current ones", "error", err)
+			c.log.Warn("cannot refresh the certificates; keeping the current ones", "error", err)
 		}
 	}
 }
 
-func (c *Certs) refresh(ctx context.Context) error {
+func (c *Serving) refresh(ctx context.Context) error {
 	c.loadMu.Lock()
 	defer c.loadMu.Unlock()
 	if c.generated() {
@@ -160,17 +160,17 @@ func (c *Certs) refresh(ctx context.Context) error {
 }
 
 // GetCertificate returns the serving certificate, for tls.Config.
-func (c *Certs) GetCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+func (c *Serving) GetCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error) {
 	if cert := c.cert.Load(); cert != nil {
 		return cert, nil
 	}
-	return nil, errors.New("the admission certificates are not loaded yet")
+	return nil, fmt.Errorf("the %s certificates are not loaded yet", c.opts.Name)
 }
 
 // CABundle returns the PEM CA certificates that verify the serving
 // certificate, for the webhook configurations' caBundle; nil before Load,
 // or for a given certificate without a CA file.
-func (c *Certs) CABundle() []byte {
+func (c *Serving) CABundle() []byte {
 	if b := c.bundle.Load(); b != nil {
 		return bytes.Clone(*b)
 	}
@@ -181,14 +181,14 @@ func (c *Certs) CABundle() []byte {
 // file), so the webhook configurations can be written again. Changes that
 // come before the value is received make one value; the first Load sends
 // none. It is meant for one receiver.
-func (c *Certs) Changed() <-chan struct{} { return c.changed }
+func (c *Serving) Changed() <-chan struct{} { return c.changed }
 
 // use serves cert and bundle from now on.
-func (c *Certs) use(cert tls.Certificate, bundle []byte) {
+func (c *Serving) use(cert tls.Certificate, bundle []byte) {
 	c.cert.Store(&cert)
 	old := c.bundle.Swap(&bundle)
 	if old != nil && !bytes.Equal(*old, bundle) {
-		c.log.Info("the admission CA bundle changed")
+		c.log.Info("the CA bundle changed")
 		select {
 		case c.changed <- struct{}{}:
 		default:

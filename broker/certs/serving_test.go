@@ -1,4 +1,4 @@
-package admission
+package certs
 
 import (
 	"bytes"
@@ -19,10 +19,13 @@ import (
 	"github.com/tether-dev/tether/test/controlplane"
 )
 
+// testSecret is the Secret generated certificates are kept in.
+const testSecret = "tether-test-tls"
+
 // generatedCerts returns Certs that keep their Secret in ns, not loaded.
-func generatedCerts(t *testing.T, client kubernetes.Interface, ns string, dns ...string) *Certs {
+func generatedCerts(t *testing.T, client kubernetes.Interface, ns string, dns ...string) *Serving {
 	t.Helper()
-	c, err := NewCerts(CertsOptions{Client: client, Namespace: ns, DNSNames: dns, IPAddresses: testIPs,
+	c, err := New(Options{Name: "test", Client: client, Namespace: ns, SecretName: testSecret, DNSNames: dns, IPAddresses: testIPs,
 		Log: testLogger(t), Interval: 50 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -32,7 +35,7 @@ func generatedCerts(t *testing.T, client kubernetes.Interface, ns string, dns ..
 
 func getSecret(t *testing.T, client kubernetes.Interface, ns string) *corev1.Secret {
 	t.Helper()
-	sec, err := client.CoreV1().Secrets(ns).Get(t.Context(), DefaultSecretName, metav1.GetOptions{})
+	sec, err := client.CoreV1().Secrets(ns).Get(t.Context(), testSecret, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,7 +43,7 @@ func getSecret(t *testing.T, client kubernetes.Interface, ns string) *corev1.Sec
 }
 
 // serving is the leaf certificate c serves now.
-func serving(t *testing.T, c *Certs) *x509.Certificate {
+func serving(t *testing.T, c *Serving) *x509.Certificate {
 	t.Helper()
 	cert, err := c.GetCertificate(nil)
 	if err != nil {
@@ -51,7 +54,7 @@ func serving(t *testing.T, c *Certs) *x509.Certificate {
 
 // verify checks that c's serving certificate is valid for name under c's
 // CA bundle.
-func verify(t *testing.T, c *Certs, name string) {
+func verify(t *testing.T, c *Serving, name string) {
 	t.Helper()
 	if _, err := serving(t, c).Verify(x509.VerifyOptions{DNSName: name, Roots: pool(t, c.CABundle())}); err != nil {
 		t.Errorf("the serving certificate does not verify for %s: %v", name, err)
@@ -99,7 +102,7 @@ func TestFirstLoadCreatesTheSecret(t *testing.T) {
 func TestReplicasShareOneCA(t *testing.T) {
 	cp := controlplane.Get(t)
 	ns := cp.Namespace(t)
-	replicas := make([]*Certs, 4)
+	replicas := make([]*Serving, 4)
 	errs := make([]error, len(replicas))
 	var wg sync.WaitGroup
 	for i := range replicas {
@@ -155,7 +158,7 @@ func TestWornOutServingCertRenewedOnSameCA(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	old, err := newServing(ca, []string{"tether-broker." + ns + ".svc"}, testIPs, time.Now().Add(-50*time.Minute), time.Hour)
+	old, err := newServing("test", ca, []string{"tether-broker." + ns + ".svc"}, testIPs, time.Now().Add(-50*time.Minute), time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -236,7 +239,7 @@ func TestBrokenCAReplaced(t *testing.T) {
 func TestGivenFilesUsedAndReloaded(t *testing.T) {
 	dir := t.TempDir()
 	f := writeCertFiles(t, dir)
-	c, err := NewCerts(CertsOptions{CertFile: f.certFile, KeyFile: f.keyFile, CAFile: f.caFile,
+	c, err := New(Options{CertFile: f.certFile, KeyFile: f.keyFile, CAFile: f.caFile,
 		Log: testLogger(t), Interval: 20 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -278,53 +281,52 @@ func TestGivenFilesUsedAndReloaded(t *testing.T) {
 	}
 }
 
-func TestCertsOptionsAreChecked(t *testing.T) {
+func TestOptionsAreChecked(t *testing.T) {
 	client := &kubernetes.Clientset{}
 	for _, c := range []struct {
 		name string
-		opts CertsOptions
+		opts Options
 		want string
 	}{
-		{"cert without key", CertsOptions{CertFile: "tls.crt"}, "both a certificate file and a key file"},
-		{"CA alone", CertsOptions{CAFile: "ca.crt", Client: client, Namespace: "ns"}, "a CA file is only for a given certificate"},
-		{"no client", CertsOptions{Namespace: "ns", DNSNames: testDNS}, "needs a Kubernetes client and a namespace"},
-		{"no names", CertsOptions{Client: client, Namespace: "ns"}, "at least one DNS name or IP address"},
-		{"CA shorter than cert", CertsOptions{Client: client, Namespace: "ns", DNSNames: testDNS, CAValidity: time.Hour}, "shorter than the serving certificate's"},
+		{"cert without key", Options{CertFile: "tls.crt"}, "both a certificate file and a key file"},
+		{"CA alone", Options{CAFile: "ca.crt", Client: client, Namespace: "ns", SecretName: "s"}, "a CA file is only for a given certificate"},
+		{"no client", Options{Namespace: "ns", SecretName: "s", DNSNames: testDNS}, "needs a Kubernetes client, and a namespace and a name for their Secret"},
+		{"no names", Options{Client: client, Namespace: "ns", SecretName: "s"}, "at least one DNS name or IP address"},
+		{"CA shorter than cert", Options{Client: client, Namespace: "ns", SecretName: "s", DNSNames: testDNS, CAValidity: time.Hour}, "shorter than the serving certificate's"},
 	} {
-		if _, err := NewCerts(c.opts); err == nil || !strings.Contains(err.Error(), c.want) {
+		if _, err := New(c.opts); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: got %v, want %q", c.name, err, c.want)
 		}
 	}
 }
 
-// TestTLSDialVerifiesTheServer is what the API server does: dial the
-// endpoint with the CA bundle of the webhook configuration as its roots.
+// TestTLSDialVerifiesTheServer is what a client does (the API server
+// calling a webhook, a handler dialling the broker): dial with the CA
+// bundle as its roots.
 func TestTLSDialVerifiesTheServer(t *testing.T) {
 	cp := controlplane.Get(t)
 	ns := cp.Namespace(t)
-	certs := generatedCerts(t, cp.Client(), ns, "tether-broker."+ns+".svc")
-	if err := certs.Load(t.Context()); err != nil {
+	c := generatedCerts(t, cp.Client(), ns, "tether-broker."+ns+".svc")
+	if err := c.Load(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	srv, err := New(Options{Log: testLogger(t), Listen: "127.0.0.1:0", Certs: certs, Paths: testPaths,
-		Reviewer: reviewFunc(nil)})
+	lis, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{GetCertificate: c.GetCertificate, MinVersion: tls.VersionTLS12})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := srv.Listen(); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan error, 1)
-	go func() { done <- srv.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Start: %v", err)
+	t.Cleanup(func() { lis.Close() })
+	go func() {
+		for {
+			conn, err := lis.Accept()
+			if err != nil {
+				return
+			}
+			_ = conn.(*tls.Conn).Handshake()
+			conn.Close()
 		}
-	})
-	roots := pool(t, certs.CABundle())
-	for _, c := range []struct {
+	}()
+	roots := pool(t, c.CABundle())
+	for _, tc := range []struct {
 		serverName string
 		ok         bool
 	}{
@@ -332,16 +334,13 @@ func TestTLSDialVerifiesTheServer(t *testing.T) {
 		{"tether-broker." + ns + ".svc", true},
 		{"elsewhere.example.test", false},
 	} {
-		conn, err := tls.Dial("tcp", srv.Addr().String(), &tls.Config{RootCAs: roots, ServerName: c.serverName, MinVersion: tls.VersionTLS12})
+		conn, err := tls.Dial("tcp", lis.Addr().String(), &tls.Config{RootCAs: roots, ServerName: tc.serverName, MinVersion: tls.VersionTLS12})
 		if err == nil {
 			conn.Close()
 		}
-		if (err == nil) != c.ok {
-			t.Errorf("dialling as %q: %v, want success %v", c.serverName, err, c.ok)
+		if (err == nil) != tc.ok {
+			t.Errorf("dialling as %q: %v, want success %v", tc.serverName, err, tc.ok)
 		}
-	}
-	if _, err := tls.Dial("tcp", srv.Addr().String(), &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS10, MaxVersion: tls.VersionTLS11}); err == nil {
-		t.Error("TLS 1.1 was accepted")
 	}
 }
 

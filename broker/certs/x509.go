@@ -1,4 +1,4 @@
-package admission
+package certs
 
 import (
 	"crypto"
@@ -47,9 +47,9 @@ func parseKeyPair(certPEM, keyPEM []byte) (keyPair, error) {
 }
 
 // newCA makes a self-signed ECDSA P-256 CA valid from now for validity.
-func newCA(now time.Time, validity time.Duration) (keyPair, error) {
+func newCA(name string, now time.Time, validity time.Duration) (keyPair, error) {
 	tmpl := &x509.Certificate{
-		Subject:               pkix.Name{CommonName: fmt.Sprintf("tether-admission-ca@%d", now.Unix())},
+		Subject:               pkix.Name{CommonName: fmt.Sprintf("tether-%s-ca@%d", name, now.Unix())},
 		NotBefore:             now.Add(-backdate),
 		NotAfter:              now.Add(validity),
 		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign | x509.KeyUsageDigitalSignature,
@@ -62,8 +62,8 @@ func newCA(now time.Time, validity time.Duration) (keyPair, error) {
 
 // newServing makes a serving certificate for dns and ips signed by ca,
 // valid from notBefore (minus backdate) for validity, but not past the CA.
-func newServing(ca keyPair, dns []string, ips []net.IP, notBefore time.Time, validity time.Duration) (keyPair, error) {
-	cn := "tether-admission"
+func newServing(name string, ca keyPair, dns []string, ips []net.IP, notBefore time.Time, validity time.Duration) (keyPair, error) {
+	cn := "tether-" + name
 	if len(dns) > 0 {
 		cn = dns[0]
 	}

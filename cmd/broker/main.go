@@ -5,7 +5,6 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -32,8 +31,8 @@ type config struct {
 	kubeconfig    string
 	listen        string
 	insecure      bool
-	tlsCert       string
-	tlsKey        string
+	grpcCerts     broker.GRPCCerts
+	tlsHosts      string
 	qps           float64
 	burst         int
 	logLevel      string
@@ -113,8 +112,13 @@ func parseFlags(args []string, out io.Writer) (*config, error) {
 	fs.StringVar(&c.metricsListen, "metrics-listen", defaultMetricsListen, "HTTP address HOST:PORT of /metrics (Prometheus), /healthz and /readyz; empty: none.\n"+
 		"The default is for local use and skipped with a warning when the port is taken; in a cluster pass \":9090\"")
 	fs.BoolVar(&c.insecure, "insecure", false, "serve plain text without authentication, for local development; loopback addresses only")
-	fs.StringVar(&c.tlsCert, "tls-cert-file", "", "TLS certificate file for the gRPC server (required unless --insecure)")
-	fs.StringVar(&c.tlsKey, "tls-key-file", "", "TLS private key file for the gRPC server (required unless --insecure)")
+	fs.StringVar(&c.grpcCerts.CertFile, "tls-cert-file", "", "a gRPC serving certificate to use instead of generating one (cert-manager style; re-read when it changes)")
+	fs.StringVar(&c.grpcCerts.KeyFile, "tls-key-file", "", "the key of --tls-cert-file")
+	fs.StringVar(&c.grpcCerts.CAFile, "tls-ca-file", "", "the CA bundle that verifies --tls-cert-file, published in --tls-ca-configmap")
+	fs.StringVar(&c.grpcCerts.SecretName, "tls-secret", broker.DefaultGRPCSecret, "Secret in --namespace keeping the CA and gRPC serving certificate the broker generates and renews when no --tls-cert-file is given")
+	fs.StringVar(&c.grpcCerts.Service, "tls-service", broker.DefaultGRPCService, "the Service in --namespace handlers reach the broker through: the generated certificate is valid for its names")
+	fs.StringVar(&c.tlsHosts, "tls-hosts", "localhost,127.0.0.1", "comma-separated more names and IP addresses the generated certificate is valid for (localhost: kubectl port-forward)")
+	fs.StringVar(&c.grpcCerts.CAConfigMap, "tls-ca-configmap", broker.DefaultCAConfigMap, "ConfigMap in --namespace where the broker publishes the CA bundle handlers verify it with (key "+broker.CAConfigMapKey+"); - publishes none")
 	fs.StringVar(&c.audiences, "token-audience", "", "comma-separated audiences a handler's token must be meant for (TokenReview); empty: the API server's own")
 	fs.DurationVar(&c.recheckEvery, "recheck-permissions-every", 30*time.Second, "how often a connected handler's token and RBAC are checked again; a handler that lost them is disconnected")
 	fs.Float64Var(&c.qps, "kube-api-qps", 100, "writes per second to the API server: holds, progress and handlers' patches are paced to this rate\n"+
@@ -148,8 +152,12 @@ func parseFlags(args []string, out io.Writer) (*config, error) {
 		return nil, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
 	fs.Visit(func(f *flag.Flag) { c.metricsSet = c.metricsSet || f.Name == "metrics-listen" })
-	if !c.insecure && (c.tlsCert == "" || c.tlsKey == "") {
-		return nil, errors.New("--tls-cert-file and --tls-key-file are required unless --insecure is given")
+	c.grpcCerts.Hosts = append([]string{}, splitList(c.tlsHosts)...) // given empty: none
+	if (c.grpcCerts.CertFile == "") != (c.grpcCerts.KeyFile == "") || (c.grpcCerts.CAFile != "" && c.grpcCerts.CertFile == "") {
+		return nil, errors.New("--tls-cert-file needs --tls-key-file (and, optionally, --tls-ca-file)")
+	}
+	if c.insecure && c.grpcCerts.CertFile != "" {
+		return nil, errors.New("--insecure serves plain text: --tls-cert-file does not go with it")
 	}
 	if err := c.admission.Check(); err != nil {
 		return nil, err
@@ -179,19 +187,12 @@ func serve(args []string, _, stderr io.Writer) error {
 	restCfg.UserAgent = "tether-broker/" + version
 	log.Info("using cluster", "from", source, "host", restCfg.Host)
 
-	var tlsCfg *tls.Config
-	if !c.insecure {
-		cert, err := tls.LoadX509KeyPair(c.tlsCert, c.tlsKey)
-		if err != nil {
-			return fmt.Errorf("loading TLS key pair: %w", err)
-		}
-		tlsCfg = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
-	} else {
+	if c.insecure {
 		log.Warn("insecure mode: plain text, no authentication; for local development only")
 	}
 
 	opts := broker.Options{
-		Log: log, Config: restCfg, Listen: c.listen, Insecure: c.insecure, TLS: tlsCfg,
+		Log: log, Config: restCfg, Listen: c.listen, Insecure: c.insecure, GRPCCerts: c.grpcCerts,
 		Defaults: binding.Defaults{Retries: c.retries, Timeout: c.timeout, Backoff: c.backoff, MaxBackoff: c.maxBackoff},
 		Workers:  c.workers, WriteQPS: c.qps, WriteBurst: c.burst, ReleaseQPS: c.releaseQPS, DefaultWindow: c.defaultWindow, MaxWindow: c.maxWindow,
 		HelloTimeout: c.helloTimeout, MaxMessageSize: c.maxMsgSize, Version: version,

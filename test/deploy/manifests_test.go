@@ -38,8 +38,6 @@ var brokerArgs = []string{
 	"--deployment=tether-broker",
 	"--leader-elect",
 	"--log-format=json",
-	"--tls-cert-file=/etc/tether/tls/tls.crt",
-	"--tls-key-file=/etc/tether/tls/tls.key",
 	"--admission-listen=:8443",
 	"--admission-service=tether-broker",
 	"--admission-service-port=8443",
@@ -182,6 +180,7 @@ func TestManifestsApply(t *testing.T) {
 			{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get", "list", "watch", "create", "update"}},
 			{APIGroups: []string{"apps"}, Resources: []string{"deployments"}, Verbs: []string{"get", "list", "watch"}},
 			{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get", "create", "update"}},
+			{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "create", "update"}},
 		}
 		if !reflect.DeepEqual(role.Rules, wantRole) {
 			t.Errorf("Role %s/%s rules\n  %v\nwant\n  %v", ns, brokerName, role.Rules, wantRole)
@@ -259,7 +258,9 @@ func TestManifestsApply(t *testing.T) {
 		checkProbe(t, "liveness", c.LivenessProbe, "/healthz", ports, 9090)
 		checkResources(t, c)
 		checkSecurity(t, pod, c)
-		checkMount(t, pod, c, "/etc/tether/tls", "tether-broker-tls")
+		if len(c.VolumeMounts) != 1 || c.VolumeMounts[0].MountPath != "/tmp" {
+			t.Errorf("the broker mounts %v, want /tmp only: it keeps its certificates in Secrets it reads itself", c.VolumeMounts)
+		}
 	})
 
 	t.Run("Service", func(t *testing.T) {
@@ -321,13 +322,14 @@ func TestManifestsApply(t *testing.T) {
 		}
 		checkResources(t, c)
 		checkSecurity(t, pod, c)
-		checkMount(t, pod, c, "/etc/tether/ca", "tether-broker-tls")
-		// Only ca.crt of the broker's TLS Secret, never its private key.
+		checkMount(t, pod, c, "/etc/tether/ca", "tether-broker-ca")
+		// Only the CA bundle the broker publishes, never a Secret.
 		for _, v := range pod.Volumes {
-			if v.Secret != nil && v.Secret.SecretName == "tether-broker-tls" {
-				if len(v.Secret.Items) != 1 || v.Secret.Items[0].Key != "ca.crt" {
-					t.Errorf("the handler mounts %v of tether-broker-tls, want only ca.crt", v.Secret.Items)
-				}
+			if v.Secret != nil {
+				t.Errorf("the handler mounts the Secret %s", v.Secret.SecretName)
+			}
+			if v.ConfigMap != nil && (len(v.ConfigMap.Items) != 1 || v.ConfigMap.Items[0].Key != "ca.crt") {
+				t.Errorf("the handler mounts %v of %s, want only ca.crt", v.ConfigMap.Items, v.ConfigMap.Name)
 			}
 		}
 		handlerSelector := d.Spec.Selector.MatchLabels
@@ -452,8 +454,8 @@ func checkSecurity(t *testing.T, pod corev1.PodSpec, c corev1.Container) {
 	}
 }
 
-// checkMount checks that c mounts the Secret secret read-only at path.
-func checkMount(t *testing.T, pod corev1.PodSpec, c corev1.Container, path, secret string) {
+// checkMount checks that c mounts the ConfigMap configMap read-only at path.
+func checkMount(t *testing.T, pod corev1.PodSpec, c corev1.Container, path, configMap string) {
 	t.Helper()
 	for _, m := range c.VolumeMounts {
 		if m.MountPath != path {
@@ -464,8 +466,8 @@ func checkMount(t *testing.T, pod corev1.PodSpec, c corev1.Container, path, secr
 		}
 		for _, v := range pod.Volumes {
 			if v.Name == m.Name {
-				if v.Secret == nil || v.Secret.SecretName != secret {
-					t.Errorf("container %s mounts %+v at %s, want the Secret %s", c.Name, v.VolumeSource, path, secret)
+				if v.ConfigMap == nil || v.ConfigMap.Name != configMap {
+					t.Errorf("container %s mounts %+v at %s, want the ConfigMap %s", c.Name, v.VolumeSource, path, configMap)
 				}
 				return
 			}

@@ -147,10 +147,17 @@ func TestBrokerRBACIsEnough(t *testing.T) {
 		allow("update", "admissionregistration.k8s.io", "mutatingwebhookconfigurations", ""),
 		allow("delete", "admissionregistration.k8s.io", "mutatingwebhookconfigurations", ""),
 		allow("watch", "admissionregistration.k8s.io", "mutatingwebhookconfigurations", ""),
-		// The webhook CA in its own namespace.
+		// The gRPC and webhook CAs in its own namespace, and the gRPC CA
+		// bundle it publishes there.
 		allow("get", "", "secrets", ns),
 		allow("create", "", "secrets", ns),
 		allow("update", "", "secrets", ns),
+		allow("get", "", "configmaps", ns),
+		allow("create", "", "configmaps", ns),
+		allow("update", "", "configmaps", ns),
+		deny("delete", "", "configmaps", ns),
+		deny("create", "", "configmaps", other),
+		deny("update", "", "configmaps", other),
 
 		// Handlers' patches are written as the handler: ServiceAccounts
 		// only, by name; never another user, group, uid or extra.
