@@ -129,19 +129,12 @@ func (h *handler) invalidPatch(obj *unstructured.Unstructured, b *binding.Bindin
 func (h *handler) takeDue(o *object, name string) (time.Time, bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	t, ok := o.due[name]
-	if ok {
-		delete(o.due, name)
-	}
-	return t, ok
+	return o.due.take(name)
 }
 
 // markDue records that a key is due (again): a tick not delivered yet.
 func (h *handler) markDue(o *object, name string, due time.Time) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if o.due == nil {
-		o.due = map[string]time.Time{}
-	}
-	o.due[name] = due
+	o.due.set(name, due)
 }

@@ -42,9 +42,9 @@ type object struct {
 	events  []rawEvent       // pending raw events, oldest first
 	// changed is when the object last changed, for idle timers.
 	changed time.Time
-	// due holds the ticks and restarts the scheduler fired: key name ->
-	// when it was due.
-	due map[string]time.Time
+	// due holds the ticks and restarts the scheduler fired, with when they
+	// were due.
+	due dueSet
 	// exits are daemon exits reported by instances, oldest first.
 	exits []daemonExit
 	// daemons are the daemons started for this object, by binding id. The
@@ -82,7 +82,7 @@ type object struct {
 	// eventDone marks the bindings that finished the head raw event.
 	eventDone map[string]bool
 	// timers are the timer bindings scheduled for this object.
-	timers map[string]bool
+	timers idSet
 	// daemonTimedOut: a daemon did not acknowledge stop while the object
 	// was being deleted, so its hold is released by that timeout.
 	daemonTimedOut bool

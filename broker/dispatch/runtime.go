@@ -257,10 +257,7 @@ func (rt *runtime) fire(key timer.Key, due time.Time) {
 	rt.mu.Lock()
 	o := rt.objects[key.UID]
 	if o != nil {
-		if o.due == nil {
-			o.due = map[string]time.Time{}
-		}
-		o.due[key.Name] = due
+		o.due.set(key.Name, due)
 	}
 	rt.mu.Unlock()
 	if o != nil {

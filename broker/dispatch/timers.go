@@ -3,6 +3,7 @@ package dispatch
 import (
 	"context"
 	"hash/fnv"
+	"slices"
 	"time"
 
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -39,16 +40,13 @@ func (tm *timers) process(ctx context.Context, o *object) (time.Duration, error)
 		}
 		key := timer.Key{UID: o.uid, Name: b.ID}
 		if !tm.matchesCur(b, o) {
-			if o.timers[b.ID] {
+			if o.timers.has(b.ID) {
 				tm.stop(o, b.ID)
 			}
 			continue
 		}
-		if !o.timers[b.ID] {
-			if o.timers == nil {
-				o.timers = map[string]bool{}
-			}
-			o.timers[b.ID] = true
+		if !o.timers.has(b.ID) {
+			o.timers.add(b.ID)
 			first := tm.clock.Now().Add(b.Timer.InitialDelay)
 			if listed {
 				first = first.Add(spread(o.uid, b.Timer.Interval))
@@ -146,13 +144,13 @@ func returnTick(t binding.TimerOptions, o *object, due time.Time, listed bool, n
 
 func (tm *timers) stop(o *object, id string) {
 	tm.sched.Cancel(timer.Key{UID: o.uid, Name: id})
-	delete(o.timers, id)
+	o.timers.remove(id)
 	tm.takeDue(o, id)
 }
 
 // stopAll ends every timer of an object: it is being deleted or gone.
 func (tm *timers) stopAll(o *object) {
-	for id := range o.timers {
+	for _, id := range slices.Clone(o.timers) {
 		tm.stop(o, id)
 	}
 }

@@ -3,6 +3,7 @@ package timer
 import (
 	"container/heap"
 	"context"
+	"slices"
 	"sync"
 	"time"
 
@@ -27,8 +28,10 @@ type Scheduler struct {
 	items itemHeap
 	// byUID has every key of an object that is scheduled or has fired and
 	// not been cancelled. A fired key keeps its entry, off the heap, since
-	// it is usually scheduled again at once (every tick); cancelling drops it.
-	byUID map[types.UID]map[string]*item
+	// it is usually scheduled again at once (every tick); cancelling drops
+	// it. An object has a key or two: a slice of them costs a fraction of
+	// a map.
+	byUID map[types.UID][]*item
 	wake  chan struct{}
 }
 
@@ -50,7 +53,7 @@ func New(fire func(key Key, due time.Time), clk clock.WithTicker) *Scheduler {
 	return &Scheduler{
 		fire:  fire,
 		clock: clk,
-		byUID: map[types.UID]map[string]*item{},
+		byUID: map[types.UID][]*item{},
 		wake:  make(chan struct{}, 1),
 	}
 }
@@ -58,17 +61,12 @@ func New(fire func(key Key, due time.Time), clk clock.WithTicker) *Scheduler {
 // Schedule makes key due at at, replacing any earlier schedule of key.
 func (s *Scheduler) Schedule(key Key, at time.Time) {
 	s.mu.Lock()
-	m := s.byUID[key.UID]
-	it, ok := m[key.Name]
+	it := s.findLocked(key)
 	switch {
-	case !ok:
+	case it == nil:
 		it = &item{key: key, at: at}
 		heap.Push(&s.items, it)
-		if m == nil {
-			m = map[string]*item{}
-			s.byUID[key.UID] = m
-		}
-		m[key.Name] = it
+		s.byUID[key.UID] = append(s.byUID[key.UID], it)
 	case it.index == offHeap:
 		it.at = at
 		heap.Push(&s.items, it)
@@ -83,17 +81,32 @@ func (s *Scheduler) Schedule(key Key, at time.Time) {
 	}
 }
 
+// findLocked is the item of key, or nil.
+func (s *Scheduler) findLocked(key Key) *item {
+	for _, it := range s.byUID[key.UID] {
+		if it.key.Name == key.Name {
+			return it
+		}
+	}
+	return nil
+}
+
 // Cancel forgets key.
 func (s *Scheduler) Cancel(key Key) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	m := s.byUID[key.UID]
-	if it, ok := m[key.Name]; ok {
+	items := s.byUID[key.UID]
+	for i, it := range items {
+		if it.key.Name != key.Name {
+			continue
+		}
 		s.unscheduleLocked(it)
-		delete(m, key.Name)
-	}
-	if m != nil && len(m) == 0 {
-		delete(s.byUID, key.UID)
+		if items = slices.Delete(items, i, i+1); len(items) == 0 {
+			delete(s.byUID, key.UID)
+		} else {
+			s.byUID[key.UID] = items
+		}
+		return
 	}
 }
 
@@ -111,8 +124,8 @@ func (s *Scheduler) CancelUID(uid types.UID) {
 func (s *Scheduler) Scheduled(key Key) (time.Time, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	it, ok := s.byUID[key.UID][key.Name]
-	if !ok || it.index == offHeap {
+	it := s.findLocked(key)
+	if it == nil || it.index == offHeap {
 		return time.Time{}, false
 	}
 	return it.at, true
