@@ -54,18 +54,11 @@ func selfSigned(t *testing.T) (*tls.Config, *x509.CertPool) {
 // the broker's namespace.
 var anyHandlerName = rbacv1.PolicyRule{APIGroups: []string{"tether.dev"}, Resources: []string{"handlers"}, Verbs: []string{"connect"}}
 
-// TestTokenAndPermissionsAreChecked: over TLS, a handler authenticates with
-// a ServiceAccount token (TokenReview) and may bind only what its own RBAC
-// lets it list, watch and patch (SubjectAccessReview): the broker's broad
-// RBAC is no way around it.
-func TestTokenAndPermissionsAreChecked(t *testing.T) {
-	cp := controlplane.Get(t)
-	dyn := cp.EnsureWidgetCRD(t)
-	ns := cp.Namespace(t)
-	serverTLS, pool := selfSigned(t)
-	addr := startBroker(t, cp, func(o *broker.Options) { o.Insecure, o.TLS, o.Namespace = false, serverTLS, ns })
+// widgetHandlerToken grants the ServiceAccount sa of ns what a handler of
+// widgets in ns needs (any handler name) and returns a token of it.
+func widgetHandlerToken(t *testing.T, cp *controlplane.ControlPlane, ns, sa string) string {
+	t.Helper()
 	ctx := context.Background()
-
 	role := &rbacv1.Role{
 		ObjectMeta: metav1.ObjectMeta{Name: "widgets", Namespace: ns},
 		Rules: []rbacv1.PolicyRule{{APIGroups: []string{"test.tether.dev"}, Resources: []string{"widgets"},
@@ -77,15 +70,30 @@ func TestTokenAndPermissionsAreChecked(t *testing.T) {
 	rb := &rbacv1.RoleBinding{
 		ObjectMeta: metav1.ObjectMeta{Name: "widgets", Namespace: ns},
 		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "widgets"},
-		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: "allowed", Namespace: ns}},
+		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: sa, Namespace: ns}},
 	}
 	if _, err := cp.Client().RbacV1().RoleBindings(ns).Create(ctx, rb, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	allowed, err := cp.ServiceAccountToken(ctx, ns, "allowed")
+	token, err := cp.ServiceAccountToken(ctx, ns, sa)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return token
+}
+
+// TestTokenAndPermissionsAreChecked: over TLS, a handler authenticates with
+// a ServiceAccount token (TokenReview) and may bind only what its own RBAC
+// lets it list, watch and patch (SubjectAccessReview): the broker's broad
+// RBAC is no way around it.
+func TestTokenAndPermissionsAreChecked(t *testing.T) {
+	cp := controlplane.Get(t)
+	dyn := cp.EnsureWidgetCRD(t)
+	ns := cp.Namespace(t)
+	serverTLS, pool := selfSigned(t)
+	addr := startBroker(t, cp, func(o *broker.Options) { o.Insecure, o.TLS, o.Namespace = false, serverTLS, ns })
+	ctx := context.Background()
+	allowed := widgetHandlerToken(t, cp, ns, "allowed")
 	denied, err := cp.ServiceAccountToken(ctx, ns, "denied")
 	if err != nil {
 		t.Fatal(err)

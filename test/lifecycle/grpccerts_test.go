@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -65,26 +64,7 @@ func TestBrokerIssuesItsOwnGRPCCertificate(t *testing.T) {
 		t.Error("the certificate verifies for a name it was not made for")
 	}
 
-	role := &rbacv1.Role{
-		ObjectMeta: metav1.ObjectMeta{Name: "widgets", Namespace: ns},
-		Rules: []rbacv1.PolicyRule{{APIGroups: []string{"test.tether.dev"}, Resources: []string{"widgets"},
-			Verbs: []string{"get", "list", "watch", "patch"}}, anyHandlerName},
-	}
-	if _, err := cp.Client().RbacV1().Roles(ns).Create(ctx, role, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	rb := &rbacv1.RoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: "widgets", Namespace: ns},
-		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "widgets"},
-		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: "handler", Namespace: ns}},
-	}
-	if _, err := cp.Client().RbacV1().RoleBindings(ns).Create(ctx, rb, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	token, err := cp.ServiceAccountToken(ctx, ns, "handler")
-	if err != nil {
-		t.Fatal(err)
-	}
+	token := widgetHandlerToken(t, cp, ns, "handler")
 	var j journal
 	h := sdk.New("own-cert", sdk.WithTLS(&tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}), sdk.WithToken(token),
 		sdk.WithReconnectBackoff(50*time.Millisecond, 500*time.Millisecond))
