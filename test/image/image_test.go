@@ -1,0 +1,110 @@
+package main
+
+import (
+	"archive/tar"
+	"errors"
+	"io"
+	"maps"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+)
+
+var fakeBinaries = []file{
+	{path: "/broker", data: []byte("#!broker"), mode: 0o755},
+	{path: "/example-handler", data: []byte("#!example-handler"), mode: 0o755},
+}
+
+// TestImageIsTheDockerfiles: what the tarball holds, read back as a
+// runtime would: the broker as entrypoint, run as 65532:65532, the ports,
+// and the two binaries, executable and owned by root, beside passwd, group
+// and a /tmp anyone may write.
+func TestImageIsTheDockerfiles(t *testing.T) {
+	img, err := build(fakeBinaries, "amd64")
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "image.tar")
+	tag, err := name.NewTag("tether:dev")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tarball.WriteToFile(path, tag, img); err != nil {
+		t.Fatal(err)
+	}
+	back, err := tarball.ImageFromPath(path, &tag)
+	if err != nil {
+		t.Fatalf("reading the tarball back as tether:dev: %v", err)
+	}
+	cfg, err := back.ConfigFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := cfg.Config
+	if cfg.OS != "linux" || cfg.Architecture != "amd64" || !slices.Equal(c.Entrypoint, []string{"/broker"}) || c.User != "65532:65532" {
+		t.Errorf("os %s arch %s entrypoint %q user %q, want linux amd64 [/broker] 65532:65532", cfg.OS, cfg.Architecture, c.Entrypoint, c.User)
+	}
+	for _, p := range []string{"7443/tcp", "8443/tcp", "9090/tcp"} {
+		if _, ok := c.ExposedPorts[p]; !ok {
+			t.Errorf("port %s not exposed: %v", p, c.ExposedPorts)
+		}
+	}
+	layers, err := back.Layers()
+	if err != nil || len(layers) != 1 {
+		t.Fatalf("layers %d (%v), want 1", len(layers), err)
+	}
+	rc, err := layers[0].Uncompressed()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	got := map[string]*tar.Header{}
+	tr := tar.NewReader(rc)
+	for {
+		hdr, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		got[hdr.Name] = hdr
+	}
+	for name, mode := range map[string]int64{"broker": 0o755, "example-handler": 0o755, "etc/passwd": 0o644, "etc/group": 0o644, "tmp/": 0o1777} {
+		hdr := got[name]
+		if hdr == nil {
+			t.Errorf("%s is missing from the layer (it has %v)", name, slices.Sorted(maps.Keys(got)))
+			continue
+		}
+		if hdr.Mode != mode || hdr.Uid != 0 || hdr.Gid != 0 {
+			t.Errorf("%s: mode %o owner %d:%d, want %o root", name, hdr.Mode, hdr.Uid, hdr.Gid, mode)
+		}
+	}
+}
+
+// TestSameBinariesMakeTheSameImage: the image is reproducible, so a
+// rebuild of unchanged sources imports as the same image.
+func TestSameBinariesMakeTheSameImage(t *testing.T) {
+	digest := func(bins []file) string {
+		img, err := build(bins, "amd64")
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, err := img.Digest()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d.String()
+	}
+	if a, b := digest(fakeBinaries), digest(fakeBinaries); a != b {
+		t.Errorf("two builds of the same binaries: %s and %s", a, b)
+	}
+	changed := slices.Clone(fakeBinaries)
+	changed[0] = file{path: "/broker", data: []byte("#!broker v2"), mode: 0o755}
+	if digest(fakeBinaries) == digest(changed) {
+		t.Error("a changed binary made the same image")
+	}
+}

@@ -1,0 +1,112 @@
+// Command image builds the Tether image without Docker and without a
+// registry: cmd/broker and cmd/example-handler as static binaries, in one
+// layer on an empty base with the names of root and nonroot, the broker
+// the entrypoint, run as 65532:65532 (the Dockerfile's image, with
+// go-containerregistry). It writes the image as a tarball that `ctr images
+// import`, `kind load image-archive` and `docker load` take. The same
+// sources make the same image, digest for digest.
+//
+//	go run ./test/image -o .dev/tether-image.tar -tag tether:dev
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+
+	"github.com/tether-dev/tether/test/controlplane"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Stderr); err != nil {
+		if !errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintln(os.Stderr, "image:", err)
+		}
+		os.Exit(2)
+	}
+}
+
+func run(ctx context.Context, args []string, stderr io.Writer) error {
+	fs := flag.NewFlagSet("image", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	out := fs.String("o", ".dev/tether-image.tar", "the image tarball to write")
+	tag := fs.String("tag", "tether:dev", "the image's name in the tarball, as the manifests in deploy/ use it")
+	arch := fs.String("arch", runtime.GOARCH, "the architecture to build for (GOARCH)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	ref, err := name.NewTag(*tag)
+	if err != nil {
+		return fmt.Errorf("-tag: %w", err)
+	}
+	wd, err := os.Getwd()
+	if err != nil {
+		return err
+	}
+	repo, err := controlplane.FindRepoRoot(wd)
+	if err != nil {
+		return err
+	}
+	work, err := os.MkdirTemp("", "tether-image-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(work)
+	var binaries []file
+	for _, b := range []struct{ name, pkg string }{{"broker", "./cmd/broker"}, {"example-handler", "./cmd/example-handler"}} {
+		fmt.Fprintf(stderr, "image: building %s for linux/%s\n", b.pkg, *arch)
+		bin := filepath.Join(work, b.name)
+		cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-buildvcs=false", "-ldflags=-s -w", "-o", bin, b.pkg)
+		cmd.Dir = repo
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+*arch)
+		if msg, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("building %s: %w\n%s", b.pkg, err, msg)
+		}
+		data, err := os.ReadFile(bin)
+		if err != nil {
+			return err
+		}
+		binaries = append(binaries, file{path: "/" + b.name, data: data, mode: 0o755})
+	}
+	img, err := build(binaries, *arch)
+	if err != nil {
+		return err
+	}
+	if dir := filepath.Dir(*out); dir != "." {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return err
+		}
+	}
+	if err := tarball.WriteToFile(*out, ref, img); err != nil {
+		return fmt.Errorf("writing %s: %w", *out, err)
+	}
+	digest, err := img.Digest()
+	if err != nil {
+		return err
+	}
+	size, err := img.Size()
+	if err != nil {
+		return err
+	}
+	fi, err := os.Stat(*out)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stderr, "image: %s %s (%.1f MB) written to %s (manifest of %d bytes)\n", ref, digest, float64(fi.Size())/1e6, *out, size)
+	return nil
+}
