@@ -14,10 +14,8 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
-	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/reflection"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -111,9 +109,6 @@ type Options struct {
 	// withdrawn RBAC ends it (default 30 s).
 	RecheckEvery time.Duration
 }
-
-// maxStreamsPerConnection bounds the gRPC streams of one connection.
-const maxStreamsPerConnection = 16
 
 // authQPS paces the broker's TokenReviews and SubjectAccessReviews.
 const authQPS = 50
@@ -462,39 +457,6 @@ func (b *Broker) uninstall(dyn dynamic.Interface, store *presence.Store, known [
 		return fmt.Errorf("releasing holds on uninstall: %w", err)
 	}
 	return nil
-}
-
-func (b *Broker) serverOptions(tlsConfig *tls.Config) []grpc.ServerOption {
-	opts := []grpc.ServerOption{
-		grpc.MaxRecvMsgSize(b.opts.MaxMessageSize),
-		// A handler instance needs one stream (and health checks); a
-		// client opening thousands on one connection is not one.
-		grpc.MaxConcurrentStreams(maxStreamsPerConnection),
-		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
-		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
-	}
-	if tlsConfig != nil {
-		opts = append(opts, grpc.Creds(credentials.NewTLS(tlsConfig)))
-	}
-	return opts
-}
-
-// stopGracefully lets open streams end by themselves for a while; handler
-// streams are long-lived, so it then cuts them.
-func stopGracefully(srv *grpc.Server, d time.Duration) {
-	done := make(chan struct{})
-	go func() {
-		srv.GracefulStop()
-		close(done)
-	}()
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-done:
-	case <-t.C:
-		srv.Stop()
-		<-done
-	}
 }
 
 func isLoopback(a net.Addr) bool {

@@ -150,6 +150,9 @@ func writeCA(ctx context.Context, kube kubernetes.Interface, ns, name string, bu
 		if apierrors.IsAlreadyExists(err) || apierrors.IsConflict(err) {
 			continue // another replica wrote it meanwhile: look again
 		}
+		if apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) {
+			return nil // an uninstall: no handler is to connect any more
+		}
 		if err != nil {
 			return fmt.Errorf("publishing the CA bundle in ConfigMap %s: %w", ref, err)
 		}

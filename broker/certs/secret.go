@@ -52,6 +52,16 @@ func (c *Serving) syncSecret(ctx context.Context) error {
 			if apierrors.IsAlreadyExists(err) {
 				continue // another replica created it first: take theirs
 			}
+			if apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) {
+				// An uninstall by namespace deletion: the broker must still
+				// serve, to release its holds, and nothing can be kept.
+				// What is served already stays.
+				if c.cert.Load() == nil {
+					c.log.Warn("the namespace is being deleted: serving a CA and certificate kept in memory only", "secret", ref)
+					c.use(srv.tls, ca.certPEM)
+				}
+				return nil
+			}
 			if err != nil {
 				return fmt.Errorf("creating the %s certificate Secret %s: %w", c.opts.Name, ref, err)
 			}

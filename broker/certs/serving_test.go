@@ -356,3 +356,30 @@ func mustParse(t *testing.T, certPEM []byte) *x509.Certificate {
 	}
 	return cert
 }
+
+// TestNamespaceBeingDeletedStillServes: when the broker's namespace is
+// being deleted (an uninstall by namespace deletion), its Secret may be
+// gone and no new one can be made; a broker restarted then must still
+// serve, to release its holds, so the certificate it generates is kept in
+// memory.
+func TestNamespaceBeingDeletedStillServes(t *testing.T) {
+	cp := controlplane.Get(t)
+	ns := cp.Namespace(t)
+	// No namespace controller runs here: a deleted namespace stays
+	// Terminating, which is the moment this is about.
+	if err := cp.Client().CoreV1().Namespaces().Delete(t.Context(), ns, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	c := generatedCerts(t, cp.Client(), ns, "tether-broker."+ns+".svc")
+	if err := c.Load(t.Context()); err != nil {
+		t.Fatalf("Load in a namespace being deleted: %v", err)
+	}
+	verify(t, c, "tether-broker."+ns+".svc")
+	served := serving(t, c)
+	if err := c.refresh(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if !serving(t, c).Equal(served) {
+		t.Error("a refresh in a namespace being deleted replaced the certificate kept in memory")
+	}
+}
