@@ -102,6 +102,11 @@ func LoadPathKey(ctx context.Context, client kubernetes.Interface, namespace, na
 		if apierrors.IsAlreadyExists(err) {
 			continue // another replica made it first: take theirs
 		}
+		if apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) {
+			// An uninstall by namespace deletion: the broker must still
+			// start, to release its holds; the webhooks are going anyway.
+			return NewPathKey(key)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("creating the admission path key Secret %s: %w", ref, err)
 		}
