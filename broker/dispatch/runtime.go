@@ -328,6 +328,9 @@ func (rt *runtime) requeueAll() { rt.lookAgain(false) }
 // part of an initial list (the handler returned), so resume bindings fire.
 func (rt *runtime) lookAgain(initial bool) {
 	now := rt.clock.Now()
+	// The caches are listed under the runtime's lock, which a notification
+	// takes too: an object listed here and deleted meanwhile has its
+	// deletion seen after it is made, never before.
 	rt.mu.Lock()
 	for _, s := range rt.subs {
 		for _, item := range s.Store().List() {

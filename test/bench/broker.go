@@ -189,7 +189,11 @@ func newBrokerController(e *env, bin binaries) *brokerController {
 
 func (c *brokerController) name() string { return "broker" }
 
-func (c *brokerController) done(obj *unstructured.Unstructured) bool {
+func (c *brokerController) done(obj *unstructured.Unstructured) bool { return handledByBench(obj) }
+
+// handledByBench reports whether the bench handler finished creating obj:
+// its hold is on and its create's result stored.
+func handledByBench(obj *unstructured.Unstructured) bool {
 	_, stored := obj.GetAnnotations()[progress.ResultKey(handlerName, "create")]
 	return stored && hold.Has(obj, handlerName)
 }

@@ -214,7 +214,7 @@ func runFailover(ctx context.Context, e *env, bin binaries, n int) (rows []failo
 	if err != nil {
 		return nil, err
 	}
-	tr, err := startTracker(ctx, e, ns, newBrokerController(e, bin).done)
+	tr, err := startTracker(ctx, e, ns, handledByBench)
 	if err != nil {
 		return nil, err
 	}
@@ -288,10 +288,9 @@ func failOver(ctx context.Context, e *env, bin binaries, brokers *pair, ns, brok
 	if _, err := ri.Create(ctx, newWidget(ns, name, 0), metav1.CreateOptions{}); err != nil {
 		return row, fmt.Errorf("creating %s: %w", name, err)
 	}
-	done := newBrokerController(e, bin).done
 	err = wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, e.timeout, true, func(ctx context.Context) (bool, error) {
 		obj, err := ri.Get(ctx, name, metav1.GetOptions{})
-		return err == nil && done(obj), nil
+		return err == nil && handledByBench(obj), nil
 	})
 	if err != nil {
 		return row, fmt.Errorf("waiting for %s to be handled: %w", name, err)
