@@ -5,7 +5,7 @@ import (
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
-	"encoding/base64"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/url"
@@ -47,10 +47,13 @@ func (k *PathKey) Path(handler, bindingID string) string {
 	return PathPrefix + url.PathEscape(handler) + "/" + url.PathEscape(bindingID) + "/" + k.sign(handler, bindingID)
 }
 
+// sign is the path's signature in lowercase hex: the API server takes a
+// Service path only when each segment is a lowercase RFC 1123 subdomain
+// (handler names and binding ids are DNS labels already).
 func (k *PathKey) sign(handler, bindingID string) string {
 	mac := hmac.New(sha256.New, k.key)
 	mac.Write([]byte(handler + "/" + bindingID))
-	return base64.RawURLEncoding.EncodeToString(mac.Sum(nil))
+	return hex.EncodeToString(mac.Sum(nil))
 }
 
 // parse splits a signed path; ok is false for any path Path did not make.

@@ -1,12 +1,14 @@
 package admission
 
 import (
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 )
@@ -47,5 +49,30 @@ func TestPathKeyInANamespaceBeingDeleted(t *testing.T) {
 	}
 	if _, _, ok := k.parse(k.Path("h", "b")); !ok {
 		t.Error("the key kept in memory does not verify its own paths")
+	}
+}
+
+// TestPathIsAValidServicePath: the API server takes a webhook's
+// clientConfig.service.path only when every segment is a lowercase RFC 1123
+// subdomain (k8s.io/apiserver's ValidateWebhookService); a URL's path is not
+// checked so. A signature with capitals or '_' made every in-cluster
+// webhook configuration invalid.
+func TestPathIsAValidServicePath(t *testing.T) {
+	for i := range 50 {
+		key := make([]byte, PathKeySize)
+		key[0], key[1] = byte(i), byte(i>>8)
+		k, err := NewPathKey(key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := k.Path("example", "validate-ttl")
+		for j, seg := range strings.Split(strings.TrimPrefix(p, "/"), "/") {
+			if errs := validation.IsDNS1123Subdomain(seg); len(errs) > 0 {
+				t.Fatalf("path %s: segment %d %q: %v", p, j, seg, errs)
+			}
+		}
+		if _, _, ok := k.parse(p); !ok {
+			t.Fatalf("path %s does not parse back", p)
+		}
 	}
 }
