@@ -9,7 +9,7 @@ BUF     := $(BIN)/buf
 TESTFLAGS ?= -race -count=1 -timeout 30m -p 2
 
 .PHONY: fuzz all build test check vet fmt fmt-check proto proto-lint proto-check \
-        proto-breaking proto-python controlplane cluster image demo chaos chaos-selftest bench bench-timers bench-scale bench-failover bench-admission clean help
+        proto-breaking proto-python controlplane cluster node image demo chaos chaos-selftest bench bench-timers bench-scale bench-failover bench-admission clean help
 
 all: build
 
@@ -25,6 +25,9 @@ controlplane: ## build etcd and kube-apiserver into the cache (once per pinned v
 
 cluster: ## run a local control plane in the foreground; kubeconfig in .dev/kubeconfig
 	$(GO) run ./test/cluster --kubeconfig .dev/kubeconfig
+
+node: ## run a one-node cluster in the foreground (root; kubelet, containerd, controllers; tether:dev imported); kubeconfig in .dev/kubeconfig
+	$(GO) run ./test/cluster --node --kubeconfig .dev/kubeconfig
 
 image: ## the image without Docker: the static binaries in an OCI image tarball, .dev/tether-image.tar (tether:dev), for ctr images import or kind load image-archive
 	$(GO) run ./test/image -o .dev/tether-image.tar -tag tether:dev

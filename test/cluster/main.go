@@ -4,9 +4,11 @@
 //	go run ./test/cluster --build-only                         # build the binaries into the cache
 //	go run ./test/cluster --kubeconfig .dev/kubeconfig         # run in the foreground until Ctrl-C
 //	go run ./test/cluster --kubeconfig .dev/kubeconfig --demo  # the demo (make demo), then stop
+//	go run ./test/cluster --kubeconfig .dev/kubeconfig --node  # a one-node cluster (make node), as root
 //
 // See package github.com/tether-dev/tether/test/controlplane for what runs and
-// what is missing (no controller manager, scheduler or kubelet).
+// what is missing (no controller manager, scheduler or kubelet), and package
+// github.com/tether-dev/tether/test/node for the one-node cluster.
 package main
 
 import (
@@ -34,6 +36,7 @@ type config struct {
 	buildOnly  bool
 	kubeconfig string
 	demo       bool
+	node       bool
 	logLevel   string
 }
 
@@ -47,6 +50,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		"also write the admin kubeconfig to this `path`, creating its folder (it always exists inside the control plane's temporary folder)")
 	fs.BoolVar(&c.demo, "demo", false,
 		"start the control plane, run the broker and the example handler on it, narrate what they do, stop everything and exit (logs in the folder 'demo' next to --kubeconfig)")
+	fs.BoolVar(&c.node, "node", false,
+		"run a one-node cluster instead: the control plane on the node's bridge, kube-controller-manager, kube-scheduler, containerd, the kubelet and kube-proxy, with the image tether:dev of this checkout imported (needs root and Debian's runc, containernetworking-plugins and iptables; the first build takes about 10 minutes more)")
 	fs.StringVar(&c.logLevel, "log-level", "info", "log `level`: trace, debug, info, warn or error")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), `Usage: go run ./test/cluster [flags]
@@ -71,6 +76,9 @@ Flags:
 	}
 	if c.buildOnly && c.demo {
 		return c, errors.New("--build-only and --demo exclude each other")
+	}
+	if c.node && c.demo {
+		return c, errors.New("--node and --demo exclude each other: the demo runs on the control plane alone")
 	}
 	return c, nil
 }
@@ -107,6 +115,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 }
 
 func serve(ctx context.Context, cfg config, log hclog.Logger, stdout, stderr io.Writer) error {
+	if cfg.node {
+		return serveNode(ctx, cfg, log, stdout, stderr)
+	}
 	bins, err := controlplane.Ensure(ctx, controlplane.EnsureOptions{Progress: stderr, Log: log.Named("ensure")})
 	if err != nil {
 		return err

@@ -23,7 +23,8 @@ func (cp *ControlPlane) Client() kubernetes.Interface { return cp.client }
 // KubeconfigPath returns the path of the admin kubeconfig in Dir.
 func (cp *ControlPlane) KubeconfigPath() string { return cp.kubeconfig }
 
-// URL returns the API server's address, https://127.0.0.1:PORT.
+// URL returns the API server's address, https://127.0.0.1:PORT (or the
+// given Options.Address).
 func (cp *ControlPlane) URL() string { return cp.url }
 
 // AdminToken returns the bearer token of the admin user (group system:masters).

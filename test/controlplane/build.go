@@ -71,64 +71,62 @@ func Ensure(ctx context.Context, opts EnsureOptions) (Binaries, error) {
 	if err := opts.setDefaults(); err != nil {
 		return Binaries{}, fmt.Errorf("ensuring control-plane binaries: %w", err)
 	}
+	if err := ensureSet(ctx, &opts, controlPlaneSet); err != nil {
+		return Binaries{}, err
+	}
+	return binariesIn(opts.Dir), nil
+}
+
+// ensureSet makes the cache folder hold every binary of set and its stamp,
+// as Ensure describes.
+func ensureSet(ctx context.Context, opts *EnsureOptions, set binarySet) error {
 	dir := opts.Dir
-	bins := binariesIn(dir)
-	if ready(dir) {
-		return bins, nil
+	if set.ready(dir) {
+		return nil
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return Binaries{}, fmt.Errorf("creating the binary cache folder: %w", err)
+		return fmt.Errorf("creating the binary cache folder: %w", err)
 	}
 	unlock, err := lockDir(ctx, dir, opts.Progress)
 	if err != nil {
-		return Binaries{}, err
+		return err
 	}
 	defer unlock()
-	if ready(dir) { // another process finished a build while we waited
-		return bins, nil
+	if set.ready(dir) { // another process finished a build while we waited
+		return nil
 	}
-
-	type target struct {
-		name, pkg, ldflags, path, want string
-		versionArgs                    []string // nil: --version
-	}
-	targets := []target{
-		{etcdName, "go.etcd.io/etcd/server/v3", "", bins.Etcd, "etcd Version: " + strings.TrimPrefix(EtcdVersion, "v"), nil},
-		{apiserverName, "k8s.io/kubernetes/cmd/kube-apiserver", apiserverLDFlags(), bins.KubeAPIServer, "Kubernetes " + KubernetesVersion, nil},
-		// kubectl reads the same version variables as kube-apiserver.
-		{kubectlName, "k8s.io/kubernetes/cmd/kubectl", apiserverLDFlags(), bins.Kubectl, "Client Version: " + KubernetesVersion, []string{"version", "--client"}},
-	}
-	for _, t := range targets {
-		if isExecutable(t.path) {
-			if err := checkVersion(ctx, t.path, t.want, t.versionArgs...); err == nil {
-				opts.Log.Debug("binary already present", "path", t.path)
+	for _, t := range set.targets {
+		path := filepath.Join(dir, t.name)
+		if isExecutable(path) {
+			if err := checkVersion(ctx, path, t.want, t.versionArgs...); err == nil {
+				opts.Log.Debug("binary already present", "path", path)
 				continue
 			} else {
-				opts.Log.Info("rebuilding binary", "path", t.path, "reason", err)
+				opts.Log.Info("rebuilding binary", "path", path, "reason", err)
 			}
 		}
 		if opts.ToolsDir == "" {
 			wd, err := os.Getwd()
 			if err != nil {
-				return Binaries{}, fmt.Errorf("finding the working directory to locate test/tools: %w", err)
+				return fmt.Errorf("finding the working directory to locate test/tools: %w", err)
 			}
 			root, err := FindRepoRoot(wd)
 			if err != nil {
-				return Binaries{}, fmt.Errorf("locating test/tools to build %s (run from inside the repository, or put prebuilt binaries and a stamp in %s via %s): %w", t.name, dir, EnvDir, err)
+				return fmt.Errorf("locating test/tools to build %s (run from inside the repository, or put prebuilt binaries and a stamp in %s via %s): %w", t.name, dir, EnvDir, err)
 			}
 			opts.ToolsDir = filepath.Join(root, "test", "tools")
 		}
-		if err := buildBinary(ctx, &opts, t.name, t.pkg, t.ldflags, t.path); err != nil {
-			return Binaries{}, err
+		if err := buildBinary(ctx, opts, t, path); err != nil {
+			return err
 		}
-		if err := checkVersion(ctx, t.path, t.want, t.versionArgs...); err != nil {
-			return Binaries{}, fmt.Errorf("checking the freshly built %s: %w", t.name, err)
+		if err := checkVersion(ctx, path, t.want, t.versionArgs...); err != nil {
+			return fmt.Errorf("checking the freshly built %s: %w", t.name, err)
 		}
 	}
-	if err := writeStamp(dir); err != nil {
-		return Binaries{}, fmt.Errorf("recording the verified binaries in %s: %w", dir, err)
+	if err := set.writeStamp(dir); err != nil {
+		return fmt.Errorf("recording the verified binaries in %s: %w", dir, err)
 	}
-	return bins, nil
+	return nil
 }
 
 // apiserverLDFlags makes kube-apiserver (and kubectl) report the pinned
@@ -198,31 +196,31 @@ func lockDir(ctx context.Context, dir string, progress io.Writer) (func(), error
 
 // buildBinary runs 'go build' for pkg in the tools module into a temporary
 // file next to dst and renames it into place.
-func buildBinary(ctx context.Context, o *EnsureOptions, name, pkg, ldflags, dst string) error {
+func buildBinary(ctx context.Context, o *EnsureOptions, t target, dst string) error {
+	name := t.name
 	tmp := filepath.Join(filepath.Dir(dst), fmt.Sprintf(".%s.tmp-%d", name, os.Getpid()))
 	args := []string{"build"}
-	if ldflags != "" {
-		args = append(args, "-ldflags", ldflags)
+	if t.tags != "" {
+		args = append(args, "-tags", t.tags)
 	}
-	args = append(args, "-o", tmp, pkg)
+	if t.ldflags != "" {
+		args = append(args, "-ldflags", t.ldflags)
+	}
+	args = append(args, "-o", tmp, t.pkg)
 	cmd := exec.Command(o.GoCommand, args...)
-	cmd.Dir = o.ToolsDir
+	cmd.Dir = filepath.Join(o.ToolsDir, t.module)
+	if len(t.env) > 0 {
+		cmd.Env = append(os.Environ(), t.env...)
+	}
 	out := newTailBuffer(16 << 10)
 	cmd.Stdout, cmd.Stderr = out, out
 
-	hint := "about 30 seconds"
-	switch name {
-	case apiserverName:
-		hint = "about 10 minutes on 2 cores"
-	case kubectlName:
-		hint = "a minute or two after kube-apiserver, whose packages it shares"
-	}
 	fmt.Fprintf(o.Progress, "controlplane: building %s %s into %s (the first build takes %s; later builds reuse the Go build cache)\n",
-		name, versionOf(name), filepath.Dir(dst), hint)
-	o.Log.Info("building", "binary", name, "package", pkg, "tools", o.ToolsDir)
+		name, t.version, filepath.Dir(dst), t.hint)
+	o.Log.Info("building", "binary", name, "package", t.pkg, "module", cmd.Dir)
 
 	start := time.Now()
-	p, err := startProcess("go build "+name, cmd)
+	p, err := StartProcess("go build "+name, cmd)
 	if err != nil {
 		return fmt.Errorf("building %s: %w", name, err)
 	}
@@ -230,19 +228,19 @@ func buildBinary(ctx context.Context, o *EnsureOptions, name, pkg, ldflags, dst 
 	defer tick.Stop()
 	for waiting := true; waiting; {
 		select {
-		case <-p.done:
+		case <-p.Done():
 			waiting = false
 		case <-tick.C:
 			fmt.Fprintf(o.Progress, "controlplane: still building %s (%s elapsed)\n", name, time.Since(start).Round(time.Second))
 		case <-ctx.Done():
-			_ = p.stop(5 * time.Second)
+			_ = p.Stop(5 * time.Second)
 			_ = os.Remove(tmp)
 			return fmt.Errorf("building %s: %w", name, ctx.Err())
 		}
 	}
-	if p.err != nil {
+	if p.Err() != nil {
 		_ = os.Remove(tmp)
-		return fmt.Errorf("building %s (go %s in %s): %w\n%s", name, strings.Join(args, " "), o.ToolsDir, p.err, out.String())
+		return fmt.Errorf("building %s (go %s in %s): %w\n%s", name, strings.Join(args, " "), cmd.Dir, p.Err(), out.String())
 	}
 	if err := os.Rename(tmp, dst); err != nil {
 		_ = os.Remove(tmp)
@@ -250,13 +248,6 @@ func buildBinary(ctx context.Context, o *EnsureOptions, name, pkg, ldflags, dst 
 	}
 	fmt.Fprintf(o.Progress, "controlplane: built %s in %s\n", name, time.Since(start).Round(time.Second))
 	return nil
-}
-
-func versionOf(name string) string {
-	if name == etcdName {
-		return EtcdVersion
-	}
-	return KubernetesVersion
 }
 
 // tailBuffer is an io.Writer that keeps the last max bytes written to it.

@@ -85,47 +85,95 @@ func cacheDir(getenv func(string) string, userCacheDir func() (string, error)) (
 	return filepath.Join(base, "tether", "controlplane", cacheSubdir()), nil
 }
 
-// stampContent is what a stamp file holds after a verified build. The
+// target is one binary a [binarySet] builds.
+type target struct {
+	name        string   // the file's name in the cache folder
+	version     string   // the pinned version, for progress messages
+	pkg         string   // the main package to build
+	module      string   // the folder of its module under test/tools; "" is test/tools
+	tags        string   // build tags, comma separated
+	ldflags     string   // -ldflags
+	env         []string // added to the build's environment
+	want        string   // what its version command prints
+	versionArgs []string // the version command's arguments; nil: --version
+	hint        string   // how long a first build takes, for progress messages
+}
+
+// binarySet is a group of binaries that one stamp file vouches for.
+type binarySet struct {
+	stamp    string   // the stamp file's name in the cache folder
+	versions []string // "component version" lines the stamp records
+	targets  []target // built in this order
+}
+
+// controlPlaneSet is what [Ensure] builds.
+var controlPlaneSet = binarySet{
+	stamp:    stampName,
+	versions: []string{"kubernetes " + KubernetesVersion, "etcd " + EtcdVersion},
+	targets: []target{
+		{name: etcdName, version: EtcdVersion, pkg: "go.etcd.io/etcd/server/v3",
+			want: "etcd Version: " + strings.TrimPrefix(EtcdVersion, "v"), hint: "about 30 seconds"},
+		{name: apiserverName, version: KubernetesVersion, pkg: "k8s.io/kubernetes/cmd/kube-apiserver", ldflags: apiserverLDFlags(),
+			want: "Kubernetes " + KubernetesVersion, hint: "about 10 minutes on 2 cores"},
+		// kubectl reads the same version variables as kube-apiserver.
+		{name: kubectlName, version: KubernetesVersion, pkg: "k8s.io/kubernetes/cmd/kubectl", ldflags: apiserverLDFlags(),
+			want: "Client Version: " + KubernetesVersion, versionArgs: []string{"version", "--client"},
+			hint: "a minute or two after kube-apiserver, whose packages it shares"},
+	},
+}
+
+// content is what the set's stamp file holds after a verified build. The
 // binaries line names every binary the stamp vouches for: a cache stamped
 // before kubectl was added does not match, so Ensure checks the binaries that
 // are there and builds only the missing kubectl.
-func stampContent() []byte {
+func (s binarySet) content() []byte {
+	names := make([]string, len(s.targets))
+	for i, t := range s.targets {
+		names[i] = t.name
+	}
 	return []byte("# written by " + ModulePath + "/test/controlplane after a verified build\n" +
-		"kubernetes " + KubernetesVersion + "\n" +
-		"etcd " + EtcdVersion + "\n" +
-		"binaries " + etcdName + " " + apiserverName + " " + kubectlName + "\n")
+		strings.Join(s.versions, "\n") + "\n" +
+		"binaries " + strings.Join(names, " ") + "\n")
 }
 
-// stampOK reports whether dir holds a stamp for the pinned versions.
-func stampOK(dir string) bool {
-	got, err := os.ReadFile(filepath.Join(dir, stampName))
-	return err == nil && bytes.Equal(got, stampContent())
+// stampOK reports whether dir holds the set's stamp for the pinned versions.
+func (s binarySet) stampOK(dir string) bool {
+	got, err := os.ReadFile(filepath.Join(dir, s.stamp))
+	return err == nil && bytes.Equal(got, s.content())
 }
 
-// writeStamp records in dir that the binaries there are the pinned versions.
-func writeStamp(dir string) error {
-	tmp := filepath.Join(dir, fmt.Sprintf(".%s.tmp-%d", stampName, os.Getpid()))
-	if err := os.WriteFile(tmp, stampContent(), 0o644); err != nil {
+// writeStamp records in dir that the set's binaries there are the pinned
+// versions.
+func (s binarySet) writeStamp(dir string) error {
+	tmp := filepath.Join(dir, fmt.Sprintf(".%s.tmp-%d", s.stamp, os.Getpid()))
+	if err := os.WriteFile(tmp, s.content(), 0o644); err != nil {
 		return fmt.Errorf("writing the stamp file: %w", err)
 	}
-	if err := os.Rename(tmp, filepath.Join(dir, stampName)); err != nil {
+	if err := os.Rename(tmp, filepath.Join(dir, s.stamp)); err != nil {
 		_ = os.Remove(tmp)
 		return fmt.Errorf("renaming the stamp file into place: %w", err)
 	}
 	return nil
 }
 
+// ready reports whether dir holds every binary of the set and a matching
+// stamp, which is all Ensure needs to return at once.
+func (s binarySet) ready(dir string) bool {
+	if !s.stampOK(dir) {
+		return false
+	}
+	for _, t := range s.targets {
+		if !isExecutable(filepath.Join(dir, t.name)) {
+			return false
+		}
+	}
+	return true
+}
+
 // isExecutable reports whether path is a regular file with an execute bit.
 func isExecutable(path string) bool {
 	fi, err := os.Stat(path)
 	return err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o111 != 0
-}
-
-// ready reports whether dir holds every binary and a matching stamp, which is
-// all Ensure needs to return at once.
-func ready(dir string) bool {
-	b := binariesIn(dir)
-	return stampOK(dir) && isExecutable(b.Etcd) && isExecutable(b.KubeAPIServer) && isExecutable(b.Kubectl)
 }
 
 // ErrNoRepoRoot is returned by FindRepoRoot when no parent folder holds the

@@ -75,23 +75,23 @@ func fakeBinaries(t *testing.T, dir string) {
 
 func TestReadyNeedsStampAndBothBinaries(t *testing.T) {
 	dir := t.TempDir()
-	if ready(dir) {
+	if controlPlaneSet.ready(dir) {
 		t.Fatal("an empty folder is ready")
 	}
 	fakeBinaries(t, dir)
-	if ready(dir) {
+	if controlPlaneSet.ready(dir) {
 		t.Fatal("binaries without a stamp are ready")
 	}
-	if err := writeStamp(dir); err != nil {
+	if err := controlPlaneSet.writeStamp(dir); err != nil {
 		t.Fatal(err)
 	}
-	if !ready(dir) {
+	if !controlPlaneSet.ready(dir) {
 		t.Fatal("binaries with a stamp are not ready")
 	}
 	if err := os.Remove(filepath.Join(dir, apiserverName)); err != nil {
 		t.Fatal(err)
 	}
-	if ready(dir) {
+	if controlPlaneSet.ready(dir) {
 		t.Fatal("a stamp without kube-apiserver is ready")
 	}
 }
@@ -99,13 +99,13 @@ func TestReadyNeedsStampAndBothBinaries(t *testing.T) {
 func TestReadyNeedsKubectl(t *testing.T) {
 	dir := t.TempDir()
 	fakeBinaries(t, dir)
-	if err := writeStamp(dir); err != nil {
+	if err := controlPlaneSet.writeStamp(dir); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.Remove(filepath.Join(dir, kubectlName)); err != nil {
 		t.Fatal(err)
 	}
-	if ready(dir) {
+	if controlPlaneSet.ready(dir) {
 		t.Fatal("a cache without kubectl is ready")
 	}
 }
@@ -113,17 +113,17 @@ func TestReadyNeedsKubectl(t *testing.T) {
 func TestStampForOtherVersionsIsRejected(t *testing.T) {
 	dir := t.TempDir()
 	fakeBinaries(t, dir)
-	old := strings.ReplaceAll(string(stampContent()), KubernetesVersion, "v1.36.0")
+	old := strings.ReplaceAll(string(controlPlaneSet.content()), KubernetesVersion, "v1.36.0")
 	if err := os.WriteFile(filepath.Join(dir, stampName), []byte(old), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if stampOK(dir) || ready(dir) {
+	if controlPlaneSet.stampOK(dir) || controlPlaneSet.ready(dir) {
 		t.Fatal("a stamp for another Kubernetes version is accepted")
 	}
 }
 
 func TestStampRecordsPinnedVersions(t *testing.T) {
-	s := string(stampContent())
+	s := string(controlPlaneSet.content())
 	for _, want := range []string{"kubernetes " + KubernetesVersion, "etcd " + EtcdVersion, "binaries etcd kube-apiserver kubectl"} {
 		if !strings.Contains(s, want+"\n") {
 			t.Errorf("stamp %q lacks line %q", s, want)
@@ -134,7 +134,7 @@ func TestStampRecordsPinnedVersions(t *testing.T) {
 func TestEnsureReturnsCachedBinariesWithoutRunningGo(t *testing.T) {
 	dir := t.TempDir()
 	fakeBinaries(t, dir)
-	if err := writeStamp(dir); err != nil {
+	if err := controlPlaneSet.writeStamp(dir); err != nil {
 		t.Fatal(err)
 	}
 	// A go command that cannot run proves that nothing is built or checked.
@@ -268,7 +268,7 @@ func TestEnsureStampsExistingBinariesThatReportPinnedVersions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !stampOK(dir) {
+	if !controlPlaneSet.stampOK(dir) {
 		t.Fatal("no stamp written for verified binaries")
 	}
 }
@@ -283,10 +283,12 @@ done
 case "$pkg" in
   *etcd*) printf '#!/bin/sh\necho "etcd Version: 3.7.0"\n' > "$out" ;;
   *kubectl*) printf '#!/bin/sh\necho "Client Version: v1.37.2"\n' > "$out" ;;
+  *containerd*) printf '#!/bin/sh\necho "containerd 2.2.9+unknown"\n' > "$out" ;;
+  *coredns*) printf '#!/bin/sh\necho "CoreDNS-1.15.0"\n' > "$out" ;;
   *) printf '#!/bin/sh\necho "Kubernetes v1.37.2"\n' > "$out" ;;
 esac
 chmod +x "$out"
-echo "$PWD $pkg" >> "$FAKE_GO_LOG"
+echo "$PWD $pkg${CGO_ENABLED:+ CGO_ENABLED=$CGO_ENABLED}" >> "$FAKE_GO_LOG"
 `
 
 func TestEnsureBuildsWrongBinariesInToolsDir(t *testing.T) {
@@ -305,7 +307,7 @@ func TestEnsureBuildsWrongBinariesInToolsDir(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !ready(dir) {
+	if !controlPlaneSet.ready(dir) {
 		t.Fatal("cache not ready after a build")
 	}
 	if err := checkVersion(context.Background(), b.KubeAPIServer, "Kubernetes v1.37.2"); err != nil {
@@ -334,7 +336,7 @@ func TestEnsureReportsFailedBuild(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "cannot compile today") || !strings.Contains(err.Error(), "building etcd") {
 		t.Fatalf("err = %v, want the build output and what was built", err)
 	}
-	if stampOK(dir) {
+	if controlPlaneSet.stampOK(dir) {
 		t.Fatal("stamp written after a failed build")
 	}
 }
@@ -354,7 +356,7 @@ func TestEnsureOnACacheFromBeforeKubectlBuildsOnlyKubectl(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, stampName), []byte(old), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if stampOK(dir) {
+	if controlPlaneSet.stampOK(dir) {
 		t.Fatal("the stamp of a cache without kubectl is accepted")
 	}
 
@@ -363,7 +365,7 @@ func TestEnsureOnACacheFromBeforeKubectlBuildsOnlyKubectl(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !ready(dir) {
+	if !controlPlaneSet.ready(dir) {
 		t.Fatal("cache not ready after building kubectl")
 	}
 	if err := checkVersion(context.Background(), b.Kubectl, "Client Version: v1.37.2", "version", "--client"); err != nil {
@@ -390,5 +392,47 @@ func TestCheckVersionRunsTheGivenArguments(t *testing.T) {
 	err := checkVersion(context.Background(), path, "Client Version: v1.37.2", "version", "--client")
 	if err == nil || !strings.Contains(err.Error(), "version --client") {
 		t.Errorf("err = %v, want a mismatch that names the command", err)
+	}
+}
+
+// TestEnsureNodeBuildsEachBinaryInItsModule: the Kubernetes components in
+// test/tools, containerd static in its own module, CoreDNS in its own; the
+// node's stamp leaves the control plane's alone.
+func TestEnsureNodeBuildsEachBinaryInItsModule(t *testing.T) {
+	dir, tools, bin := t.TempDir(), t.TempDir(), t.TempDir()
+	goCmd := filepath.Join(bin, "go")
+	writeScript(t, goCmd, fakeGo)
+	logPath := filepath.Join(bin, "log")
+	t.Setenv("FAKE_GO_LOG", logPath)
+	t.Setenv("CGO_ENABLED", "")
+	for _, m := range []string{"containerd", "coredns"} {
+		if err := os.Mkdir(filepath.Join(tools, m), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	b, err := EnsureNode(context.Background(), EnsureOptions{Dir: dir, ToolsDir: tools, GoCommand: goCmd})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !nodeSet.ready(dir) || controlPlaneSet.stampOK(dir) {
+		t.Fatal("want the node's stamp written and the control plane's not")
+	}
+	log, _ := os.ReadFile(logPath)
+	want := strings.Join([]string{
+		tools + " k8s.io/kubernetes/cmd/kubelet",
+		tools + " k8s.io/kubernetes/cmd/kube-controller-manager",
+		tools + " k8s.io/kubernetes/cmd/kube-scheduler",
+		tools + " k8s.io/kubernetes/cmd/kube-proxy",
+		tools + "/containerd github.com/containerd/containerd/v2/cmd/containerd CGO_ENABLED=0",
+		tools + "/containerd github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2 CGO_ENABLED=0",
+		tools + "/containerd github.com/containerd/containerd/v2/cmd/ctr CGO_ENABLED=0",
+		tools + "/coredns github.com/coredns/coredns",
+	}, "\n") + "\n"
+	if string(log) != want {
+		t.Fatalf("go ran as\n%s\nwant\n%s", log, want)
+	}
+	if err := checkVersion(context.Background(), b.CoreDNS, "CoreDNS-1.15.0", "-version"); err != nil {
+		t.Fatal(err)
 	}
 }

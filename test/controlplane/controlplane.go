@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -48,6 +49,15 @@ type Options struct {
 	// that path. The harness itself (RestartEtcd, Compact) goes to etcd
 	// directly. Nil: kube-apiserver reaches etcd directly.
 	EtcdVia func(etcdAddr string) (string, error)
+	// Address is the IPv4 address kube-apiserver serves on and advertises as
+	// the endpoint of the default namespace's kubernetes Service, which it
+	// then keeps (the lease endpoint reconciler). Zero: 127.0.0.1, and the
+	// Service has no endpoints. A one-node cluster gives the address of its
+	// Pod bridge, which Pods can reach and loopback is not.
+	Address string
+	// APIServerArgs are added to kube-apiserver's command line after the
+	// harness's own flags, which they override.
+	APIServerArgs []string
 	// Stdout and Stderr receive the output of etcd and kube-apiserver. Nil:
 	// the files etcd.log and kube-apiserver.log in Dir. Either way, when the
 	// start fails the error ends with the tail of the process's output.
@@ -78,7 +88,7 @@ type ControlPlane struct {
 	apiPort                      int
 
 	mu              sync.Mutex // guards etcd, apiserver and apiTail
-	etcd, apiserver *process
+	etcd, apiserver *Process
 	apiTail         *tailBuffer // the last output of apiserver
 	files           []*os.File
 
@@ -105,6 +115,9 @@ func Start(ctx context.Context, opts Options) (*ControlPlane, error) {
 	}
 	if opts.StopTimeout <= 0 {
 		opts.StopTimeout = 10 * time.Second
+	}
+	if opts.Address == "" {
+		opts.Address = "127.0.0.1"
 	}
 	if opts.Binaries.IsZero() {
 		b, err := Ensure(ctx, EnsureOptions{Progress: opts.Progress, Log: opts.Log.Named("ensure")})
@@ -185,14 +198,14 @@ func (cp *ControlPlane) path(name string) string { return filepath.Join(cp.dir, 
 func (cp *ControlPlane) launch(ctx context.Context, o Options) error {
 	ctx, cancel := context.WithTimeout(ctx, o.StartTimeout)
 	defer cancel()
-	ports, err := freePorts(3)
+	ports, err := FreePorts(3)
 	if err != nil {
 		return fmt.Errorf("starting the control plane: %w", err)
 	}
 	cp.opts, cp.apiPort = o, ports[2]
 	cp.etcdURL = "http://127.0.0.1:" + strconv.Itoa(ports[0])
 	cp.peerURL = "http://127.0.0.1:" + strconv.Itoa(ports[1])
-	cp.url = "https://127.0.0.1:" + strconv.Itoa(ports[2])
+	cp.url = "https://" + net.JoinHostPort(o.Address, strconv.Itoa(ports[2]))
 
 	if err := os.RemoveAll(cp.path("etcd")); err != nil {
 		return fmt.Errorf("clearing the etcd data folder: %w", err)
@@ -222,20 +235,25 @@ func (cp *ControlPlane) launch(ctx context.Context, o Options) error {
 // chosen port and waits until it reports ready.
 func (cp *ControlPlane) startAPIServer(ctx context.Context) error {
 	tail := newTailBuffer(8 << 10)
-	p, err := cp.run(cp.opts, "kube-apiserver", tail, cp.opts.Binaries.KubeAPIServer,
+	reconciler := "none" // loopback is no endpoint for Pods
+	if cp.opts.Address != "127.0.0.1" {
+		reconciler = "lease"
+	}
+	args := []string{
 		"--etcd-servers", cp.apiEtcdURL,
 		"--cert-dir", cp.path("certs"),
 		"--secure-port", strconv.Itoa(cp.apiPort),
-		"--bind-address", "127.0.0.1",
-		"--advertise-address", "127.0.0.1",
-		"--endpoint-reconciler-type", "none",
+		"--bind-address", cp.opts.Address,
+		"--advertise-address", cp.opts.Address,
+		"--endpoint-reconciler-type", reconciler,
 		"--service-account-issuer", "https://kubernetes.default.svc",
 		"--service-account-key-file", cp.path("sa.pub"),
 		"--service-account-signing-key-file", cp.path("sa.key"),
 		"--token-auth-file", cp.path("tokens.csv"),
 		"--authorization-mode", "RBAC",
 		"--service-cluster-ip-range", "10.0.0.0/24",
-	)
+	}
+	p, err := cp.run(cp.opts, "kube-apiserver", tail, cp.opts.Binaries.KubeAPIServer, append(args, cp.opts.APIServerArgs...)...)
 	if err != nil {
 		return err
 	}
@@ -246,7 +264,7 @@ func (cp *ControlPlane) startAPIServer(ctx context.Context) error {
 }
 
 // awaitAPIServer waits until the API server process p reports ready.
-func (cp *ControlPlane) awaitAPIServer(ctx context.Context, p *process, tail *tailBuffer) error {
+func (cp *ControlPlane) awaitAPIServer(ctx context.Context, p *Process, tail *tailBuffer) error {
 	tlsClient := &http.Client{
 		Timeout:   2 * time.Second,
 		Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}, // only to poll readiness; the kubeconfig verifies
@@ -286,12 +304,12 @@ func (cp *ControlPlane) RestartAPIServer(ctx context.Context) error {
 // after the stop timeout), so that it can be started again. Killed after
 // the timeout (long requests still draining) is a crash, which a restart
 // follows too.
-func (cp *ControlPlane) stopToRestart(p *process, what string) error {
+func (cp *ControlPlane) stopToRestart(p *Process, what string) error {
 	if p == nil {
 		return fmt.Errorf("restarting %s: the control plane is stopped", what)
 	}
-	if err := p.stop(cp.stopGrace); err != nil {
-		if !p.exited() {
+	if err := p.Stop(cp.stopGrace); err != nil {
+		if !p.Exited() {
 			return fmt.Errorf("restarting %s: %w", what, err)
 		}
 		cp.log.Warn(what+" restart", "error", err)
@@ -301,7 +319,7 @@ func (cp *ControlPlane) stopToRestart(p *process, what string) error {
 
 // run starts one control-plane process with its output going to the
 // configured writers and to tail.
-func (cp *ControlPlane) run(o Options, name string, tail *tailBuffer, bin string, args ...string) (*process, error) {
+func (cp *ControlPlane) run(o Options, name string, tail *tailBuffer, bin string, args ...string) (*Process, error) {
 	stdout, stderr := o.Stdout, o.Stderr
 	if stdout == nil || stderr == nil {
 		f, err := cp.logFile(name)
@@ -320,7 +338,7 @@ func (cp *ControlPlane) run(o Options, name string, tail *tailBuffer, bin string
 	cmd.Stdout = io.MultiWriter(stdout, tail)
 	cmd.Stderr = io.MultiWriter(stderr, tail)
 	cp.log.Debug("starting", "process", name, "args", strings.Join(args, " "))
-	p, err := startProcess(name, cmd)
+	p, err := StartProcess(name, cmd)
 	if err != nil {
 		return nil, fmt.Errorf("starting the control plane: %w", err)
 	}
@@ -329,7 +347,7 @@ func (cp *ControlPlane) run(o Options, name string, tail *tailBuffer, bin string
 
 // waitUntil polls check every 50ms until it succeeds, p exits or ctx ends.
 // Errors carry the tail of the process's output.
-func waitUntil(ctx context.Context, p *process, tail *tailBuffer, check func(context.Context) error) error {
+func waitUntil(ctx context.Context, p *Process, tail *tailBuffer, check func(context.Context) error) error {
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
 	var last error
@@ -338,8 +356,8 @@ func waitUntil(ctx context.Context, p *process, tail *tailBuffer, check func(con
 			return nil
 		}
 		select {
-		case <-p.done:
-			return withTail(fmt.Errorf("%s exited: %v", p.name, p.err), tail)
+		case <-p.Done():
+			return withTail(fmt.Errorf("%s exited: %v", p.Name(), p.Err()), tail)
 		case <-ctx.Done():
 			return withTail(fmt.Errorf("%w (last check: %v)", ctx.Err(), last), tail)
 		case <-tick.C:
@@ -440,12 +458,12 @@ func (cp *ControlPlane) Stop() error {
 // stopProcesses stops the API server first, then etcd.
 func (cp *ControlPlane) stopProcesses() []error {
 	cp.mu.Lock()
-	procs := []*process{cp.apiserver, cp.etcd}
+	procs := []*Process{cp.apiserver, cp.etcd}
 	cp.apiserver, cp.etcd = nil, nil
 	cp.mu.Unlock()
 	var errs []error
 	for _, p := range procs {
-		if err := p.stop(cp.stopGrace); err != nil {
+		if err := p.Stop(cp.stopGrace); err != nil {
 			errs = append(errs, err)
 		}
 	}

@@ -20,7 +20,7 @@ import (
 // startEtcd starts etcd on the control plane's data folder and peer URL,
 // serving clients at clientURL, and waits until it reports healthy (a
 // leader elected and a read answered). When that fails it stops it again.
-func (cp *ControlPlane) startEtcd(ctx context.Context, clientURL string) (*process, error) {
+func (cp *ControlPlane) startEtcd(ctx context.Context, clientURL string) (*Process, error) {
 	tail := newTailBuffer(8 << 10)
 	p, err := cp.run(cp.opts, "etcd", tail, cp.opts.Binaries.Etcd,
 		"--data-dir", cp.path("etcd"),
@@ -40,7 +40,7 @@ func (cp *ControlPlane) startEtcd(ctx context.Context, clientURL string) (*proce
 	if err := waitUntil(ctx, p, tail, func(ctx context.Context) error {
 		return probe(ctx, httpClient, clientURL+"/health", "", `"health":"true"`)
 	}); err != nil {
-		_ = p.stop(cp.stopGrace)
+		_ = p.Stop(cp.stopGrace)
 		return nil, fmt.Errorf("waiting for etcd at %s: %w", clientURL, err)
 	}
 	return p, nil
@@ -73,7 +73,7 @@ func (cp *ControlPlane) RestartEtcd(ctx context.Context) error {
 	cp.mu.Lock()
 	if cp.etcd != p || cp.apiserver == nil {
 		cp.mu.Unlock()
-		_ = q.stop(cp.stopGrace)
+		_ = q.Stop(cp.stopGrace)
 		return errors.New("restarting etcd: the control plane was stopped meanwhile")
 	}
 	cp.etcd = q

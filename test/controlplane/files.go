@@ -60,10 +60,10 @@ func writeTokenFile(path, token string) error {
 	return nil
 }
 
-// freePorts returns n distinct free TCP ports on 127.0.0.1. All listeners are
+// FreePorts returns n distinct free TCP ports on 127.0.0.1. All listeners are
 // held until every port is chosen, so the ports differ; another process may
 // still take one before it is used, which Start handles by retrying.
-func freePorts(n int) ([]int, error) {
+func FreePorts(n int) ([]int, error) {
 	ports := make([]int, 0, n)
 	for range n {
 		l, err := net.Listen("tcp", "127.0.0.1:0")

@@ -51,21 +51,22 @@ func launcher(reqs <-chan launchReq) {
 	}
 }
 
-// process is a started child and the means to stop it.
-type process struct {
+// Process is a child started by [StartProcess] and the means to stop it.
+type Process struct {
 	name string
 	cmd  *exec.Cmd
 	done chan struct{} // closed when the process has been waited for
 	err  error         // the Wait result, valid once done is closed
 }
 
-// startProcess starts cmd through the launcher and waits for it in the
-// background.
-func startProcess(name string, cmd *exec.Cmd) (*process, error) {
+// StartProcess starts cmd in its own process group, forked so that it dies
+// with the calling process however that ends, and waits for it in the
+// background. name is what errors call it.
+func StartProcess(name string, cmd *exec.Cmd) (*Process, error) {
 	if err := startChild(cmd); err != nil {
 		return nil, fmt.Errorf("starting %s: %w", name, err)
 	}
-	p := &process{name: name, cmd: cmd, done: make(chan struct{})}
+	p := &Process{name: name, cmd: cmd, done: make(chan struct{})}
 	go func() {
 		p.err = cmd.Wait()
 		close(p.done)
@@ -73,8 +74,17 @@ func startProcess(name string, cmd *exec.Cmd) (*process, error) {
 	return p, nil
 }
 
-// exited reports whether the process has ended.
-func (p *process) exited() bool {
+// Done is closed when the process has ended and been waited for.
+func (p *Process) Done() <-chan struct{} { return p.done }
+
+// Err is the result of waiting for the process, valid once Done is closed.
+func (p *Process) Err() error { return p.err }
+
+// Name is the name the process was started with.
+func (p *Process) Name() string { return p.name }
+
+// Exited reports whether the process has ended.
+func (p *Process) Exited() bool {
 	select {
 	case <-p.done:
 		return true
@@ -83,10 +93,10 @@ func (p *process) exited() bool {
 	}
 }
 
-// stop sends SIGTERM to the process group, waits up to grace, then sends
+// Stop sends SIGTERM to the process group, waits up to grace, then sends
 // SIGKILL and waits for the process to be reaped.
-func (p *process) stop(grace time.Duration) error {
-	if p == nil || p.exited() {
+func (p *Process) Stop(grace time.Duration) error {
+	if p == nil || p.Exited() {
 		return nil
 	}
 	pgid := p.cmd.Process.Pid // Setpgid: the group id is the child's pid

@@ -16,15 +16,13 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"os/signal"
-	"path/filepath"
 	"runtime"
 
 	"github.com/google/go-containerregistry/pkg/name"
-	"github.com/google/go-containerregistry/pkg/v1/tarball"
 
 	"github.com/tether-dev/tether/test/controlplane"
+	"github.com/tether-dev/tether/test/ociimage"
 )
 
 func main() {
@@ -62,38 +60,13 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	work, err := os.MkdirTemp("", "tether-image-")
+	fmt.Fprintf(stderr, "image: building ./cmd/broker and ./cmd/example-handler for linux/%s\n", *arch)
+	img, err := ociimage.Tether(ctx, repo, *arch)
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(work)
-	var binaries []file
-	for _, b := range []struct{ name, pkg string }{{"broker", "./cmd/broker"}, {"example-handler", "./cmd/example-handler"}} {
-		fmt.Fprintf(stderr, "image: building %s for linux/%s\n", b.pkg, *arch)
-		bin := filepath.Join(work, b.name)
-		cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-buildvcs=false", "-ldflags=-s -w", "-o", bin, b.pkg)
-		cmd.Dir = repo
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+*arch)
-		if msg, err := cmd.CombinedOutput(); err != nil {
-			return fmt.Errorf("building %s: %w\n%s", b.pkg, err, msg)
-		}
-		data, err := os.ReadFile(bin)
-		if err != nil {
-			return err
-		}
-		binaries = append(binaries, file{path: "/" + b.name, data: data, mode: 0o755})
-	}
-	img, err := build(binaries, *arch)
-	if err != nil {
+	if err := ociimage.WriteTarball(*out, ref.String(), img); err != nil {
 		return err
-	}
-	if dir := filepath.Dir(*out); dir != "." {
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return err
-		}
-	}
-	if err := tarball.WriteToFile(*out, ref, img); err != nil {
-		return fmt.Errorf("writing %s: %w", *out, err)
 	}
 	digest, err := img.Digest()
 	if err != nil {

@@ -1,4 +1,4 @@
-package main
+package ociimage
 
 import (
 	"archive/tar"
@@ -22,28 +22,58 @@ const nonroot = 65532
 // make the same image, digest for digest.
 var epoch = time.Unix(0, 0).UTC()
 
-// file is one file the image holds.
-type file struct {
-	path string // absolute, in the image
-	data []byte
-	mode int64
+// File is one file an image holds.
+type File struct {
+	Path string // absolute, in the image
+	Data []byte
+	Mode int64
+}
+
+// Image describes an image of static binaries on an empty base.
+type Image struct {
+	// Files are the binaries (and any other files) the image holds.
+	Files []File
+	// Entrypoint is the command the image runs.
+	Entrypoint []string
+	// Ports are the ports it exposes, as "7443/tcp".
+	Ports []string
+	// Title is its org.opencontainers.image.title label.
+	Title string
+	// CreatedBy is what its history says made its layer.
+	CreatedBy string
+	// Arch is the architecture of the binaries (GOARCH).
+	Arch string
 }
 
 // skeleton is what a static binary of ours needs around it on a scratch
 // base: the names of root and nonroot, and a writable /tmp (the
 // Deployments mount an emptyDir there; a plain docker run uses this one).
-func skeleton() []file {
-	return []file{
-		{path: "/etc/passwd", mode: 0o644, data: []byte(fmt.Sprintf(
+func skeleton() []File {
+	return []File{
+		{Path: "/etc/passwd", Mode: 0o644, Data: []byte(fmt.Sprintf(
 			"root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:%d:%d:nonroot:/home/nonroot:/sbin/nologin\n", nonroot, nonroot))},
-		{path: "/etc/group", mode: 0o644, data: []byte(fmt.Sprintf("root:x:0:\nnonroot:x:%d:\n", nonroot))},
+		{Path: "/etc/group", Mode: 0o644, Data: []byte(fmt.Sprintf("root:x:0:\nnonroot:x:%d:\n", nonroot))},
 	}
 }
 
-// build makes the image: one layer with the skeleton and the binaries,
-// the broker its entrypoint, run as nonroot.
-func build(binaries []file, arch string) (v1.Image, error) {
-	files := append(skeleton(), binaries...)
+// tether is the Tether image of the two binaries: the Dockerfile's, the
+// broker its entrypoint.
+func tether(binaries []File, arch string) (v1.Image, error) {
+	return Build(Image{
+		Files:      binaries,
+		Entrypoint: []string{"/broker"},
+		// gRPC (TLS), admission webhooks (HTTPS), metrics and health (HTTP).
+		Ports:     []string{"7443/tcp", "8443/tcp", "9090/tcp"},
+		Title:     "tether",
+		CreatedBy: "test/image: the broker and the example handler",
+		Arch:      arch,
+	})
+}
+
+// Build makes the image: one layer with the skeleton and the files, run as
+// nonroot.
+func Build(spec Image) (v1.Image, error) {
+	files := append(skeleton(), spec.Files...)
 	layerTar, err := tarOf(files, []string{"/etc", "/home", "/home/nonroot", "/tmp"})
 	if err != nil {
 		return nil, err
@@ -56,7 +86,7 @@ func build(binaries []file, arch string) (v1.Image, error) {
 	}
 	img, err := mutate.Append(empty.Image, mutate.Addendum{
 		Layer:   layer,
-		History: v1.History{CreatedBy: "test/image: the broker and the example handler", Created: v1.Time{Time: epoch}},
+		History: v1.History{CreatedBy: spec.CreatedBy, Created: v1.Time{Time: epoch}},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("adding the layer: %w", err)
@@ -66,15 +96,19 @@ func build(binaries []file, arch string) (v1.Image, error) {
 		return nil, err
 	}
 	cfg = cfg.DeepCopy()
-	cfg.OS, cfg.Architecture, cfg.Created = "linux", arch, v1.Time{Time: epoch}
-	cfg.Config.Entrypoint = []string{"/broker"}
+	cfg.OS, cfg.Architecture, cfg.Created = "linux", spec.Arch, v1.Time{Time: epoch}
+	cfg.Config.Entrypoint = spec.Entrypoint
 	cfg.Config.User = fmt.Sprintf("%d:%d", nonroot, nonroot)
 	cfg.Config.WorkingDir = "/"
 	cfg.Config.Env = []string{"PATH=/"}
-	// gRPC (TLS), admission webhooks (HTTPS), metrics and health (HTTP).
-	cfg.Config.ExposedPorts = map[string]struct{}{"7443/tcp": {}, "8443/tcp": {}, "9090/tcp": {}}
+	if len(spec.Ports) > 0 {
+		cfg.Config.ExposedPorts = map[string]struct{}{}
+		for _, p := range spec.Ports {
+			cfg.Config.ExposedPorts[p] = struct{}{}
+		}
+	}
 	cfg.Config.Labels = map[string]string{
-		"org.opencontainers.image.title":  "tether",
+		"org.opencontainers.image.title":  spec.Title,
 		"org.opencontainers.image.source": "https://github.com/tether-dev/tether",
 	}
 	img, err = mutate.ConfigFile(img, cfg)
@@ -86,7 +120,7 @@ func build(binaries []file, arch string) (v1.Image, error) {
 
 // tarOf is a tar stream of dirs (mode 0755, /tmp 1777) and files, owned by
 // root, stamped with epoch.
-func tarOf(files []file, dirs []string) ([]byte, error) {
+func tarOf(files []File, dirs []string) ([]byte, error) {
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
 	for _, d := range dirs {
@@ -103,14 +137,14 @@ func tarOf(files []file, dirs []string) ([]byte, error) {
 		}
 	}
 	for _, f := range files {
-		if !path.IsAbs(f.path) {
-			return nil, fmt.Errorf("%q: the image's paths are absolute", f.path)
+		if !path.IsAbs(f.Path) {
+			return nil, fmt.Errorf("%q: the image's paths are absolute", f.Path)
 		}
-		hdr := &tar.Header{Typeflag: tar.TypeReg, Name: f.path[1:], Mode: f.mode, Size: int64(len(f.data)), ModTime: epoch, Format: tar.FormatPAX}
+		hdr := &tar.Header{Typeflag: tar.TypeReg, Name: f.Path[1:], Mode: f.Mode, Size: int64(len(f.Data)), ModTime: epoch, Format: tar.FormatPAX}
 		if err := tw.WriteHeader(hdr); err != nil {
 			return nil, err
 		}
-		if _, err := tw.Write(f.data); err != nil {
+		if _, err := tw.Write(f.Data); err != nil {
 			return nil, err
 		}
 	}

@@ -1,4 +1,4 @@
-package main
+package ociimage
 
 import (
 	"archive/tar"
@@ -13,9 +13,9 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 )
 
-var fakeBinaries = []file{
-	{path: "/broker", data: []byte("#!broker"), mode: 0o755},
-	{path: "/example-handler", data: []byte("#!example-handler"), mode: 0o755},
+var fakeBinaries = []File{
+	{Path: "/broker", Data: []byte("#!broker"), Mode: 0o755},
+	{Path: "/example-handler", Data: []byte("#!example-handler"), Mode: 0o755},
 }
 
 // TestImageIsTheDockerfiles: what the tarball holds, read back as a
@@ -23,7 +23,7 @@ var fakeBinaries = []file{
 // and the two binaries, executable and owned by root, beside passwd, group
 // and a /tmp anyone may write.
 func TestImageIsTheDockerfiles(t *testing.T) {
-	img, err := build(fakeBinaries, "amd64")
+	img, err := tether(fakeBinaries, "amd64")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,8 +88,8 @@ func TestImageIsTheDockerfiles(t *testing.T) {
 // TestSameBinariesMakeTheSameImage: the image is reproducible, so a
 // rebuild of unchanged sources imports as the same image.
 func TestSameBinariesMakeTheSameImage(t *testing.T) {
-	digest := func(bins []file) string {
-		img, err := build(bins, "amd64")
+	digest := func(bins []File) string {
+		img, err := tether(bins, "amd64")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -103,7 +103,7 @@ func TestSameBinariesMakeTheSameImage(t *testing.T) {
 		t.Errorf("two builds of the same binaries: %s and %s", a, b)
 	}
 	changed := slices.Clone(fakeBinaries)
-	changed[0] = file{path: "/broker", data: []byte("#!broker v2"), mode: 0o755}
+	changed[0] = File{Path: "/broker", Data: []byte("#!broker v2"), Mode: 0o755}
 	if digest(fakeBinaries) == digest(changed) {
 		t.Error("a changed binary made the same image")
 	}

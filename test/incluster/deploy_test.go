@@ -1,0 +1,203 @@
+package incluster
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/tether-dev/tether/test/example"
+	"github.com/tether-dev/tether/test/node"
+)
+
+const (
+	tetherNS    = "tether-system"
+	brokerLabel = "app.kubernetes.io/name=tether-broker"
+	leaderLease = "tether-broker-leader"
+	exampleHold = "tether.dev/example"
+)
+
+// install applies deploy/ (again: apply is idempotent) and waits until the
+// broker has one Ready leader and the example handler is Ready. It returns
+// the leader's Pod name and how long the wait took.
+func install(t *testing.T, c *node.Cluster) (string, time.Duration) {
+	t.Helper()
+	kubectl(t, c, "apply", "-k", deployDir(t))
+	var leader string
+	took := waitFor(t, 3*time.Minute, "one Ready broker leader and a Ready example handler", func(ctx context.Context) error {
+		var err error
+		leader, err = readyLeader(ctx, c.Client())
+		if err != nil {
+			return err
+		}
+		return deploymentReady(ctx, c.Client(), "example-handler")
+	})
+	return leader, took
+}
+
+// readyLeader checks that the broker runs as deploy/ says (two Pods
+// Running, exactly one Ready, the Ready one holding the leader Lease) and
+// returns the leader's name.
+func readyLeader(ctx context.Context, kube kubernetes.Interface) (string, error) {
+	pods, err := kube.CoreV1().Pods(tetherNS).List(ctx, metav1.ListOptions{LabelSelector: brokerLabel})
+	if err != nil {
+		return "", err
+	}
+	var running, ready []string
+	for _, p := range pods.Items {
+		if p.DeletionTimestamp != nil || p.Status.Phase != corev1.PodRunning {
+			continue
+		}
+		running = append(running, p.Name)
+		if podReady(&p) {
+			ready = append(ready, p.Name)
+		}
+	}
+	if len(running) != 2 || len(ready) != 1 {
+		return "", fmt.Errorf("broker Pods running %v, ready %v: want 2 running, 1 ready", running, ready)
+	}
+	lease, err := kube.CoordinationV1().Leases(tetherNS).Get(ctx, leaderLease, metav1.GetOptions{})
+	if err != nil {
+		return "", err
+	}
+	if h := lease.Spec.HolderIdentity; h == nil || *h != ready[0] {
+		return "", fmt.Errorf("the Ready broker is %s but the leader Lease is held by %v", ready[0], lease.Spec.HolderIdentity)
+	}
+	return ready[0], nil
+}
+
+func podReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+func deploymentReady(ctx context.Context, kube kubernetes.Interface, name string) error {
+	d, err := kube.AppsV1().Deployments(tetherNS).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	if d.Status.ReadyReplicas < 1 || d.Status.UpdatedReplicas != d.Status.Replicas {
+		return fmt.Errorf("deployment %s: %d ready, %d of %d updated", name, d.Status.ReadyReplicas, d.Status.UpdatedReplicas, d.Status.Replicas)
+	}
+	return nil
+}
+
+// TestDeployRunsOneReadyLeader: kubectl apply -k deploy/ on a real node
+// gives two broker Pods, exactly one Ready and it the leader, and probes
+// that keep them running.
+func TestDeployRunsOneReadyLeader(t *testing.T) {
+	c := node.Get(t)
+	leader, took := install(t, c)
+	t.Logf("apply to a Ready leader and handler: %s (leader %s)", took.Round(100*time.Millisecond), leader)
+	pods, err := c.Client().CoreV1().Pods(tetherNS).List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pods.Items {
+		for _, s := range p.Status.ContainerStatuses {
+			if s.RestartCount > 0 {
+				t.Errorf("%s/%s restarted %d times", p.Name, s.Name, s.RestartCount)
+			}
+		}
+	}
+}
+
+// TestExampleHandlerWorksThroughTheService is the demo's story in the
+// cluster: the handler, a Pod, reaches the broker through its Service with
+// its ServiceAccount token over TLS (the CA from the ConfigMap the broker
+// publishes); a Secret is replicated and held, a 3s TTL is reaped, and a
+// bad TTL is refused by the webhook the API server calls through the
+// Service.
+func TestExampleHandlerWorksThroughTheService(t *testing.T) {
+	c := node.Get(t)
+	install(t, c)
+	kube := c.Client()
+	src, target := namespace(t, c, "source"), namespace(t, c, "target")
+	secrets := kube.CoreV1().Secrets(src)
+	ctx := context.Background()
+
+	_, err := secrets.Create(ctx, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "db", Annotations: map[string]string{example.AnnEnabled: "true", example.AnnInclude: target}},
+		StringData: map[string]string{"password": "hunter2"},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, time.Minute, "the copy and the hold", func(ctx context.Context) error {
+		cp, err := kube.CoreV1().Secrets(target).Get(ctx, "db", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if string(cp.Data["password"]) != "hunter2" {
+			return fmt.Errorf("copy holds %q", cp.Data["password"])
+		}
+		s, err := secrets.Get(ctx, "db", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if !slices.Contains(s.Finalizers, exampleHold) {
+			return fmt.Errorf("source finalizers %v, want %s", s.Finalizers, exampleHold)
+		}
+		return nil
+	})
+
+	_, err = secrets.Create(ctx, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "short-lived", Annotations: map[string]string{example.AnnTTL: "3s"}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, time.Minute, "the 3s TTL to be reaped", func(ctx context.Context) error {
+		_, err := secrets.Get(ctx, "short-lived", metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("still there (%v)", err)
+	})
+
+	_, err = secrets.Create(ctx, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "bad-ttl", Annotations: map[string]string{example.AnnTTL: "banana"}},
+	}, metav1.CreateOptions{})
+	if err == nil || !strings.Contains(err.Error(), "banana") {
+		t.Fatalf("a Secret with ttl banana: got %v, want the webhook's refusal", err)
+	}
+	t.Logf("refused: %v", err)
+}
+
+// namespace makes a namespace for the test and deletes it at the end,
+// waiting until it is gone (the namespace controller runs here).
+func namespace(t *testing.T, c *node.Cluster, prefix string) string {
+	t.Helper()
+	ns, err := c.Client().CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{
+		ObjectMeta: metav1.ObjectMeta{GenerateName: prefix + "-"},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		err := c.Client().CoreV1().Namespaces().Delete(context.Background(), ns.Name, metav1.DeleteOptions{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			t.Errorf("deleting namespace %s: %v", ns.Name, err)
+			return
+		}
+		waitFor(t, 2*time.Minute, "namespace "+ns.Name+" to be gone", func(ctx context.Context) error {
+			_, err := c.Client().CoreV1().Namespaces().Get(ctx, ns.Name, metav1.GetOptions{})
+			if apierrors.IsNotFound(err) {
+				return nil
+			}
+			return fmt.Errorf("still there (%v)", err)
+		})
+	})
+	return ns.Name
+}
