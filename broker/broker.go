@@ -348,6 +348,12 @@ func (b *Broker) Start(ctx context.Context) error {
 			b.awaitSynced(wctx, dispatcher.Synced)
 			// The restore has subscribed what the follower kept warm.
 			stopWarming()
+			if le := b.opts.LeaderElection; le.Enabled && le.Pod != "" && wctx.Err() == nil {
+				// Now the Service sends handlers here.
+				if err := labelOwnPod(wctx, kube, b.opts.Namespace, le.Pod, true, b.log); err != nil && wctx.Err() == nil {
+					b.log.Error("cannot mark this Pod the leader: the Service sends no handler here", "error", err)
+				}
+			}
 			return nil
 		})
 		if adm != nil {
@@ -367,6 +373,7 @@ func (b *Broker) Start(ctx context.Context) error {
 		setServing(healthpb.HealthCheckResponse_SERVING)
 		_ = w.Wait()
 		setServing(healthpb.HealthCheckResponse_NOT_SERVING)
+		b.unlabelOwnPod(kube)
 		select {
 		case <-uninstalling:
 			// Still leading: no other replica takes over and adds holds
@@ -383,6 +390,10 @@ func (b *Broker) Start(ctx context.Context) error {
 		g.Go(func() error { return dispatcher.KeepWarm(warmCtx) })
 	}
 	if le := b.opts.LeaderElection; le.Enabled {
+		b.health.elected.Store(true)
+		// A container restarted in a Pod that led must not be sent handlers
+		// before it leads again.
+		b.unlabelOwnPod(kube)
 		// Renewals have a client of their own, as kube-controller-manager's
 		// do: a busy dispatcher must not make the leader miss its deadline.
 		lcfg := rest.CopyConfig(cfg)
@@ -425,6 +436,22 @@ func (b *Broker) Start(ctx context.Context) error {
 	err = errors.Join(g.Wait(), uninstallErr)
 	b.log.Info("broker stopped")
 	return err
+}
+
+// unlabelOwnPod takes LeaderLabel off the broker's own Pod, when it has one,
+// within a bound: a broker that cannot reach the API server must still stop
+// or start. Kubelet's readiness probe keeps a dead replica out of the
+// Service either way.
+func (b *Broker) unlabelOwnPod(kube kubernetes.Interface) {
+	pod := b.opts.LeaderElection.Pod
+	if pod == "" || !b.opts.LeaderElection.Enabled {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := labelOwnPod(ctx, kube, b.opts.Namespace, pod, false, b.log); err != nil {
+		b.log.Warn("cannot take the leader label off this Pod", "error", err)
+	}
 }
 
 // uninstall releases every hold the broker owns (rule 3f). It runs after

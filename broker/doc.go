@@ -25,6 +25,8 @@
 // New builds a Broker from Options; Start runs it until its context ends.
 // With Options.MetricsListen set, it also serves /metrics (Prometheus),
 // /healthz (200 while the process serves) and /readyz (200 once the gRPC
-// server serves and the handlers restored from their Leases have synced
-// informers; 503 again from the start of shutdown).
+// server serves and, without leader election, the handlers restored from
+// their Leases have synced informers; 503 again from the start of
+// shutdown). With leader election every replica that serves is ready, and
+// the leader marks its Pod with [LeaderLabel] for the Service.
 package broker

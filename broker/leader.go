@@ -15,7 +15,7 @@ import (
 // LeaderElection configures how broker replicas elect the one that
 // watches, dispatches and writes. The others serve gRPC only to refuse
 // Connect with Unavailable, which tells handlers to retry (through the
-// Service, which routes to ready replicas: the leader).
+// Service, which routes to the Pod labelled LeaderLabel: the leader).
 type LeaderElection struct {
 	// Enabled turns election on; without it every broker leads (one replica).
 	Enabled bool
@@ -32,6 +32,11 @@ type LeaderElection struct {
 	// keeps the informers of the handlers recorded in the presence Leases
 	// warm.
 	ColdStandby bool
+	// Pod is the broker's own Pod in its namespace. While this replica
+	// leads (once synced) the Pod carries LeaderLabel; a replica that starts
+	// takes the label off first, in case its Pod led before a restart.
+	// Empty: no label (a broker outside a Pod).
+	Pod string
 }
 
 func (l LeaderElection) withDefaults() LeaderElection {

@@ -17,6 +17,10 @@ type readiness struct {
 	serving  atomic.Bool // the gRPC server accepts streams
 	synced   atomic.Bool // the dispatcher synced once; it stays so
 	stopping atomic.Bool // shutdown began
+	// elected: replicas elect a leader, and the Service finds it by
+	// LeaderLabel, not by readiness: a replica that serves is ready, to
+	// lead or to take over.
+	elected atomic.Bool
 }
 
 // notReady says why the broker is not ready; "" when it is.
@@ -26,7 +30,7 @@ func (h *readiness) notReady() string {
 		return "shutting down"
 	case !h.serving.Load():
 		return "the gRPC server is not serving yet"
-	case !h.synced.Load():
+	case !h.synced.Load() && !h.elected.Load():
 		return "the handlers' informers have not synced yet"
 	}
 	return ""

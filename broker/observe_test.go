@@ -137,3 +137,31 @@ func TestTruncateKeepsWholeRunes(t *testing.T) {
 		}
 	}
 }
+
+// TestReadinessOfElectedReplicas: with leader election a replica is ready
+// once it serves, synced or not (a follower never syncs; the Service finds
+// the leader by LeaderLabel); alone, a broker is ready once synced.
+func TestReadinessOfElectedReplicas(t *testing.T) {
+	for _, c := range []struct {
+		name                               string
+		serving, synced, stopping, elected bool
+		ready                              bool
+	}{
+		{"alone, not synced", true, false, false, false, false},
+		{"alone, synced", true, true, false, false, true},
+		{"elected follower", true, false, false, true, true},
+		{"elected, not serving", false, false, false, true, false},
+		{"elected, stopping", true, true, true, true, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var h readiness
+			h.serving.Store(c.serving)
+			h.synced.Store(c.synced)
+			h.stopping.Store(c.stopping)
+			h.elected.Store(c.elected)
+			if got := h.notReady() == ""; got != c.ready {
+				t.Errorf("ready = %t (%q), want %t", got, h.notReady(), c.ready)
+			}
+		})
+	}
+}

@@ -106,6 +106,7 @@ func parseFlags(args []string, out io.Writer) (*config, error) {
 	fs.DurationVar(&c.leader.LeaseDuration, "leader-elect-lease-duration", 15*time.Second, "how long followers wait before taking over a leader that stopped renewing")
 	fs.DurationVar(&c.leader.RenewDeadline, "leader-elect-renew-deadline", 0, "how long the leader keeps trying to renew before it gives up leading (default two thirds of the lease duration, at most 10s)")
 	fs.DurationVar(&c.leader.RetryPeriod, "leader-elect-retry-period", 0, "how often replicas try to acquire or renew the Lease (default half the renew deadline, at most 2s)")
+	fs.StringVar(&c.leader.Pod, "leader-elect-pod", envOr("POD_NAME", ""), "this broker's own Pod in --namespace: while it leads, the Pod carries the label "+broker.LeaderLabel+"=true, which the Service selects to send handlers and webhook calls to the leader (default $POD_NAME; empty: no label)")
 	fs.BoolVar(&c.leader.ColdStandby, "leader-elect-cold-standby", false, "followers watch nothing: less memory and half the watches, but a takeover lists every object again before it is ready\n"+
 		"(by default a follower keeps the caches of the handlers recorded in the presence Leases warm)")
 	fs.StringVar(&c.listen, "listen", "127.0.0.1:7443", "gRPC listen address HOST:PORT")

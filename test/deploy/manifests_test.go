@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"maps"
 	"os/exec"
 	"reflect"
 	"slices"
@@ -20,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/yaml"
 
+	"github.com/tether-dev/tether/broker"
 	"github.com/tether-dev/tether/test/controlplane"
 )
 
@@ -181,6 +183,7 @@ func TestManifestsApply(t *testing.T) {
 			{APIGroups: []string{"apps"}, Resources: []string{"deployments"}, Verbs: []string{"get", "list", "watch"}},
 			{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get", "create", "update"}},
 			{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "create", "update"}},
+			{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"patch"}},
 		}
 		if !reflect.DeepEqual(role.Rules, wantRole) {
 			t.Errorf("Role %s/%s rules\n  %v\nwant\n  %v", ns, brokerName, role.Rules, wantRole)
@@ -272,8 +275,11 @@ func TestManifestsApply(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !selects(svc.Spec.Selector, d.Spec.Template.Labels) {
-			t.Errorf("Service selector %v does not select the broker's Pods %v", svc.Spec.Selector, d.Spec.Template.Labels)
+		// The leader labels its own Pod; the Service selects that Pod only.
+		leaderPod := maps.Clone(d.Spec.Template.Labels)
+		leaderPod[broker.LeaderLabel] = "true"
+		if !selects(svc.Spec.Selector, leaderPod) || selects(svc.Spec.Selector, d.Spec.Template.Labels) {
+			t.Errorf("Service selector %v: want the broker's Pods %v with %s=true only", svc.Spec.Selector, d.Spec.Template.Labels, broker.LeaderLabel)
 		}
 		cports := containerPorts(d.Spec.Template.Spec.Containers[0])
 		want := map[string]int32{"grpc": 7443, "webhook": 8443, "metrics": 9090}
