@@ -4,7 +4,9 @@ import (
 	"context"
 	"net"
 	"slices"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/tether-dev/tether/sdk"
 )
@@ -47,5 +49,33 @@ func TestRoundRobinDialsTheBrokersInTurn(t *testing.T) {
 	}
 	if _, err := sdk.RoundRobin()(context.Background(), "x:1"); err == nil {
 		t.Error("RoundRobin without addresses dialled something")
+	}
+}
+
+// TestSilentBrokerIsGivenUpSoon: a connection that opens but never answers
+// (a Service that sent the dial to a replica that is gone) is given up
+// within sdk.ConnectTimeout, and the next dial reaches a broker. gRPC's
+// own 20s made a handler wait that long after every failover.
+func TestSilentBrokerIsGivenUpSoon(t *testing.T) {
+	hs := newHarness(t, nil)
+	var dials atomic.Int32
+	silent := func(ctx context.Context, addr string) (net.Conn, error) {
+		if dials.Add(1) == 1 {
+			client, server := net.Pipe()
+			t.Cleanup(func() { server.Close() })
+			return client, nil // the other end never speaks
+		}
+		return hs.dial(ctx, addr)
+	}
+	h := sdk.New("silent", hs.options(sdk.WithDialer(silent))...)
+	h.OnCreate(configMaps, noop)
+	begin := time.Now()
+	hs.run(h)
+	hs.session()
+	if took := time.Since(begin); took < sdk.ConnectTimeout {
+		t.Errorf("connected after %s, before the silent connection could have been given up (%s)", took, sdk.ConnectTimeout)
+	}
+	if n := dials.Load(); n < 2 {
+		t.Errorf("%d dials, want the silent one and another", n)
 	}
 }

@@ -24,6 +24,13 @@ import (
 	tetherv1 "github.com/tether-dev/tether/proto/tether/v1"
 )
 
+// ConnectTimeout bounds the opening of a connection to the broker: TCP, TLS
+// and gRPC's first exchange. A Service can send a dial to a replica that is
+// gone, its endpoint not yet removed, where nothing ever answers; gRPC's
+// default of 20s made a handler wait that long after a failover. The
+// Python SDK's CONNECT_TIMEOUT is the same.
+const ConnectTimeout = 5 * time.Second
+
 // Connection settings that are not options.
 const (
 	keepaliveTime    = 30 * time.Second // the broker permits pings every 10s
@@ -233,7 +240,7 @@ func (h *Handler) dialOptions() []grpc.DialOption {
 			Backoff: grpcbackoff.Config{
 				BaseDelay: h.cfg.backoffMin, Multiplier: 2, Jitter: 0.2, MaxDelay: h.cfg.backoffMax,
 			},
-			MinConnectTimeout: 20 * time.Second,
+			MinConnectTimeout: ConnectTimeout,
 		}),
 	}
 	if d := h.cfg.dialer; d != nil {

@@ -5,9 +5,11 @@ rejection and reconnection; and the Hello and credentials it builds."""
 import asyncio
 import os
 import shutil
+import socket
 import subprocess
 import tempfile
 import threading
+import time
 import unittest
 
 import grpc
@@ -187,6 +189,28 @@ class Session(unittest.TestCase):
         leader.connected(2)
         self.assertEqual(len(follower.streams), 2, "the attempt after the leader's goes to the other broker")
         self.assertEqual(leader.deliver(delivery("create")).result, b'"ok"')
+
+    def test_a_silent_broker_is_given_up_soon(self):
+        # A connection that opens and is never answered (a Service that sent
+        # the dial to a replica that is gone) is given up after
+        # CONNECT_TIMEOUT, not gRPC's 20 s; the next attempt reaches a broker.
+        silent = socket.create_server(("127.0.0.1", 0))
+        self.addCleanup(silent.close)
+        held = []
+        accepting = threading.Thread(target=lambda: held.append(silent.accept()), daemon=True)
+        accepting.start()
+        reg = tether.Registry()
+        tether.on.create(*W, registry=reg, id="create")(lambda **_: "ok")
+        leader = FakeBroker()
+        leader.start()
+        self.addCleanup(leader.stop)
+        address = "127.0.0.1:%d" % silent.getsockname()[1]
+        begin = time.monotonic()
+        r = Runner(reg, broker=(address, leader.address), max_backoff=0.2).start()
+        self.addCleanup(lambda: r.done.is_set() or r.stop())
+        leader.connected(1)
+        self.assertTrue(held, "the silent broker was never dialled")
+        self.assertGreaterEqual(time.monotonic() - begin, runner.CONNECT_TIMEOUT * 0.9)
 
     def test_no_broker_is_a_config_error(self):
         for broker in ((), ("127.0.0.1:7443", "")):

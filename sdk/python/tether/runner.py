@@ -37,6 +37,11 @@ RECONNECT_MIN = 0.1
 # ready again, so that a failover costs the lease and not the backoff; well
 # inside the broker's default grace of 30 s.
 RECONNECT_MAX = 2.0
+# Seconds a connection to the broker may take to open (TCP, TLS and gRPC's
+# first exchange): a Service can send a dial to a replica that is gone, where
+# nothing answers, and gRPC's default of 20 s made a handler wait that long
+# after a failover. The Go SDK's ConnectTimeout is the same.
+CONNECT_TIMEOUT = 5.0
 MAX_WINDOW = 1 << 16
 SDK = (f"tether-python/{__version__} (grpcio {grpc.__version__}, protobuf {protobuf_version}, "
        f"python {platform.python_version()})")
@@ -169,6 +174,8 @@ def channel(cfg: Config, target: str, root: bytes | None) -> grpc.aio.Channel:
         ("grpc.keepalive_timeout_ms", 10_000),
         ("grpc.max_receive_message_length", 32 << 20),  # objects travel whole, with old side and diff
         ("grpc.primary_user_agent", SDK),
+        # gRPC core's connect deadline is this "minimum reconnect backoff".
+        ("grpc.min_reconnect_backoff_ms", int(CONNECT_TIMEOUT * 1000)),
     ]
     if cfg.insecure:
         if cfg.token_file:
