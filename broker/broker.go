@@ -29,6 +29,7 @@ import (
 	"github.com/tether-dev/tether/broker/binding"
 	"github.com/tether-dev/tether/broker/certs"
 	"github.com/tether-dev/tether/broker/dispatch"
+	"github.com/tether-dev/tether/broker/guard"
 	"github.com/tether-dev/tether/broker/informer"
 	"github.com/tether-dev/tether/broker/metrics"
 	"github.com/tether-dev/tether/broker/presence"
@@ -354,6 +355,7 @@ func (b *Broker) Start(ctx context.Context) error {
 					b.log.Error("cannot mark this Pod the leader: the Service sends no handler here", "error", err)
 				}
 			}
+			b.guardUninstall(wctx, kube, writer)
 			return nil
 		})
 		if adm != nil {
@@ -470,7 +472,7 @@ func (b *Broker) uninstall(dyn dynamic.Interface, store *presence.Store, known [
 		}
 		b.log.Info("uninstall: webhook configurations removed", "count", len(removed))
 	}
-	b.log.Info("the broker's Deployment is being deleted: releasing every hold before exiting")
+	b.log.Info("the broker is being uninstalled: releasing every hold before exiting")
 	released, err := release.Run(ctx, release.Options{
 		Client: dyn, Presence: store, Known: known, Log: b.log.Named("release"),
 		Event: func(obj *unstructured.Unstructured, handler string) {
@@ -483,7 +485,34 @@ func (b *Broker) uninstall(dyn dynamic.Interface, store *presence.Store, known [
 	if err != nil {
 		return fmt.Errorf("releasing holds on uninstall: %w", err)
 	}
+	freed, err := guard.Unprotect(ctx, dyn, b.opts.Namespace)
+	b.log.Info("uninstall: guard taken off", "objects", fmt.Sprint(freed))
+	if err != nil {
+		return fmt.Errorf("uninstall: %w", err)
+	}
 	return nil
+}
+
+// guardUninstall puts the uninstall guard on what the broker needs in its
+// namespace to release its holds (package guard). Without it an uninstall
+// by namespace deletion can leave every hold in place; the broker goes on
+// all the same.
+func (b *Broker) guardUninstall(ctx context.Context, kube kubernetes.Interface, dyn dynamic.Interface) {
+	lease := ""
+	if le := b.opts.LeaderElection.withDefaults(); le.Enabled {
+		lease = le.LeaseName
+	}
+	refs, err := guard.Guarded(ctx, kube, b.opts.Namespace, lease)
+	if err == nil {
+		err = guard.Protect(ctx, dyn, b.opts.Namespace, refs)
+	}
+	if err != nil {
+		if ctx.Err() == nil {
+			b.log.Warn("cannot guard what an uninstall needs: deleting the namespace may leave holds", "error", err)
+		}
+		return
+	}
+	b.log.Info("uninstall guard on", "objects", fmt.Sprint(refs))
 }
 
 func isLoopback(a net.Addr) bool {

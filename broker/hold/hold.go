@@ -36,8 +36,12 @@ func Handlers(obj *unstructured.Unstructured) []string {
 // then guard is true and the caller must also test the resourceVersion, since
 // another controller may have created the list meanwhile.
 func Add(p *jsonpatch.Patch, obj *unstructured.Unstructured, handler string) (guard bool) {
+	return AddFinalizer(p, obj, Finalizer(handler))
+}
+
+// AddFinalizer is Add for any finalizer fin.
+func AddFinalizer(p *jsonpatch.Patch, obj *unstructured.Unstructured, fin string) (guard bool) {
 	list := obj.GetFinalizers()
-	fin := Finalizer(handler)
 	if index(list, fin) >= 0 {
 		return false
 	}
@@ -54,12 +58,17 @@ func Add(p *jsonpatch.Patch, obj *unstructured.Unstructured, handler string) (gu
 // a test that the element is still where it was seen, then its removal. It
 // reports whether obj had the hold.
 func Remove(p *jsonpatch.Patch, obj *unstructured.Unstructured, handler string) bool {
-	i := index(obj.GetFinalizers(), Finalizer(handler))
+	return RemoveFinalizer(p, obj, Finalizer(handler))
+}
+
+// RemoveFinalizer is Remove for any finalizer fin.
+func RemoveFinalizer(p *jsonpatch.Patch, obj *unstructured.Unstructured, fin string) bool {
+	i := index(obj.GetFinalizers(), fin)
 	if i < 0 {
 		return false
 	}
 	path := "/metadata/finalizers/" + strconv.Itoa(i)
-	p.Test(path, Finalizer(handler))
+	p.Test(path, fin)
 	p.Remove(path)
 	return true
 }

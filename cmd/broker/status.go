@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/tether-dev/tether/broker/guard"
 	"github.com/tether-dev/tether/broker/presence"
 	"github.com/tether-dev/tether/broker/release"
 	"github.com/tether-dev/tether/broker/webhook"
@@ -157,7 +158,9 @@ func releaseCmd(args []string, stdout, stderr io.Writer) error {
 			"every handler recorded in the broker's namespace, from every object of their\n"+
 			"resources, and prints each object released. It also removes the handlers'\n"+
 			"webhook configurations (tether-<handler>), so that no webhook is left pointing\n"+
-			"at a broker that is gone. Run it with the broker stopped: a running broker adds\n"+
+			"at a broker that is gone. With --all it also takes the uninstall guard\n"+
+			"(finalizer "+guard.Finalizer+") off the broker's ServiceAccount, Roles,\n"+
+			"RoleBindings and Leases. Run it with the broker stopped: a running broker adds\n"+
 			"the holds and webhooks of connected handlers back.\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
@@ -197,7 +200,16 @@ func releaseCmd(args []string, stdout, stderr io.Writer) error {
 		verb = "would remove"
 	}
 	fmt.Fprintf(stdout, "%s %d webhook configuration(s)\n", verb, len(removed))
-	return errors.Join(err, werr)
+	var gerr error
+	if all && !dryRun {
+		// The guard would keep the namespace from being deleted.
+		var freed []guard.Ref
+		freed, gerr = guard.Unprotect(ctx, dyn, namespace)
+		for _, r := range freed {
+			fmt.Fprintf(stdout, "%s: uninstall guard taken off\n", r)
+		}
+	}
+	return errors.Join(err, werr, gerr)
 }
 
 // removeWebhooks deletes the webhook configurations the broker wrote for

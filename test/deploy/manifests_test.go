@@ -179,11 +179,13 @@ func TestManifestsApply(t *testing.T) {
 			t.Fatal(err)
 		}
 		wantRole := []rbacv1.PolicyRule{
-			{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get", "list", "watch", "create", "update"}},
+			{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get", "list", "watch", "create", "update", "patch"}},
 			{APIGroups: []string{"apps"}, Resources: []string{"deployments"}, Verbs: []string{"get", "list", "watch"}},
 			{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get", "create", "update"}},
 			{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "create", "update"}},
 			{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"patch"}},
+			{APIGroups: []string{""}, Resources: []string{"serviceaccounts"}, Verbs: []string{"get", "list", "patch"}},
+			{APIGroups: []string{"rbac.authorization.k8s.io"}, Resources: []string{"roles", "rolebindings"}, Verbs: []string{"get", "list", "patch"}},
 		}
 		if !reflect.DeepEqual(role.Rules, wantRole) {
 			t.Errorf("Role %s/%s rules\n  %v\nwant\n  %v", ns, brokerName, role.Rules, wantRole)

@@ -1,0 +1,115 @@
+package guard
+
+import (
+	"context"
+	"slices"
+	"testing"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/tether-dev/tether/test/controlplane"
+)
+
+// TestGuardKeepsWhatTheBrokerNeedsUntilUnprotect: Guarded finds the
+// broker's ServiceAccount, the RoleBinding that names it and its Role, and
+// the leader Lease, not a binding of someone else; with the guard on, a
+// deleted ServiceAccount stays (deleting) and the token it issued still
+// works; Unprotect lets it go.
+func TestGuardKeepsWhatTheBrokerNeedsUntilUnprotect(t *testing.T) {
+	cp := controlplane.Get(t)
+	ns := cp.Namespace(t)
+	ctx := context.Background()
+	admin := cp.Client()
+	token, err := cp.ServiceAccountToken(ctx, ns, "broker")
+	if err != nil {
+		t.Fatal(err)
+	}
+	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "broker"}, Rules: []rbacv1.PolicyRule{
+		{APIGroups: []string{"rbac.authorization.k8s.io"}, Resources: []string{"rolebindings"}, Verbs: []string{"list"}},
+	}}
+	if _, err := admin.RbacV1().Roles(ns).Create(ctx, role, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for name, sa := range map[string]string{"broker": "broker", "other": "someone-else"} {
+		rb := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name},
+			Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: sa, Namespace: ns}},
+			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "broker"}}
+		if _, err := admin.RbacV1().RoleBindings(ns).Create(ctx, rb, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "leader"}}
+	if _, err := admin.CoordinationV1().Leases(ns).Create(ctx, lease, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	cfg := cp.RESTConfig()
+	cfg.BearerToken = token
+	asBroker := kubernetes.NewForConfigOrDie(cfg)
+
+	refs, err := Guarded(ctx, asBroker, ns, "leader")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, r := range refs {
+		got = append(got, r.String())
+	}
+	want := []string{"leases/leader", "rolebindings/broker", "roles/broker", "serviceaccounts/broker"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("guarded %v, want %v", got, want)
+	}
+	dyn := dynamic.NewForConfigOrDie(cp.RESTConfig())
+	if err := Protect(ctx, dyn, ns, refs); err != nil {
+		t.Fatal(err)
+	}
+	if err := Protect(ctx, dyn, ns, refs); err != nil { // again: nothing to do
+		t.Fatal(err)
+	}
+	if err := admin.CoreV1().ServiceAccounts(ns).Delete(ctx, "broker", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	sa, err := admin.CoreV1().ServiceAccounts(ns).Get(ctx, "broker", metav1.GetOptions{})
+	if err != nil || sa.DeletionTimestamp == nil || !slices.Equal(sa.Finalizers, []string{Finalizer}) {
+		t.Fatalf("the deleted ServiceAccount: %v, %+v", err, sa)
+	}
+	if _, err := asBroker.RbacV1().RoleBindings(ns).List(ctx, metav1.ListOptions{}); err != nil {
+		t.Fatalf("the broker's token while its ServiceAccount is deleting: %v", err)
+	}
+
+	freed, err := Unprotect(ctx, dyn, ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(freed) != len(want) || freed[len(freed)-1].String() != "serviceaccounts/broker" {
+		t.Errorf("freed %v: want all four, the ServiceAccount last", freed)
+	}
+	if _, err := admin.CoreV1().ServiceAccounts(ns).Get(ctx, "broker", metav1.GetOptions{}); err == nil {
+		t.Error("the ServiceAccount is still there after Unprotect")
+	}
+	rb, err := admin.RbacV1().RoleBindings(ns).Get(ctx, "broker", metav1.GetOptions{})
+	if err != nil || len(rb.Finalizers) != 0 {
+		t.Errorf("the RoleBinding after Unprotect: %v, finalizers %v", err, rb.Finalizers)
+	}
+}
+
+func TestServiceAccountOfParsesOnlyServiceAccounts(t *testing.T) {
+	for _, c := range []struct {
+		user, ns, name string
+		ok             bool
+	}{
+		{"system:serviceaccount:tether-system:tether-broker", "tether-system", "tether-broker", true},
+		{"system:serviceaccount:tether-system:", "", "", false},
+		{"system:serviceaccount::x", "", "", false},
+		{"admin", "", "", false},
+		{"system:node:n1", "", "", false},
+	} {
+		ns, name, ok := serviceAccountOf(c.user)
+		if ok != c.ok || (ok && (ns != c.ns || name != c.name)) {
+			t.Errorf("serviceAccountOf(%q) = %q, %q, %t; want %q, %q, %t", c.user, ns, name, ok, c.ns, c.name, c.ok)
+		}
+	}
+}
