@@ -66,8 +66,10 @@ func watchUninstall(ctx context.Context, kube kubernetes.Interface, namespace, n
 	case <-ctx.Done():
 		// `kubectl delete` of the Deployment reaches the broker as a SIGTERM,
 		// which may come before the watch shows the Deployment gone: look
-		// once more, directly, before stopping as for a restart.
-		return seen.Load() && deploymentGone(kube, namespace, name, log)
+		// once more, directly, before stopping as for a restart. A namespace
+		// deletion deletes the Pods, often before the Deployment: the
+		// namespace itself says so then.
+		return (seen.Load() && deploymentGone(kube, namespace, name, log)) || namespaceDeleting(kube, namespace, log)
 	}
 }
 
@@ -88,6 +90,22 @@ func deploymentGone(kube kubernetes.Interface, namespace, name string, log hclog
 		return false
 	}
 	return d.DeletionTimestamp != nil
+}
+
+// namespaceDeleting reports whether the broker's namespace is being
+// deleted (rule 3f). An error says nothing, as for deploymentGone.
+func namespaceDeleting(kube kubernetes.Interface, namespace string, log hclog.Logger) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), finalLook)
+	defer cancel()
+	ns, err := kube.CoreV1().Namespaces().Get(ctx, namespace, metav1.GetOptions{})
+	if err != nil {
+		log.Warn("cannot look at the broker's namespace before stopping; stopping as for a restart", "error", err)
+		return false
+	}
+	if ns.DeletionTimestamp != nil {
+		log.Info("the broker's namespace is being deleted: uninstalling", "namespace", namespace)
+	}
+	return ns.DeletionTimestamp != nil
 }
 
 func closeOnce(c chan struct{}) {

@@ -88,3 +88,39 @@ func TestSigtermBeforeTheWatchStillUninstalls(t *testing.T) {
 		t.Errorf("the hold stayed: the broker stopped as for a restart, not an uninstall (finalizers %v)", obj.GetFinalizers())
 	}
 }
+
+// TestSigtermInANamespaceBeingDeletedUninstalls: a namespace deletion
+// deletes the broker's Pods, often before its Deployment, so the SIGTERM
+// comes while the Deployment stands. The namespace being deleted is an
+// uninstall all the same (rule 3f). On a real node the broker stopped as for
+// a restart there and every hold stayed (test/incluster).
+func TestSigtermInANamespaceBeingDeletedUninstalls(t *testing.T) {
+	cp := controlplane.Get(t)
+	dyn := cp.EnsureWidgetCRD(t)
+	ns, brokerNS := cp.Namespace(t), cp.Namespace(t)
+	testenv.CreateBrokerDeployment(t, cp.Client(), brokerNS, "tether-broker")
+	addr := freeAddr(t)
+	b := startBrokerProcess(t, cp, addr, brokerNS, "--deployment", "tether-broker")
+	startHandlerProcess(t, addr, "evicted", ns)
+	createHeld(t, cp, ns, "evicted", "w")
+	eventually(t, "the broker to watch its Deployment", func() bool {
+		return b.out.Any(func(l string) bool { return strings.Contains(l, "watching the broker's Deployment") })
+	})
+
+	// No controller manager runs here: the namespace stays Terminating with
+	// the Deployment in it, as in the moment a real one deletes the Pods.
+	if err := cp.Client().CoreV1().Namespaces().Delete(context.Background(), brokerNS, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-b.done:
+	case <-time.After(2 * waitTimeout):
+		t.Fatal("the broker did not exit after SIGTERM")
+	}
+	if obj := get(t, dyn, widgetGVR, ns, "w"); hold.Has(obj, "evicted") {
+		t.Errorf("the hold stayed: the broker stopped as for a restart, not an uninstall (finalizers %v)", obj.GetFinalizers())
+	}
+}
