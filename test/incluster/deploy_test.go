@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/tether-dev/tether/broker"
 	"github.com/tether-dev/tether/test/example"
 	"github.com/tether-dev/tether/test/node"
 )
@@ -43,34 +44,52 @@ func install(t *testing.T, c *node.Cluster) (string, time.Duration) {
 }
 
 // readyLeader checks that the broker runs as deploy/ says (two Pods
-// Running, exactly one Ready, the Ready one holding the leader Lease) and
-// returns the leader's name.
+// Running and Ready, exactly one labelled leader, it the holder of the
+// leader Lease and the one endpoint of the Service) and returns its name.
 func readyLeader(ctx context.Context, kube kubernetes.Interface) (string, error) {
 	pods, err := kube.CoreV1().Pods(tetherNS).List(ctx, metav1.ListOptions{LabelSelector: brokerLabel})
 	if err != nil {
 		return "", err
 	}
-	var running, ready []string
+	var ready, labelled []string
+	ips := map[string]string{}
 	for _, p := range pods.Items {
-		if p.DeletionTimestamp != nil || p.Status.Phase != corev1.PodRunning {
+		if p.DeletionTimestamp != nil || p.Status.Phase != corev1.PodRunning || !podReady(&p) {
 			continue
 		}
-		running = append(running, p.Name)
-		if podReady(&p) {
-			ready = append(ready, p.Name)
+		ready = append(ready, p.Name)
+		if p.Labels[broker.LeaderLabel] == "true" {
+			labelled = append(labelled, p.Name)
 		}
+		ips[p.Name] = p.Status.PodIP
 	}
-	if len(running) != 2 || len(ready) != 1 {
-		return "", fmt.Errorf("broker Pods running %v, ready %v: want 2 running, 1 ready", running, ready)
+	if len(ready) != 2 || len(labelled) != 1 {
+		return "", fmt.Errorf("broker Pods ready %v, labelled leader %v: want 2 ready, 1 labelled", ready, labelled)
 	}
+	leader := labelled[0]
 	lease, err := kube.CoordinationV1().Leases(tetherNS).Get(ctx, leaderLease, metav1.GetOptions{})
 	if err != nil {
 		return "", err
 	}
-	if h := lease.Spec.HolderIdentity; h == nil || *h != ready[0] {
-		return "", fmt.Errorf("the Ready broker is %s but the leader Lease is held by %v", ready[0], lease.Spec.HolderIdentity)
+	if h := lease.Spec.HolderIdentity; h == nil || *h != leader {
+		return "", fmt.Errorf("%s is labelled leader but the leader Lease is held by %v", leader, lease.Spec.HolderIdentity)
 	}
-	return ready[0], nil
+	epSlices, err := kube.DiscoveryV1().EndpointSlices(tetherNS).List(ctx, metav1.ListOptions{LabelSelector: "kubernetes.io/service-name=tether-broker"})
+	if err != nil {
+		return "", err
+	}
+	var endpoints []string
+	for _, sl := range epSlices.Items {
+		for _, e := range sl.Endpoints {
+			if e.Conditions.Ready == nil || *e.Conditions.Ready {
+				endpoints = append(endpoints, e.Addresses...)
+			}
+		}
+	}
+	if len(endpoints) != 1 || endpoints[0] != ips[leader] {
+		return "", fmt.Errorf("the Service's ready endpoints are %v, want only the leader %s at %s", endpoints, leader, ips[leader])
+	}
+	return leader, nil
 }
 
 func podReady(p *corev1.Pod) bool {
@@ -94,8 +113,8 @@ func deploymentReady(ctx context.Context, kube kubernetes.Interface, name string
 }
 
 // TestDeployRunsOneReadyLeader: kubectl apply -k deploy/ on a real node
-// gives two broker Pods, exactly one Ready and it the leader, and probes
-// that keep them running.
+// gives two Ready broker Pods, exactly one of them labelled leader and
+// behind the Service, and probes that keep them running.
 func TestDeployRunsOneReadyLeader(t *testing.T) {
 	c := node.Get(t)
 	leader, took := install(t, c)

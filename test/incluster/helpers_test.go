@@ -1,11 +1,13 @@
 package incluster
 
 import (
+	"bytes"
 	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -65,4 +67,45 @@ func waitFor(t *testing.T, timeout time.Duration, what string, check func(contex
 		case <-tick.C:
 		}
 	}
+}
+
+// followBrokerLogs copies the logs of the broker Pods running now into the
+// test's log when it fails: a Pod's own log is gone with the Pod, and an
+// uninstall deletes them all.
+func followBrokerLogs(t *testing.T, c *node.Cluster) {
+	t.Helper()
+	var out syncBuffer
+	ctx, cancel := context.WithCancel(context.Background())
+	cmd := exec.CommandContext(ctx, c.Binaries().Kubectl, "--kubeconfig", c.KubeconfigPath(), "-n", tetherNS,
+		"logs", "-f", "--prefix", "--tail=-1", "--max-log-requests=10", "-l", brokerLabel)
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		cancel()
+		t.Fatalf("following the broker's logs: %v", err)
+	}
+	t.Cleanup(func() {
+		cancel()
+		_ = cmd.Wait()
+		if t.Failed() {
+			t.Logf("the broker Pods' logs:\n%s", out.String())
+		}
+	})
+}
+
+// syncBuffer is a bytes.Buffer safe for a writer and a reader at once.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
