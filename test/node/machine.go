@@ -62,9 +62,19 @@ func CheckMachine() error {
 	return nil
 }
 
+// machineLock is the machine's node lock, held by the one run. Its file
+// names the holder's process and folder; a run that ends cleanly empties
+// it, so a file that is not empty when the lock is taken names a run that
+// died, whose leftovers the next run removes.
+type machineLock struct {
+	f *os.File
+	// previous is the folder of the run that died holding the lock, if any.
+	previous string
+}
+
 // lockMachine takes the machine's node lock, waiting while another run
 // holds it (one at a time: they share the bridge and the kubelet's port).
-func lockMachine(ctx context.Context, progress io.Writer) (func(), error) {
+func lockMachine(ctx context.Context, progress io.Writer) (*machineLock, error) {
 	f, err := os.OpenFile(lockPath, os.O_CREATE|os.O_RDWR, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("opening the node lock %s: %w", lockPath, err)
@@ -74,7 +84,7 @@ func lockMachine(ctx context.Context, progress io.Writer) (func(), error) {
 	for announced := false; unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB) != nil; {
 		if !announced {
 			holder, _ := os.ReadFile(lockPath)
-			fmt.Fprintf(progress, "node: another node runs on this machine (process %s holds %s); waiting for it to stop\n",
+			fmt.Fprintf(progress, "node: another node runs on this machine (%s holds %s); waiting for it to stop\n",
 				strings.TrimSpace(string(holder)), lockPath)
 			announced = true
 		}
@@ -85,25 +95,45 @@ func lockMachine(ctx context.Context, progress io.Writer) (func(), error) {
 		case <-tick.C:
 		}
 	}
-	_ = f.Truncate(0)
-	_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
-	return func() {
-		_ = f.Truncate(0)
-		_ = unix.Flock(int(f.Fd()), unix.LOCK_UN)
-		_ = f.Close()
-	}, nil
+	l := &machineLock{f: f}
+	if held, _ := os.ReadFile(lockPath); len(held) > 0 {
+		if _, dir, ok := strings.Cut(strings.TrimSpace(string(held)), " "); ok {
+			l.previous = dir
+		}
+	}
+	return l, nil
 }
 
-// removeLeftovers ends what runs that died left: their containers, mounts
-// and folders. It runs under the machine lock, so no run of theirs is alive.
-// The bridge is made again by setupNetwork.
-func removeLeftovers(log hclog.Logger) error {
-	if pids := containerProcesses(filepath.Join(os.TempDir(), runDirPrefix)); len(pids) > 0 {
-		log.Info("killing the containers of a node that died", "processes", len(pids))
+// record writes this run's process and folder into the lock file.
+func (l *machineLock) record(dir string) {
+	_ = l.f.Truncate(0)
+	_, _ = l.f.WriteAt([]byte(fmt.Sprintf("%d %s\n", os.Getpid(), dir)), 0)
+}
+
+// release empties the lock file (this run ended cleanly) and unlocks it.
+func (l *machineLock) release() {
+	_ = l.f.Truncate(0)
+	_ = unix.Flock(int(l.f.Fd()), unix.LOCK_UN)
+	_ = l.f.Close()
+}
+
+// removeLeftovers ends what a run that died left: its containers, mounts
+// and, when it was a temporary one, its folder; and the temporary folders
+// of older runs. It runs under the machine lock, so no run of theirs is
+// alive. The bridge is made again by setupNetwork.
+func removeLeftovers(log hclog.Logger, previous string) error {
+	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), runDirPrefix+"*"))
+	if previous != "" {
+		log.Info("cleaning up after a node that died", "dir", previous)
+		killContainers(previous)
+		if err := unmountUnder(previous); err != nil {
+			return err
+		}
+	}
+	if len(containerProcesses(filepath.Join(os.TempDir(), runDirPrefix))) > 0 {
 		killContainers(filepath.Join(os.TempDir(), runDirPrefix))
 	}
-	old, _ := filepath.Glob(filepath.Join(os.TempDir(), runDirPrefix+"*"))
-	for _, dir := range old {
+	for _, dir := range dirs {
 		log.Info("removing the folder of a node that died", "dir", dir)
 		if err := unmountUnder(dir); err != nil {
 			return err

@@ -51,7 +51,7 @@ type Cluster struct {
 	stopGrace             time.Duration
 	nodeBins              controlplane.NodeBinaries
 	containerdDir         string
-	unlock                func()
+	lock                  *machineLock
 	net                   *network
 	containerd, kubelet   *controlplane.Process
 	proxy, kcm, scheduler *controlplane.Process
@@ -93,18 +93,18 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	if err != nil {
 		return nil, fmt.Errorf("starting a node: %w", err)
 	}
-	unlock, err := lockMachine(ctx, opts.Progress)
+	lock, err := lockMachine(ctx, opts.Progress)
 	if err != nil {
 		return nil, err
 	}
-	c := &Cluster{log: opts.Log, dir: opts.Dir, stopGrace: opts.StopTimeout, nodeBins: nodeBins, unlock: unlock}
+	c := &Cluster{log: opts.Log, dir: opts.Dir, stopGrace: opts.StopTimeout, nodeBins: nodeBins, lock: lock}
 	started := false
 	defer func() {
 		if !started {
 			_ = c.Stop()
 		}
 	}()
-	if err := removeLeftovers(opts.Log); err != nil {
+	if err := removeLeftovers(opts.Log, lock.previous); err != nil {
 		return nil, err
 	}
 	if c.dir == "" {
@@ -114,6 +114,7 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 		}
 		c.dir, c.removeDir = d, true
 	}
+	lock.record(c.dir)
 	images, err := buildImages(ctx, filepath.Join(c.dir, "images"), opts.Progress)
 	if err != nil {
 		return nil, err
@@ -386,8 +387,8 @@ func (c *Cluster) Stop() error {
 			errs = append(errs, fmt.Errorf("removing %s: %w", c.dir, err))
 		}
 	}
-	if c.unlock != nil {
-		c.unlock()
+	if c.lock != nil {
+		c.lock.release()
 	}
 	err := errors.Join(errs...)
 	if err != nil {
