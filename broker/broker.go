@@ -340,7 +340,7 @@ func (b *Broker) Start(ctx context.Context) error {
 			b.log.Info("another replica began uninstalling the broker: finishing the uninstall and exiting")
 			closeOnce(uninstalling)
 			stopServing()
-			uninstallErr = b.uninstall(writer, store, nil, recorder, adm)
+			uninstallErr = b.uninstall(kube, writer, store, nil, recorder, adm)
 			return
 		}
 		w, wctx := errgroup.WithContext(lctx)
@@ -380,7 +380,7 @@ func (b *Broker) Start(ctx context.Context) error {
 		case <-uninstalling:
 			// Still leading: no other replica takes over and adds holds
 			// back while they are being released.
-			uninstallErr = b.uninstall(writer, store, dispatcher.Known(), recorder, adm)
+			uninstallErr = b.uninstall(kube, writer, store, dispatcher.Known(), recorder, adm)
 		default:
 		}
 	}
@@ -460,7 +460,7 @@ func (b *Broker) unlabelOwnPod(kube kubernetes.Interface) {
 // the dispatcher stopped, so nothing adds a hold back, with the write client
 // (no client-side limit): release.Run bounds how many writes go at once, and
 // the uninstall must fit in the Pod's termination grace period.
-func (b *Broker) uninstall(dyn dynamic.Interface, store *presence.Store, known []presence.Record, recorder *eventRecorder, adm *admissionParts) error {
+func (b *Broker) uninstall(kube kubernetes.Interface, dyn dynamic.Interface, store *presence.Store, known []presence.Record, recorder *eventRecorder, adm *admissionParts) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	if adm != nil {
@@ -490,6 +490,13 @@ func (b *Broker) uninstall(dyn dynamic.Interface, store *presence.Store, known [
 	if err != nil {
 		return fmt.Errorf("uninstall: %w", err)
 	}
+	// Last: it may take the permissions that let the broker do the above.
+	// Refused when the ServiceAccount went with the guard; then the
+	// namespace is being deleted, and the garbage collector removes the
+	// grant once it is gone.
+	if err := guard.Revoke(ctx, kube, b.opts.Namespace); err != nil {
+		b.log.Info("uninstall: the grant stays until the namespace is gone", "error", err)
+	}
 	return nil
 }
 
@@ -502,9 +509,12 @@ func (b *Broker) guardUninstall(ctx context.Context, kube kubernetes.Interface, 
 	if le := b.opts.LeaderElection.withDefaults(); le.Enabled {
 		lease = le.LeaseName
 	}
-	refs, err := guard.Guarded(ctx, kube, b.opts.Namespace, lease)
+	refs, sa, err := guard.Guarded(ctx, kube, b.opts.Namespace, lease)
 	if err == nil {
 		err = guard.Protect(ctx, dyn, b.opts.Namespace, refs)
+	}
+	if err == nil && sa != "" {
+		err = guard.Grant(ctx, kube, b.opts.Namespace, sa)
 	}
 	if err != nil {
 		if ctx.Err() == nil {
@@ -512,7 +522,7 @@ func (b *Broker) guardUninstall(ctx context.Context, kube kubernetes.Interface, 
 		}
 		return
 	}
-	b.log.Info("uninstall guard on", "objects", fmt.Sprint(refs))
+	b.log.Info("uninstall guard on", "objects", fmt.Sprint(refs), "grant", sa != "")
 }
 
 func isLoopback(a net.Addr) bool {

@@ -13,7 +13,12 @@
 // Bound tokens stay valid for a minute after their ServiceAccount or Pod
 // began deleting: the release must fit in that minute.
 //
-// Cluster-scoped grants (the ClusterRole and ClusterRoleBinding) are not
-// guarded: the last one removed would take away the permission to remove
-// the other.
+// Cluster-scoped grants cannot be guarded so: the last finalizer taken off
+// a ClusterRole or its binding would take away the permission to take off
+// the other's. Instead the leader copies the cluster-wide rules bound to it
+// into a ClusterRole and binding of its own ([Grant]), which an uninstall
+// by `kubectl delete -k` or `helm uninstall` does not know of. The copy is
+// owned by the broker's namespace, so the garbage collector removes it once
+// the namespace is gone; an uninstall that keeps the namespace removes it
+// itself ([Revoke]).
 package guard

@@ -44,23 +44,23 @@ func (r Ref) String() string { return r.Resource.Resource + "/" + r.Name }
 // Guarded lists what the broker, authenticated as kube's user, needs in
 // namespace: the leader Lease (when lease is not empty) and, when the user
 // is a ServiceAccount of namespace, that ServiceAccount and the
-// RoleBindings there that name it, with their Roles.
-func Guarded(ctx context.Context, kube kubernetes.Interface, namespace, lease string) ([]Ref, error) {
-	var refs []Ref
+// RoleBindings there that name it, with their Roles. sa is the
+// ServiceAccount's name, "" for a user of another kind.
+func Guarded(ctx context.Context, kube kubernetes.Interface, namespace, lease string) (refs []Ref, sa string, err error) {
 	if lease != "" {
 		refs = append(refs, Ref{Resources[0], lease})
 	}
 	r, err := kube.AuthenticationV1().SelfSubjectReviews().Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
 	if err != nil {
-		return refs, fmt.Errorf("asking who the broker is: %w", err)
+		return refs, "", fmt.Errorf("asking who the broker is: %w", err)
 	}
 	ns, sa, ok := serviceAccountOf(r.Status.UserInfo.Username)
 	if !ok || ns != namespace {
-		return refs, nil // a user of its own, as on a laptop: nothing of it goes with the namespace
+		return refs, "", nil // a user of its own, as on a laptop: nothing of it goes with the namespace
 	}
 	bindings, err := kube.RbacV1().RoleBindings(namespace).List(ctx, metav1.ListOptions{})
 	if err != nil {
-		return refs, fmt.Errorf("listing the RoleBindings of %s: %w", namespace, err)
+		return refs, sa, fmt.Errorf("listing the RoleBindings of %s: %w", namespace, err)
 	}
 	for _, rb := range bindings.Items {
 		if !names(rb.Subjects, namespace, sa) {
@@ -71,7 +71,7 @@ func Guarded(ctx context.Context, kube kubernetes.Interface, namespace, lease st
 			refs = append(refs, Ref{Resources[2], rb.RoleRef.Name})
 		}
 	}
-	return append(refs, Ref{Resources[3], sa}), nil
+	return append(refs, Ref{Resources[3], sa}), sa, nil
 }
 
 // serviceAccountOf parses system:serviceaccount:<namespace>:<name>.

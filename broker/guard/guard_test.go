@@ -2,8 +2,10 @@ package guard
 
 import (
 	"context"
+	"reflect"
 	"slices"
 	"testing"
+	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -50,9 +52,9 @@ func TestGuardKeepsWhatTheBrokerNeedsUntilUnprotect(t *testing.T) {
 	cfg.BearerToken = token
 	asBroker := kubernetes.NewForConfigOrDie(cfg)
 
-	refs, err := Guarded(ctx, asBroker, ns, "leader")
-	if err != nil {
-		t.Fatal(err)
+	refs, sa, err := Guarded(ctx, asBroker, ns, "leader")
+	if err != nil || sa != "broker" {
+		t.Fatalf("Guarded: %v, ServiceAccount %q", err, sa)
 	}
 	var got []string
 	for _, r := range refs {
@@ -72,9 +74,9 @@ func TestGuardKeepsWhatTheBrokerNeedsUntilUnprotect(t *testing.T) {
 	if err := admin.CoreV1().ServiceAccounts(ns).Delete(ctx, "broker", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	sa, err := admin.CoreV1().ServiceAccounts(ns).Get(ctx, "broker", metav1.GetOptions{})
-	if err != nil || sa.DeletionTimestamp == nil || !slices.Equal(sa.Finalizers, []string{Finalizer}) {
-		t.Fatalf("the deleted ServiceAccount: %v, %+v", err, sa)
+	acct, err := admin.CoreV1().ServiceAccounts(ns).Get(ctx, "broker", metav1.GetOptions{})
+	if err != nil || acct.DeletionTimestamp == nil || !slices.Equal(acct.Finalizers, []string{Finalizer}) {
+		t.Fatalf("the deleted ServiceAccount: %v, %+v", err, acct)
 	}
 	if _, err := asBroker.RbacV1().RoleBindings(ns).List(ctx, metav1.ListOptions{}); err != nil {
 		t.Fatalf("the broker's token while its ServiceAccount is deleting: %v", err)
@@ -111,5 +113,78 @@ func TestServiceAccountOfParsesOnlyServiceAccounts(t *testing.T) {
 		if ok != c.ok || (ok && (ns != c.ns || name != c.name)) {
 			t.Errorf("serviceAccountOf(%q) = %q, %q, %t; want %q, %q, %t", c.user, ns, name, ok, c.ns, c.name, c.ok)
 		}
+	}
+}
+
+// TestGrantOutlivesTheInstalledClusterRole: the broker's copy of its
+// cluster-wide rules, owned by its namespace, keeps its permissions when
+// the ClusterRole and binding it was installed with are deleted (as
+// `kubectl delete -k` does at once); Revoke removes the copy.
+func TestGrantOutlivesTheInstalledClusterRole(t *testing.T) {
+	cp := controlplane.Get(t)
+	ns := cp.Namespace(t)
+	ctx := context.Background()
+	admin := cp.Client()
+	token, err := cp.ServiceAccountToken(ctx, ns, "broker")
+	if err != nil {
+		t.Fatal(err)
+	}
+	installed := "installed-" + ns
+	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: installed}, Rules: []rbacv1.PolicyRule{
+		{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"get"}},
+		{APIGroups: []string{"rbac.authorization.k8s.io"}, Resources: []string{"clusterroles"}, Verbs: []string{"get", "list", "create", "update", "delete"}},
+		{APIGroups: []string{"rbac.authorization.k8s.io"}, Resources: []string{"clusterrolebindings"}, Verbs: []string{"get", "list", "create"}},
+	}}
+	if _, err := admin.RbacV1().ClusterRoles().Create(ctx, role, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: installed},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: "broker", Namespace: ns}},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: installed}}
+	if _, err := admin.RbacV1().ClusterRoleBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = admin.RbacV1().ClusterRoleBindings().Delete(context.Background(), GrantName(ns), metav1.DeleteOptions{})
+	})
+	cfg := cp.RESTConfig()
+	cfg.BearerToken = token
+	asBroker := kubernetes.NewForConfigOrDie(cfg)
+
+	// RBAC caches bindings: the broker's first requests may be refused.
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for deadline := time.Now().Add(10 * time.Second); ; <-tick.C {
+		err := Grant(ctx, asBroker, ns, "broker")
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal(err)
+		}
+	}
+	if err := Grant(ctx, asBroker, ns, "broker"); err != nil { // again: up to date
+		t.Fatal(err)
+	}
+	copyRole, err := admin.RbacV1().ClusterRoles().Get(ctx, GrantName(ns), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(copyRole.OwnerReferences) != 1 || copyRole.OwnerReferences[0].Kind != "Namespace" || copyRole.OwnerReferences[0].Name != ns {
+		t.Errorf("the copy's owners %+v, want the namespace %s", copyRole.OwnerReferences, ns)
+	}
+	if !reflect.DeepEqual(copyRole.Rules, role.Rules) {
+		t.Errorf("the copy's rules %v, want %v", copyRole.Rules, role.Rules)
+	}
+	_ = admin.RbacV1().ClusterRoleBindings().Delete(ctx, installed, metav1.DeleteOptions{})
+	_ = admin.RbacV1().ClusterRoles().Delete(ctx, installed, metav1.DeleteOptions{})
+	if _, err := asBroker.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{}); err != nil {
+		t.Errorf("with only the copy left, the broker cannot read its namespace: %v", err)
+	}
+	if err := Revoke(ctx, asBroker, ns); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.RbacV1().ClusterRoles().Get(ctx, GrantName(ns), metav1.GetOptions{}); err == nil {
+		t.Error("the copy is still there after Revoke")
 	}
 }

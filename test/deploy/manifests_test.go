@@ -70,6 +70,8 @@ var wantObjects = []string{
 	"Service/tether-system/tether-broker",
 	"ServiceAccount/tether-system/example-handler",
 	"ServiceAccount/tether-system/tether-broker",
+	"ValidatingAdmissionPolicy//tether-broker-grant",
+	"ValidatingAdmissionPolicyBinding//tether-broker-grant",
 }
 
 // decodeAll parses a multi-document YAML stream.
@@ -170,6 +172,8 @@ func TestManifestsApply(t *testing.T) {
 			{APIGroups: []string{""}, Resources: []string{"serviceaccounts"}, Verbs: []string{"impersonate"}},
 			{APIGroups: []string{"admissionregistration.k8s.io"}, Resources: []string{"validatingwebhookconfigurations", "mutatingwebhookconfigurations"},
 				Verbs: []string{"get", "list", "watch", "create", "update", "delete"}},
+			{APIGroups: []string{"rbac.authorization.k8s.io"}, Resources: []string{"clusterroles"}, Verbs: []string{"get", "list", "create", "update", "delete"}},
+			{APIGroups: []string{"rbac.authorization.k8s.io"}, Resources: []string{"clusterrolebindings"}, Verbs: []string{"get", "list", "create"}},
 		}
 		if !reflect.DeepEqual(cr.Rules, want) {
 			t.Errorf("ClusterRole %s rules\n  %v\nwant\n  %v", brokerName, cr.Rules, want)

@@ -194,8 +194,12 @@ func TestBrokerRBACIsEnough(t *testing.T) {
 		deny("delete", "", "namespaces", ""),
 		deny("delete", "", "events", other),
 		deny("update", "", "events", other),
-		// No way to grant itself more.
-		deny("create", "rbac.authorization.k8s.io", "clusterrolebindings", ""),
+		// No way to grant itself more. Its uninstall grant (a copy of its
+		// own ClusterRoles' rules) it may write, and the API server's
+		// escalation check lets it copy only what it holds; the policy
+		// tether-broker-grant keeps it to that one name and to itself
+		// (TestBrokerWritesOnlyItsOwnGrant).
+		allow("create", "rbac.authorization.k8s.io", "clusterrolebindings", ""),
 		deny("create", "rbac.authorization.k8s.io", "rolebindings", other),
 		deny("bind", "rbac.authorization.k8s.io", "clusterroles", ""),
 		deny("escalate", "rbac.authorization.k8s.io", "clusterroles", ""),
@@ -536,4 +540,63 @@ func rbacBindingToAdmin() *rbacv1.ClusterRoleBinding {
 		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "cluster-admin"},
 		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: brokerName, Namespace: ns}},
 	}
+}
+
+// TestBrokerWritesOnlyItsOwnGrant: RBAC lets the broker create
+// ClusterRoles and ClusterRoleBindings, for its uninstall grant; the policy
+// tether-broker-grant refuses any other name, a binding of anyone else, and
+// the deletion of another ClusterRole.
+func TestBrokerWritesOnlyItsOwnGrant(t *testing.T) {
+	cp, _ := applyManifests(t)
+	cfg := cp.RESTConfig()
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + ns + ":" + brokerName,
+		Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"}}
+	asBroker := kubernetes.NewForConfigOrDie(cfg)
+	rbac := asBroker.RbacV1()
+	ctx := context.Background()
+	grant := "tether-broker-uninstall-" + ns
+	rules := []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"get"}}}
+	bindingOf := func(name, sa, role string) *rbacv1.ClusterRoleBinding {
+		return &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name},
+			Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: sa, Namespace: ns}},
+			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role}}
+	}
+	refused := func(what string, err error) {
+		t.Helper()
+		if err == nil || !strings.Contains(err.Error(), "tether-broker-grant") {
+			t.Errorf("%s: got %v, want the policy's refusal", what, err)
+		}
+	}
+
+	// The policy takes effect once the API server has loaded it.
+	tick := time.NewTicker(200 * time.Millisecond)
+	defer tick.Stop()
+	for deadline := time.Now().Add(30 * time.Second); ; <-tick.C {
+		_, err := rbac.ClusterRoles().Create(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "not-the-grant"}, Rules: rules}, metav1.CreateOptions{})
+		if err != nil && strings.Contains(err.Error(), "tether-broker-grant") {
+			break
+		}
+		if err == nil {
+			_ = cp.Client().RbacV1().ClusterRoles().Delete(ctx, "not-the-grant", metav1.DeleteOptions{})
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a ClusterRole of another name: got %v, want the policy's refusal", err)
+		}
+	}
+	_, err := rbac.ClusterRoleBindings().Create(ctx, bindingOf("someone-else", "someone-else", brokerName), metav1.CreateOptions{})
+	refused("a binding of another ServiceAccount to the broker's ClusterRole", err)
+	refused("deleting another ClusterRole", rbac.ClusterRoles().Delete(ctx, "tether-example-handler", metav1.DeleteOptions{}))
+
+	if _, err := rbac.ClusterRoles().Create(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: grant}, Rules: rules}, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("the broker's own grant: %v", err)
+	}
+	_, err = rbac.ClusterRoleBindings().Create(ctx, bindingOf(grant, "someone-else", grant), metav1.CreateOptions{})
+	refused("the grant's name binding another ServiceAccount", err)
+	if _, err := rbac.ClusterRoleBindings().Create(ctx, bindingOf(grant, brokerName, grant), metav1.CreateOptions{}); err != nil {
+		t.Fatalf("the broker's own grant binding: %v", err)
+	}
+	if err := rbac.ClusterRoles().Delete(ctx, grant, metav1.DeleteOptions{}); err != nil {
+		t.Errorf("deleting its own grant: %v", err)
+	}
+	_ = cp.Client().RbacV1().ClusterRoleBindings().Delete(ctx, grant, metav1.DeleteOptions{})
 }
