@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/tether-dev/tether/broker/guard"
 	"github.com/tether-dev/tether/test/example"
 	"github.com/tether-dev/tether/test/node"
 )
@@ -134,27 +135,39 @@ func TestRollingUpdateReleasesNothing(t *testing.T) {
 	t.Logf("rollout done and a leader Ready in %s", time.Since(begin).Round(100*time.Millisecond))
 }
 
-// TestNamespaceDeletedLeavesNothingHeld plays the seed's uninstall by
-// namespace deletion: tether-system is deleted with everything in it while
-// the example handler holds a Secret, which is deleted too. The namespace
-// controller deletes the broker's ServiceAccount, Role and RoleBinding in
-// an order of its own; the uninstall guard keeps them until the broker has
-// released. Within the bound, no object carries a tether.dev/ finalizer,
-// both namespaces are gone and the Secret's deletion completed.
-func TestNamespaceDeletedLeavesNothingHeld(t *testing.T) {
+// TestUninstallLeavesNothingHeld plays the seed's uninstall while the
+// example handler holds a Secret, which is deleted too: `kubectl delete -k
+// deploy/` (the broker's ClusterRole and binding go at once; its own copy
+// of them stays), and deleting the namespace tether-system with everything
+// in it (the namespace controller deletes the broker's ServiceAccount, Role
+// and RoleBinding in an order of its own; the uninstall guard keeps them).
+// Within the bound, no object carries a tether.dev/ finalizer, both
+// namespaces are gone, the Secret's deletion completed, and no grant of the
+// broker is left.
+func TestUninstallLeavesNothingHeld(t *testing.T) {
 	c := node.Get(t)
-	install(t, c)
-	followBrokerLogs(t, c)
-	ns := heldSecret(t, c, "held")
-	begin := time.Now()
-	kubectl(t, c, "delete", "namespace", tetherNS, "--wait=false")
-	if err := c.Client().CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
+	for _, way := range []struct {
+		name      string
+		uninstall []string // kubectl's arguments
+	}{
+		{"kubectl delete -k deploy", []string{"delete", "-k", deployDir(t), "--wait=false"}},
+		{"namespace deleted", []string{"delete", "namespace", tetherNS, "--wait=false"}},
+	} {
+		t.Run(way.name, func(t *testing.T) {
+			install(t, c)
+			followBrokerLogs(t, c)
+			ns := heldSecret(t, c, "held")
+			begin := time.Now()
+			kubectl(t, c, way.uninstall...)
+			if err := c.Client().CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			waitFor(t, uninstallBound, "nothing held and every namespace gone", func(ctx context.Context) error {
+				return nothingLeft(ctx, c.Client(), tetherNS, ns)
+			})
+			t.Logf("%s: the last object gone %s after", way.name, time.Since(begin).Round(100*time.Millisecond))
+		})
 	}
-	waitFor(t, uninstallBound, "nothing held and every namespace gone", func(ctx context.Context) error {
-		return nothingLeft(ctx, c.Client(), tetherNS, ns)
-	})
-	t.Logf("namespace %s deleted: the last object gone %s after", tetherNS, time.Since(begin).Round(100*time.Millisecond))
 }
 
 // uninstallBound is how long an uninstall may take to let everything go:
@@ -162,8 +175,9 @@ func TestNamespaceDeletedLeavesNothingHeld(t *testing.T) {
 const uninstallBound = 2 * time.Minute
 
 // nothingLeft is nil when the namespaces are gone, no Secret or ConfigMap
-// anywhere carries a tether.dev/ finalizer and no webhook configuration of
-// the broker is left to refuse writes.
+// anywhere carries a tether.dev/ finalizer, the broker's grant is gone (the
+// garbage collector removes it with the namespace) and no webhook
+// configuration of the broker is left to refuse writes.
 func nothingLeft(ctx context.Context, kube kubernetes.Interface, namespaces ...string) error {
 	for _, ns := range namespaces {
 		n, err := kube.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
@@ -195,6 +209,9 @@ func nothingLeft(ctx context.Context, kube kubernetes.Interface, namespaces ...s
 				return fmt.Errorf("%s/%s still carries %s", m.Namespace, m.Name, f)
 			}
 		}
+	}
+	if _, err := kube.RbacV1().ClusterRoles().Get(ctx, guard.GrantName(tetherNS), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		return fmt.Errorf("the broker's grant %s is left (%v)", guard.GrantName(tetherNS), err)
 	}
 	validating, err := kube.AdmissionregistrationV1().ValidatingWebhookConfigurations().List(ctx, metav1.ListOptions{})
 	if err != nil {
