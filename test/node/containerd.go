@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -103,12 +104,7 @@ func containerProcesses(marker string) []int {
 		if err != nil {
 			continue
 		}
-		// pid (comm) state ppid ...: comm may hold spaces; ppid follows the last ')'.
-		var ppid int
-		if i := strings.LastIndexByte(string(stat), ')'); i > 0 {
-			fmt.Sscanf(string(stat[i+2:]), "%*s %d", &ppid)
-		}
-		parent[pid] = ppid
+		parent[pid] = parentOf(string(stat))
 		cmdline, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
 		if strings.Contains(string(cmdline), "containerd-shim") && strings.Contains(string(cmdline), marker) {
 			shims = append(shims, pid)
@@ -128,4 +124,20 @@ func containerProcesses(marker string) []int {
 		}
 	}
 	return append(below, shims...)
+}
+
+// parentOf is the parent's pid in a /proc/<pid>/stat line, "pid (comm) state
+// ppid ...": comm may hold spaces and parentheses, so the fields are counted
+// from the last ')'. 0 when the line is not of that form.
+func parentOf(stat string) int {
+	i := strings.LastIndexByte(stat, ')')
+	if i < 0 {
+		return 0
+	}
+	fields := strings.Fields(stat[i+1:])
+	if len(fields) < 2 {
+		return 0
+	}
+	ppid, _ := strconv.Atoi(fields[1])
+	return ppid
 }

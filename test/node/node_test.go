@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -78,6 +79,10 @@ func TestStopLeavesTheMachineAsItWas(t *testing.T) {
 	if !strings.Contains(mounts(t), dir) {
 		t.Fatalf("no mount under %s while a Pod runs: the test could not see one", dir)
 	}
+	containers := containerPIDs()
+	if len(containers) == 0 {
+		t.Fatal("no container process while a Pod runs: the test could not see one")
+	}
 
 	if err := c.Stop(); err != nil {
 		t.Fatal(err)
@@ -92,6 +97,11 @@ func TestStopLeavesTheMachineAsItWas(t *testing.T) {
 	for _, save := range []string{"iptables-save", "ip6tables-save"} {
 		if out, _ := exec.Command(save).CombinedOutput(); strings.Contains(string(out), "KUBE-") {
 			t.Errorf("the kubelet's or kube-proxy's rules are still there (%s):\n%s", save, out)
+		}
+	}
+	for _, pid := range containers {
+		if alive(pid) {
+			t.Errorf("container process %d is still running", pid)
 		}
 	}
 	if out, _ := exec.Command("pgrep", "-af", dir).CombinedOutput(); strings.TrimSpace(string(out)) != "" {
@@ -112,4 +122,32 @@ func mounts(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return string(data)
+}
+
+// containerPIDs are the processes in containerd's cgroups (/k8s.io/<id>):
+// the containers, pause included.
+func containerPIDs() []int {
+	var pids []int
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		cg, _ := os.ReadFile("/proc/" + e.Name() + "/cgroup")
+		if strings.Contains(string(cg), ":/k8s.io/") {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// alive reports whether pid runs and is not a zombie.
+func alive(pid int) bool {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	i := strings.LastIndexByte(string(stat), ')')
+	return i < 0 || len(stat) < i+3 || stat[i+2] != 'Z'
 }
