@@ -3,6 +3,9 @@ package incluster
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
 	"slices"
 	"strings"
 	"testing"
@@ -130,6 +133,64 @@ func TestDeployRunsOneReadyLeader(t *testing.T) {
 			}
 		}
 	}
+	// The containers' memory, from their cgroups (the kubelet's summary
+	// API cannot read this machine's root filesystem and answers nothing).
+	mem := containerMemory(t)
+	for _, p := range pods.Items {
+		if m, ok := mem[p.Name]; ok {
+			t.Logf("%s: cgroup memory %s", p.Name, m)
+		} else {
+			t.Errorf("no process of %s found on the node", p.Name)
+		}
+	}
+}
+
+// containerMemory maps the name of each Pod whose process runs on this
+// machine (a container's HOSTNAME is its Pod's name) to its memory cgroup's
+// usage and RSS.
+func containerMemory(t *testing.T) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		cg, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cgroup"))
+		if err != nil || !strings.Contains(string(cg), ":/k8s.io/") {
+			continue
+		}
+		if cmd, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline")); strings.HasPrefix(string(cmd), "/pause") {
+			continue // the Pod's sandbox
+		}
+		env, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
+		var pod string
+		for _, kv := range strings.Split(string(env), "\x00") {
+			if v, ok := strings.CutPrefix(kv, "HOSTNAME="); ok {
+				pod = v
+			}
+		}
+		var path string
+		for _, line := range strings.Split(string(cg), "\n") {
+			if _, p, ok := strings.Cut(line, ":memory:"); ok {
+				path = filepath.Join("/sys/fs/cgroup/memory", p)
+			}
+		}
+		if pod == "" || path == "" {
+			continue
+		}
+		usage, err1 := os.ReadFile(filepath.Join(path, "memory.usage_in_bytes"))
+		stat, err2 := os.ReadFile(filepath.Join(path, "memory.stat"))
+		if err1 != nil || err2 != nil {
+			continue
+		}
+		var rss int64
+		for _, line := range strings.Split(string(stat), "\n") {
+			if v, ok := strings.CutPrefix(line, "total_rss "); ok {
+				rss, _ = strconv.ParseInt(v, 10, 64)
+			}
+		}
+		u, _ := strconv.ParseInt(strings.TrimSpace(string(usage)), 10, 64)
+		out[pod] = fmt.Sprintf("usage %.1f MiB, rss %.1f MiB", float64(u)/(1<<20), float64(rss)/(1<<20))
+	}
+	return out
 }
 
 // TestExampleHandlerWorksThroughTheService is the demo's story in the
