@@ -22,14 +22,9 @@ import (
 // deleted ServiceAccount stays (deleting) and the token it issued still
 // works; Unprotect lets it go.
 func TestGuardKeepsWhatTheBrokerNeedsUntilUnprotect(t *testing.T) {
-	cp := controlplane.Get(t)
-	ns := cp.Namespace(t)
+	cp, ns, asBroker := brokerIn(t)
 	ctx := context.Background()
 	admin := cp.Client()
-	token, err := cp.ServiceAccountToken(ctx, ns, "broker")
-	if err != nil {
-		t.Fatal(err)
-	}
 	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "broker"}, Rules: []rbacv1.PolicyRule{
 		{APIGroups: []string{"rbac.authorization.k8s.io"}, Resources: []string{"rolebindings"}, Verbs: []string{"list"}},
 	}}
@@ -48,10 +43,6 @@ func TestGuardKeepsWhatTheBrokerNeedsUntilUnprotect(t *testing.T) {
 	if _, err := admin.CoordinationV1().Leases(ns).Create(ctx, lease, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	cfg := cp.RESTConfig()
-	cfg.BearerToken = token
-	asBroker := kubernetes.NewForConfigOrDie(cfg)
-
 	refs, sa, err := Guarded(ctx, asBroker, ns, "leader")
 	if err != nil || sa != "broker" {
 		t.Fatalf("Guarded: %v, ServiceAccount %q", err, sa)
@@ -121,14 +112,9 @@ func TestServiceAccountOfParsesOnlyServiceAccounts(t *testing.T) {
 // the ClusterRole and binding it was installed with are deleted (as
 // `kubectl delete -k` does at once); Revoke removes the copy.
 func TestGrantOutlivesTheInstalledClusterRole(t *testing.T) {
-	cp := controlplane.Get(t)
-	ns := cp.Namespace(t)
+	cp, ns, asBroker := brokerIn(t)
 	ctx := context.Background()
 	admin := cp.Client()
-	token, err := cp.ServiceAccountToken(ctx, ns, "broker")
-	if err != nil {
-		t.Fatal(err)
-	}
 	installed := "installed-" + ns
 	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: installed}, Rules: []rbacv1.PolicyRule{
 		{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"get"}},
@@ -147,10 +133,6 @@ func TestGrantOutlivesTheInstalledClusterRole(t *testing.T) {
 	t.Cleanup(func() {
 		_ = admin.RbacV1().ClusterRoleBindings().Delete(context.Background(), GrantName(ns), metav1.DeleteOptions{})
 	})
-	cfg := cp.RESTConfig()
-	cfg.BearerToken = token
-	asBroker := kubernetes.NewForConfigOrDie(cfg)
-
 	// RBAC caches bindings: the broker's first requests may be refused.
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
@@ -187,4 +169,19 @@ func TestGrantOutlivesTheInstalledClusterRole(t *testing.T) {
 	if _, err := admin.RbacV1().ClusterRoles().Get(ctx, GrantName(ns), metav1.GetOptions{}); err == nil {
 		t.Error("the copy is still there after Revoke")
 	}
+}
+
+// brokerIn makes a namespace with the ServiceAccount broker and returns a
+// client authenticated with its token.
+func brokerIn(t *testing.T) (*controlplane.ControlPlane, string, kubernetes.Interface) {
+	t.Helper()
+	cp := controlplane.Get(t)
+	ns := cp.Namespace(t)
+	token, err := cp.ServiceAccountToken(context.Background(), ns, "broker")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := cp.RESTConfig()
+	cfg.BearerToken = token
+	return cp, ns, kubernetes.NewForConfigOrDie(cfg)
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/dynamic"
 
 	"github.com/tether-dev/tether/broker/hold"
 	"github.com/tether-dev/tether/test/controlplane"
@@ -76,6 +77,13 @@ func TestSigtermBeforeTheWatchStillUninstalls(t *testing.T) {
 	if err := cp.Client().AppsV1().Deployments(brokerNS).Delete(context.Background(), "tether-broker", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	sigtermReleases(t, b, dyn, ns, "terminated")
+}
+
+// sigtermReleases sends b SIGTERM, waits for it to exit and requires that
+// the handler's hold on ns/w is gone: the broker uninstalled.
+func sigtermReleases(t *testing.T, b *brokerProcess, dyn dynamic.Interface, ns, handler string) {
+	t.Helper()
 	if err := b.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +92,7 @@ func TestSigtermBeforeTheWatchStillUninstalls(t *testing.T) {
 	case <-time.After(2 * waitTimeout):
 		t.Fatal("the broker did not exit after SIGTERM")
 	}
-	if obj := get(t, dyn, widgetGVR, ns, "w"); hold.Has(obj, "terminated") {
+	if obj := get(t, dyn, widgetGVR, ns, "w"); hold.Has(obj, handler) {
 		t.Errorf("the hold stayed: the broker stopped as for a restart, not an uninstall (finalizers %v)", obj.GetFinalizers())
 	}
 }
@@ -112,15 +120,5 @@ func TestSigtermInANamespaceBeingDeletedUninstalls(t *testing.T) {
 	if err := cp.Client().CoreV1().Namespaces().Delete(context.Background(), brokerNS, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-b.done:
-	case <-time.After(2 * waitTimeout):
-		t.Fatal("the broker did not exit after SIGTERM")
-	}
-	if obj := get(t, dyn, widgetGVR, ns, "w"); hold.Has(obj, "evicted") {
-		t.Errorf("the hold stayed: the broker stopped as for a restart, not an uninstall (finalizers %v)", obj.GetFinalizers())
-	}
+	sigtermReleases(t, b, dyn, ns, "evicted")
 }
