@@ -29,7 +29,6 @@ import (
 	"github.com/tether-dev/tether/broker/binding"
 	"github.com/tether-dev/tether/broker/certs"
 	"github.com/tether-dev/tether/broker/dispatch"
-	"github.com/tether-dev/tether/broker/guard"
 	"github.com/tether-dev/tether/broker/informer"
 	"github.com/tether-dev/tether/broker/metrics"
 	"github.com/tether-dev/tether/broker/presence"
@@ -440,22 +439,6 @@ func (b *Broker) Start(ctx context.Context) error {
 	return err
 }
 
-// unlabelOwnPod takes LeaderLabel off the broker's own Pod, when it has one,
-// within a bound: a broker that cannot reach the API server must still stop
-// or start. Kubelet's readiness probe keeps a dead replica out of the
-// Service either way.
-func (b *Broker) unlabelOwnPod(kube kubernetes.Interface) {
-	pod := b.opts.LeaderElection.Pod
-	if pod == "" || !b.opts.LeaderElection.Enabled {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := labelOwnPod(ctx, kube, b.opts.Namespace, pod, false, b.log); err != nil {
-		b.log.Warn("cannot take the leader label off this Pod", "error", err)
-	}
-}
-
 // uninstall releases every hold the broker owns (rule 3f). It runs after
 // the dispatcher stopped, so nothing adds a hold back, with the write client
 // (no client-side limit): release.Run bounds how many writes go at once, and
@@ -483,46 +466,11 @@ func (b *Broker) uninstall(kube kubernetes.Interface, dyn dynamic.Interface, sto
 	})
 	b.log.Info("uninstall: holds released", "count", len(released))
 	if err != nil {
-		return fmt.Errorf("releasing holds on uninstall: %w", err)
+		err = fmt.Errorf("releasing holds on uninstall: %w", err)
 	}
-	freed, err := guard.Unprotect(ctx, dyn, b.opts.Namespace)
-	b.log.Info("uninstall: guard taken off", "objects", fmt.Sprint(freed))
-	if err != nil {
-		return fmt.Errorf("uninstall: %w", err)
-	}
-	// Last: it may take the permissions that let the broker do the above.
-	// Refused when the ServiceAccount went with the guard; then the
-	// namespace is being deleted, and the garbage collector removes the
-	// grant once it is gone.
-	if err := guard.Revoke(ctx, kube, b.opts.Namespace); err != nil {
-		b.log.Info("uninstall: the grant stays until the namespace is gone", "error", err)
-	}
-	return nil
-}
-
-// guardUninstall puts the uninstall guard on what the broker needs in its
-// namespace to release its holds (package guard). Without it an uninstall
-// by namespace deletion can leave every hold in place; the broker goes on
-// all the same.
-func (b *Broker) guardUninstall(ctx context.Context, kube kubernetes.Interface, dyn dynamic.Interface) {
-	lease := ""
-	if le := b.opts.LeaderElection.withDefaults(); le.Enabled {
-		lease = le.LeaseName
-	}
-	refs, sa, err := guard.Guarded(ctx, kube, b.opts.Namespace, lease)
-	if err == nil {
-		err = guard.Protect(ctx, dyn, b.opts.Namespace, refs)
-	}
-	if err == nil && sa != "" {
-		err = guard.Grant(ctx, kube, b.opts.Namespace, sa)
-	}
-	if err != nil {
-		if ctx.Err() == nil {
-			b.log.Warn("cannot guard what an uninstall needs: deleting the namespace may leave holds", "error", err)
-		}
-		return
-	}
-	b.log.Info("uninstall guard on", "objects", fmt.Sprint(refs), "grant", sa != "")
+	// Whatever the release did: an exiting broker must not keep its
+	// namespace from being deleted.
+	return errors.Join(err, b.unguardUninstall(ctx, kube, dyn))
 }
 
 func isLoopback(a net.Addr) bool {

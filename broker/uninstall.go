@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"fmt"
 	"sync/atomic"
 	"time"
 
@@ -12,9 +13,12 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/retry"
+
+	"github.com/tether-dev/tether/broker/guard"
 )
 
 // watchUninstall watches the broker's own Deployment and reports true once
@@ -210,4 +214,46 @@ func (b *Broker) uninstallUnderWay(ctx context.Context, kube kubernetes.Interfac
 		return false
 	}
 	return d.DeletionTimestamp != nil
+}
+
+// guardUninstall puts the uninstall guard on what the broker needs in its
+// namespace to release its holds (package guard). Without it an uninstall
+// by namespace deletion can leave every hold in place; the broker goes on
+// all the same.
+func (b *Broker) guardUninstall(ctx context.Context, kube kubernetes.Interface, dyn dynamic.Interface) {
+	lease := ""
+	if le := b.opts.LeaderElection.withDefaults(); le.Enabled {
+		lease = le.LeaseName
+	}
+	refs, sa, err := guard.Guarded(ctx, kube, b.opts.Namespace, lease)
+	if err == nil {
+		err = guard.Protect(ctx, dyn, b.opts.Namespace, refs)
+	}
+	if err == nil && sa != "" {
+		err = guard.Grant(ctx, kube, b.opts.Namespace, sa)
+	}
+	if err != nil {
+		if ctx.Err() == nil {
+			b.log.Warn("cannot guard what an uninstall needs: deleting the namespace may leave holds", "error", err)
+		}
+		return
+	}
+	b.log.Info("uninstall guard on", "objects", fmt.Sprint(refs), "grant", sa != "")
+}
+
+// unguardUninstall takes the uninstall guard off (package guard), then
+// revokes the broker's grant: last, since it may take the permissions that
+// let the broker do the rest. The revoke is refused when the ServiceAccount
+// went with the guard; then the namespace is being deleted, and the garbage
+// collector removes the grant once it is gone.
+func (b *Broker) unguardUninstall(ctx context.Context, kube kubernetes.Interface, dyn dynamic.Interface) error {
+	freed, err := guard.Unprotect(ctx, dyn, b.opts.Namespace)
+	b.log.Info("uninstall: guard taken off", "objects", fmt.Sprint(freed))
+	if err != nil {
+		return fmt.Errorf("uninstall: %w", err)
+	}
+	if err := guard.Revoke(ctx, kube, b.opts.Namespace); err != nil {
+		b.log.Info("uninstall: the grant stays until the namespace is gone", "error", err)
+	}
+	return nil
 }
