@@ -213,6 +213,12 @@ func TestReleaseRemovesWebhooksWithBrokerDown(t *testing.T) {
 	e := start(t)
 	h := e.startHandler(t, "leftover", "--strict", "--timeout", "1s")
 	eventually(t, "the handler's webhook to be enforced", func() bool { return e.refusesUnowned(t) })
+	// The broker writes the mutating configuration after the validating
+	// one: stopped in between, it leaves one (seen in CI at 7a08124).
+	eventually(t, "the handler's mutating webhook configuration", func() bool {
+		_, err := e.kube.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(context.Background(), "tether-leftover", metav1.GetOptions{})
+		return err == nil
+	})
 	e.stop()
 	h.kill()
 	if !e.webhookConfigured(t, "leftover") {
