@@ -19,6 +19,7 @@ import (
 	"github.com/tether-dev/tether/broker"
 	"github.com/tether-dev/tether/test/example"
 	"github.com/tether-dev/tether/test/node"
+	"github.com/tether-dev/tether/test/testenv"
 )
 
 const (
@@ -35,7 +36,7 @@ func install(t *testing.T, c *node.Cluster) (string, time.Duration) {
 	t.Helper()
 	kubectl(t, c, "apply", "-k", deployDir(t))
 	var leader string
-	took := waitFor(t, 3*time.Minute, "one Ready broker leader and a Ready example handler", func(ctx context.Context) error {
+	took := testenv.WaitFor(t, 3*time.Minute, "one Ready broker leader and a Ready example handler", func(ctx context.Context) error {
 		var err error
 		leader, err = readyLeader(ctx, c.Client())
 		if err != nil {
@@ -214,7 +215,7 @@ func TestExampleHandlerWorksThroughTheService(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, time.Minute, "the copy and the hold", func(ctx context.Context) error {
+	testenv.WaitFor(t, time.Minute, "the copy and the hold", func(ctx context.Context) error {
 		cp, err := kube.CoreV1().Secrets(target).Get(ctx, "db", metav1.GetOptions{})
 		if err != nil {
 			return err
@@ -238,7 +239,7 @@ func TestExampleHandlerWorksThroughTheService(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, time.Minute, "the 3s TTL to be reaped", func(ctx context.Context) error {
+	testenv.WaitFor(t, time.Minute, "the 3s TTL to be reaped", func(ctx context.Context) error {
 		_, err := secrets.Get(ctx, "short-lived", metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			return nil
@@ -271,7 +272,7 @@ func namespace(t *testing.T, c *node.Cluster, prefix string) string {
 			t.Errorf("deleting namespace %s: %v", ns.Name, err)
 			return
 		}
-		waitFor(t, 2*time.Minute, "namespace "+ns.Name+" to be gone", func(ctx context.Context) error {
+		testenv.WaitFor(t, 2*time.Minute, "namespace "+ns.Name+" to be gone", func(ctx context.Context) error {
 			_, err := c.Client().CoreV1().Namespaces().Get(ctx, ns.Name, metav1.GetOptions{})
 			if apierrors.IsNotFound(err) {
 				return nil

@@ -16,6 +16,7 @@ import (
 	"github.com/tether-dev/tether/broker/guard"
 	"github.com/tether-dev/tether/test/example"
 	"github.com/tether-dev/tether/test/node"
+	"github.com/tether-dev/tether/test/testenv"
 )
 
 // heldSecret creates a Secret the example handler replicates and holds, in
@@ -29,7 +30,7 @@ func heldSecret(t *testing.T, c *node.Cluster, name string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, time.Minute, "the hold on "+ns+"/"+name, func(ctx context.Context) error {
+	testenv.WaitFor(t, time.Minute, "the hold on "+ns+"/"+name, func(ctx context.Context) error {
 		return holds(ctx, c.Client(), ns, name)
 	})
 	return ns
@@ -93,7 +94,7 @@ func TestLeaderPodDeletedOtherTakesOver(t *testing.T) {
 		t.Fatal(err)
 	}
 	var next string
-	waitFor(t, 2*time.Minute, "another Ready leader", func(ctx context.Context) error {
+	testenv.WaitFor(t, 2*time.Minute, "another Ready leader", func(ctx context.Context) error {
 		l, err := readyLeader(ctx, c.Client())
 		if err == nil && l == leader {
 			return fmt.Errorf("%s still leads", leader)
@@ -109,7 +110,7 @@ func TestLeaderPodDeletedOtherTakesOver(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, time.Minute, "the handler to hold a new Secret", func(ctx context.Context) error {
+	testenv.WaitFor(t, time.Minute, "the handler to hold a new Secret", func(ctx context.Context) error {
 		return holds(ctx, c.Client(), ns, "after")
 	})
 	stop()
@@ -127,7 +128,7 @@ func TestRollingUpdateReleasesNothing(t *testing.T) {
 	begin := time.Now()
 	kubectl(t, c, "-n", tetherNS, "rollout", "restart", "deployment/tether-broker")
 	kubectl(t, c, "-n", tetherNS, "rollout", "status", "deployment/tether-broker", "--timeout=5m")
-	waitFor(t, 2*time.Minute, "a Ready leader after the rollout", func(ctx context.Context) error {
+	testenv.WaitFor(t, 2*time.Minute, "a Ready leader after the rollout", func(ctx context.Context) error {
 		_, err := readyLeader(ctx, c.Client())
 		return err
 	})
@@ -162,7 +163,7 @@ func TestUninstallLeavesNothingHeld(t *testing.T) {
 			if err := c.Client().CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{}); err != nil {
 				t.Fatal(err)
 			}
-			waitFor(t, uninstallBound, "nothing held and every namespace gone", func(ctx context.Context) error {
+			testenv.WaitFor(t, uninstallBound, "nothing held and every namespace gone", func(ctx context.Context) error {
 				return nothingLeft(ctx, c.Client(), tetherNS, ns)
 			})
 			t.Logf("%s: the last object gone %s after", way.name, time.Since(begin).Round(100*time.Millisecond))

@@ -17,6 +17,7 @@ import (
 
 	"github.com/tether-dev/tether/test/gobin"
 	"github.com/tether-dev/tether/test/node"
+	"github.com/tether-dev/tether/test/testenv"
 )
 
 // TestHandlerOnTheHostThroughPortForward is the laptop's way in: `kubectl
@@ -59,7 +60,7 @@ func TestHandlerOnTheHostThroughPortForward(t *testing.T) {
 	}
 
 	bin := gobin.Build(t, "github.com/tether-dev/tether/cmd/example-handler")
-	var logs syncBuffer
+	var logs testenv.Lines
 	h := exec.CommandContext(ctx, bin, "--broker", fmt.Sprintf("127.0.0.1:%s", port), "--tls-ca-file", ca,
 		"--token-file", token, "--kubeconfig", c.KubeconfigPath())
 	h.Stdout, h.Stderr = &logs, &logs
@@ -67,11 +68,11 @@ func TestHandlerOnTheHostThroughPortForward(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { cancel(); _ = h.Wait() }()
-	waitFor(t, time.Minute, "the handler on the host to connect", func(context.Context) error {
-		if strings.Contains(logs.String(), "connected to broker") {
+	testenv.WaitFor(t, time.Minute, "the handler on the host to connect", func(context.Context) error {
+		if logs.Any(func(l string) bool { return strings.Contains(l, "connected to broker") }) {
 			return nil
 		}
-		return fmt.Errorf("not connected yet:\n%s", logs.String())
+		return fmt.Errorf("not connected yet:\n%s", logs.Text())
 	})
 }
 

@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/tether-dev/tether/test/node"
+	"github.com/tether-dev/tether/test/testenv"
 )
 
 // helperEnv makes this test binary a node that a test kills: it starts a
@@ -50,7 +51,7 @@ func runPause(t *testing.T, c *node.Cluster) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 2*time.Minute, "the Pod to run", func() error {
+	testenv.WaitFor(t, 2*time.Minute, "the Pod to run", func(context.Context) error {
 		p, err := pods.Get(context.Background(), "sleeper", metav1.GetOptions{})
 		if err != nil {
 			return err

@@ -16,6 +16,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/tether-dev/tether/test/node"
+	"github.com/tether-dev/tether/test/testenv"
 )
 
 // TestStopLeavesTheMachineAsItWas runs a Pod on a node of its own, then
@@ -61,7 +62,7 @@ func TestStopLeavesTheMachineAsItWas(t *testing.T) {
 		t.Fatal(err)
 	}
 	var ip string
-	waitFor(t, 2*time.Minute, "the Pod to run", func() error {
+	testenv.WaitFor(t, 2*time.Minute, "the Pod to run", func(context.Context) error {
 		p, err := pods.Get(ctx, "sleeper", metav1.GetOptions{})
 		if err != nil {
 			return err
