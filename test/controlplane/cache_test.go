@@ -285,6 +285,7 @@ case "$pkg" in
   *kubectl*) printf '#!/bin/sh\necho "Client Version: v1.37.2"\n' > "$out" ;;
   *containerd*) printf '#!/bin/sh\necho "containerd 2.2.9+unknown"\n' > "$out" ;;
   *coredns*) printf '#!/bin/sh\necho "CoreDNS-1.15.0"\n' > "$out" ;;
+  *helm*) printf '#!/bin/sh\necho "v4.3.1"\n' > "$out" ;;
   *) printf '#!/bin/sh\necho "Kubernetes v1.37.2"\n' > "$out" ;;
 esac
 chmod +x "$out"
@@ -399,18 +400,7 @@ func TestCheckVersionRunsTheGivenArguments(t *testing.T) {
 // test/tools, containerd static in its own module, CoreDNS in its own; the
 // node's stamp leaves the control plane's alone.
 func TestEnsureNodeBuildsEachBinaryInItsModule(t *testing.T) {
-	dir, tools, bin := t.TempDir(), t.TempDir(), t.TempDir()
-	goCmd := filepath.Join(bin, "go")
-	writeScript(t, goCmd, fakeGo)
-	logPath := filepath.Join(bin, "log")
-	t.Setenv("FAKE_GO_LOG", logPath)
-	t.Setenv("CGO_ENABLED", "")
-	for _, m := range []string{"containerd", "coredns"} {
-		if err := os.Mkdir(filepath.Join(tools, m), 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-
+	dir, tools, goCmd, logPath := fakeModuleBuild(t, "containerd", "coredns")
 	b, err := EnsureNode(context.Background(), EnsureOptions{Dir: dir, ToolsDir: tools, GoCommand: goCmd})
 	if err != nil {
 		t.Fatal(err)
@@ -435,4 +425,43 @@ func TestEnsureNodeBuildsEachBinaryInItsModule(t *testing.T) {
 	if err := checkVersion(context.Background(), b.CoreDNS, "CoreDNS-1.15.0", "-version"); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestEnsureHelmBuildsInItsModule: helm is built in test/tools/helm, and its
+// stamp leaves the control plane's and the node's alone.
+func TestEnsureHelmBuildsInItsModule(t *testing.T) {
+	dir, tools, goCmd, logPath := fakeModuleBuild(t, "helm")
+	path, err := EnsureHelm(context.Background(), EnsureOptions{Dir: dir, ToolsDir: tools, GoCommand: goCmd})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !helmSet.ready(dir) || controlPlaneSet.stampOK(dir) || nodeSet.stampOK(dir) {
+		t.Fatal("want helm's stamp written and the others not")
+	}
+	log, _ := os.ReadFile(logPath)
+	if want := tools + "/helm helm.sh/helm/v4/cmd/helm\n"; string(log) != want {
+		t.Fatalf("go ran as %q, want %q", log, want)
+	}
+	if err := checkVersion(context.Background(), path, HelmVersion, "version", "--short"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// fakeModuleBuild makes a cache folder, a tools folder with a folder for
+// each of modules, and a fake go (fakeGo) that records its builds in the
+// file at logPath.
+func fakeModuleBuild(t *testing.T, modules ...string) (dir, tools, goCmd, logPath string) {
+	t.Helper()
+	dir, tools, bin := t.TempDir(), t.TempDir(), t.TempDir()
+	goCmd = filepath.Join(bin, "go")
+	writeScript(t, goCmd, fakeGo)
+	logPath = filepath.Join(bin, "log")
+	t.Setenv("FAKE_GO_LOG", logPath)
+	t.Setenv("CGO_ENABLED", "")
+	for _, m := range modules {
+		if err := os.Mkdir(filepath.Join(tools, m), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir, tools, goCmd, logPath
 }

@@ -1,0 +1,159 @@
+package deploy
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"os"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/tether-dev/tether/test/controlplane"
+)
+
+// chartDir is the broker's chart, relative to the repository root.
+const chartDir = "deploy/helm/tether"
+
+// helmLabels are the labels the chart adds to what deploy/broker labels an
+// object with.
+var helmLabels = []string{"app.kubernetes.io/instance", "app.kubernetes.io/managed-by", "helm.sh/chart"}
+
+// helm runs the cached helm (building it first) in the repository root, with
+// its caches and configuration in a folder of the test's, and returns its
+// standard output; it fails the test when helm fails.
+func helm(t *testing.T, args ...string) string {
+	t.Helper()
+	out, err := runHelm(t, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// runHelm is helm that returns helm's failure instead of failing the test.
+func runHelm(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute) // a first build of helm included
+	defer cancel()
+	return controlplane.Helm{Dir: repoRoot(t), Home: t.TempDir(), Progress: os.Stderr}.Run(ctx, args...)
+}
+
+// TestChartLints: helm lint --strict finds nothing in the chart, with its
+// default values and with values a user sets.
+func TestChartLints(t *testing.T) {
+	helm(t, "lint", "--strict", chartDir)
+	helm(t, "lint", "--strict", chartDir, "--namespace", "ops", "--set", "image.tag=v0.1.0,replicas=3", "--set", "extraArgs={--log-level=debug}")
+}
+
+// TestChartIsDeployBroker: the chart with its default values, installed in
+// tether-system, renders exactly the objects of deploy/broker but the
+// Namespace (helm install --create-namespace makes it), field for field,
+// with Helm's labels added.
+func TestChartIsDeployBroker(t *testing.T) {
+	cp := controlplane.Get(t)
+	want := map[string]*unstructured.Unstructured{}
+	for _, o := range decodeAll(t, []byte(kubectl(t, cp, "kustomize", "deploy/broker").stdout)) {
+		if o.GetKind() != "Namespace" {
+			want[objectKey(o)] = o
+		}
+	}
+	got := map[string]*unstructured.Unstructured{}
+	for _, o := range decodeAll(t, []byte(helm(t, "template", "tether", chartDir, "--namespace", ns))) {
+		labels := o.GetLabels()
+		for _, l := range helmLabels {
+			if labels[l] == "" {
+				t.Errorf("%s lacks Helm's label %s", objectKey(o), l)
+			}
+			delete(labels, l)
+		}
+		o.SetLabels(labels)
+		got[objectKey(o)] = o
+	}
+	keys := func(m map[string]*unstructured.Unstructured) []string { return slices.Sorted(maps.Keys(m)) }
+	if !slices.Equal(keys(got), keys(want)) {
+		t.Fatalf("the chart renders\n  %s\ndeploy/broker has\n  %s", strings.Join(keys(got), "\n  "), strings.Join(keys(want), "\n  "))
+	}
+	for k, w := range want {
+		if !reflect.DeepEqual(got[k].Object, w.Object) {
+			t.Errorf("%s differs from deploy/broker's:\n%s", k, firstDifference(t, got[k].Object, w.Object))
+		}
+	}
+}
+
+// TestChartFollowsItsNamespace: installed in another namespace, the chart
+// names that namespace wherever deploy/broker names tether-system, and the
+// values reach the Deployment.
+func TestChartFollowsItsNamespace(t *testing.T) {
+	out := helm(t, "template", "tether", chartDir, "--namespace", "ops",
+		"--set", "image.repository=registry.example.com/tether,image.tag=v0.1.0,replicas=3,logFormat=text",
+		"--set", "extraArgs={--log-level=debug}")
+	if strings.Contains(out, ns) {
+		t.Errorf("installed in ops, the chart still names %s:\n%s", ns, out)
+	}
+	for _, o := range decodeAll(t, []byte(out)) {
+		if o.GetKind() != "Deployment" {
+			continue
+		}
+		replicas, _, _ := unstructured.NestedFieldNoCopy(o.Object, "spec", "replicas")
+		containers, _, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "containers")
+		c := containers[0].(map[string]any)
+		args, _, _ := unstructured.NestedStringSlice(c, "args")
+		if fmt.Sprint(replicas) != "3" || c["image"] != "registry.example.com/tether:v0.1.0" ||
+			!slices.Contains(args, "--log-format=text") || args[len(args)-1] != "--log-level=debug" {
+			t.Errorf("the Deployment has replicas %v, image %v, args %v", replicas, c["image"], args)
+		}
+	}
+	for _, o := range decodeAll(t, []byte(out)) {
+		for _, s := range subjectsOf(o) {
+			if s["namespace"] != "ops" {
+				t.Errorf("%s binds %v", objectKey(o), s)
+			}
+		}
+	}
+}
+
+// TestChartRefusesAnUnknownLogFormat: a value the broker would refuse at
+// start fails the install instead.
+func TestChartRefusesAnUnknownLogFormat(t *testing.T) {
+	_, err := runHelm(t, "template", "tether", chartDir, "--set", "logFormat=yaml")
+	if err == nil || !strings.Contains(err.Error(), "logFormat") {
+		t.Fatalf("logFormat=yaml: %v, want an error that names logFormat", err)
+	}
+}
+
+// subjectsOf returns a binding's subjects.
+func subjectsOf(o *unstructured.Unstructured) []map[string]any {
+	subjects, _, _ := unstructured.NestedSlice(o.Object, "subjects")
+	var out []map[string]any
+	for _, s := range subjects {
+		out = append(out, s.(map[string]any))
+	}
+	return out
+}
+
+// firstDifference shows got and want as indented JSON from the first line
+// where they differ.
+func firstDifference(t *testing.T, got, want any) string {
+	t.Helper()
+	g, err := json.MarshalIndent(got, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := json.MarshalIndent(want, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gl, wl := strings.Split(string(g), "\n"), strings.Split(string(w), "\n")
+	i := 0
+	for i < len(gl) && i < len(wl) && gl[i] == wl[i] {
+		i++
+	}
+	tail := func(l []string) string { return strings.Join(l[i:min(len(l), i+8)], "\n") }
+	return fmt.Sprintf("at line %d, the chart's:\n%s\ndeploy/broker's:\n%s", i+1, tail(gl), tail(wl))
+}
