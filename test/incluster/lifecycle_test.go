@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/tether-dev/tether/broker/guard"
@@ -137,49 +138,103 @@ func TestRollingUpdateReleasesNothing(t *testing.T) {
 }
 
 // TestUninstallLeavesNothingHeld plays the seed's uninstall while the
-// example handler holds a Secret, which is deleted too: `kubectl delete -k
-// deploy/` (the broker's ClusterRole and binding go at once; its own copy
-// of them stays), and deleting the namespace tether-system with everything
-// in it (the namespace controller deletes the broker's ServiceAccount, Role
-// and RoleBinding in an order of its own; the uninstall guard keeps them).
-// Within the bound, no object carries a tether.dev/ finalizer, both
-// namespaces are gone, the Secret's deletion completed, and no grant of the
-// broker is left.
+// example handler holds a Secret and the seed's operator (testdata/gadgets)
+// holds a Gadget with its timer; both objects are deleted too, and the CRD
+// of Gadgets after them. Three ways: `kubectl delete -k deploy/` (the
+// broker's ClusterRole and binding go at once; its own copy of them stays);
+// deleting the namespace tether-system with everything in it (the namespace
+// controller deletes the broker's ServiceAccount, Role and RoleBinding in an
+// order of its own; the uninstall guard keeps them); and the handler's
+// namespace deleted first, with its Gadget, before `kubectl delete -k
+// deploy/`. Within the bound, no object carries a tether.dev/ finalizer,
+// every namespace and the CRD are gone (so every deletion completed), and
+// no grant or webhook configuration of the broker is left.
 func TestUninstallLeavesNothingHeld(t *testing.T) {
 	c := node.Get(t)
+	deleteK := []string{"delete", "-k", deployDir(t), "--wait=false"}
 	for _, way := range []struct {
-		name      string
-		uninstall []string // kubectl's arguments
+		name         string
+		handlerFirst bool     // the gadgets handler's namespace deleted, and gone, before the uninstall
+		uninstall    []string // kubectl's arguments
 	}{
-		{"kubectl delete -k deploy", []string{"delete", "-k", deployDir(t), "--wait=false"}},
-		{"namespace deleted", []string{"delete", "namespace", tetherNS, "--wait=false"}},
+		{name: "kubectl delete -k deploy", uninstall: deleteK},
+		{name: "namespace deleted", uninstall: []string{"delete", "namespace", tetherNS, "--wait=false"}},
+		{name: "handler's namespace deleted first", handlerFirst: true, uninstall: deleteK},
 	} {
 		t.Run(way.name, func(t *testing.T) {
 			install(t, c)
 			followBrokerLogs(t, c)
 			ns := heldSecret(t, c, "held")
+			installGadgets(t, c, gadgetsNS)
 			begin := time.Now()
-			kubectl(t, c, way.uninstall...)
-			if err := c.Client().CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{}); err != nil {
-				t.Fatal(err)
+			if way.handlerFirst {
+				kubectl(t, c, "delete", "namespace", gadgetsNS, "--wait=false")
+				testenv.WaitFor(t, grace+uninstallBound, "the handler's namespace gone", func(ctx context.Context) error {
+					return namespacesGone(ctx, c.Client(), gadgetsNS)
+				})
+				t.Logf("%s: the handler's namespace, with its held Gadget, gone %s after", way.name, time.Since(begin).Round(100*time.Millisecond))
+				begin = time.Now()
 			}
+			kubectl(t, c, way.uninstall...)
+			kubectl(t, c, "delete", "namespace", ns, gadgetsNS, "--ignore-not-found", "--wait=false")
+			kubectl(t, c, "delete", "crd", gadgetsCRD, "--wait=false")
 			testenv.WaitFor(t, uninstallBound, "nothing held and every namespace gone", func(ctx context.Context) error {
-				return nothingLeft(ctx, c.Client(), tetherNS, ns)
+				return nothingLeft(ctx, c, tetherNS, ns, gadgetsNS)
 			})
 			t.Logf("%s: the last object gone %s after", way.name, time.Since(begin).Round(100*time.Millisecond))
 		})
 	}
 }
 
-// uninstallBound is how long an uninstall may take to let everything go:
-// the broker's termination grace (120s in deploy/) bounds its release.
-const uninstallBound = 2 * time.Minute
+const (
+	// uninstallBound is how long an uninstall may take to let everything
+	// go: the broker's termination grace (120s in deploy/) bounds its
+	// release.
+	uninstallBound = 2 * time.Minute
+	// grace is the broker's default grace: how long a handler may be away
+	// before the objects being deleted that it holds are released.
+	grace = 30 * time.Second
+	// gadgetsNS is where the tests install the seed's operator.
+	gadgetsNS = "gadgets"
+)
 
-// nothingLeft is nil when the namespaces are gone, no Secret or ConfigMap
-// anywhere carries a tether.dev/ finalizer, the broker's grant is gone (the
-// garbage collector removes it with the namespace) and no webhook
-// configuration of the broker is left to refuse writes.
-func nothingLeft(ctx context.Context, kube kubernetes.Interface, namespaces ...string) error {
+// uninstalled removes whatever install of the broker an earlier test left,
+// as `kubectl delete -k deploy/` (which removes a Helm release's objects
+// too: they have the same names, and the release's record is in the
+// namespace), and waits until nothing is left.
+func uninstalled(t *testing.T, c *node.Cluster) {
+	t.Helper()
+	kubectl(t, c, "delete", "-k", deployDir(t), "--ignore-not-found", "--wait=false")
+	testenv.WaitFor(t, uninstallBound, "an earlier install gone", func(ctx context.Context) error {
+		return nothingLeft(ctx, c, tetherNS)
+	})
+}
+
+// nothingLeft is nil when the namespaces are gone, no object carries a
+// tether.dev/ finalizer, the CRD of Gadgets is gone (and so every Gadget),
+// the broker's grant is gone (the garbage collector removes it with the
+// namespace) and no webhook configuration of the broker is left to refuse
+// writes.
+func nothingLeft(ctx context.Context, c *node.Cluster, namespaces ...string) error {
+	kube := c.Client()
+	dyn, err := dynamic.NewForConfig(c.RESTConfig())
+	if err != nil {
+		return err
+	}
+	if err := namespacesGone(ctx, kube, namespaces...); err != nil {
+		return err
+	}
+	if err := holdsLeft(ctx, kube, dyn); err != nil {
+		return err
+	}
+	if err := gadgetsLeft(ctx, dyn); err != nil {
+		return err
+	}
+	return brokerLeftovers(ctx, kube)
+}
+
+// namespacesGone is nil when none of the namespaces exists.
+func namespacesGone(ctx context.Context, kube kubernetes.Interface, namespaces ...string) error {
 	for _, ns := range namespaces {
 		n, err := kube.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
 		if err == nil {
@@ -189,6 +244,12 @@ func nothingLeft(ctx context.Context, kube kubernetes.Interface, namespaces ...s
 			return err
 		}
 	}
+	return nil
+}
+
+// holdsLeft is nil when no Secret, ConfigMap or Gadget anywhere carries a
+// tether.dev/ finalizer.
+func holdsLeft(ctx context.Context, kube kubernetes.Interface, dyn dynamic.Interface) error {
 	secrets, err := kube.CoreV1().Secrets("").List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return err
@@ -197,20 +258,35 @@ func nothingLeft(ctx context.Context, kube kubernetes.Interface, namespaces ...s
 	if err != nil {
 		return err
 	}
-	var metas []metav1.ObjectMeta
-	for _, s := range secrets.Items {
-		metas = append(metas, s.ObjectMeta)
+	var metas []metav1.Object
+	for i := range secrets.Items {
+		metas = append(metas, &secrets.Items[i])
 	}
-	for _, cm := range configMaps.Items {
-		metas = append(metas, cm.ObjectMeta)
+	for i := range configMaps.Items {
+		metas = append(metas, &configMaps.Items[i])
+	}
+	gadgets, err := dyn.Resource(gadgetsGVR).List(ctx, metav1.ListOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return err
+	}
+	if err == nil {
+		for i := range gadgets.Items {
+			metas = append(metas, &gadgets.Items[i])
+		}
 	}
 	for _, m := range metas {
-		for _, f := range m.Finalizers {
+		for _, f := range m.GetFinalizers() {
 			if strings.HasPrefix(f, "tether.dev/") {
-				return fmt.Errorf("%s/%s still carries %s", m.Namespace, m.Name, f)
+				return fmt.Errorf("%s/%s still carries %s", m.GetNamespace(), m.GetName(), f)
 			}
 		}
 	}
+	return nil
+}
+
+// brokerLeftovers is nil when the broker's grant and every webhook
+// configuration it wrote are gone.
+func brokerLeftovers(ctx context.Context, kube kubernetes.Interface) error {
 	if _, err := kube.RbacV1().ClusterRoles().Get(ctx, guard.GrantName(tetherNS), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		return fmt.Errorf("the broker's grant %s is left (%v)", guard.GrantName(tetherNS), err)
 	}
