@@ -150,7 +150,9 @@ func encode(l *coordinationv1.Lease, r Record) error {
 	}
 	l.Labels[LabelHandler] = r.Handler
 	holder := r.Holder
-	secs := int32(r.Grace / time.Second)
+	// The API server refuses a duration under one second; the grace
+	// itself is kept exactly in an annotation.
+	secs := int32(max((r.Grace+time.Second-1)/time.Second, 1))
 	renew := metav1.NewMicroTime(r.LastSeen)
 	l.Spec.HolderIdentity, l.Spec.LeaseDurationSeconds, l.Spec.RenewTime = &holder, &secs, &renew
 	l.Annotations[annInstances] = strconv.Itoa(r.Instances)

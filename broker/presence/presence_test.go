@@ -99,3 +99,31 @@ func TestAnUndecodableLeaseKeepsWhatItCan(t *testing.T) {
 		}
 	}
 }
+
+// TestAGraceUnderASecondIsAValidLease: the API server refuses a Lease whose
+// leaseDurationSeconds is 0, which a grace under a second rounded down to,
+// and then no Lease ever recorded the handler. The Lease's duration is the
+// grace rounded up; the record keeps the grace exactly.
+func TestAGraceUnderASecondIsAValidLease(t *testing.T) {
+	for _, tc := range []struct {
+		grace time.Duration
+		secs  int32
+	}{{500 * time.Millisecond, 1}, {0, 1}, {time.Second, 1}, {1500 * time.Millisecond, 2}, {30 * time.Second, 30}} {
+		ctx := context.Background()
+		s := &Store{Client: fake.NewClientset(), Namespace: "tether-system"}
+		if err := s.Put(ctx, Record{Handler: "h", Grace: tc.grace}); err != nil {
+			t.Fatal(err)
+		}
+		l, err := s.Client.CoordinationV1().Leases("tether-system").Get(ctx, LeaseName("h"), metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := *l.Spec.LeaseDurationSeconds; got != tc.secs {
+			t.Errorf("grace %v: leaseDurationSeconds %d, want %d", tc.grace, got, tc.secs)
+		}
+		recs, err := s.List(ctx)
+		if err != nil || len(recs) != 1 || recs[0].Grace != tc.grace {
+			t.Errorf("grace %v: recorded %+v, %v", tc.grace, recs, err)
+		}
+	}
+}
