@@ -3,6 +3,7 @@ package dispatch
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tether-dev/tether/broker/contract"
@@ -30,6 +31,10 @@ type presenceKeeper struct {
 	// at again; sample records the queue's gauges.
 	changed, sample func()
 	wake            chan struct{}
+
+	// recordedOK is set once the handler's Lease has been written by this
+	// keeper, with the resources of its bindings (recorded).
+	recordedOK atomic.Bool
 
 	mu sync.Mutex
 	// grace and absentAfter are the handler's limits; absentSince is when
@@ -167,13 +172,24 @@ func changedRecord(a, b presence.Record) bool {
 		len(a.Sweep) != len(b.Sweep)
 }
 
+// recorded reports whether the handler's Lease records it and the
+// resources it binds, so that its holds can be found by the next broker;
+// with no Presence store there is nothing to wait for.
+func (k *presenceKeeper) recorded() bool {
+	return k.opts.Presence == nil || k.recordedOK.Load()
+}
+
 func (k *presenceKeeper) put(ctx context.Context, rec presence.Record) {
 	if k.opts.Presence == nil {
 		return
 	}
-	if err := k.opts.Presence.Put(ctx, rec); err != nil && ctx.Err() == nil {
-		k.log.Warn("cannot record handler presence", "error", err)
+	if err := k.opts.Presence.Put(ctx, rec); err != nil {
+		if ctx.Err() == nil {
+			k.log.Warn("cannot record handler presence", "error", err)
+		}
+		return
 	}
+	k.recordedOK.Store(true)
 }
 
 // webhookRetry is how soon a failed write of a handler's webhook

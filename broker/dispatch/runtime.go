@@ -52,6 +52,7 @@ func newRuntime(m *Manager, name string, bindings []*binding.Binding, fp string,
 		changed: rt.requeueAll, sample: rt.sampleQueue, wake: make(chan struct{}, 1),
 	}
 	rt.sweeper.swept = h.presence.poke
+	h.writes.recorded = h.presence.recorded
 	return rt
 }
 

@@ -218,7 +218,16 @@ type objectWriter struct {
 	handler string
 	opts    *Options    // the Manager's: clients, limiters, Events, metrics
 	mu      *sync.Mutex // the runtime's, which guards the objects' last-seen copy
+	// recorded reports whether the handler's Lease records it and the
+	// resources it binds (presenceKeeper.recorded): no hold is written
+	// before, or a broker that died in between would leave a hold that no
+	// record leads the next one to.
+	recorded func() bool
 }
+
+// unrecordedWait is how soon a write that adds a hold looks again while
+// the handler's Lease is not written yet.
+const unrecordedWait = 100 * time.Millisecond
 
 // errConflict marks a write the API server refused because the object moved;
 // it is retried on the next state.
@@ -230,9 +239,13 @@ var errConflict = errors.New("object changed since it was read")
 // for its turn under the write limiter: until then apply returns how long
 // it still is, and the caller looks again then. On success the new object
 // is remembered; on a conflict or while waiting for its turn the write
-// stays pending.
+// stays pending, as it does while a hold it adds waits for the handler's
+// Lease.
 func (ow *objectWriter) apply(ctx context.Context, o *object, obj *unstructured.Unstructured, w *write) (wait time.Duration, err error) {
 	o.pending = w
+	if w.addHold && ow.recorded != nil && !ow.recorded() {
+		return unrecordedWait, nil
+	}
 	p, err := ow.buildPatch(o, obj, w)
 	if err != nil {
 		o.pending = nil

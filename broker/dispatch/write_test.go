@@ -1,16 +1,26 @@
 package dispatch
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
+	"sync"
+	"sync/atomic"
 	"testing"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	kruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
+	"k8s.io/utils/clock"
 
+	"github.com/tether-dev/tether/broker/hold"
 	"github.com/tether-dev/tether/broker/progress"
+	"github.com/tether-dev/tether/broker/resource"
 )
 
 // TestLostRaceIsToldFromARefusal sorts the API server's answers to a
@@ -77,5 +87,46 @@ func TestRefusedHandlerPatchIsNotRecordedAsHandled(t *testing.T) {
 	anns, _ := w.merge["metadata"].(map[string]any)["annotations"].(map[string]any)
 	if got := anns[progress.LastHandledKey("h")]; got != want {
 		t.Errorf("last-handled annotation = %v, want %s", got, want)
+	}
+}
+
+// TestNoHoldBeforeTheHandlersLeaseRecordsIt: a write that adds a hold
+// waits, pending and without a request, until the handler's Lease records
+// it; a broker that died between the two would leave a hold no record
+// leads the next broker to (TestReleaseCommandWithBrokerDown saw it).
+func TestNoHoldBeforeTheHandlersLeaseRecordsIt(t *testing.T) {
+	widgets := resource.Resource{GroupVersionResource: schema.GroupVersionResource{Group: "test.tether.dev", Version: "v1", Resource: "widgets"}}
+	obj := &unstructured.Unstructured{}
+	obj.SetAPIVersion("test.tether.dev/v1")
+	obj.SetKind("Widget")
+	obj.SetNamespace("ns")
+	obj.SetName("w")
+	obj.SetUID("x")
+	obj.SetResourceVersion("1")
+	client := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(kruntime.NewScheme(),
+		map[schema.GroupVersionResource]string{widgets.GroupVersionResource: "WidgetList"}, obj.DeepCopy())
+	var recorded atomic.Bool
+	ow := &objectWriter{handler: "h", mu: &sync.Mutex{}, recorded: recorded.Load,
+		opts: &Options{Client: client, WriteLimiter: NewWriteLimiter(1000, 1000), Clock: clock.RealClock{}}}
+	o := &object{uid: "x", res: &widgets}
+
+	wait, err := ow.apply(context.Background(), o, obj, &write{addHold: true})
+	if err != nil || wait <= 0 || o.pending == nil {
+		t.Fatalf("before the record: wait %v, err %v, pending %v; want a wait and the write pending", wait, err, o.pending)
+	}
+	if n := len(client.Actions()); n != 0 {
+		t.Fatalf("%d requests before the record, want none: %v", n, client.Actions())
+	}
+
+	recorded.Store(true)
+	if wait, err := ow.apply(context.Background(), o, obj, o.pending); err != nil || wait != 0 {
+		t.Fatalf("after the record: wait %v, err %v", wait, err)
+	}
+	got, err := client.Resource(widgets.GroupVersionResource).Namespace("ns").Get(context.Background(), "w", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !hold.Has(got, "h") {
+		t.Errorf("after the record, finalizers %v, want the hold", got.GetFinalizers())
 	}
 }
