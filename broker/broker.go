@@ -67,6 +67,10 @@ type Options struct {
 	// broker's other requests.
 	WriteQPS   float64
 	WriteBurst int
+	// NoPushdown caches every object of a bound resource instead of asking
+	// the API server for only those the label selector shared by all of a
+	// handler's bindings of it can match (binding.Pushdown).
+	NoPushdown bool
 	// ReleaseQPS paces, more slowly still, the writes that strip the holds
 	// of a handler absent past absent_release_after (default 20 a second,
 	// in bursts of 50).
@@ -273,7 +277,7 @@ func (b *Broker) Start(ctx context.Context) error {
 	dispatcher := dispatch.New(dispatch.Options{
 		Log: b.log, Client: writer, ActAs: writeAs, Informers: informers, Recorder: recorder, Workers: b.opts.Workers,
 		Presence: store, Identity: b.opts.Identity, Absence: b.opts.Absence, Metrics: b.metrics,
-		WriteLimiter: dispatch.NewWriteLimiter(b.opts.WriteQPS, b.opts.WriteBurst), Webhooks: hooks,
+		WriteLimiter: dispatch.NewWriteLimiter(b.opts.WriteQPS, b.opts.WriteBurst), Webhooks: hooks, NoPushdown: b.opts.NoPushdown,
 		ReleaseLimiter: dispatch.NewWriteLimiter(b.opts.ReleaseQPS, max(int(b.opts.ReleaseQPS*2.5), 1)),
 		Compile: func(ctx context.Context, bs []*tetherv1.Binding) ([]*binding.Binding, error) {
 			return binding.Compile(ctx, bs, resolver, b.opts.Defaults, kinds)

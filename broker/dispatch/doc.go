@@ -19,7 +19,10 @@
 //   - reviews (admit.go): admission reviews to the instances;
 //   - presenceKeeper (presence.go): the grace, the Lease and the webhook
 //     configurations;
-//   - sweeper (sweep.go): the holds left in scopes the handler dropped;
+//   - exits (exit.go): an object that left a filtered informer, read to
+//     tell a relabelling from a deletion;
+//   - sweeper (sweep.go): the holds left in scopes the handler dropped, and
+//     outside the label selector its informers filter by;
 //   - objectWriter (write.go, pacing.go): the writes to objects, paced;
 //   - pool: which instance owns which object.
 //

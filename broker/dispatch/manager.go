@@ -87,6 +87,10 @@ type Options struct {
 	// Webhooks keeps the handlers' webhook configurations; nil keeps none
 	// (the broker serves no admission).
 	Webhooks Webhooks
+	// NoPushdown makes the informers list and watch every object of a
+	// bound resource, not only those the label selector shared by all of a
+	// handler's bindings of it can match (binding.Pushdown).
+	NoPushdown bool
 }
 
 // AbsenceLimits are the broker's grace and long-absence settings: defaults,

@@ -15,6 +15,10 @@ const (
 	watchAdded    = "ADDED"
 	watchModified = "MODIFIED"
 	watchDeleted  = "DELETED"
+	// watchExited is a DELETED from a filtered informer: the object was
+	// deleted, or only stopped matching the selector. The watch sends both
+	// with the object's previous content, so only a read tells them apart.
+	watchExited = "EXITED"
 )
 
 // rawEvent is one watch event kept for event bindings.
@@ -35,11 +39,20 @@ type object struct {
 	// notification during a pass, to end the worker's wait for an
 	// instance. It exists only while a pass runs: between passes the
 	// object keeps no channel.
-	seen    chan struct{}
-	obj     *informer.Object // latest state seen, in its cached form
-	gone    bool             // the watch said deleted
-	initial bool             // seen in an initial list: resume applies
-	events  []rawEvent       // pending raw events, oldest first
+	seen chan struct{}
+	obj  *informer.Object // latest state seen, in its cached form
+	gone bool             // the watch said deleted
+	// exited: a filtered informer said deleted, which the next pass
+	// confirms (confirmExit); exitEvent is the raw DELETED for event
+	// bindings, delivered only if the object is really gone.
+	exited    bool
+	exitEvent *rawEvent
+	// outside: the object is there but outside the informers' selector,
+	// which will show it no more; each pass reads it (confirmExit) until it
+	// is at rest and forgotten.
+	outside bool
+	initial bool       // seen in an initial list: resume applies
+	events  []rawEvent // pending raw events, oldest first
 	// changed is when the object last changed, for idle timers.
 	changed time.Time
 	// due holds the ticks and restarts the scheduler fired, with when they
@@ -106,8 +119,17 @@ func (o *object) see(c *informer.Object, typ string, initial, keepRaw bool, maxR
 		}
 		o.obj = c
 	}
-	if typ == watchDeleted {
+	switch typ {
+	case watchDeleted:
 		o.gone = true
+	case watchExited:
+		o.exited = true
+		if keepRaw {
+			o.exitEvent = &rawEvent{typ: watchDeleted, obj: c}
+		}
+		return
+	default: // in the informer's selector (again)
+		o.exited, o.exitEvent, o.outside = false, nil, false
 	}
 	if initial {
 		o.initial = true
@@ -126,7 +148,7 @@ func (o *object) see(c *informer.Object, typ string, initial, keepRaw bool, maxR
 // turn, retry, raw event, timer, daemon or exit report. o's lock
 // (handler.mu) must be held.
 func (o *object) atRest() bool {
-	return o.obj != nil && o.settled == o.obj.ResourceVersion && !o.obj.Deleting && !o.gone && !o.initial &&
+	return o.obj != nil && o.settled == o.obj.ResourceVersion && !o.obj.Deleting && !o.gone && !o.exited && !o.initial &&
 		o.pending == nil && o.writeAt.IsZero() && o.releaseAt.IsZero() && !o.daemonTimedOut &&
 		len(o.events) == 0 && len(o.due) == 0 && len(o.exits) == 0 && len(o.daemons) == 0 && len(o.timers) == 0 &&
 		len(o.done) == 0 && len(o.attempts) == 0 && len(o.gaveUp) == 0

@@ -50,6 +50,9 @@ func (r *reconciler) reconcile(ctx context.Context, uid types.UID) (time.Duratio
 		o.endPass()
 		r.mu.Unlock()
 	}()
+	if err := r.confirmExit(ctx, o); err != nil {
+		return 0, err
+	}
 	r.load(o)
 	pres := r.presence.now()
 	if pres >= contract.Absent {

@@ -46,6 +46,9 @@ func newRuntime(m *Manager, name string, bindings []*binding.Binding, fp string,
 	dl := &deliverer{handler: h}
 	rt.reconciler = &reconciler{handler: h, deliver: dl, timers: &timers{handler: h, deliver: dl}, daemons: &daemons{handler: h, deliver: dl}}
 	rt.reviews = &reviews{handler: h, deliver: dl}
+	if !m.opts.NoPushdown {
+		sweep = append(slices.Clone(sweep), pushdownScopes(bindings)...)
+	}
 	rt.sweeper = &sweeper{handler: h, scopes: sweep}
 	h.presence = &presenceKeeper{
 		handler: h, accepting: m.acceptingSince, sweeping: rt.sweeper.remaining,
@@ -66,9 +69,9 @@ func (rt *runtime) start(parent context.Context) error {
 		workqueue.DefaultTypedControllerRateLimiter[types.UID](),
 		workqueue.TypedRateLimitingQueueConfig[types.UID]{Name: "handler-" + rt.name, Clock: rt.clock},
 	)
-	for _, key := range informerKeys(rt.bindings) {
+	for _, key := range informerKeys(rt.bindings, !rt.opts.NoPushdown) {
 		res := rt.byResource[key.Resource][0].Resource
-		sub, err := rt.opts.Informers.Subscribe(key, rt.eventHandler(&res))
+		sub, err := rt.opts.Informers.Subscribe(key, rt.eventHandler(&res, key.Labels != ""))
 		if err != nil {
 			rt.stop()
 			return err
@@ -117,8 +120,10 @@ type subscription struct {
 }
 
 // informerKeys picks one informer per resource: the whole cluster when any
-// binding of the resource is unscoped, else one per named namespace.
-func informerKeys(bs []*binding.Binding) []informer.Key {
+// binding of the resource is unscoped, else one per named namespace; with
+// push, filtered by the label selector all the bindings of the resource
+// share (binding.Pushdown).
+func informerKeys(bs []*binding.Binding, push bool) []informer.Key {
 	bs = slices.DeleteFunc(slices.Clone(bs), func(b *binding.Binding) bool { return b.Kind.IsAdmission() })
 	cluster := map[schema.GroupVersionResource]bool{}
 	for _, b := range bs {
@@ -126,9 +131,19 @@ func informerKeys(bs []*binding.Binding) []informer.Key {
 			cluster[b.Resource.GroupVersionResource] = true
 		}
 	}
+	pushed := map[schema.GroupVersionResource]string{}
+	if push {
+		for _, b := range bs {
+			gvr := b.Resource.GroupVersionResource
+			if _, ok := pushed[gvr]; !ok {
+				pushed[gvr] = binding.Pushdown(bs, gvr).String()
+			}
+		}
+	}
 	seen := map[informer.Key]bool{}
 	var keys []informer.Key
 	add := func(k informer.Key) {
+		k.Labels = pushed[k.Resource]
 		if !seen[k] {
 			seen[k] = true
 			keys = append(keys, k)
@@ -147,7 +162,15 @@ func informerKeys(bs []*binding.Binding) []informer.Key {
 	return keys
 }
 
-func (rt *runtime) eventHandler(res *resource.Resource) cache.ResourceEventHandler {
+// eventHandler feeds the runtime what an informer sees. A filtered
+// informer (a label selector pushed down) says "deleted" also of an object
+// that only stopped matching: that is an exit, which the next pass tells
+// from a deletion (confirmExit).
+func (rt *runtime) eventHandler(res *resource.Resource, filtered bool) cache.ResourceEventHandler {
+	deleted := watchDeleted
+	if filtered {
+		deleted = watchExited
+	}
 	return cache.ResourceEventHandlerDetailedFuncs{
 		AddFunc: func(obj any, initial bool) {
 			if c, ok := obj.(*informer.Object); ok {
@@ -173,7 +196,7 @@ func (rt *runtime) eventHandler(res *resource.Resource) cache.ResourceEventHandl
 				obj = d.Obj
 			}
 			if c, ok := obj.(*informer.Object); ok {
-				rt.observe(res, c, watchDeleted, false)
+				rt.observe(res, c, deleted, false)
 			}
 		},
 	}
@@ -305,20 +328,33 @@ func (rt *runtime) processNext(ctx context.Context) bool {
 		rt.queue.AddAfter(uid, after)
 	default:
 		rt.queue.Forget(uid)
-		rt.rest(uid)
+		if !rt.rest(uid) {
+			rt.queue.AddAfter(uid, outsideAgain)
+		}
 	}
 	return true
 }
 
+// outsideAgain is how soon an object outside the informers' selector that
+// is not at rest is looked at again: no notification will come for it.
+const outsideAgain = 5 * time.Second
+
 // rest forgets an object whose pass left nothing under way or scheduled:
 // at rest, it costs only its cache entry. A notification, or lookAgain,
-// makes it anew from the cache.
-func (rt *runtime) rest(uid types.UID) {
+// makes it anew from the cache. It is false for an object outside the
+// informers' selector that is not at rest yet.
+func (rt *runtime) rest(uid types.UID) bool {
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
-	if o := rt.objects[uid]; o != nil && o.atRest() {
-		delete(rt.objects, uid)
+	o := rt.objects[uid]
+	if o == nil {
+		return true
 	}
+	if o.atRest() {
+		delete(rt.objects, uid)
+		return true
+	}
+	return !o.outside
 }
 
 // requeueAll has every object looked at again.

@@ -25,7 +25,7 @@ func TestRelistThatReplacesAnObjectEndsTheOldOne(t *testing.T) {
 	obj := func(uid, rv string) *informer.Object {
 		return &informer.Object{Namespace: "ns", Name: "w", UID: types.UID(uid), ResourceVersion: rv, Raw: []byte(`{}`)}
 	}
-	h := rt.eventHandler(&resource.Resource{})
+	h := rt.eventHandler(&resource.Resource{}, false)
 	h.OnAdd(obj("x", "1"), true)
 	h.OnUpdate(obj("x", "1"), obj("x2", "5"))
 

@@ -10,6 +10,8 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/tether-dev/tether/broker/binding"
@@ -32,7 +34,7 @@ import (
 // nil for all of them.
 func scopeOf(bs []*binding.Binding) map[schema.GroupVersionResource][]string {
 	out := map[schema.GroupVersionResource][]string{}
-	for _, k := range informerKeys(bs) {
+	for _, k := range informerKeys(bs, false) {
 		if k.Namespace == "" {
 			out[k.Resource] = nil
 			continue
@@ -48,6 +50,22 @@ func scopeOf(bs []*binding.Binding) map[schema.GroupVersionResource][]string {
 func covers(scope map[schema.GroupVersionResource][]string, gvr schema.GroupVersionResource, ns string) bool {
 	nss, ok := scope[gvr]
 	return ok && (nss == nil || slices.Contains(nss, ns))
+}
+
+// pushdownScopes are the scopes of the resources whose informers bs filter
+// by a label selector (binding.Pushdown). A held object that left the
+// selector while no informer watched (the broker down, or the handler's
+// bindings narrowed) is never shown to the runtime again, so these are
+// swept at every start.
+func pushdownScopes(bs []*binding.Binding) []presence.Scope {
+	var out []presence.Scope
+	for gvr, nss := range scopeOf(bs) {
+		if !binding.Pushdown(bs, gvr).Empty() {
+			out = append(out, presence.Scope{Resource: gvr, Namespaces: nss})
+		}
+	}
+	slices.SortFunc(out, func(a, b presence.Scope) int { return compareGVR(a.Resource, b.Resource) })
+	return out
 }
 
 // dropped is what of the scopes old and sweep the new bindings no longer
@@ -148,7 +166,7 @@ func (sw *sweeper) run(ctx context.Context) {
 			}
 			continue
 		}
-		sw.log.Info("swept a scope the handler dropped", "resource", sc.Resource, "namespaces", sc.Namespaces, "released", n)
+		sw.log.Info("swept a scope of the handler's holds", "resource", sc.Resource, "namespaces", sc.Namespaces, "released", n)
 		sw.mu.Lock()
 		sw.scopes = sw.scopes[1:]
 		sw.mu.Unlock()
@@ -156,10 +174,20 @@ func (sw *sweeper) run(ctx context.Context) {
 	}
 }
 
-// sweepScope releases the handler's holds in sc on the objects its bindings
-// no longer cover, and returns how many it released.
+// sweepPage is how many objects one list request of a sweep brings.
+const sweepPage = 500
+
+// sweepScope releases the handler's holds in sc on the objects its
+// informers do not show (binding.Pushdown: an object outside a resource's
+// shared selector matches none of its bindings), and returns how many it
+// released. It lists in pages, so that a sweep of many objects holds few at
+// once.
 func (sw *sweeper) sweepScope(ctx context.Context, sc presence.Scope) (int, error) {
 	scope := scopeOf(sw.bindings)
+	pushed := labels.Everything()
+	if !sw.opts.NoPushdown {
+		pushed = binding.Pushdown(sw.bindings, sc.Resource)
+	}
 	nss := sc.Namespaces
 	if len(nss) == 0 {
 		nss = []string{metav1.NamespaceAll}
@@ -167,33 +195,52 @@ func (sw *sweeper) sweepScope(ctx context.Context, sc presence.Scope) (int, erro
 	ri := sw.opts.Client.Resource(sc.Resource)
 	released := 0
 	for _, ns := range nss {
-		list, err := ri.Namespace(ns).List(ctx, metav1.ListOptions{})
-		if apierrors.IsNotFound(err) {
-			continue // the resource is gone (a CRD removed), and its objects with it
-		}
-		if err != nil {
-			return released, fmt.Errorf("listing %s in %q: %w", sc.Resource.Resource, ns, err)
-		}
-		for i := range list.Items {
-			obj := &list.Items[i]
-			if !hold.Has(obj, sw.name) || covers(scope, sc.Resource, obj.GetNamespace()) {
-				continue
+		for next := ""; ; {
+			list, err := ri.Namespace(ns).List(ctx, metav1.ListOptions{Limit: sweepPage, Continue: next})
+			if apierrors.IsNotFound(err) {
+				break // the resource is gone (a CRD removed), and its objects with it
 			}
-			now := sw.clock.Now()
-			at := sw.opts.ReleaseLimiter.reserve(now)
-			select {
-			case <-ctx.Done():
-				return released, ctx.Err()
-			case <-sw.clock.After(at.Sub(now)):
+			if err != nil {
+				return released, fmt.Errorf("listing %s in %q: %w", sc.Resource.Resource, ns, err)
 			}
-			if err := release.Remove(ctx, ri, obj, sw.name); err != nil {
-				return released, fmt.Errorf("releasing %s %s/%s: %w", sc.Resource.Resource, obj.GetNamespace(), obj.GetName(), err)
+			n, err := sw.releaseUncovered(ctx, sc.Resource, list.Items, scope, pushed)
+			released += n
+			if err != nil {
+				return released, err
 			}
-			released++
-			sw.opts.Metrics.HoldReleased(sw.name, metrics.ReleaseNoLongerMatching)
-			sw.opts.Recorder.Event(obj, false, "HoldReleased", fmt.Sprintf(
-				"handler %q no longer binds %s in this namespace: released (rule 3e)", sw.name, sc.Resource.Resource))
+			if next = list.GetContinue(); next == "" {
+				break
+			}
 		}
+	}
+	return released, nil
+}
+
+// releaseUncovered releases the handler's holds on the objects that its
+// informers (scope, and the selector pushed down) do not show.
+func (sw *sweeper) releaseUncovered(ctx context.Context, gvr schema.GroupVersionResource, objs []unstructured.Unstructured,
+	scope map[schema.GroupVersionResource][]string, pushed labels.Selector) (int, error) {
+	ri := sw.opts.Client.Resource(gvr)
+	released := 0
+	for i := range objs {
+		obj := &objs[i]
+		if !hold.Has(obj, sw.name) || covers(scope, gvr, obj.GetNamespace()) && pushed.Matches(labels.Set(obj.GetLabels())) {
+			continue
+		}
+		now := sw.clock.Now()
+		at := sw.opts.ReleaseLimiter.reserve(now)
+		select {
+		case <-ctx.Done():
+			return released, ctx.Err()
+		case <-sw.clock.After(at.Sub(now)):
+		}
+		if err := release.Remove(ctx, ri, obj, sw.name); err != nil {
+			return released, fmt.Errorf("releasing %s %s/%s: %w", gvr.Resource, obj.GetNamespace(), obj.GetName(), err)
+		}
+		released++
+		sw.opts.Metrics.HoldReleased(sw.name, metrics.ReleaseNoLongerMatching)
+		sw.opts.Recorder.Event(obj, false, "HoldReleased", fmt.Sprintf(
+			"handler %q no longer binds this %s: released (rule 3e)", sw.name, gvr.Resource))
 	}
 	return released, nil
 }

@@ -107,7 +107,7 @@ func (m *Manager) warmKeys(ctx context.Context, compiled map[string]warmed) (map
 				again = again || (err != nil && transient(err))
 				bs = append(bs, b...)
 			}
-			c = warmed{declared: r.Bindings, keys: informerKeys(bs)}
+			c = warmed{declared: r.Bindings, keys: informerKeys(bs, !m.opts.NoPushdown)}
 			if !again {
 				compiled[r.Handler] = c
 			}

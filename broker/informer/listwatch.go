@@ -44,6 +44,7 @@ func listWatch(c rest.Interface, key Key, listed func()) *cache.ListWatch {
 	path := resourcePath(key)
 	return &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			o.LabelSelector = key.Labels
 			if o.Continue == "" {
 				listed()
 			}
@@ -58,6 +59,7 @@ func listWatch(c rest.Interface, key Key, listed func()) *cache.ListWatch {
 				listed()
 			}
 			o.Watch = true
+			o.LabelSelector = key.Labels
 			body, err := c.Get().AbsPath(path...).VersionedParams(&o, metav1.ParameterCodec).Stream(ctx)
 			if err != nil {
 				return nil, err

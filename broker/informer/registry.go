@@ -33,13 +33,22 @@ type Key struct {
 	Resource schema.GroupVersionResource
 	// Namespace is "" for the whole cluster.
 	Namespace string
+	// Labels is the label selector the API server filters the informer's
+	// lists and watches by; "" for none. An object that stops matching it
+	// leaves the cache as if deleted (binding.Pushdown says why that is
+	// safe, package dispatch how it is told from a deletion).
+	Labels string
 }
 
 func (k Key) String() string {
-	if k.Namespace == "" {
-		return k.Resource.String()
+	s := k.Resource.String()
+	if k.Namespace != "" {
+		s += " in " + k.Namespace
 	}
-	return k.Resource.String() + " in " + k.Namespace
+	if k.Labels != "" {
+		s += " labelled " + k.Labels
+	}
+	return s
 }
 
 // Registry owns the shared informers.

@@ -38,6 +38,7 @@ type config struct {
 	logLevel      string
 	logFormat     string
 	workers       int
+	noPushdown    bool
 	defaultWindow int
 	maxWindow     int
 	helloTimeout  time.Duration
@@ -127,6 +128,8 @@ func parseFlags(args []string, out io.Writer) (*config, error) {
 	fs.IntVar(&c.burst, "kube-api-burst", 200, "how many writes (and other requests) may go at once before --kube-api-qps paces them")
 	fs.StringVar(&c.logLevel, "log-level", "info", "log level: trace, debug, info, warn, error")
 	fs.StringVar(&c.logFormat, "log-format", "auto", "log format: text, json, or auto (json inside a cluster)")
+	fs.BoolVar(&c.noPushdown, "no-label-pushdown", false, "cache every object of a resource a handler binds; by default, when all of a handler's bindings of a resource\n"+
+		"share label requirements (sdk.Labels), only the objects that meet them are listed, watched and cached")
 	fs.IntVar(&c.workers, "workers", 64, "workers per handler; in-flight deliveries are bounded by handler windows")
 	fs.IntVar(&c.defaultWindow, "default-window", 16, "window of a handler instance that asks for none")
 	fs.IntVar(&c.maxWindow, "max-window", 1024, "largest window a handler instance may ask for")
@@ -195,7 +198,7 @@ func serve(args []string, _, stderr io.Writer) error {
 	opts := broker.Options{
 		Log: log, Config: restCfg, Listen: c.listen, Insecure: c.insecure, GRPCCerts: c.grpcCerts,
 		Defaults: binding.Defaults{Retries: c.retries, Timeout: c.timeout, Backoff: c.backoff, MaxBackoff: c.maxBackoff},
-		Workers:  c.workers, WriteQPS: c.qps, WriteBurst: c.burst, ReleaseQPS: c.releaseQPS, DefaultWindow: c.defaultWindow, MaxWindow: c.maxWindow,
+		Workers:  c.workers, WriteQPS: c.qps, WriteBurst: c.burst, NoPushdown: c.noPushdown, ReleaseQPS: c.releaseQPS, DefaultWindow: c.defaultWindow, MaxWindow: c.maxWindow,
 		HelloTimeout: c.helloTimeout, MaxMessageSize: c.maxMsgSize, Version: version,
 		Namespace: c.namespace, Identity: c.identity, Deployment: c.deployment, MetricsListen: c.metricsListen,
 		LeaderElection: c.leader, Admission: c.admission,
