@@ -9,7 +9,7 @@ BUF     := $(BIN)/buf
 TESTFLAGS ?= -race -count=1 -timeout 30m -p 2
 
 .PHONY: fuzz all build test check vet fmt fmt-check proto proto-lint proto-check \
-        proto-breaking proto-python controlplane cluster node image demo chaos chaos-selftest bench bench-timers bench-scale bench-failover bench-admission clean help
+        proto-breaking proto-python controlplane cluster node image demo chaos chaos-selftest bench bench-timers bench-scale bench-pushdown bench-failover bench-admission clean help
 
 all: build
 
@@ -114,6 +114,9 @@ bench-timers: ## timer benchmark: 10,000 objects with a timer at 1s and 10s (doc
 
 bench-scale: ## the broker at 1,000, 10,000 and 100,000 objects against raw, and 100,000 timers at 10s: one table (docs/bench.md, about an hour)
 	$(GO) run ./test/bench -scale -qps 1000 -burst 2000 $(BENCHFLAGS)
+
+bench-pushdown: ## label pushdown: the broker caching the 1% of 10,000 Widgets a handler's label selector binds, against caching them all (docs/bench.md)
+	$(GO) run ./test/bench -pushdown -qps 1000 -burst 2000 $(BENCHFLAGS)
 
 bench-failover: ## failover at 10,000 objects: the leader stopped (SIGTERM, SIGKILL) to the first delivery, warm against cold followers (docs/bench.md)
 	$(GO) run ./test/bench -failover -qps 1000 -burst 2000 $(BENCHFLAGS)

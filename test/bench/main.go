@@ -100,6 +100,10 @@ type config struct {
 	python        string
 	pythonVersion string // filled in by checkPython, for the report
 
+	// The label-pushdown benchmark (-pushdown); see pushdown.go.
+	pushdown bool
+	labelled float64
+
 	// The failover benchmark (-failover); see failover.go.
 	failover       bool
 	ways           []string
@@ -117,6 +121,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), `Usage: go run ./test/bench [flags]
        go run ./test/bench -timers [-objects 10000] [-intervals 1s,10s] [-modes plain,sharp] [-duration 60s] [flags]
+       go run ./test/bench -pushdown [-n 10000] [-labelled 1] [-pairs 3] [flags]
 
 The create/delete benchmark: the Tether broker with a handler process against
 a raw client-go controller that makes one JSON patch per object, on a control
@@ -163,6 +168,9 @@ Flags:
 	fs.BoolVar(&c.failover, "failover", false, "run the failover benchmark instead: at each -n (default "+failoverCounts+"), two broker replicas with --leader-elect and the bench handler;\n"+
 		"-pairs times each of -ways the leader is stopped while a Widget is created, and the table says when the other replica led, was ready,\n"+
 		"had the handler back and handled that Widget (goal: under "+failoverGoal.String()+", no hold lost)")
+	fs.BoolVar(&c.pushdown, "pushdown", false, "run the label-pushdown benchmark instead: at each -n (default "+pushdownCounts+") Widgets, -labelled percent of them "+hotLabel+"\n"+
+		"and the bench handler binding "+hotLabel+", the broker with and without --no-label-pushdown in turns, -pairs times: Widgets cached, their bytes, peak RSS")
+	fs.Float64Var(&c.labelled, "labelled", 1, "-pushdown: the `percent` of the Widgets labelled "+hotLabel)
 	ways := fs.String("ways", stopTerm+","+stopKill, "-failover: comma-separated ways to stop the leader: term (SIGTERM, as a deleted Pod: the Lease is released) or kill (SIGKILL, as a dead node: the Lease expires)")
 	standbys := fs.String("standby", standbyWarm+","+standbyCold, "-failover: comma-separated follower caches to compare, in turns: warm (the default: followers keep the caches warm)\nor cold (--leader-elect-cold-standby)")
 	fs.DurationVar(&c.leaseDuration, "lease-duration", 0, "-failover: the brokers' --leader-elect-lease-duration (0: their default)")
@@ -191,6 +199,17 @@ Flags:
 	}
 	if c.scale && !nSet {
 		*counts = scaleCounts
+	}
+	if c.pushdown {
+		if c.timers || c.scale || c.failover {
+			return nil, errors.New("-pushdown goes with none of -timers, -scale and -failover")
+		}
+		if c.labelled <= 0 || c.labelled > 100 {
+			return nil, fmt.Errorf("-labelled: %v is not a percent above 0", c.labelled)
+		}
+		if !nSet {
+			*counts = pushdownCounts
+		}
 	}
 	if c.failover {
 		if c.timers || c.scale {
@@ -254,6 +273,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 		reportTimers(&sb, tcfg, trows)
 		fmt.Fprintln(&sb)
 		ok = reportScale(&sb, cfg, rows, trows)
+	case cfg.pushdown:
+		rows, err := benchPushdown(sigCtx, cfg, stderr)
+		if err != nil {
+			fmt.Fprintln(stderr, "bench:", err)
+			return exitError
+		}
+		ok = reportPushdown(&sb, cfg, rows)
 	case cfg.failover:
 		rows, err := benchFailover(sigCtx, cfg, stderr)
 		if err != nil {

@@ -30,6 +30,7 @@ func main() {
 	namespace := flag.String("namespace", "", "namespace whose Widgets are handled (required)")
 	window := flag.Int("window", 64, "deliveries handled at once")
 	logLevel := flag.String("log-level", "warn", "log level: trace, debug, info, warn, error")
+	labels := flag.String("labels", "", "label selector of both bindings (empty: every Widget of -namespace)")
 	backoffMax := flag.Duration("backoff-max", time.Second, "longest wait between two connection attempts (the SDK's default is "+sdk.DefaultReconnectMax.String()+")")
 	flag.Parse()
 	if *namespace == "" || flag.NArg() > 0 {
@@ -51,12 +52,16 @@ func main() {
 		opts = append(opts, sdk.WithDialer(sdk.RoundRobin(addrs...)))
 	}
 	h := sdk.New(*name, opts...)
+	scope := []sdk.BindingOption{sdk.Namespaces(*namespace)}
+	if *labels != "" {
+		scope = append(scope, sdk.Labels(*labels))
+	}
 	h.OnCreate(widgets, func(_ context.Context, ev *sdk.Event) error {
 		ev.SetResult(map[string]any{"ok": true})
 		return nil
-	}, sdk.ID("create"), sdk.Namespaces(*namespace))
+	}, append(scope, sdk.ID("create"))...)
 	h.OnDelete(widgets, func(context.Context, *sdk.Event) error { return nil },
-		sdk.ID("delete"), sdk.Namespaces(*namespace))
+		append(scope, sdk.ID("delete"))...)
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
