@@ -21,7 +21,7 @@ import (
 // informer will show it any more.
 
 // confirmExit reads an object that left a filtered informer, or is
-// outside one: gone (not found, or another UID under the name) makes it
+// outside one (reconcile looks first, under the lock it takes anyway): gone (not found, or another UID under the name) makes it
 // gone, with the raw DELETED for event bindings; still there makes the
 // state read its latest, and marks it outside.
 func (r *reconciler) confirmExit(ctx context.Context, o *object) error {

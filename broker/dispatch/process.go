@@ -44,14 +44,17 @@ func (r *reconciler) reconcile(ctx context.Context, uid types.UID) (time.Duratio
 	// instance (waitOwner): the notification that queued this pass is in.
 	r.mu.Lock()
 	o.seen = make(chan struct{}, 1)
+	exited := o.exited || o.outside
 	r.mu.Unlock()
 	defer func() {
 		r.mu.Lock()
 		o.endPass()
 		r.mu.Unlock()
 	}()
-	if err := r.confirmExit(ctx, o); err != nil {
-		return 0, err
+	if exited {
+		if err := r.confirmExit(ctx, o); err != nil {
+			return 0, err
+		}
 	}
 	r.load(o)
 	pres := r.presence.now()

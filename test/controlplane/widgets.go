@@ -21,7 +21,8 @@ import (
 // need k8s.io/apiextensions-apiserver.
 var (
 	WidgetGVR = schema.GroupVersionResource{Group: "test.tether.dev", Version: "v1", Resource: "widgets"}
-	crdGVR    = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+	// CRDGVR is the resource of CustomResourceDefinitions.
+	CRDGVR = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
 )
 
 const widgetCRDName = "widgets.test.tether.dev"
@@ -81,7 +82,7 @@ func InstallWidgetCRD(ctx context.Context, dyn dynamic.Interface, timeout time.D
 	if err := json.Unmarshal([]byte(widgetCRD), &crd.Object); err != nil {
 		return fmt.Errorf("decoding the Widget CRD: %w", err)
 	}
-	crds := dyn.Resource(crdGVR)
+	crds := dyn.Resource(CRDGVR)
 	if _, err := crds.Create(ctx, crd, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("creating the Widget CRD: %w", err)
 	}

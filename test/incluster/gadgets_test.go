@@ -105,7 +105,7 @@ func installGadgets(t *testing.T, c *node.Cluster, ns string) {
 	}
 	helm(t, c, "install", "gadgets", gadgetsChart, "--namespace", ns, "--create-namespace",
 		"--set", "brokerNamespace="+tetherNS, "--set-file", "brokerCA="+ca)
-	dyn := dynamicClient(t, c)
+	dyn := c.Dynamic(t)
 	testenv.WaitFor(t, 2*time.Minute, "the gadgets timer to tick on "+ns+"/"+gadgetName+" and hold it", func(ctx context.Context) error {
 		g, err := dyn.Resource(gadgetsGVR).Namespace(ns).Get(ctx, gadgetName, metav1.GetOptions{})
 		if err != nil {
@@ -118,23 +118,11 @@ func installGadgets(t *testing.T, c *node.Cluster, ns string) {
 	})
 }
 
-func dynamicClient(t *testing.T, c *node.Cluster) dynamic.Interface {
-	t.Helper()
-	dyn, err := dynamic.NewForConfig(c.RESTConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return dyn
-}
-
-// crdGVR is the resource of CustomResourceDefinitions.
-var crdGVR = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
-
 // gadgetsLeft is nil when the CRD of Gadgets is gone, and with it every
 // Gadget: a CRD's deletion waits for its objects', so a Gadget that kept a
 // hold would keep the CRD.
 func gadgetsLeft(ctx context.Context, dyn dynamic.Interface) error {
-	crd, err := dyn.Resource(crdGVR).Get(ctx, gadgetsCRD, metav1.GetOptions{})
+	crd, err := dyn.Resource(controlplane.CRDGVR).Get(ctx, gadgetsCRD, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return nil
 	}

@@ -51,6 +51,7 @@ func TestHelmUninstallOfAnOperatorLeavesNothing(t *testing.T) {
 	followBrokerLogs(t, c)
 	installGadgets(t, c, gadgetsNS)
 
+	dyn := c.Dynamic(t)
 	begin := time.Now()
 	helm(t, c, "uninstall", "gadgets", "--namespace", gadgetsNS)
 	kubectl(t, c, "delete", "crd", gadgetsCRD, "--wait=false")
@@ -59,7 +60,7 @@ func TestHelmUninstallOfAnOperatorLeavesNothing(t *testing.T) {
 		if err := namespacesGone(ctx, c.Client(), gadgetsNS); err != nil {
 			return err
 		}
-		return gadgetsLeft(ctx, dynamicClient(t, c))
+		return gadgetsLeft(ctx, dyn)
 	})
 	t.Logf("helm uninstall gadgets: the Gadget, its CRD and the namespace gone %s after", time.Since(begin).Round(100*time.Millisecond))
 	// The broker stays, and still leads: the operator's uninstall was not its own.
@@ -83,7 +84,7 @@ func TestHelmUninstallOfTheBrokerLeavesNothingHeld(t *testing.T) {
 
 	begin := time.Now()
 	helm(t, c, "uninstall", "tether", "--namespace", tetherNS)
-	dyn := dynamicClient(t, c)
+	dyn := c.Dynamic(t)
 	testenv.WaitFor(t, uninstallBound, "every hold released and the broker's grant and webhooks gone", func(ctx context.Context) error {
 		if err := holdsLeft(ctx, c.Client(), dyn); err != nil {
 			return err
@@ -111,7 +112,7 @@ func TestHelmUninstallOfTheBrokerLeavesNothingHeld(t *testing.T) {
 	kubectl(t, c, "delete", "crd", gadgetsCRD, "--wait=false")
 	kubectl(t, c, "delete", "namespace", ns, gadgetsNS, tetherNS, "--wait=false")
 	testenv.WaitFor(t, uninstallBound, "every namespace and the CRD gone", func(ctx context.Context) error {
-		return nothingLeft(ctx, c, tetherNS, ns, gadgetsNS)
+		return nothingLeft(ctx, c.Client(), dyn, tetherNS, ns, gadgetsNS)
 	})
 	t.Logf("then the namespaces and the operator deleted: the last object gone %s after", time.Since(begin).Round(100*time.Millisecond))
 }

@@ -178,8 +178,9 @@ func TestUninstallLeavesNothingHeld(t *testing.T) {
 			kubectl(t, c, way.uninstall...)
 			kubectl(t, c, "delete", "namespace", ns, gadgetsNS, "--ignore-not-found", "--wait=false")
 			kubectl(t, c, "delete", "crd", gadgetsCRD, "--wait=false")
+			dyn := c.Dynamic(t)
 			testenv.WaitFor(t, uninstallBound, "nothing held and every namespace gone", func(ctx context.Context) error {
-				return nothingLeft(ctx, c, tetherNS, ns, gadgetsNS)
+				return nothingLeft(ctx, c.Client(), dyn, tetherNS, ns, gadgetsNS)
 			})
 			t.Logf("%s: the last object gone %s after", way.name, time.Since(begin).Round(100*time.Millisecond))
 		})
@@ -205,8 +206,9 @@ const (
 func uninstalled(t *testing.T, c *node.Cluster) {
 	t.Helper()
 	kubectl(t, c, "delete", "-k", deployDir(t), "--ignore-not-found", "--wait=false")
+	dyn := c.Dynamic(t)
 	testenv.WaitFor(t, uninstallBound, "an earlier install gone", func(ctx context.Context) error {
-		return nothingLeft(ctx, c, tetherNS)
+		return nothingLeft(ctx, c.Client(), dyn, tetherNS)
 	})
 }
 
@@ -215,12 +217,7 @@ func uninstalled(t *testing.T, c *node.Cluster) {
 // the broker's grant is gone (the garbage collector removes it with the
 // namespace) and no webhook configuration of the broker is left to refuse
 // writes.
-func nothingLeft(ctx context.Context, c *node.Cluster, namespaces ...string) error {
-	kube := c.Client()
-	dyn, err := dynamic.NewForConfig(c.RESTConfig())
-	if err != nil {
-		return err
-	}
+func nothingLeft(ctx context.Context, kube kubernetes.Interface, dyn dynamic.Interface, namespaces ...string) error {
 	if err := namespacesGone(ctx, kube, namespaces...); err != nil {
 		return err
 	}
