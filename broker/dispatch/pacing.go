@@ -2,6 +2,7 @@ package dispatch
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -13,6 +14,12 @@ import (
 // the worker inside the request, and with enough writes waiting every
 // worker of the handler is held there, so deliveries that write nothing
 // (timer ticks, most of all) wait N/qps seconds behind them.
+//
+// The rate alone does not keep workers free when the API server answers
+// more slowly than qps allows: the writes whose turn came would then hold
+// every worker inside its request, and ticks would wait behind them again.
+// So a handler also has at most half its workers in requests (inFlight);
+// a write whose turn finds them all taken takes a later turn instead.
 //
 // One WriteLimiter is shared by every handler of a broker.
 type WriteLimiter struct {
@@ -56,10 +63,45 @@ func (l *WriteLimiter) reserve(now time.Time) time.Time {
 // turn says how long o's next write must still wait for its turn. The
 // object keeps its reservation across passes, so coming back early (an
 // informer event, a tick) neither loses its place nor takes a second turn.
-// Zero means the write may go now, and uses the turn.
+// Zero means the write may go now: it uses the turn and takes a place in
+// flight, which the caller gives back with ow.inFlight.done once the API
+// server answered.
 func (ow *objectWriter) turn(o *object) time.Duration {
-	return takeTurn(&o.writeAt, ow.opts.WriteLimiter, ow.opts.Clock.Now())
+	l, now := ow.opts.WriteLimiter, ow.opts.Clock.Now()
+	if wait := takeTurn(&o.writeAt, l, now); wait > 0 {
+		return wait
+	}
+	if ow.inFlight.start() {
+		return 0
+	}
+	// The API server is behind: the handler's places in flight are all
+	// taken by writes it has not answered. A later turn keeps the worker
+	// free for deliveries meanwhile.
+	o.writeAt = l.reserve(now)
+	return max(o.writeAt.Sub(now), busyAgain)
 }
+
+// busyAgain is the least a write waits when it found no place in flight.
+const busyAgain = 10 * time.Millisecond
+
+// inFlight counts one handler's requests to the API server that are under
+// way, up to max (at least 1).
+type inFlight struct {
+	n   atomic.Int32
+	max int32
+}
+
+// start takes a place, unless all are taken.
+func (f *inFlight) start() bool {
+	if f.n.Add(1) > max(f.max, 1) {
+		f.n.Add(-1)
+		return false
+	}
+	return true
+}
+
+// done gives back a place start took.
+func (f *inFlight) done() { f.n.Add(-1) }
 
 // releaseTurn is turn for stripping the hold of a long-absent handler
 // (rule 3d), which the release limiter paces more slowly still.

@@ -51,6 +51,7 @@ func TestWriteTurnKeepsItsReservation(t *testing.T) {
 	if wait := ow.turn(a); wait != 0 {
 		t.Fatalf("the first write waits %v", wait)
 	}
+	ow.inFlight.done()
 	if first := ow.turn(b); first != time.Second {
 		t.Fatalf("the second write waits %v, want 1s", first)
 	}
@@ -66,5 +67,54 @@ func TestWriteTurnKeepsItsReservation(t *testing.T) {
 	clk.Step(700 * time.Millisecond)
 	if wait := ow.turn(b); wait != 0 {
 		t.Errorf("at its turn the second write still waits %v", wait)
+	}
+}
+
+func TestWriteWaitsForAPlaceInFlightWithoutHoldingAWorker(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))
+	// Unpaced (a burst of 1000): only the places in flight make writes wait.
+	ow := &objectWriter{opts: &Options{WriteLimiter: NewWriteLimiter(1000, 1000), Clock: clk}}
+	ow.inFlight.max = 2
+	a, b, c := &object{}, &object{}, &object{}
+	for _, o := range []*object{a, b} {
+		if wait := ow.turn(o); wait != 0 {
+			t.Fatalf("a write with a place free waits %v", wait)
+		}
+	}
+	wait := ow.turn(c)
+	if wait < busyAgain {
+		t.Fatalf("the third write, with both places taken, waits %v, want at least %v", wait, busyAgain)
+	}
+	if !c.writeAt.Equal(clk.Now()) {
+		t.Errorf("the third write's next turn is %v, want a new turn now (the burst allows it)", c.writeAt)
+	}
+	ow.inFlight.done()
+	clk.Step(wait)
+	if again := ow.turn(c); again != 0 {
+		t.Errorf("once a place is given back, the third write still waits %v", again)
+	}
+	ow.inFlight.done()
+	ow.inFlight.done()
+	if n := ow.inFlight.n.Load(); n != 0 {
+		t.Errorf("%d places still taken after every write was done", n)
+	}
+}
+
+func TestWriteThatFindsNoPlaceTakesALaterTurn(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))
+	ow := &objectWriter{opts: &Options{WriteLimiter: NewWriteLimiter(10, 1), Clock: clk}}
+	ow.inFlight.max = 1
+	if wait := ow.turn(&object{}); wait != 0 {
+		t.Fatalf("the first write waits %v", wait)
+	}
+	b := &object{}
+	if wait := ow.turn(b); wait != 100*time.Millisecond {
+		t.Fatalf("the second write waits %v, want its turn in 100ms", wait)
+	}
+	clk.Step(100 * time.Millisecond)
+	// Its turn came, but the first write is still under way: it takes the
+	// next turn of the rate, not one outside it.
+	if wait := ow.turn(b); wait != 100*time.Millisecond {
+		t.Errorf("at its turn, with no place free, the second write waits %v, want the next turn in 100ms", wait)
 	}
 }

@@ -86,6 +86,7 @@ func (a *accumulated) add(bindingID string, ack *tetherv1.Ack, as *authenticatio
 // write is what the accumulated acks ask to write for handler: its patch,
 // status and results. All of it is the handler's content, dropped together
 // when the API server refuses it.
+
 func (a *accumulated) write(handler string) *write {
 	w := &write{handler: a.merge, status: a.status, as: a.as}
 	for id, r := range a.results {
@@ -223,6 +224,9 @@ type objectWriter struct {
 	// before, or a broker that died in between would leave a hold that no
 	// record leads the next one to.
 	recorded func() bool
+	// inFlight bounds the handler's requests under way: half its workers
+	// (see WriteLimiter).
+	inFlight inFlight
 }
 
 // unrecordedWait is how soon a write that adds a hold looks again while
@@ -259,15 +263,17 @@ func (ow *objectWriter) apply(ctx context.Context, o *object, obj *unstructured.
 				return 0, ow.failed(o, obj, w, err)
 			}
 		}
-		if wait := ow.turn(o); wait > 0 {
-			return wait, nil
-		}
 		data, err := p.JSON()
 		if err != nil {
 			o.pending = nil
 			return 0, fmt.Errorf("encoding patch: %w", err)
 		}
-		out, err := ri.Patch(ctx, obj.GetName(), types.JSONPatchType, data, metav1.PatchOptions{FieldManager: FieldManager})
+		out, wait, err := ow.inTurn(o, func() (*unstructured.Unstructured, error) {
+			return ri.Patch(ctx, obj.GetName(), types.JSONPatchType, data, metav1.PatchOptions{FieldManager: FieldManager})
+		})
+		if wait > 0 {
+			return wait, nil
+		}
 		ow.observe(metrics.VerbPatch, *o.res, obj, w, err)
 		if err != nil {
 			return 0, ow.failed(o, obj, w, err)
@@ -279,9 +285,6 @@ func (ow *objectWriter) apply(ctx context.Context, o *object, obj *unstructured.
 		o.lastHandled = w.lastHandled
 	}
 	if len(w.status) > 0 {
-		if wait := ow.turn(o); wait > 0 {
-			return wait, nil
-		}
 		data, err := json.Marshal(map[string]any{"status": w.status})
 		if err != nil {
 			o.pending = nil
@@ -291,7 +294,12 @@ func (ow *objectWriter) apply(ctx context.Context, o *object, obj *unstructured.
 		if err != nil {
 			return 0, ow.failed(o, obj, w, err)
 		}
-		out, err := ri.Patch(ctx, obj.GetName(), types.MergePatchType, data, metav1.PatchOptions{FieldManager: FieldManager}, "status")
+		out, wait, err := ow.inTurn(o, func() (*unstructured.Unstructured, error) {
+			return ri.Patch(ctx, obj.GetName(), types.MergePatchType, data, metav1.PatchOptions{FieldManager: FieldManager}, "status")
+		})
+		if wait > 0 {
+			return wait, nil
+		}
 		ow.observe(metrics.VerbStatusPatch, *o.res, obj, nil, err)
 		if err != nil {
 			return 0, ow.failed(o, obj, w, err)
@@ -303,6 +311,17 @@ func (ow *objectWriter) apply(ctx context.Context, o *object, obj *unstructured.
 		ow.opts.Recorder.Event(obj, false, w.landed.reason, w.landed.message)
 	}
 	return 0, nil
+}
+
+// inTurn makes one request in o's turn (see turn): wait > 0, and no
+// request, while the turn is away.
+func (ow *objectWriter) inTurn(o *object, request func() (*unstructured.Unstructured, error)) (out *unstructured.Unstructured, wait time.Duration, err error) {
+	if wait := ow.turn(o); wait > 0 {
+		return nil, wait, nil
+	}
+	defer ow.inFlight.done()
+	out, err = request()
+	return out, 0, err
 }
 
 // clientFor is the client that writes the handler's part of w: as the

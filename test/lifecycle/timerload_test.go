@@ -3,11 +3,17 @@ package lifecycle
 import (
 	"context"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/rest"
 
 	"github.com/tether-dev/tether/broker"
 	"github.com/tether-dev/tether/broker/hold"
@@ -25,18 +31,51 @@ func TestTicksKeepTimeWhileHoldWritesWait(t *testing.T) {
 	const (
 		writeQPS = 10
 		bulk     = 50
-		interval = 200 * time.Millisecond
-		// maxGap is the longest the held object may go without a tick.
-		maxGap = time.Second
 	)
 	cp := controlplane.Get(t)
-	dyn := cp.EnsureWidgetCRD(t)
-	ns := cp.Namespace(t)
 	addr := startBroker(t, cp, func(o *broker.Options) {
 		o.Workers = 4
 		o.WriteQPS, o.WriteBurst = writeQPS, 1
 	})
+	start, end := ticksDuringBulkHolds(t, cp, addr, bulk)
+	// The first hold of the bulk may use the burst; the others come one
+	// write interval apart.
+	if took, least := end.Sub(start), time.Duration(bulk-1)*time.Second/writeQPS; took < least*8/10 {
+		t.Errorf("%d holds landed in %v: faster than %d writes per second allow (%v)", bulk, took, writeQPS, least)
+	}
+}
 
+// TestTicksKeepTimeWhileTheAPIServerIsSlowToWrite: the API server answers
+// each write only after half a second, far more slowly than the broker's
+// write rate allows, while many new objects need a hold. The writes whose
+// turn came must not take every worker of the handler: a timer on an object
+// that is already held keeps ticking on time meanwhile.
+func TestTicksKeepTimeWhileTheAPIServerIsSlowToWrite(t *testing.T) {
+	cp := controlplane.Get(t)
+	slow := slowWrites(t, cp, 500*time.Millisecond)
+	addr := startBroker(t, cp, func(o *broker.Options) {
+		o.Config = slow
+		o.Workers = 4
+		o.WriteQPS, o.WriteBurst = 1000, 1000 // the rate is not what holds writes back
+	})
+	ticksDuringBulkHolds(t, cp, addr, 24)
+}
+
+// ticksDuringBulkHolds runs a handler with a 200 ms timer on Widgets
+// against the broker at addr, and once an early Widget is held and ticking
+// creates bulk more and waits until all are held. It fails the test if the
+// early Widget went more than a second without a tick, or had a tick more
+// than a second late, meanwhile; it returns when the bulk was created and
+// when its last hold landed.
+func ticksDuringBulkHolds(t *testing.T, cp *controlplane.ControlPlane, addr string, bulk int) (start, end time.Time) {
+	t.Helper()
+	const (
+		interval = 200 * time.Millisecond
+		// maxGap is the longest the held object may go without a tick.
+		maxGap = time.Second
+	)
+	dyn := cp.EnsureWidgetCRD(t)
+	ns := cp.Namespace(t)
 	var mu sync.Mutex
 	var early []time.Time // arrivals of the early object's ticks
 	var maxLate time.Duration
@@ -63,7 +102,7 @@ func TestTicksKeepTimeWhileHoldWritesWait(t *testing.T) {
 	}
 	eventually(t, "two ticks of the held object", func() bool { return ticks() >= 2 })
 
-	start := time.Now()
+	start = time.Now()
 	for i := range bulk {
 		create(t, dyn, widgetGVR, widget(ns, fmt.Sprintf("bulk-%02d", i), map[string]any{"size": int64(1)}))
 	}
@@ -71,12 +110,7 @@ func TestTicksKeepTimeWhileHoldWritesWait(t *testing.T) {
 		waitObject(t, dyn, widgetGVR, ns, fmt.Sprintf("bulk-%02d", i), "held",
 			func(o *unstructured.Unstructured) bool { return o != nil && hold.Has(o, "paced") })
 	}
-	end := time.Now()
-	// The first hold of the bulk may use the burst; the others come one
-	// write interval apart.
-	if took, least := end.Sub(start), time.Duration(bulk-1)*time.Second/writeQPS; took < least*8/10 {
-		t.Errorf("%d holds landed in %v: faster than %d writes per second allow (%v)", bulk, took, writeQPS, least)
-	}
+	end = time.Now()
 
 	mu.Lock()
 	defer mu.Unlock()
@@ -105,6 +139,45 @@ func TestTicksKeepTimeWhileHoldWritesWait(t *testing.T) {
 	if maxLate > maxGap {
 		t.Errorf("a tick of the held object was %v late", maxLate)
 	}
+	return start, end
+}
+
+// slowWrites is a front of the API server, for a broker's Config, that
+// answers each PATCH of a Widget only after delay, and everything else at
+// once: an API server slower to write than the broker's write rate allows.
+func slowWrites(t *testing.T, cp *controlplane.ControlPlane, delay time.Duration) *rest.Config {
+	t.Helper()
+	cfg := cp.RESTConfig()
+	transport, err := rest.TransportFor(cfg)
+	if err != nil {
+		t.Fatalf("a transport to the API server: %v", err)
+	}
+	target, err := url.Parse(cfg.Host)
+	if err != nil {
+		t.Fatalf("the API server's address %q: %v", cfg.Host, err)
+	}
+	proxy := &httputil.ReverseProxy{
+		Rewrite:       func(r *httputil.ProxyRequest) { r.SetURL(target) },
+		Transport:     transport,
+		FlushInterval: -1, // watches stream
+	}
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPatch && strings.Contains(r.URL.Path, "/"+widgetGVR.Resource+"/") {
+			t := time.NewTimer(delay)
+			defer t.Stop()
+			select {
+			case <-t.C:
+			case <-r.Context().Done():
+				return
+			}
+		}
+		proxy.ServeHTTP(w, r)
+	}))
+	t.Cleanup(func() {
+		front.CloseClientConnections()
+		front.Close()
+	})
+	return &rest.Config{Host: front.URL, QPS: cfg.QPS, Burst: cfg.Burst}
 }
 
 // TestFirstTicksOfAnInitialListSpreadOverOneInterval: objects that exist
