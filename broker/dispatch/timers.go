@@ -92,6 +92,9 @@ func (tm *timers) process(ctx context.Context, o *object) (time.Duration, error)
 			tm.invalidPatch(o.decoded(), b, err)
 			continue
 		}
+		if acc.empty() {
+			continue // the common tick: an ack with nothing to write
+		}
 		if w := acc.write(tm.name); !w.empty() {
 			if wait, err := tm.writes.apply(ctx, o, o.decoded(), w); wait > 0 || err != nil {
 				return wait, err

@@ -83,6 +83,11 @@ func (a *accumulated) add(bindingID string, ack *tetherv1.Ack, as *authenticatio
 	return nil
 }
 
+// empty reports whether the acks added nothing to write.
+func (a *accumulated) empty() bool {
+	return len(a.merge) == 0 && len(a.status) == 0 && len(a.results) == 0
+}
+
 // write is what the accumulated acks ask to write for handler: its patch,
 // status and results. All of it is the handler's content, dropped together
 // when the API server refuses it.

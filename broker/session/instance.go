@@ -48,7 +48,10 @@ type Instance struct {
 	// its window is kept for them (reviewReserve), so that slow lifecycle
 	// work cannot make the API server's reviews time out.
 	reviews bool
-	freed   chan struct{} // closed and replaced whenever a window slot frees
+	// freed is closed whenever a window slot frees, and made anew only
+	// when someone waits for the next time (freedLocked): most slots free
+	// with nobody waiting.
+	freed   chan struct{}
 	pending map[string]chan *tetherv1.Ack
 	// abandoned are deliveries the instance was told to cancel and has not
 	// acked yet: it still holds them, so they keep their window slot.
@@ -62,13 +65,11 @@ type Instance struct {
 func newInstance(handler, id, sessionID string, priority int32, window int, reviews bool) *Instance {
 	return &Instance{
 		Handler: handler, ID: id, SessionID: sessionID, Priority: priority,
-		send:    make(chan *tetherv1.ConnectResponse),
-		done:    make(chan struct{}),
-		window:  window,
-		reviews: reviews,
-		freed:   make(chan struct{}),
-		pending: map[string]chan *tetherv1.Ack{},
-
+		send:      make(chan *tetherv1.ConnectResponse),
+		done:      make(chan struct{}),
+		window:    window,
+		reviews:   reviews,
+		pending:   map[string]chan *tetherv1.Ack{},
 		abandoned: map[string]bool{},
 	}
 }
@@ -166,7 +167,7 @@ func (in *Instance) acquire(ctx context.Context, id string, review bool, abort <
 			in.mu.Unlock()
 			return c, nil
 		}
-		freed := in.freed
+		freed := in.freedLocked()
 		in.mu.Unlock()
 		select {
 		case <-freed:
@@ -222,8 +223,18 @@ func (in *Instance) abandon(id string) {
 
 // wake tells waiters that a slot may be free; in.mu must be held.
 func (in *Instance) wake() {
-	close(in.freed)
-	in.freed = make(chan struct{})
+	if in.freed != nil {
+		close(in.freed)
+		in.freed = nil
+	}
+}
+
+// freedLocked is the channel the next wake closes; in.mu must be held.
+func (in *Instance) freedLocked() <-chan struct{} {
+	if in.freed == nil {
+		in.freed = make(chan struct{})
+	}
+	return in.freed
 }
 
 // cancel tells the instance that a delivery is no longer wanted. It does not
@@ -291,7 +302,7 @@ func (in *Instance) drained() (bool, <-chan struct{}) {
 	if in.leaving && in.inFlight == 0 {
 		return true, nil
 	}
-	return false, in.freed
+	return false, in.freedLocked()
 }
 
 func (in *Instance) setLeaving() {
