@@ -51,7 +51,7 @@ func newHandler(opts *Options, log hclog.Logger, name string, bindings []*bindin
 		pool:       newPool(),
 	}
 	h.writes = &objectWriter{handler: name, opts: opts, mu: &h.mu}
-	h.writes.inFlight.max = int32(opts.Workers / 2)
+	h.writes.inFlight.max = opts.Workers / 2
 	for _, b := range bindings {
 		if b.Kind.IsAdmission() {
 			h.admission[b.ID] = b

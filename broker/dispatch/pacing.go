@@ -2,7 +2,6 @@ package dispatch
 
 import (
 	"sync"
-	"sync/atomic"
 	"time"
 )
 
@@ -19,7 +18,8 @@ import (
 // more slowly than qps allows: the writes whose turn came would then hold
 // every worker inside its request, and ticks would wait behind them again.
 // So a handler also has at most half its workers in requests (inFlight);
-// a write whose turn finds them all taken takes a later turn instead.
+// a write whose turn finds them all taken comes back when one is likely
+// free instead.
 //
 // One WriteLimiter is shared by every handler of a broker.
 type WriteLimiter struct {
@@ -64,44 +64,74 @@ func (l *WriteLimiter) reserve(now time.Time) time.Time {
 // object keeps its reservation across passes, so coming back early (an
 // informer event, a tick) neither loses its place nor takes a second turn.
 // Zero means the write may go now: it uses the turn and takes a place in
-// flight, which the caller gives back with ow.inFlight.done once the API
-// server answered.
+// flight, which inTurn gives back once the API server answered.
 func (ow *objectWriter) turn(o *object) time.Duration {
-	l, now := ow.opts.WriteLimiter, ow.opts.Clock.Now()
-	if wait := takeTurn(&o.writeAt, l, now); wait > 0 {
+	now := ow.opts.Clock.Now()
+	if wait := takeTurn(&o.writeAt, ow.opts.WriteLimiter, now); wait > 0 {
 		return wait
 	}
 	if ow.inFlight.start() {
 		return 0
 	}
 	// The API server is behind: the handler's places in flight are all
-	// taken by writes it has not answered. A later turn keeps the worker
-	// free for deliveries meanwhile.
-	o.writeAt = l.reserve(now)
-	return max(o.writeAt.Sub(now), busyAgain)
+	// taken by writes it has not answered. The write comes back when a
+	// place is likely free, and the worker goes on meanwhile.
+	o.writeAt = ow.inFlight.later(now)
+	return o.writeAt.Sub(now)
 }
-
-// busyAgain is the least a write waits when it found no place in flight.
-const busyAgain = 10 * time.Millisecond
 
 // inFlight counts one handler's requests to the API server that are under
-// way, up to max (at least 1).
+// way, up to max (at least 1). The writes that found every place taken come
+// back one after the other, a service interval apart: how long a request
+// takes, over max, which is how often a place frees. Coming back sooner
+// would only find the places taken again, at the cost of a pass each.
 type inFlight struct {
-	n   atomic.Int32
-	max int32
+	max int
+
+	mu   sync.Mutex
+	n    int
+	took time.Duration // a request's time, a moving average
+	next time.Time     // when the last write sent back comes
 }
+
+// minServiceInterval spaces the writes sent back before any request has
+// been timed.
+const minServiceInterval = time.Millisecond
 
 // start takes a place, unless all are taken.
 func (f *inFlight) start() bool {
-	if f.n.Add(1) > max(f.max, 1) {
-		f.n.Add(-1)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.n >= max(f.max, 1) {
 		return false
 	}
+	f.n++
 	return true
 }
 
-// done gives back a place start took.
-func (f *inFlight) done() { f.n.Add(-1) }
+// done gives back a place start took, for a request that took took.
+func (f *inFlight) done(took time.Duration) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.n--
+	if f.took == 0 {
+		f.took = took
+	} else {
+		f.took += (took - f.took) / 8
+	}
+}
+
+// later is when a write that found no place at now comes back: a service
+// interval after the one sent back before it.
+func (f *inFlight) later(now time.Time) time.Time {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.next.Before(now) {
+		f.next = now
+	}
+	f.next = f.next.Add(max(f.took/time.Duration(max(f.max, 1)), minServiceInterval))
+	return f.next
+}
 
 // releaseTurn is turn for stripping the hold of a long-absent handler
 // (rule 3d), which the release limiter paces more slowly still.

@@ -51,7 +51,7 @@ func TestWriteTurnKeepsItsReservation(t *testing.T) {
 	if wait := ow.turn(a); wait != 0 {
 		t.Fatalf("the first write waits %v", wait)
 	}
-	ow.inFlight.done()
+	ow.inFlight.done(time.Millisecond)
 	if first := ow.turn(b); first != time.Second {
 		t.Fatalf("the second write waits %v, want 1s", first)
 	}
@@ -81,40 +81,44 @@ func TestWriteWaitsForAPlaceInFlightWithoutHoldingAWorker(t *testing.T) {
 			t.Fatalf("a write with a place free waits %v", wait)
 		}
 	}
-	wait := ow.turn(c)
-	if wait < busyAgain {
-		t.Fatalf("the third write, with both places taken, waits %v, want at least %v", wait, busyAgain)
+	if wait := ow.turn(c); wait != minServiceInterval {
+		t.Fatalf("the third write, with both places taken and no request timed yet, waits %v, want %v", wait, minServiceInterval)
 	}
-	if !c.writeAt.Equal(clk.Now()) {
-		t.Errorf("the third write's next turn is %v, want a new turn now (the burst allows it)", c.writeAt)
-	}
-	ow.inFlight.done()
-	clk.Step(wait)
+	ow.inFlight.done(100 * time.Millisecond)
+	clk.Step(minServiceInterval)
 	if again := ow.turn(c); again != 0 {
 		t.Errorf("once a place is given back, the third write still waits %v", again)
 	}
-	ow.inFlight.done()
-	ow.inFlight.done()
-	if n := ow.inFlight.n.Load(); n != 0 {
+	ow.inFlight.done(100 * time.Millisecond)
+	ow.inFlight.done(100 * time.Millisecond)
+	if n := ow.inFlight.n; n != 0 {
 		t.Errorf("%d places still taken after every write was done", n)
 	}
 }
 
-func TestWriteThatFindsNoPlaceTakesALaterTurn(t *testing.T) {
+func TestWritesThatFindNoPlaceComeBackOneServiceIntervalApart(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))
-	ow := &objectWriter{opts: &Options{WriteLimiter: NewWriteLimiter(10, 1), Clock: clk}}
-	ow.inFlight.max = 1
-	if wait := ow.turn(&object{}); wait != 0 {
-		t.Fatalf("the first write waits %v", wait)
+	ow := &objectWriter{opts: &Options{WriteLimiter: NewWriteLimiter(1000, 1000), Clock: clk}}
+	ow.inFlight.max = 4
+	for range 4 {
+		if wait := ow.turn(&object{}); wait != 0 {
+			t.Fatalf("a write with a place free waits %v", wait)
+		}
 	}
-	b := &object{}
-	if wait := ow.turn(b); wait != 100*time.Millisecond {
-		t.Fatalf("the second write waits %v, want its turn in 100ms", wait)
+	// Requests take 200ms, so with 4 under way a place frees every 50ms.
+	ow.inFlight.done(200 * time.Millisecond)
+	if !ow.inFlight.start() {
+		t.Fatal("no place after one was given back")
 	}
-	clk.Step(100 * time.Millisecond)
-	// Its turn came, but the first write is still under way: it takes the
-	// next turn of the rate, not one outside it.
-	if wait := ow.turn(b); wait != 100*time.Millisecond {
-		t.Errorf("at its turn, with no place free, the second write waits %v, want the next turn in 100ms", wait)
+	for i := 1; i <= 3; i++ {
+		if wait, want := ow.turn(&object{}), time.Duration(i)*50*time.Millisecond; wait != want {
+			t.Errorf("write %d sent back waits %v, want %v", i, wait, want)
+		}
+	}
+	// Time passes: the next one sent back counts from now, not from the
+	// last turn handed out.
+	clk.Step(time.Second)
+	if wait := ow.turn(&object{}); wait != 50*time.Millisecond {
+		t.Errorf("a write sent back a second later waits %v, want 50ms", wait)
 	}
 }

@@ -324,8 +324,9 @@ func (ow *objectWriter) inTurn(o *object, request func() (*unstructured.Unstruct
 	if wait := ow.turn(o); wait > 0 {
 		return nil, wait, nil
 	}
-	defer ow.inFlight.done()
+	start := time.Now() // a real request's time, whatever the injected clock says
 	out, err = request()
+	ow.inFlight.done(time.Since(start))
 	return out, 0, err
 }
 
