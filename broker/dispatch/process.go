@@ -76,6 +76,12 @@ func (r *reconciler) reconcile(ctx context.Context, uid types.UID) (time.Duratio
 		return 0, r.gone(ctx, o)
 	}
 	if o.pending != nil {
+		// When a release of a deleted object removes its last finalizer,
+		// the API server deletes the object and answers with it as it
+		// was, the hold still on: the pass ends with the release, as it
+		// does when the release is made at once, or it would decide on
+		// that answer and release the hold again.
+		released := o.pending.removeHold && o.cur.Deleting
 		wait, err := r.writes.apply(ctx, o, o.decoded(), o.pending)
 		switch {
 		case errors.Is(err, errRefused) && (o.cur.Deleting || pres >= contract.Absent):
@@ -84,6 +90,8 @@ func (r *reconciler) reconcile(ctx context.Context, uid types.UID) (time.Duratio
 			o.pending = nil
 		case err != nil || wait > 0:
 			return wait, err
+		case released:
+			return 0, nil
 		}
 		r.load(o)
 	}

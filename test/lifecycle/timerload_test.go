@@ -300,3 +300,44 @@ func TestReleaseOfDeletedObjectDoesNotWaitBehindLongAbsenceStrips(t *testing.T) 
 		t.Fatalf("the deleted object waited %v for its release, behind the paced strips", took)
 	}
 }
+
+// TestReleaseThatWaitedForAPlaceIsOneWrite: the releases of many deleted
+// objects wait for the handler's one place in flight, and land in later
+// passes. When the hold was the last finalizer, the API server deletes the
+// object and answers with it as it was, hold and all: that answer must not
+// make the pass release the hold a second time, of an object already gone.
+func TestReleaseThatWaitedForAPlaceIsOneWrite(t *testing.T) {
+	const n = 8
+	cp := controlplane.Get(t)
+	dyn := cp.EnsureWidgetCRD(t)
+	ns := cp.Namespace(t)
+	addr, metricsURL := startBrokerWithMetrics(t, cp, func(o *broker.Options) {
+		o.Workers = 2 // one place in flight
+		o.WriteQPS, o.WriteBurst = 1000, 1000
+	})
+	h := sdk.New("paced", handlerOpts(t)...)
+	h.OnDelete(widgets, func(context.Context, *sdk.Event) error { return nil }, sdk.Namespaces(ns))
+	runHandler(t, h, addr)
+	for i := range n {
+		name := fmt.Sprintf("w-%d", i)
+		create(t, dyn, widgetGVR, widget(ns, name, map[string]any{"size": int64(1)}))
+		waitObject(t, dyn, widgetGVR, ns, name, "held", heldBy("paced"))
+	}
+	for i := range n {
+		del(t, dyn, widgetGVR, ns, fmt.Sprintf("w-%d", i))
+	}
+	for i := range n {
+		waitObject(t, dyn, widgetGVR, ns, fmt.Sprintf("w-%d", i), "gone", gone)
+	}
+	writes := func(code string) float64 {
+		v, _ := sumOf(metricFamilies(t, metricsURL+"/metrics"), "tether_api_writes_total",
+			map[string]string{"resource": "widgets.test.tether.dev", "code": code})
+		return v
+	}
+	if ok := writes("ok"); ok != 2*n {
+		t.Errorf("%v writes answered ok, want %d: a hold and a release per Widget", ok, 2*n)
+	}
+	if gone := writes("not-found"); gone != 0 {
+		t.Errorf("%v writes found their Widget gone: a release was written again after the one that deleted it", gone)
+	}
+}
