@@ -136,3 +136,35 @@ func TestRelabelledWhileTheBrokerWasDownIsReleasedAtStart(t *testing.T) {
 		t.Errorf("the hold on what still matches went: %v", obj.GetFinalizers())
 	}
 }
+
+// TestSweepAtStartReadsEveryPage: the sweep at a broker's start lists a
+// pushed resource page by page. A held object relabelled while no broker
+// watched, listed behind a thousand others (two pages of the sweep), is
+// released as well.
+func TestSweepAtStartReadsEveryPage(t *testing.T) {
+	const fillers = 1000
+	cp := controlplane.Get(t)
+	dyn := cp.EnsureWidgetCRD(t)
+	ns := cp.Namespace(t)
+	addr, brokerNS := freeAddr(t), cp.Namespace(t)
+	first := startBrokerProcess(t, cp, addr, brokerNS)
+
+	h := sdk.New("pushed", handlerOpts(t)...)
+	h.OnDelete(widgets, func(context.Context, *sdk.Event) error { return nil }, sdk.Namespaces(ns), sdk.Labels("keep=yes"))
+	runHandler(t, h, addr)
+	// A list comes in the order of names: the fillers before it.
+	held := widget(ns, "zz-relabelled", map[string]any{"size": int64(1)})
+	held.SetLabels(map[string]string{"keep": "yes"})
+	create(t, dyn, widgetGVR, held)
+	waitObject(t, dyn, widgetGVR, ns, "zz-relabelled", "held", heldBy("pushed"))
+	for i := range fillers {
+		create(t, dyn, widgetGVR, widget(ns, fmt.Sprintf("filler-%04d", i), map[string]any{"size": int64(1)}))
+	}
+
+	first.kill()
+	setLabels(t, cp, ns, "zz-relabelled", map[string]string{"keep": "no"})
+	startBrokerProcess(t, cp, addr, brokerNS)
+	waitObject(t, dyn, widgetGVR, ns, "zz-relabelled", "released at the broker's start", func(o *unstructured.Unstructured) bool {
+		return o != nil && !hold.Has(o, "pushed")
+	})
+}
