@@ -9,7 +9,7 @@ BUF     := $(BIN)/buf
 TESTFLAGS ?= -race -count=1 -timeout 30m -p 2
 
 .PHONY: fuzz all build test check vet fmt fmt-check proto proto-lint proto-check \
-        proto-breaking proto-python controlplane cluster node image demo chaos chaos-selftest bench bench-timers bench-scale bench-pushdown bench-failover bench-admission clean help
+        proto-breaking proto-python controlplane test-binaries cluster node image demo chaos chaos-selftest bench bench-timers bench-scale bench-pushdown bench-failover bench-admission clean help
 
 all: build
 
@@ -23,6 +23,9 @@ build: ## compile everything and put the binaries in bin/
 controlplane: ## build etcd and kube-apiserver into the cache (once per pinned version)
 	$(GO) run ./test/cluster --build-only
 
+test-binaries: ## build everything make test starts into the cache, with progress: the control plane, the one-node cluster's binaries and helm (once per pinned version)
+	$(GO) run ./test/cluster --node --build-only
+
 cluster: ## run a local control plane in the foreground; kubeconfig in .dev/kubeconfig
 	$(GO) run ./test/cluster --kubeconfig .dev/kubeconfig
 
@@ -35,7 +38,7 @@ image: ## the image without Docker: the static binaries in an OCI image tarball,
 demo: ## the main job on the local control plane (see README)
 	$(GO) run ./test/cluster --kubeconfig .dev/kubeconfig --demo
 
-test: controlplane ## unit and end-to-end tests against a real control plane, the fuzz targets for FUZZTIME inputs each, then a 2-minute chaos run
+test: test-binaries ## unit and end-to-end tests against a real control plane, the fuzz targets for FUZZTIME inputs each, then a 2-minute chaos run
 	$(GO) test $(TESTFLAGS) ./...
 	$(MAKE) fuzz
 	$(MAKE) chaos SEED=1 DURATION=2m

@@ -45,7 +45,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs := flag.NewFlagSet("cluster", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.BoolVar(&c.buildOnly, "build-only", false,
-		"build etcd and kube-apiserver into the cache if needed (the first time takes about 10 minutes), print their paths and exit")
+		"build etcd and kube-apiserver into the cache if needed (the first time takes about 10 minutes), print their paths and exit; with --node also the one-node cluster's binaries and helm (about 15 minutes more), as make test does first")
 	fs.StringVar(&c.kubeconfig, "kubeconfig", "",
 		"also write the admin kubeconfig to this `path`, creating its folder (it always exists inside the control plane's temporary folder)")
 	fs.BoolVar(&c.demo, "demo", false,

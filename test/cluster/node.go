@@ -13,7 +13,7 @@ import (
 )
 
 // serveNode runs a one-node cluster in the foreground (make node), or with
-// --build-only builds what it needs.
+// --build-only builds what it needs, and helm.
 func serveNode(ctx context.Context, cfg config, log hclog.Logger, stdout, stderr io.Writer) error {
 	if cfg.buildOnly {
 		ensure := controlplane.EnsureOptions{Progress: stderr, Log: log.Named("ensure")}
@@ -24,7 +24,12 @@ func serveNode(ctx context.Context, cfg config, log hclog.Logger, stdout, stderr
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(stdout, "node binaries: %s\n", bins.Dir)
+		// Not for the node itself: the tests install the charts on it.
+		helm, err := controlplane.EnsureHelm(ctx, ensure)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "node binaries: %s\nhelm:          %s\n", bins.Dir, helm)
 		return nil
 	}
 	c, err := node.Start(ctx, node.Options{Log: log.Named("node"), Progress: stderr})
