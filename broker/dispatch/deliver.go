@@ -97,18 +97,32 @@ func (dl *deliverer) deliverTo(ctx context.Context, in *session.Instance, o *obj
 	if d.Ref == nil {
 		d.Ref = ref(*o.res, o.cur)
 	}
-	// Wall clock, not the injected one: the deadline ends dctx, a real
-	// context, and the handler's own.
+	// Wall clock, not the injected one: the deadline ends a real wait,
+	// and the handler's own.
 	d.Deadline = timestamppb.New(time.Now().Add(timeout))
-	dctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
+	expiry := expiries.Get().(*time.Timer)
+	expiry.Reset(timeout)
+	defer func() {
+		expiry.Stop()
+		expiries.Put(expiry)
+	}()
 	start := time.Now()
-	ack, err := in.DeliverUnless(dctx, d, moved)
+	ack, err := in.DeliverUnless(ctx, d, moved, expiry.C)
 	if !errors.Is(err, session.ErrMoved) {
 		dl.observe(ctx, d, time.Since(start), ack, err)
 	}
 	return ack, err
 }
+
+// expiries are the stopped timers that bound the wait for an ack, one per
+// delivery under way: reused, since a stopped timer sends nothing stale,
+// where a context with a deadline costs a timer, a channel and a context
+// for every tick.
+var expiries = sync.Pool{New: func() any {
+	t := time.NewTimer(time.Hour)
+	t.Stop()
+	return t
+}}
 
 // judge turns an ack into the binding's outcome: the ack when the binding
 // is done with it, or a delay before the next attempt. It posts the Events.

@@ -849,6 +849,37 @@ func TestCancelledDeliverSendsCancelAndKeepsItsSlot(t *testing.T) {
 	}
 }
 
+func TestExpiredDeliverSendsCancelAndKeepsItsSlot(t *testing.T) {
+	h := start(t, Options{})
+	c, in := h.session(t, window(1))
+
+	expired := make(chan time.Time, 1)
+	out := make(chan result, 1)
+	go func() {
+		ack, err := in.DeliverUnless(context.Background(), &tetherv1.Delivery{Id: "slow", BindingId: "on-create", Kind: tetherv1.DeliveryKind_DELIVERY_KIND_CREATE}, nil, expired)
+		out <- result{"slow", ack, err}
+	}()
+	c.delivery()
+	expired <- time.Now()
+	if r := await(t, out); !errors.Is(r.err, context.DeadlineExceeded) {
+		t.Fatalf("Deliver = %v, %v; want context.DeadlineExceeded", r.ack, r.err)
+	}
+	if msg := c.next(); msg.GetCancel().GetDeliveryId() != "slow" {
+		t.Fatalf("got %v, want a cancel of slow", msg)
+	}
+	if n := in.InFlight(); n != 1 {
+		t.Fatalf("InFlight = %d after the deadline, want 1: the instance still runs the delivery", n)
+	}
+	next := deliver(context.Background(), in, "next")
+	pending(t, next)
+	c.ack("slow", tetherv1.Outcome_OUTCOME_RETRY)
+	if d := c.delivery(); d.GetId() != "next" {
+		t.Fatalf("delivery %v, want next", d)
+	}
+	c.ack("next", tetherv1.Outcome_OUTCOME_OK)
+	await(t, next)
+}
+
 func TestDeliverThatTimesOutWaitingForASlotSendsNothing(t *testing.T) {
 	h := start(t, Options{})
 	c, in := h.session(t, window(1))
