@@ -17,7 +17,8 @@ import (
 func serveNode(ctx context.Context, cfg config, log hclog.Logger, stdout, stderr io.Writer) error {
 	if cfg.buildOnly {
 		ensure := controlplane.EnsureOptions{Progress: stderr, Log: log.Named("ensure")}
-		if _, err := controlplane.Ensure(ctx, ensure); err != nil {
+		cp, err := controlplane.Ensure(ctx, ensure)
+		if err != nil {
 			return err
 		}
 		bins, err := controlplane.EnsureNode(ctx, ensure)
@@ -29,7 +30,7 @@ func serveNode(ctx context.Context, cfg config, log hclog.Logger, stdout, stderr
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(stdout, "node binaries: %s\nhelm:          %s\n", bins.Dir, helm)
+		fmt.Fprintf(stdout, "etcd:           %s\nkube-apiserver: %s\nnode binaries:  %s\nhelm:           %s\n", cp.Etcd, cp.KubeAPIServer, bins.Dir, helm)
 		return nil
 	}
 	c, err := node.Start(ctx, node.Options{Log: log.Named("node"), Progress: stderr})
