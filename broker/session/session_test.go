@@ -812,72 +812,64 @@ func TestDetachIsCalledOnceWhenTheSessionEnds(t *testing.T) {
 	// Connect has returned.
 }
 
-func TestCancelledDeliverSendsCancelAndKeepsItsSlot(t *testing.T) {
-	h := start(t, Options{})
-	c, in := h.session(t, window(1))
+// TestAbandonedDeliverSendsCancelAndKeepsItsSlot: a Deliver that stops
+// waiting for a sent delivery, because its context ends or its expiry
+// fires, tells the instance to cancel it; the instance still holds it until
+// it acks, so its window slot stays taken until then.
+func TestAbandonedDeliverSendsCancelAndKeepsItsSlot(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		want error
+		// end makes the Deliver of "slow" stop waiting.
+		deliver func(in *Instance) (first <-chan result, end func())
+	}{
+		{"context cancelled", context.Canceled, func(in *Instance) (<-chan result, func()) {
+			ctx, cancel := context.WithCancel(context.Background())
+			return deliver(ctx, in, "slow"), cancel
+		}},
+		{"expired", context.DeadlineExceeded, func(in *Instance) (<-chan result, func()) {
+			expired := make(chan time.Time, 1)
+			out := make(chan result, 1)
+			go func() {
+				d := &tetherv1.Delivery{Id: "slow", BindingId: "on-create", Kind: tetherv1.DeliveryKind_DELIVERY_KIND_CREATE}
+				ack, err := in.DeliverUnless(context.Background(), d, nil, expired)
+				out <- result{"slow", ack, err}
+			}()
+			return out, func() { expired <- time.Now() }
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := start(t, Options{})
+			c, in := h.session(t, window(1))
 
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	first := deliver(ctx, in, "slow")
-	c.delivery()
-	cancel()
-	if r := await(t, first); !errors.Is(r.err, context.Canceled) {
-		t.Fatalf("Deliver = %v, %v; want context.Canceled", r.ack, r.err)
+			first, end := tc.deliver(in)
+			c.delivery()
+			end()
+			if r := await(t, first); !errors.Is(r.err, tc.want) {
+				t.Fatalf("Deliver = %v, %v; want %v", r.ack, r.err, tc.want)
+			}
+			msg := c.next()
+			if msg.GetCancel().GetDeliveryId() != "slow" || msg.GetCancel().GetReason() == "" {
+				t.Fatalf("got %v, want a cancel of slow with a reason", msg)
+			}
+			if n := in.InFlight(); n != 1 {
+				t.Fatalf("InFlight = %d after it stopped waiting, want 1: the instance still runs the delivery", n)
+			}
+			next := deliver(context.Background(), in, "next")
+			pending(t, next)
+			c.ack("slow", tetherv1.Outcome_OUTCOME_RETRY)
+			if d := c.delivery(); d.GetId() != "next" {
+				t.Fatalf("delivery %v, want next", d)
+			}
+			want := c.ack("next", tetherv1.Outcome_OUTCOME_OK)
+			if r := await(t, next); r.err != nil || !proto.Equal(r.ack, want) {
+				t.Errorf("Deliver next = %v, %v", r.ack, r.err)
+			}
+			if n := in.InFlight(); n != 0 {
+				t.Errorf("InFlight = %d at the end", n)
+			}
+		})
 	}
-	msg := c.next()
-	if msg.GetCancel().GetDeliveryId() != "slow" || msg.GetCancel().GetReason() == "" {
-		t.Fatalf("got %v, want a cancel of slow with a reason", msg)
-	}
-
-	// The instance still holds the cancelled delivery until it acks it, so
-	// the window stays full.
-	if n := in.InFlight(); n != 1 {
-		t.Fatalf("InFlight = %d after cancel, want 1: the instance still runs the delivery", n)
-	}
-	next := deliver(context.Background(), in, "next")
-	pending(t, next)
-	c.ack("slow", tetherv1.Outcome_OUTCOME_RETRY)
-	if d := c.delivery(); d.GetId() != "next" {
-		t.Fatalf("delivery %v, want next", d)
-	}
-	want := c.ack("next", tetherv1.Outcome_OUTCOME_OK)
-	if r := await(t, next); r.err != nil || !proto.Equal(r.ack, want) {
-		t.Errorf("Deliver next = %v, %v", r.ack, r.err)
-	}
-	if n := in.InFlight(); n != 0 {
-		t.Errorf("InFlight = %d at the end", n)
-	}
-}
-
-func TestExpiredDeliverSendsCancelAndKeepsItsSlot(t *testing.T) {
-	h := start(t, Options{})
-	c, in := h.session(t, window(1))
-
-	expired := make(chan time.Time, 1)
-	out := make(chan result, 1)
-	go func() {
-		ack, err := in.DeliverUnless(context.Background(), &tetherv1.Delivery{Id: "slow", BindingId: "on-create", Kind: tetherv1.DeliveryKind_DELIVERY_KIND_CREATE}, nil, expired)
-		out <- result{"slow", ack, err}
-	}()
-	c.delivery()
-	expired <- time.Now()
-	if r := await(t, out); !errors.Is(r.err, context.DeadlineExceeded) {
-		t.Fatalf("Deliver = %v, %v; want context.DeadlineExceeded", r.ack, r.err)
-	}
-	if msg := c.next(); msg.GetCancel().GetDeliveryId() != "slow" {
-		t.Fatalf("got %v, want a cancel of slow", msg)
-	}
-	if n := in.InFlight(); n != 1 {
-		t.Fatalf("InFlight = %d after the deadline, want 1: the instance still runs the delivery", n)
-	}
-	next := deliver(context.Background(), in, "next")
-	pending(t, next)
-	c.ack("slow", tetherv1.Outcome_OUTCOME_RETRY)
-	if d := c.delivery(); d.GetId() != "next" {
-		t.Fatalf("delivery %v, want next", d)
-	}
-	c.ack("next", tetherv1.Outcome_OUTCOME_OK)
-	await(t, next)
 }
 
 func TestDeliverThatTimesOutWaitingForASlotSendsNothing(t *testing.T) {

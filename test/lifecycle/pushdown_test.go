@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/dynamic"
 
 	"github.com/tether-dev/tether/broker/hold"
 	"github.com/tether-dev/tether/sdk"
@@ -109,15 +110,7 @@ func TestHeldObjectThatStopsMatchingIsReleasedWithPushdown(t *testing.T) {
 // listed by the next broker's filtered informer; its sweep at start finds
 // it and releases it (rule 3e), and keeps the hold on what still matches.
 func TestRelabelledWhileTheBrokerWasDownIsReleasedAtStart(t *testing.T) {
-	cp := controlplane.Get(t)
-	dyn := cp.EnsureWidgetCRD(t)
-	ns := cp.Namespace(t)
-	addr, brokerNS := freeAddr(t), cp.Namespace(t)
-	first := startBrokerProcess(t, cp, addr, brokerNS)
-
-	h := sdk.New("pushed", handlerOpts(t)...)
-	h.OnDelete(widgets, func(context.Context, *sdk.Event) error { return nil }, sdk.Namespaces(ns), sdk.Labels("keep=yes"))
-	runHandler(t, h, addr)
+	cp, dyn, ns, first, restart := pushedBehindABrokerProcess(t)
 	for _, name := range []string{"kept", "relabelled"} {
 		w := widget(ns, name, map[string]any{"size": int64(1)})
 		w.SetLabels(map[string]string{"keep": "yes"})
@@ -127,7 +120,7 @@ func TestRelabelledWhileTheBrokerWasDownIsReleasedAtStart(t *testing.T) {
 
 	first.kill()
 	setLabels(t, cp, ns, "relabelled", map[string]string{"keep": "no"})
-	startBrokerProcess(t, cp, addr, brokerNS)
+	restart()
 	waitObject(t, dyn, widgetGVR, ns, "relabelled", "released at the broker's start", func(o *unstructured.Unstructured) bool {
 		return o != nil && !hold.Has(o, "pushed")
 	})
@@ -143,15 +136,7 @@ func TestRelabelledWhileTheBrokerWasDownIsReleasedAtStart(t *testing.T) {
 // released as well.
 func TestSweepAtStartReadsEveryPage(t *testing.T) {
 	const fillers = 1000
-	cp := controlplane.Get(t)
-	dyn := cp.EnsureWidgetCRD(t)
-	ns := cp.Namespace(t)
-	addr, brokerNS := freeAddr(t), cp.Namespace(t)
-	first := startBrokerProcess(t, cp, addr, brokerNS)
-
-	h := sdk.New("pushed", handlerOpts(t)...)
-	h.OnDelete(widgets, func(context.Context, *sdk.Event) error { return nil }, sdk.Namespaces(ns), sdk.Labels("keep=yes"))
-	runHandler(t, h, addr)
+	cp, dyn, ns, first, restart := pushedBehindABrokerProcess(t)
 	// A list comes in the order of names: the fillers before it.
 	held := widget(ns, "zz-relabelled", map[string]any{"size": int64(1)})
 	held.SetLabels(map[string]string{"keep": "yes"})
@@ -163,8 +148,26 @@ func TestSweepAtStartReadsEveryPage(t *testing.T) {
 
 	first.kill()
 	setLabels(t, cp, ns, "zz-relabelled", map[string]string{"keep": "no"})
-	startBrokerProcess(t, cp, addr, brokerNS)
+	restart()
 	waitObject(t, dyn, widgetGVR, ns, "zz-relabelled", "released at the broker's start", func(o *unstructured.Unstructured) bool {
 		return o != nil && !hold.Has(o, "pushed")
 	})
+}
+
+// pushedBehindABrokerProcess runs a broker process and the handler
+// "pushed", whose one delete binding selects keep=yes in ns (so its
+// informers are pushed down). restart starts another broker process in
+// place of first, at the same address, once the test killed it.
+func pushedBehindABrokerProcess(t *testing.T) (cp *controlplane.ControlPlane, dyn dynamic.Interface, ns string, first *brokerProcess, restart func()) {
+	t.Helper()
+	cp = controlplane.Get(t)
+	dyn = cp.EnsureWidgetCRD(t)
+	ns = cp.Namespace(t)
+	addr, brokerNS := freeAddr(t), cp.Namespace(t)
+	first = startBrokerProcess(t, cp, addr, brokerNS)
+
+	h := sdk.New("pushed", handlerOpts(t)...)
+	h.OnDelete(widgets, func(context.Context, *sdk.Event) error { return nil }, sdk.Namespaces(ns), sdk.Labels("keep=yes"))
+	runHandler(t, h, addr)
+	return cp, dyn, ns, first, func() { startBrokerProcess(t, cp, addr, brokerNS) }
 }
