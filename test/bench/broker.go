@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -209,7 +210,8 @@ func (c *brokerController) start(ctx context.Context, ns string) (context.Contex
 		if c.pprofAddr, err = freeAddr(); err != nil {
 			return nil, err
 		}
-		environ = []string{pprofEnv + "=" + c.pprofAddr}
+		environ = []string{pprofEnv + "=" + c.pprofAddr,
+			cpuProfileEnv + "=" + filepath.Join(c.e.profile, "broker-"+ns+"-cpu.pprof")}
 	}
 	if c.broker, err = startProcessEnv(c.e, fmt.Sprintf("broker-%s", ns), c.bin.broker, environ,
 		"--insecure", "--listen", addr, "--kubeconfig", c.e.cp.KubeconfigPath(),
@@ -222,8 +224,11 @@ func (c *brokerController) start(ctx context.Context, ns string) (context.Contex
 	if err := waitServing(ctx, addr); err != nil {
 		return nil, c.cause(ctx, fmt.Errorf("waiting for the broker's gRPC health service: %w", err))
 	}
-	if c.handler, err = startProcess(c.e, fmt.Sprintf("handler-%s", ns), c.bin.handler,
-		"-addr", addr, "-name", handlerName, "-namespace", ns, "-window", strconv.Itoa(c.e.window)); err != nil {
+	handlerArgs := []string{"-addr", addr, "-name", handlerName, "-namespace", ns, "-window", strconv.Itoa(c.e.window)}
+	if c.e.profile != "" {
+		handlerArgs = append(handlerArgs, "-cpuprofile", filepath.Join(c.e.profile, "handler-"+ns+"-cpu.pprof"))
+	}
+	if c.handler, err = startProcess(c.e, fmt.Sprintf("handler-%s", ns), c.bin.handler, handlerArgs...); err != nil {
 		return nil, err
 	}
 	go c.watch(c.handler)
@@ -265,6 +270,13 @@ func (c *brokerController) profile(ctx context.Context, label string) error {
 
 func (c *brokerController) stop() {
 	c.expectExits() // exits from here on are expected
+	if c.pprofAddr != "" {
+		if resp, err := http.Get("http://" + c.pprofAddr + cpuProfileStopPath); err != nil {
+			c.e.progressf("ending the broker's CPU profile: %v", err)
+		} else {
+			resp.Body.Close()
+		}
+	}
 	for _, p := range []*process{c.handler, c.broker} {
 		if err := p.stop(); err != nil {
 			c.e.progressf("%v", err)

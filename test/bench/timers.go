@@ -77,6 +77,15 @@ const timerDrain = 3 * time.Second
 // serve net/http/pprof.
 const pprofEnv = "TETHER_BENCH_PPROF"
 
+// cpuProfileEnv names the variable that makes the profiling build of the
+// broker write a CPU profile of its run, until SIGTERM, to the file it
+// names.
+const cpuProfileEnv = "TETHER_BENCH_CPUPROFILE"
+
+// cpuProfileStopPath is where the profiling build of the broker ends its
+// CPU profile of $TETHER_BENCH_CPUPROFILE.
+const cpuProfileStopPath = "/debug/bench/cpuprofile/stop"
+
 // parseTimers checks and fills the -timers flags.
 func (c *config) parseTimers(objects, intervals, modes string, windowSet bool) error {
 	c.objects = nil
@@ -232,11 +241,27 @@ import (
 	"net/http"
 	_ "net/http/pprof"
 	"os"
+	"runtime/pprof"
 )
 
 func init() {
 	if addr := os.Getenv("` + pprofEnv + `"); addr != "" {
 		go func() { _ = http.ListenAndServe(addr, nil) }()
+	}
+	if path := os.Getenv("` + cpuProfileEnv + `"); path != "" {
+		f, err := os.Create(path)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			panic(err)
+		}
+		// The bench asks for the profile before it stops the broker: the
+		// broker exits on SIGTERM before a profile could be written then.
+		http.HandleFunc("` + cpuProfileStopPath + `", func(w http.ResponseWriter, _ *http.Request) {
+			pprof.StopCPUProfile()
+			_ = f.Close()
+		})
 	}
 }
 `

@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"strings"
 	"syscall"
 	"time"
@@ -32,10 +33,24 @@ func main() {
 	logLevel := flag.String("log-level", "warn", "log level: trace, debug, info, warn, error")
 	labels := flag.String("labels", "", "label selector of both bindings (empty: every Widget of -namespace)")
 	backoffMax := flag.Duration("backoff-max", time.Second, "longest wait between two connection attempts (the SDK's default is "+sdk.DefaultReconnectMax.String()+")")
+	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this `file`")
 	flag.Parse()
 	if *namespace == "" || flag.NArg() > 0 {
 		fmt.Fprintln(os.Stderr, "handler: -namespace is required and no arguments are accepted")
 		os.Exit(2)
+	}
+
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "handler: -cpuprofile:", err)
+			os.Exit(1)
+		}
+		defer f.Close()
+		defer pprof.StopCPUProfile()
 	}
 
 	widgets := sdk.GVR("test.tether.dev", "v1", "widgets")
@@ -67,6 +82,7 @@ func main() {
 	defer stop()
 	if err := h.Run(ctx, addrs[0]); err != nil {
 		fmt.Fprintln(os.Stderr, "handler:", err)
+		pprof.StopCPUProfile()
 		os.Exit(1)
 	}
 }
