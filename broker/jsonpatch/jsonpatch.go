@@ -16,18 +16,45 @@ type Op struct {
 
 // MarshalJSON keeps "value" for test, add and replace even when it is null,
 // false or empty: those are real values there.
-func (o Op) MarshalJSON() ([]byte, error) {
-	if o.Op == "remove" {
-		return json.Marshal(struct {
-			Op   string `json:"op"`
-			Path string `json:"path"`
-		}{o.Op, o.Path})
+func (o Op) MarshalJSON() ([]byte, error) { return o.appendJSON(nil) }
+
+// appendJSON appends the operation's JSON to b. Written out by hand, not
+// reflected: every write of the broker encodes a patch, and reflection on
+// the operations (then checking what MarshalJSON returned) was 3% of its
+// CPU at 10,000 Widgets created and deleted.
+func (o Op) appendJSON(b []byte) ([]byte, error) {
+	b = append(b, `{"op":`...)
+	b = appendString(b, o.Op)
+	b = append(b, `,"path":`...)
+	b = appendString(b, o.Path)
+	if o.Op != "remove" {
+		b = append(b, `,"value":`...)
+		if s, ok := o.Value.(string); ok {
+			b = appendString(b, s)
+		} else {
+			v, err := json.Marshal(o.Value)
+			if err != nil {
+				return nil, fmt.Errorf("encoding the value of %s %s: %w", o.Op, o.Path, err)
+			}
+			b = append(b, v...)
+		}
 	}
-	return json.Marshal(struct {
-		Op    string `json:"op"`
-		Path  string `json:"path"`
-		Value any    `json:"value"`
-	}{o.Op, o.Path, o.Value})
+	return append(b, '}'), nil
+}
+
+// appendString appends s as a JSON string: as it is when no byte of it
+// needs escaping (the paths, UIDs, resourceVersions and finalizers of a
+// patch), else as encoding/json writes it.
+func appendString(b []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			q, _ := json.Marshal(s) // a string always encodes
+			return append(b, q...)
+		}
+	}
+	b = append(b, '"')
+	b = append(b, s...)
+	return append(b, '"')
 }
 
 // Patch is an ordered list of operations.
@@ -57,10 +84,22 @@ func (p Patch) Empty() bool {
 
 // JSON encodes the patch.
 func (p Patch) JSON() ([]byte, error) {
-	if p == nil {
-		return []byte("[]"), nil
+	size := 2
+	for _, o := range p {
+		size += len(o.Path) + 48 // the keys, the op and a short value
 	}
-	return json.Marshal([]Op(p))
+	b := make([]byte, 0, size)
+	b = append(b, '[')
+	for i, o := range p {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		var err error
+		if b, err = o.appendJSON(b); err != nil {
+			return nil, err
+		}
+	}
+	return append(b, ']'), nil
 }
 
 // Pointer builds a JSON pointer from path segments, escaping '~' and '/'.
