@@ -7,8 +7,9 @@ import (
 	"sync"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
-	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
+
+	"github.com/tether-dev/tether/broker/informer"
 )
 
 // maxActAsClients bounds the cached impersonating clients: one per handler
@@ -25,14 +26,16 @@ type actAs struct {
 	cfg *rest.Config
 
 	mu      sync.Mutex
-	clients map[string]dynamic.Interface
+	clients map[string]rest.Interface
 }
 
 func newActAs(cfg *rest.Config) *actAs {
-	return &actAs{cfg: cfg, clients: map[string]dynamic.Interface{}}
+	return &actAs{cfg: cfg, clients: map[string]rest.Interface{}}
 }
 
-func (a *actAs) client(u authenticationv1.UserInfo) (dynamic.Interface, error) {
+// client returns a client made by informer.NewClient, as dispatch's
+// writers are.
+func (a *actAs) client(u authenticationv1.UserInfo) (rest.Interface, error) {
 	imp := rest.ImpersonationConfig{UserName: u.Username}
 	if !isServiceAccount(u.Username) {
 		imp.Groups = u.Groups
@@ -51,7 +54,7 @@ func (a *actAs) client(u authenticationv1.UserInfo) (dynamic.Interface, error) {
 	}
 	cfg := rest.CopyConfig(a.cfg)
 	cfg.Impersonate = imp
-	c, err := dynamic.NewForConfig(cfg)
+	c, err := informer.NewClient(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("making a client that writes as %s: %w", u.Username, err)
 	}

@@ -217,6 +217,10 @@ func (b *Broker) Start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("creating dynamic client for writes: %w", err)
 	}
+	writeJSON, err := informer.NewClient(wcfg)
+	if err != nil {
+		return fmt.Errorf("creating the client for writes: %w", err)
+	}
 	disc, err := discovery.NewDiscoveryClientForConfig(cfg)
 	if err != nil {
 		return fmt.Errorf("creating discovery client: %w", err)
@@ -270,12 +274,12 @@ func (b *Broker) Start(ctx context.Context) error {
 		}
 		kinds, hooks = session.AllKinds, adm.hooks
 	}
-	var writeAs func(authenticationv1.UserInfo) (dynamic.Interface, error)
+	var writeAs func(authenticationv1.UserInfo) (rest.Interface, error)
 	if !b.opts.Insecure {
 		writeAs = newActAs(wcfg).client
 	}
 	dispatcher := dispatch.New(dispatch.Options{
-		Log: b.log, Client: writer, ActAs: writeAs, Informers: informers, Recorder: recorder, Workers: b.opts.Workers,
+		Log: b.log, Client: writer, Writer: writeJSON, ActAs: writeAs, Informers: informers, Recorder: recorder, Workers: b.opts.Workers,
 		Presence: store, Identity: b.opts.Identity, Absence: b.opts.Absence, Metrics: b.metrics,
 		WriteLimiter: dispatch.NewWriteLimiter(b.opts.WriteQPS, b.opts.WriteBurst), Webhooks: hooks, NoPushdown: b.opts.NoPushdown,
 		ReleaseLimiter: dispatch.NewWriteLimiter(b.opts.ReleaseQPS, max(int(b.opts.ReleaseQPS*2.5), 1)),

@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
 
 	"github.com/tether-dev/tether/broker/binding"
@@ -48,10 +49,14 @@ type Webhooks interface {
 type Options struct {
 	Log    hclog.Logger
 	Client dynamic.Interface
-	// ActAs returns a client that writes as user, for the writes that
-	// carry a handler's patch; nil writes everything as the broker
-	// (insecure mode, tests).
-	ActAs     func(user authenticationv1.UserInfo) (dynamic.Interface, error)
+	// Writer, when set, is a client made by informer.NewClient that the
+	// writes go through instead of Client, so that the API server's
+	// answer is read straight into its cached form (informer.Patch).
+	Writer rest.Interface
+	// ActAs returns a client (made by informer.NewClient) that writes as
+	// user, for the writes that carry a handler's patch; nil writes
+	// everything as the broker (insecure mode, tests).
+	ActAs     func(user authenticationv1.UserInfo) (rest.Interface, error)
 	Informers *informer.Registry
 	// Recorder posts Events for failures and releases; nil posts none.
 	Recorder Recorder

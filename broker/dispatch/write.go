@@ -13,7 +13,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/dynamic"
 
 	"github.com/tether-dev/tether/broker/hold"
 	"github.com/tether-dev/tether/broker/informer"
@@ -260,21 +259,22 @@ func (ow *objectWriter) apply(ctx context.Context, o *object, obj *unstructured.
 		o.pending = nil
 		return 0, err
 	}
-	ri := ow.opts.Client.Resource(o.res.GroupVersionResource).Namespace(obj.GetNamespace())
 	if !p.Empty() {
-		ri := ri
+		var as *authenticationv1.UserInfo
 		if len(w.handler) > 0 {
-			if ri, err = ow.clientFor(o, obj, w); err != nil {
-				return 0, ow.failed(o, obj, w, err)
-			}
+			as = w.as
+		}
+		patch, err := ow.patcher(o, obj, as)
+		if err != nil {
+			return 0, ow.failed(o, obj, w, err)
 		}
 		data, err := p.JSON()
 		if err != nil {
 			o.pending = nil
 			return 0, fmt.Errorf("encoding patch: %w", err)
 		}
-		out, wait, err := ow.inTurn(o, func() (*unstructured.Unstructured, error) {
-			return ri.Patch(ctx, obj.GetName(), types.JSONPatchType, data, metav1.PatchOptions{FieldManager: FieldManager})
+		out, wait, err := ow.inTurn(o, func() (*informer.Object, error) {
+			return patch(ctx, types.JSONPatchType, data)
 		})
 		if wait > 0 {
 			return wait, nil
@@ -295,12 +295,12 @@ func (ow *objectWriter) apply(ctx context.Context, o *object, obj *unstructured.
 			o.pending = nil
 			return 0, fmt.Errorf("encoding status patch: %w", err)
 		}
-		ri, err := ow.clientFor(o, obj, w)
+		patch, err := ow.patcher(o, obj, w.as)
 		if err != nil {
 			return 0, ow.failed(o, obj, w, err)
 		}
-		out, wait, err := ow.inTurn(o, func() (*unstructured.Unstructured, error) {
-			return ri.Patch(ctx, obj.GetName(), types.MergePatchType, data, metav1.PatchOptions{FieldManager: FieldManager}, "status")
+		out, wait, err := ow.inTurn(o, func() (*informer.Object, error) {
+			return patch(ctx, types.MergePatchType, data, "status")
 		})
 		if wait > 0 {
 			return wait, nil
@@ -320,7 +320,7 @@ func (ow *objectWriter) apply(ctx context.Context, o *object, obj *unstructured.
 
 // inTurn makes one request in o's turn (see turn): wait > 0, and no
 // request, while the turn is away.
-func (ow *objectWriter) inTurn(o *object, request func() (*unstructured.Unstructured, error)) (out *unstructured.Unstructured, wait time.Duration, err error) {
+func (ow *objectWriter) inTurn(o *object, request func() (*informer.Object, error)) (out *informer.Object, wait time.Duration, err error) {
 	if wait := ow.turn(o); wait > 0 {
 		return nil, wait, nil
 	}
@@ -330,19 +330,42 @@ func (ow *objectWriter) inTurn(o *object, request func() (*unstructured.Unstruct
 	return out, 0, err
 }
 
-// clientFor is the client that writes the handler's part of w: as the
-// identity of the instance that asked for it, so that the handler's RBAC
-// (status patches need <resource>/status) and every webhook, other
-// handlers' included, judge it as if the handler wrote it.
-func (ow *objectWriter) clientFor(o *object, obj *unstructured.Unstructured, w *write) (dynamic.ResourceInterface, error) {
-	c := ow.opts.Client
-	if w.as != nil && ow.opts.ActAs != nil {
+// patchFunc patches the object a patcher was made for, or its subresource,
+// and returns the API server's answer in its cached form (nil when it could
+// not be read).
+type patchFunc func(ctx context.Context, pt types.PatchType, data []byte, subresources ...string) (*informer.Object, error)
+
+// patcher returns how obj is written: as the broker, or, when as is set,
+// as the identity of the instance that asked for the write, so that the
+// handler's RBAC (status patches need <resource>/status) and every webhook,
+// other handlers' included, judge it as if the handler wrote it.
+func (ow *objectWriter) patcher(o *object, obj *unstructured.Unstructured, as *authenticationv1.UserInfo) (patchFunc, error) {
+	res, ns, name := o.res.GroupVersionResource, obj.GetNamespace(), obj.GetName()
+	opts := metav1.PatchOptions{FieldManager: FieldManager}
+	c := ow.opts.Writer
+	if as != nil && ow.opts.ActAs != nil {
 		var err error
-		if c, err = ow.opts.ActAs(*w.as); err != nil {
-			return nil, apierrors.NewForbidden(o.res.GroupResource(), obj.GetName(), fmt.Errorf("writing as %s: %w", w.as.Username, err))
+		if c, err = ow.opts.ActAs(*as); err != nil {
+			return nil, apierrors.NewForbidden(o.res.GroupResource(), name, fmt.Errorf("writing as %s: %w", as.Username, err))
 		}
 	}
-	return c.Resource(o.res.GroupVersionResource).Namespace(obj.GetNamespace()), nil
+	if c != nil {
+		return func(ctx context.Context, pt types.PatchType, data []byte, subresources ...string) (*informer.Object, error) {
+			return informer.Patch(ctx, c, res, ns, name, pt, data, opts, subresources...)
+		}, nil
+	}
+	ri := ow.opts.Client.Resource(res).Namespace(ns)
+	return func(ctx context.Context, pt types.PatchType, data []byte, subresources ...string) (*informer.Object, error) {
+		out, err := ri.Patch(ctx, name, pt, data, opts, subresources...)
+		if err != nil {
+			return nil, err
+		}
+		c, err := informer.Encode(out)
+		if err != nil {
+			return nil, nil // as informer.Patch: the patch landed
+		}
+		return c, nil
+	}, nil
 }
 
 // buildPatch renders w as a JSON patch against obj. It first tests the UID,
@@ -443,19 +466,13 @@ func refused(err error) bool {
 
 // remember keeps the object the API server returned, unless the informer
 // already has a newer one.
-func (ow *objectWriter) remember(o *object, out *unstructured.Unstructured) {
+func (ow *objectWriter) remember(o *object, out *informer.Object) {
 	if out == nil {
-		return
-	}
-	c, err := informer.Encode(out)
-	if err != nil {
-		// out was decoded from JSON, so this does not happen; the
-		// informer's notification brings the same state anyway.
 		return
 	}
 	ow.mu.Lock()
 	defer ow.mu.Unlock()
-	if o.obj == nil || c.NewerThan(o.obj) {
-		o.obj = c
+	if o.obj == nil || out.NewerThan(o.obj) {
+		o.obj = out
 	}
 }

@@ -11,14 +11,16 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 )
 
-// NewClient makes the REST client a Registry lists and watches with,
-// speaking JSON: the cached form is the object's JSON.
+// NewClient makes the REST client a Registry lists and watches with, and
+// Patch writes with, speaking JSON: the cached form is the object's JSON.
 func NewClient(cfg *rest.Config) (rest.Interface, error) {
 	c := rest.CopyConfig(cfg)
 	c.ContentType, c.AcceptContentTypes = "application/json", "application/json"
@@ -30,7 +32,7 @@ func NewClient(cfg *rest.Config) (rest.Interface, error) {
 	}
 	rc, err := rest.UnversionedRESTClientFor(c)
 	if err != nil {
-		return nil, fmt.Errorf("creating the informers' client: %w", err)
+		return nil, fmt.Errorf("creating a JSON client: %w", err)
 	}
 	return rc, nil
 }
@@ -194,4 +196,29 @@ func eventFromJSON(typ watch.EventType, raw json.RawMessage) (watch.Event, error
 	default:
 		return watch.Event{}, fmt.Errorf("a watch event of type %q", typ)
 	}
+}
+
+// Patch patches the object name of res in namespace, or its subresource,
+// with c (a client NewClient made), and reads the API server's answer
+// straight into its cached form, as lists and watches are read. A dynamic
+// client would decode the answer into maps, which Encode would then encode
+// again: the two were 8% of the broker's CPU at 10,000 Widgets created and
+// deleted. The object is nil when the patch landed but its answer could not
+// be read; the watch brings the same state.
+func Patch(ctx context.Context, c rest.Interface, res schema.GroupVersionResource, namespace, name string,
+	pt types.PatchType, data []byte, opts metav1.PatchOptions, subresources ...string) (*Object, error) {
+	path := append(resourcePath(Key{Resource: res, Namespace: namespace}), name)
+	result := c.Patch(pt).AbsPath(append(path, subresources...)...).
+		VersionedParams(&opts, metav1.ParameterCodec).Body(data).Do(ctx)
+	// Error, not Raw's error: it reads the API server's Status, with the
+	// details that tell a lost race from a refusal (dispatch's lostRace).
+	if err := result.Error(); err != nil {
+		return nil, err
+	}
+	raw, _ := result.Raw()
+	o, err := fromJSON(raw)
+	if err != nil {
+		return nil, nil
+	}
+	return o, nil
 }
