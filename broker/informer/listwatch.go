@@ -50,11 +50,7 @@ func listWatch(c rest.Interface, key Key, listed func()) *cache.ListWatch {
 			if o.Continue == "" {
 				listed()
 			}
-			raw, err := c.Get().AbsPath(path...).VersionedParams(&o, metav1.ParameterCodec).Do(ctx).Raw()
-			if err != nil {
-				return nil, err
-			}
-			return listFromJSON(raw)
+			return readList(c.Get().AbsPath(path...).VersionedParams(&o, metav1.ParameterCodec).Do(ctx))
 		},
 		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 			if o.SendInitialEvents != nil && *o.SendInitialEvents {
@@ -82,6 +78,17 @@ func resourcePath(key Key) []string {
 		p = append(p, "namespaces", key.Namespace)
 	}
 	return append(p, gvr.Resource)
+}
+
+// readList reads the answer to a list. Its error is Error's, the API
+// server's Status (a "too large resource version" is told by its causes),
+// not Raw's, which keeps only the HTTP code.
+func readList(result rest.Result) (*metav1.List, error) {
+	if err := result.Error(); err != nil {
+		return nil, err
+	}
+	raw, _ := result.Raw()
+	return listFromJSON(raw)
 }
 
 // listFromJSON reads a list response: its resourceVersion and continue

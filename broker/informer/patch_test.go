@@ -90,3 +90,14 @@ func TestPatchThatLandedWithAnUnreadableAnswerIsNoError(t *testing.T) {
 	}
 }
 
+func TestListReportsTheAPIServersStatus(t *testing.T) {
+	c, _, _ := patchServer(t, http.StatusForbidden,
+		`{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"Forbidden","code":403,`+
+			`"message":"widgets.test.tether.dev is forbidden: User \"b\" cannot list resource \"widgets\"",`+
+			`"details":{"group":"test.tether.dev","kind":"widgets"}}`)
+	lw := listWatch(c, Key{Resource: widgets, Namespace: "ns"}, func() {})
+	_, err := lw.ListWithContext(context.Background(), metav1.ListOptions{})
+	if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), `cannot list resource "widgets"`) {
+		t.Errorf("error %v, want the API server's Forbidden with its message", err)
+	}
+}
