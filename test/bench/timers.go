@@ -78,8 +78,8 @@ const timerDrain = 3 * time.Second
 const pprofEnv = "TETHER_BENCH_PPROF"
 
 // cpuProfileEnv names the variable that makes the profiling build of the
-// broker write a CPU profile of its run, until SIGTERM, to the file it
-// names.
+// broker write a CPU profile of its run to the file it names, until the
+// bench asks at cpuProfileStopPath.
 const cpuProfileEnv = "TETHER_BENCH_CPUPROFILE"
 
 // cpuProfileStopPath is where the profiling build of the broker ends its

@@ -15,7 +15,6 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
-	"runtime/pprof"
 	"strings"
 	"syscall"
 	"time"
@@ -23,6 +22,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/tether-dev/tether/sdk"
+	"github.com/tether-dev/tether/test/bench/cpuprofile"
 )
 
 func main() {
@@ -40,18 +40,12 @@ func main() {
 		os.Exit(2)
 	}
 
-	if *cpuProfile != "" {
-		f, err := os.Create(*cpuProfile)
-		if err == nil {
-			err = pprof.StartCPUProfile(f)
-		}
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "handler: -cpuprofile:", err)
-			os.Exit(1)
-		}
-		defer f.Close()
-		defer pprof.StopCPUProfile()
+	stopProfile, err := cpuprofile.Start(*cpuProfile)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "handler:", err)
+		os.Exit(1)
 	}
+	defer stopProfile()
 
 	widgets := sdk.GVR("test.tether.dev", "v1", "widgets")
 	opts := []sdk.Option{
@@ -82,7 +76,7 @@ func main() {
 	defer stop()
 	if err := h.Run(ctx, addrs[0]); err != nil {
 		fmt.Fprintln(os.Stderr, "handler:", err)
-		pprof.StopCPUProfile()
+		stopProfile()
 		os.Exit(1)
 	}
 }

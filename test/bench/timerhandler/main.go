@@ -33,7 +33,6 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"runtime/pprof"
 	"sync"
 	"syscall"
 	"time"
@@ -41,6 +40,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/tether-dev/tether/sdk"
+	"github.com/tether-dev/tether/test/bench/cpuprofile"
 	"github.com/tether-dev/tether/test/bench/timerstats"
 )
 
@@ -163,16 +163,10 @@ func main() {
 		fmt.Fprintln(os.Stderr, "timerhandler: -namespace is required and no arguments are accepted")
 		os.Exit(2)
 	}
-	if *cpuProfile != "" {
-		f, err := os.Create(*cpuProfile)
-		if err == nil {
-			err = pprof.StartCPUProfile(f)
-		}
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "timerhandler: -cpuprofile:", err)
-			os.Exit(1)
-		}
-		defer f.Close()
+	stopProfile, err := cpuprofile.Start(*cpuProfile)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "timerhandler:", err)
+		os.Exit(1)
 	}
 
 	rec := &recorder{ids: map[string]int32{}}
@@ -215,9 +209,7 @@ func main() {
 	runErr := h.Run(ctx, *addr)
 	stop()
 	wg.Wait()
-	if *cpuProfile != "" {
-		pprof.StopCPUProfile()
-	}
+	stopProfile()
 	if runErr != nil {
 		fmt.Fprintln(os.Stderr, "timerhandler:", runErr)
 		os.Exit(1)
