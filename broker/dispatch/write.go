@@ -286,6 +286,9 @@ func (ow *objectWriter) apply(ctx context.Context, o *object, obj *unstructured.
 		ow.remember(o, out)
 		w.handler, w.merge, w.addHold, w.removeHold = nil, nil, false, false
 	}
+	if !o.res.HasStatus {
+		w.status = nil // it went with the object
+	}
 	if w.lastHandled != nil {
 		o.lastHandled = w.lastHandled
 	}
@@ -373,9 +376,9 @@ func (ow *objectWriter) patcher(o *object, obj *unstructured.Unstructured, as *a
 func (ow *objectWriter) buildPatch(o *object, obj *unstructured.Unstructured, w *write) (jsonpatch.Patch, error) {
 	merge := jsonpatch.ComposeMerge(w.handler, w.merge)
 	if len(w.status) > 0 && !o.res.HasStatus {
-		// Without a status subresource, status is written with the object.
+		// Without a status subresource, status is written with the object;
+		// w keeps it until the patch lands, for another try.
 		merge = jsonpatch.ComposeMerge(merge, map[string]any{"status": w.status})
-		w.status = nil
 	}
 	ops, guard, err := jsonpatch.FromMergePatch(obj.Object, merge)
 	if err != nil {

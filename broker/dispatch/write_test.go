@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -16,7 +17,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
+	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/utils/clock"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/tether-dev/tether/broker/hold"
 	"github.com/tether-dev/tether/broker/progress"
@@ -128,5 +131,70 @@ func TestNoHoldBeforeTheHandlersLeaseRecordsIt(t *testing.T) {
 	}
 	if !hold.Has(got, "h") {
 		t.Errorf("after the record, finalizers %v, want the hold", got.GetFinalizers())
+	}
+}
+
+// TestStatusWrittenWithTheObjectSurvivesAnotherTry: for a resource without
+// a status subresource the handler's status goes in the object's patch, and
+// it must still be there when that patch is sent again: after waiting for
+// its turn, or on the next state after a lost race.
+func TestStatusWrittenWithTheObjectSurvivesAnotherTry(t *testing.T) {
+	widgets := resource.Resource{GroupVersionResource: schema.GroupVersionResource{Group: "test.tether.dev", Version: "v1", Resource: "widgets"}}
+	for _, tc := range []struct {
+		name string
+		// first sets up what makes the first try not land.
+		first func(ow *objectWriter, client *dynamicfake.FakeDynamicClient)
+	}{
+		{"after waiting for its turn", func(ow *objectWriter, _ *dynamicfake.FakeDynamicClient) {
+			ow.turn(&object{}) // another object's write takes the turn of now
+			ow.inFlight.done(time.Millisecond)
+		}},
+		{"after a lost race", func(_ *objectWriter, client *dynamicfake.FakeDynamicClient) {
+			var once atomic.Bool
+			client.PrependReactor("patch", "widgets", func(k8stesting.Action) (bool, kruntime.Object, error) {
+				if once.CompareAndSwap(false, true) {
+					return true, nil, apierrors.NewConflict(widgets.GroupResource(), "w", errors.New("modified"))
+				}
+				return false, nil, nil
+			})
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			obj := &unstructured.Unstructured{}
+			obj.SetAPIVersion("test.tether.dev/v1")
+			obj.SetKind("Widget")
+			obj.SetNamespace("ns")
+			obj.SetName("w")
+			obj.SetUID("x")
+			obj.SetResourceVersion("1")
+			client := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(kruntime.NewScheme(),
+				map[schema.GroupVersionResource]string{widgets.GroupVersionResource: "WidgetList"}, obj.DeepCopy())
+			clk := clocktesting.NewFakeClock(time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC))
+			ow := &objectWriter{handler: "h", mu: &sync.Mutex{},
+				opts: &Options{Client: client, WriteLimiter: NewWriteLimiter(1, 1), Clock: clk}}
+			tc.first(ow, client)
+			o := &object{uid: "x", res: &widgets}
+
+			w := &write{status: map[string]any{"phase": "Ready"}}
+			wait, err := ow.apply(context.Background(), o, obj, w)
+			if o.pending == nil || (err == nil && wait == 0) {
+				t.Fatalf("first try: wait %v, err %v, pending %v; want it not landed and pending", wait, err, o.pending)
+			}
+			// Tried again in its turns, it lands.
+			for try := 2; wait > 0 || err != nil; try++ {
+				if try > 3 {
+					t.Fatalf("try %d: wait %v, err %v", try, wait, err)
+				}
+				clk.Step(wait)
+				wait, err = ow.apply(context.Background(), o, obj, o.pending)
+			}
+			got, err := client.Resource(widgets.GroupVersionResource).Namespace("ns").Get(context.Background(), "w", metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if phase, _, _ := unstructured.NestedString(got.Object, "status", "phase"); phase != "Ready" {
+				t.Errorf("status after the second try: %v, want phase Ready", got.Object["status"])
+			}
+		})
 	}
 }
