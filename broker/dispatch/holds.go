@@ -86,5 +86,5 @@ func (r *reconciler) absent(ctx context.Context, o *object, obj *unstructured.Un
 			return wait, nil
 		}
 	}
-	return r.writes.apply(ctx, o, obj, r.releaseWrite(dec.Rule))
+	return r.writes.apply(ctx, o, r.releaseWrite(dec.Rule))
 }

@@ -3,9 +3,6 @@ package dispatch
 import (
 	"strings"
 
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-
-	"github.com/tether-dev/tether/broker/hold"
 	"github.com/tether-dev/tether/broker/metrics"
 	"github.com/tether-dev/tether/broker/resource"
 	tetherv1 "github.com/tether-dev/tether/proto/tether/v1"
@@ -36,21 +33,19 @@ func kindName(k tetherv1.DeliveryKind) string {
 	return strings.ReplaceAll(strings.ToLower(s), "_", "-")
 }
 
-// observe records one API write of apply against obj as last read,
-// and, for the object's JSON patch (w non-nil), the hold it added or
-// released once it landed.
-func (ow *objectWriter) observe(verb string, res resource.Resource, obj *unstructured.Unstructured, w *write, err error) {
+// observe records one API write of apply and, for the object's JSON patch
+// of w (req non-nil), the hold it added or released once it landed.
+func (ow *objectWriter) observe(verb string, res resource.Resource, req *request, w *write, err error) {
 	m := ow.opts.Metrics
 	if m == nil {
 		return
 	}
 	m.APIWrite(verb, metrics.Resource(res.GroupResource()), metrics.WriteCode(err))
-	if err != nil || w == nil {
+	if err != nil || req == nil {
 		return
 	}
-	held := hold.Has(obj, ow.handler)
-	switch {
-	case w.addHold && !held && obj.GetDeletionTimestamp() == nil:
+	switch held := req.held; {
+	case w.addHold && !held && !req.deleting:
 		m.HoldAdded(ow.handler)
 	case w.removeHold && held:
 		m.HoldReleased(ow.handler, w.release)

@@ -82,7 +82,7 @@ func (r *reconciler) reconcile(ctx context.Context, uid types.UID) (time.Duratio
 		// does when the release is made at once, or it would decide on
 		// that answer and release the hold again.
 		released := o.pending.removeHold && o.cur.Deleting
-		wait, err := r.writes.apply(ctx, o, o.decoded(), o.pending)
+		wait, err := r.writes.apply(ctx, o, o.pending)
 		switch {
 		case errors.Is(err, errRefused) && (o.cur.Deleting || pres >= contract.Absent):
 			// A write the API server keeps refusing must not keep the
@@ -255,7 +255,7 @@ func (r *reconciler) live(ctx context.Context, o *object, obj *unstructured.Unst
 			// retry: the object may be deleted while the handler fails, and
 			// its delete bindings must still run then.
 			if dec.Action == contract.Add && !hold.Has(obj, r.name) {
-				if paced, err := r.writes.apply(ctx, o, obj, &write{addHold: true}); paced > 0 || err != nil {
+				if paced, err := r.writes.apply(ctx, o, &write{addHold: true}); paced > 0 || err != nil {
 					return paced, err
 				}
 			}
@@ -288,7 +288,7 @@ func (r *reconciler) live(ctx context.Context, o *object, obj *unstructured.Unst
 	if w.empty() {
 		return 0, nil
 	}
-	if wait, err := r.writes.apply(ctx, o, obj, w); wait > 0 || err != nil {
+	if wait, err := r.writes.apply(ctx, o, w); wait > 0 || err != nil {
 		return wait, err
 	}
 	o.resetCause("")
@@ -357,7 +357,7 @@ func (r *reconciler) deletion(ctx context.Context, o *object, obj *unstructured.
 			if dec.Action != contract.Release || broken(breakKeepHolds) {
 				return 0, nil
 			}
-			return r.writes.apply(ctx, o, obj, r.releaseWrite(dec.Rule))
+			return r.writes.apply(ctx, o, r.releaseWrite(dec.Rule))
 		}
 		wait, err := r.deliverDeletes(ctx, o, obj, state.Work)
 		switch {

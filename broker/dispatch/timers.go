@@ -96,7 +96,7 @@ func (tm *timers) process(ctx context.Context, o *object) (time.Duration, error)
 			continue // the common tick: an ack with nothing to write
 		}
 		if w := acc.write(tm.name); !w.empty() {
-			if wait, err := tm.writes.apply(ctx, o, o.decoded(), w); wait > 0 || err != nil {
+			if wait, err := tm.writes.apply(ctx, o, w); wait > 0 || err != nil {
 				return wait, err
 			}
 		}

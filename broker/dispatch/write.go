@@ -159,6 +159,8 @@ type write struct {
 	// landed is a Normal Event posted on the object once the write landed,
 	// which may be passes later when the write waits for its turn.
 	landed *note
+	// waiting is the request that waits for its turn (see request).
+	waiting *request
 }
 
 // recordHandled records, as the state handler finished with, the essence
@@ -241,47 +243,37 @@ const unrecordedWait = 100 * time.Millisecond
 // it is retried on the next state.
 var errConflict = errors.New("object changed since it was read")
 
-// apply makes the write against obj as last seen: one guarded JSON patch for
-// the object and, when the resource has a status subresource and the
-// handler patched status, one merge patch for status. Each request waits
-// for its turn under the write limiter: until then apply returns how long
-// it still is, and the caller looks again then. On success the new object
-// is remembered; on a conflict or while waiting for its turn the write
-// stays pending, as it does while a hold it adds waits for the handler's
-// Lease.
-func (ow *objectWriter) apply(ctx context.Context, o *object, obj *unstructured.Unstructured, w *write) (wait time.Duration, err error) {
+// apply makes the write against the state the pass works on (o.cur): one
+// guarded JSON patch for the object and, when the resource has a status
+// subresource and the handler patched status, one merge patch for status.
+// Each request waits for its turn under the write limiter: until then apply
+// returns how long it still is, and the caller looks again then. On success
+// the new object is remembered; on a conflict or while waiting for its turn
+// the write stays pending, as it does while a hold it adds waits for the
+// handler's Lease.
+func (ow *objectWriter) apply(ctx context.Context, o *object, w *write) (wait time.Duration, err error) {
 	o.pending = w
 	if w.addHold && ow.recorded != nil && !ow.recorded() {
 		return unrecordedWait, nil
 	}
-	p, err := ow.buildPatch(o, obj, w)
-	if err != nil {
-		o.pending = nil
-		return 0, err
+	req := w.waiting
+	w.waiting = nil
+	if req == nil || req.rv != o.cur.ResourceVersion {
+		if req, err = ow.request(o, w); err != nil {
+			return 0, err
+		}
 	}
-	if !p.Empty() {
-		var as *authenticationv1.UserInfo
-		if len(w.handler) > 0 {
-			as = w.as
-		}
-		patch, err := ow.patcher(o, obj, as)
-		if err != nil {
-			return 0, ow.failed(o, obj, w, err)
-		}
-		data, err := p.JSON()
-		if err != nil {
-			o.pending = nil
-			return 0, fmt.Errorf("encoding patch: %w", err)
-		}
+	if req != nil {
 		out, wait, err := ow.inTurn(o, func() (*informer.Object, error) {
-			return patch(ctx, types.JSONPatchType, data)
+			return req.patch(ctx, types.JSONPatchType, req.data)
 		})
 		if wait > 0 {
+			w.waiting = req
 			return wait, nil
 		}
-		ow.observe(metrics.VerbPatch, *o.res, obj, w, err)
+		ow.observe(metrics.VerbPatch, *o.res, req, w, err)
 		if err != nil {
-			return 0, ow.failed(o, obj, w, err)
+			return 0, ow.failed(o, w, err)
 		}
 		ow.remember(o, out)
 		w.handler, w.merge, w.addHold, w.removeHold = nil, nil, false, false
@@ -298,9 +290,9 @@ func (ow *objectWriter) apply(ctx context.Context, o *object, obj *unstructured.
 			o.pending = nil
 			return 0, fmt.Errorf("encoding status patch: %w", err)
 		}
-		patch, err := ow.patcher(o, obj, w.as)
+		patch, err := ow.patcher(o, w.as)
 		if err != nil {
-			return 0, ow.failed(o, obj, w, err)
+			return 0, ow.failed(o, w, err)
 		}
 		out, wait, err := ow.inTurn(o, func() (*informer.Object, error) {
 			return patch(ctx, types.MergePatchType, data, "status")
@@ -308,17 +300,60 @@ func (ow *objectWriter) apply(ctx context.Context, o *object, obj *unstructured.
 		if wait > 0 {
 			return wait, nil
 		}
-		ow.observe(metrics.VerbStatusPatch, *o.res, obj, nil, err)
+		ow.observe(metrics.VerbStatusPatch, *o.res, nil, w, err)
 		if err != nil {
-			return 0, ow.failed(o, obj, w, err)
+			return 0, ow.failed(o, w, err)
 		}
 		ow.remember(o, out)
 	}
 	o.pending = nil
 	if w.landed != nil {
-		ow.opts.Recorder.Event(obj, false, w.landed.reason, w.landed.message)
+		ow.opts.Recorder.Event(o.decoded(), false, w.landed.reason, w.landed.message)
 	}
 	return 0, nil
+}
+
+// request is a write's JSON patch for the object, built against one state
+// of it. A write that waits for its turn keeps its request: coming back on
+// the same state, it is sent as it is, without decoding the object and
+// building the patch again. Most waits are for a place in flight, and end
+// within milliseconds.
+type request struct {
+	rv    string // the resourceVersion it was built against
+	data  []byte
+	patch patchFunc
+	// held and deleting say what the state it was built against was, for
+	// the metrics of holds added and released.
+	held, deleting bool
+}
+
+// request builds w's JSON patch against o.cur; nil when w changes nothing
+// of the object. Its error is apply's to return.
+func (ow *objectWriter) request(o *object, w *write) (*request, error) {
+	obj := o.decoded()
+	p, err := ow.buildPatch(o, obj, w)
+	if err != nil {
+		o.pending = nil
+		return nil, err
+	}
+	if p.Empty() {
+		return nil, nil
+	}
+	var as *authenticationv1.UserInfo
+	if len(w.handler) > 0 {
+		as = w.as
+	}
+	patch, err := ow.patcher(o, as)
+	if err != nil {
+		return nil, ow.failed(o, w, err)
+	}
+	data, err := p.JSON()
+	if err != nil {
+		o.pending = nil
+		return nil, fmt.Errorf("encoding patch: %w", err)
+	}
+	return &request{rv: o.cur.ResourceVersion, data: data, patch: patch,
+		held: hold.Has(obj, ow.handler), deleting: obj.GetDeletionTimestamp() != nil}, nil
 }
 
 // inTurn makes one request in o's turn (see turn): wait > 0, and no
@@ -338,12 +373,12 @@ func (ow *objectWriter) inTurn(o *object, request func() (*informer.Object, erro
 // not be read).
 type patchFunc func(ctx context.Context, pt types.PatchType, data []byte, subresources ...string) (*informer.Object, error)
 
-// patcher returns how obj is written: as the broker, or, when as is set,
+// patcher returns how o is written: as the broker, or, when as is set,
 // as the identity of the instance that asked for the write, so that the
 // handler's RBAC (status patches need <resource>/status) and every webhook,
 // other handlers' included, judge it as if the handler wrote it.
-func (ow *objectWriter) patcher(o *object, obj *unstructured.Unstructured, as *authenticationv1.UserInfo) (patchFunc, error) {
-	res, ns, name := o.res.GroupVersionResource, obj.GetNamespace(), obj.GetName()
+func (ow *objectWriter) patcher(o *object, as *authenticationv1.UserInfo) (patchFunc, error) {
+	res, ns, name := o.res.GroupVersionResource, o.cur.Namespace, o.cur.Name
 	opts := metav1.PatchOptions{FieldManager: FieldManager}
 	c := ow.opts.Writer
 	if as != nil && ow.opts.ActAs != nil {
@@ -418,7 +453,8 @@ var errRefused = errors.New("the API server refused the write")
 // drops the handler's part, patch and results, with a Warning Event, and
 // the rest is retried at once; when nothing of the handler's was in it, the
 // Event says why and the write is retried with backoff.
-func (ow *objectWriter) failed(o *object, obj *unstructured.Unstructured, w *write, err error) error {
+func (ow *objectWriter) failed(o *object, w *write, err error) error {
+	obj := o.decoded()
 	switch {
 	case apierrors.IsNotFound(err):
 		o.pending = nil

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -22,6 +23,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/tether-dev/tether/broker/hold"
+	"github.com/tether-dev/tether/broker/informer"
 	"github.com/tether-dev/tether/broker/progress"
 	"github.com/tether-dev/tether/broker/resource"
 )
@@ -111,9 +113,9 @@ func TestNoHoldBeforeTheHandlersLeaseRecordsIt(t *testing.T) {
 	var recorded atomic.Bool
 	ow := &objectWriter{handler: "h", mu: &sync.Mutex{}, recorded: recorded.Load,
 		opts: &Options{Client: client, WriteLimiter: NewWriteLimiter(1000, 1000), Clock: clock.RealClock{}}}
-	o := &object{uid: "x", res: &widgets}
+	o := &object{uid: "x", res: &widgets, cur: cached(t, obj)}
 
-	wait, err := ow.apply(context.Background(), o, obj, &write{addHold: true})
+	wait, err := ow.apply(context.Background(), o, &write{addHold: true})
 	if err != nil || wait <= 0 || o.pending == nil {
 		t.Fatalf("before the record: wait %v, err %v, pending %v; want a wait and the write pending", wait, err, o.pending)
 	}
@@ -122,7 +124,7 @@ func TestNoHoldBeforeTheHandlersLeaseRecordsIt(t *testing.T) {
 	}
 
 	recorded.Store(true)
-	if wait, err := ow.apply(context.Background(), o, obj, o.pending); err != nil || wait != 0 {
+	if wait, err := ow.apply(context.Background(), o, o.pending); err != nil || wait != 0 {
 		t.Fatalf("after the record: wait %v, err %v", wait, err)
 	}
 	got, err := client.Resource(widgets.GroupVersionResource).Namespace("ns").Get(context.Background(), "w", metav1.GetOptions{})
@@ -173,10 +175,10 @@ func TestStatusWrittenWithTheObjectSurvivesAnotherTry(t *testing.T) {
 			ow := &objectWriter{handler: "h", mu: &sync.Mutex{},
 				opts: &Options{Client: client, WriteLimiter: NewWriteLimiter(1, 1), Clock: clk}}
 			tc.first(ow, client)
-			o := &object{uid: "x", res: &widgets}
+			o := &object{uid: "x", res: &widgets, cur: cached(t, obj)}
 
 			w := &write{status: map[string]any{"phase": "Ready"}}
-			wait, err := ow.apply(context.Background(), o, obj, w)
+			wait, err := ow.apply(context.Background(), o, w)
 			if o.pending == nil || (err == nil && wait == 0) {
 				t.Fatalf("first try: wait %v, err %v, pending %v; want it not landed and pending", wait, err, o.pending)
 			}
@@ -186,7 +188,7 @@ func TestStatusWrittenWithTheObjectSurvivesAnotherTry(t *testing.T) {
 					t.Fatalf("try %d: wait %v, err %v", try, wait, err)
 				}
 				clk.Step(wait)
-				wait, err = ow.apply(context.Background(), o, obj, o.pending)
+				wait, err = ow.apply(context.Background(), o, o.pending)
 			}
 			got, err := client.Resource(widgets.GroupVersionResource).Namespace("ns").Get(context.Background(), "w", metav1.GetOptions{})
 			if err != nil {
@@ -197,4 +199,77 @@ func TestStatusWrittenWithTheObjectSurvivesAnotherTry(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestWriteThatWaitedIsSentAsBuiltWhileItsObjectStaysTheSame: a write that
+// came back for its turn on the state it was built against is sent as it
+// was, without decoding the object again; on a newer state it is built
+// again, guarded by that state's resourceVersion.
+func TestWriteThatWaitedIsSentAsBuiltWhileItsObjectStaysTheSame(t *testing.T) {
+	widgets := resource.Resource{GroupVersionResource: schema.GroupVersionResource{Group: "test.tether.dev", Version: "v1", Resource: "widgets"}}
+	widget := func(rv string) *unstructured.Unstructured {
+		obj := &unstructured.Unstructured{}
+		obj.SetAPIVersion("test.tether.dev/v1")
+		obj.SetKind("Widget")
+		obj.SetNamespace("ns")
+		obj.SetName("w")
+		obj.SetUID("x")
+		obj.SetResourceVersion(rv)
+		return obj
+	}
+	for _, tc := range []struct {
+		name        string
+		rv          string // of the state the write comes back on
+		wantDecoded bool
+	}{
+		{"the same state", "1", false},
+		{"a newer state", "2", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			client := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(kruntime.NewScheme(),
+				map[schema.GroupVersionResource]string{widgets.GroupVersionResource: "WidgetList"})
+			var sent [][]byte
+			client.PrependReactor("patch", "widgets", func(a k8stesting.Action) (bool, kruntime.Object, error) {
+				sent = append(sent, a.(k8stesting.PatchAction).GetPatch())
+				return true, widget("3"), nil
+			})
+			clk := clocktesting.NewFakeClock(time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC))
+			ow := &objectWriter{handler: "h", mu: &sync.Mutex{},
+				opts: &Options{Client: client, WriteLimiter: NewWriteLimiter(1, 1), Clock: clk}}
+			ow.turn(&object{}) // another object's write takes the turn of now
+			ow.inFlight.done(time.Millisecond)
+			o := &object{uid: "x", res: &widgets, cur: cached(t, widget("1"))}
+			wait, err := ow.apply(context.Background(), o, &write{addHold: true})
+			if err != nil || wait == 0 || len(sent) != 0 {
+				t.Fatalf("first try: wait %v, err %v, %d requests; want a wait and none", wait, err, len(sent))
+			}
+
+			// The next pass: a fresh cur of the latest state, not decoded yet.
+			o.cur, o.view = cached(t, widget(tc.rv)), nil
+			clk.Step(wait)
+			if wait, err := ow.apply(context.Background(), o, o.pending); err != nil || wait != 0 {
+				t.Fatalf("second try: wait %v, err %v", wait, err)
+			}
+			if decoded := o.view != nil; decoded != tc.wantDecoded {
+				t.Errorf("object decoded for the second try: %v, want %v", decoded, tc.wantDecoded)
+			}
+			if len(sent) != 1 {
+				t.Fatalf("%d requests, want 1", len(sent))
+			}
+			guard := fmt.Sprintf(`{"op":"test","path":"/metadata/resourceVersion","value":%q}`, tc.rv)
+			if !strings.Contains(string(sent[0]), guard) {
+				t.Errorf("patch sent: %s; want it guarded by %s", sent[0], guard)
+			}
+		})
+	}
+}
+
+// cached is obj as the informer caches it.
+func cached(t *testing.T, obj *unstructured.Unstructured) *informer.Object {
+	t.Helper()
+	c, err := informer.Encode(obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
