@@ -103,7 +103,7 @@ func listFromJSON(data []byte) (*metav1.List, error) {
 	}
 	out := &metav1.List{ListMeta: l.Metadata, Items: make([]runtime.RawExtension, len(l.Items))}
 	for i, item := range l.Items {
-		o, err := fromJSON(item)
+		o, err := fromValidJSON(item)
 		if err != nil {
 			return nil, fmt.Errorf("reading item %d of a list: %w", i, err)
 		}
@@ -195,7 +195,7 @@ func eventFromJSON(typ watch.EventType, raw json.RawMessage) (watch.Event, error
 		o := &Object{ResourceVersion: b.Metadata.ResourceVersion, initialEventsEnd: b.Metadata.Annotations[initialEventsEnd] == "true"}
 		return watch.Event{Type: typ, Object: o}, nil
 	case watch.Added, watch.Modified, watch.Deleted:
-		o, err := fromJSON(raw)
+		o, err := fromValidJSON(raw)
 		if err != nil {
 			return watch.Event{}, err
 		}

@@ -1,6 +1,7 @@
 package informer
 
 import (
+	"bytes"
 	"encoding/json"
 	"io"
 	"reflect"
@@ -109,14 +110,23 @@ func TestWatchReadsEveryKindOfEvent(t *testing.T) {
 }
 
 func TestWatchReportsAStreamItCannotRead(t *testing.T) {
-	w := newObjectWatch(io.NopCloser(strings.NewReader(`{"type":"ADDED","object":[1]}`)))
-	defer w.Stop()
-	ev, ok := <-w.ResultChan()
-	if st, isStatus := ev.Object.(*metav1.Status); !ok || ev.Type != watch.Error || !isStatus || st.Code != 500 {
-		t.Errorf("event %v %+v", ev.Type, ev.Object)
-	}
-	if _, open := <-w.ResultChan(); open {
-		t.Error("the watch went on after an event it could not read")
+	for _, frame := range []string{
+		`{"type":"ADDED","object":[1]}`,
+		`{"type":"MODIFIED","object":null}`,
+		`{"type":"DELETED"}`,
+		`{"type":"ADDED","object":{"metadata":{"name":"w"}`,
+	} {
+		t.Run(frame, func(t *testing.T) {
+			w := newObjectWatch(io.NopCloser(strings.NewReader(frame)))
+			defer w.Stop()
+			ev, ok := <-w.ResultChan()
+			if st, isStatus := ev.Object.(*metav1.Status); !ok || ev.Type != watch.Error || !isStatus || st.Code != 500 {
+				t.Errorf("event %v %+v", ev.Type, ev.Object)
+			}
+			if _, open := <-w.ResultChan(); open {
+				t.Error("the watch went on after an event it could not read")
+			}
+		})
 	}
 }
 
@@ -156,4 +166,36 @@ func BenchmarkFromJSON(b *testing.B) {
 			}
 		}
 	})
+}
+
+// BenchmarkWatchEvent reads watch events as the watch does (encoding/json's
+// Decoder, then the object's cached form) against checking each object's
+// JSON again after the Decoder did (fromJSON, what the watch did before).
+func BenchmarkWatchEvent(b *testing.B) {
+	frame := []byte(`{"type":"MODIFIED","object":` + served + "}\n")
+	for _, bc := range []struct {
+		name string
+		read func([]byte) (*Object, error)
+	}{
+		{"checked once", fromValidJSON},
+		{"checked again", fromJSON},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			stream := bytes.NewReader(nil)
+			for b.Loop() {
+				stream.Reset(frame)
+				var ev struct {
+					Type   watch.EventType `json:"type"`
+					Object json.RawMessage `json:"object"`
+				}
+				if err := json.NewDecoder(stream).Decode(&ev); err != nil {
+					b.Fatal(err)
+				}
+				if _, err := bc.read(ev.Object); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }
