@@ -101,13 +101,7 @@ func TestRefusedHandlerPatchIsNotRecordedAsHandled(t *testing.T) {
 // leads the next broker to (TestReleaseCommandWithBrokerDown saw it).
 func TestNoHoldBeforeTheHandlersLeaseRecordsIt(t *testing.T) {
 	widgets := resource.Resource{GroupVersionResource: schema.GroupVersionResource{Group: "test.tether.dev", Version: "v1", Resource: "widgets"}}
-	obj := &unstructured.Unstructured{}
-	obj.SetAPIVersion("test.tether.dev/v1")
-	obj.SetKind("Widget")
-	obj.SetNamespace("ns")
-	obj.SetName("w")
-	obj.SetUID("x")
-	obj.SetResourceVersion("1")
+	obj := widget("1")
 	client := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(kruntime.NewScheme(),
 		map[schema.GroupVersionResource]string{widgets.GroupVersionResource: "WidgetList"}, obj.DeepCopy())
 	var recorded atomic.Bool
@@ -162,13 +156,7 @@ func TestStatusWrittenWithTheObjectSurvivesAnotherTry(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			obj := &unstructured.Unstructured{}
-			obj.SetAPIVersion("test.tether.dev/v1")
-			obj.SetKind("Widget")
-			obj.SetNamespace("ns")
-			obj.SetName("w")
-			obj.SetUID("x")
-			obj.SetResourceVersion("1")
+			obj := widget("1")
 			client := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(kruntime.NewScheme(),
 				map[schema.GroupVersionResource]string{widgets.GroupVersionResource: "WidgetList"}, obj.DeepCopy())
 			clk := clocktesting.NewFakeClock(time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC))
@@ -207,16 +195,6 @@ func TestStatusWrittenWithTheObjectSurvivesAnotherTry(t *testing.T) {
 // again, guarded by that state's resourceVersion.
 func TestWriteThatWaitedIsSentAsBuiltWhileItsObjectStaysTheSame(t *testing.T) {
 	widgets := resource.Resource{GroupVersionResource: schema.GroupVersionResource{Group: "test.tether.dev", Version: "v1", Resource: "widgets"}}
-	widget := func(rv string) *unstructured.Unstructured {
-		obj := &unstructured.Unstructured{}
-		obj.SetAPIVersion("test.tether.dev/v1")
-		obj.SetKind("Widget")
-		obj.SetNamespace("ns")
-		obj.SetName("w")
-		obj.SetUID("x")
-		obj.SetResourceVersion(rv)
-		return obj
-	}
 	for _, tc := range []struct {
 		name        string
 		rv          string // of the state the write comes back on
@@ -262,6 +240,18 @@ func TestWriteThatWaitedIsSentAsBuiltWhileItsObjectStaysTheSame(t *testing.T) {
 			}
 		})
 	}
+}
+
+// widget is Widget ns/w of UID x at resourceVersion rv.
+func widget(rv string) *unstructured.Unstructured {
+	obj := &unstructured.Unstructured{}
+	obj.SetAPIVersion("test.tether.dev/v1")
+	obj.SetKind("Widget")
+	obj.SetNamespace("ns")
+	obj.SetName("w")
+	obj.SetUID("x")
+	obj.SetResourceVersion(rv)
+	return obj
 }
 
 // cached is obj as the informer caches it.
