@@ -136,15 +136,20 @@ func TestNoHoldBeforeTheHandlersLeaseRecordsIt(t *testing.T) {
 // its turn, or on the next state after a lost race.
 func TestStatusWrittenWithTheObjectSurvivesAnotherTry(t *testing.T) {
 	widgets := resource.Resource{GroupVersionResource: schema.GroupVersionResource{Group: "test.tether.dev", Version: "v1", Resource: "widgets"}}
+	waitForTurn := func(ow *objectWriter, _ *dynamicfake.FakeDynamicClient) {
+		ow.turn(&object{}) // another object's write takes the turn of now
+		ow.inFlight.done(time.Millisecond)
+	}
 	for _, tc := range []struct {
 		name string
 		// first sets up what makes the first try not land.
 		first func(ow *objectWriter, client *dynamicfake.FakeDynamicClient)
+		// moved: the object has a newer state when the write comes back,
+		// so the write is built again rather than sent as built.
+		moved bool
 	}{
-		{"after waiting for its turn", func(ow *objectWriter, _ *dynamicfake.FakeDynamicClient) {
-			ow.turn(&object{}) // another object's write takes the turn of now
-			ow.inFlight.done(time.Millisecond)
-		}},
+		{"after waiting for its turn", waitForTurn, false},
+		{"after waiting for its turn, on a newer state", waitForTurn, true},
 		{"after a lost race", func(_ *objectWriter, client *dynamicfake.FakeDynamicClient) {
 			var once atomic.Bool
 			client.PrependReactor("patch", "widgets", func(k8stesting.Action) (bool, kruntime.Object, error) {
@@ -153,7 +158,7 @@ func TestStatusWrittenWithTheObjectSurvivesAnotherTry(t *testing.T) {
 				}
 				return false, nil, nil
 			})
-		}},
+		}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			obj := widget("1")
@@ -169,6 +174,14 @@ func TestStatusWrittenWithTheObjectSurvivesAnotherTry(t *testing.T) {
 			wait, err := ow.apply(context.Background(), o, w)
 			if o.pending == nil || (err == nil && wait == 0) {
 				t.Fatalf("first try: wait %v, err %v, pending %v; want it not landed and pending", wait, err, o.pending)
+			}
+			if tc.moved {
+				newer := widget("2")
+				newer.SetLabels(map[string]string{"moved": "yes"})
+				if _, err := client.Resource(widgets.GroupVersionResource).Namespace("ns").Update(context.Background(), newer, metav1.UpdateOptions{}); err != nil {
+					t.Fatal(err)
+				}
+				o.cur, o.view = cached(t, newer), nil
 			}
 			// Tried again in its turns, it lands.
 			for try := 2; wait > 0 || err != nil; try++ {

@@ -25,7 +25,7 @@ func NewClient(cfg *rest.Config) (rest.Interface, error) {
 	c := rest.CopyConfig(cfg)
 	c.ContentType, c.AcceptContentTypes = "application/json", "application/json"
 	c.GroupVersion = nil
-	// Used only to decode errors (Status); objects are read by fromJSON.
+	// Used only to decode errors (Status); objects are read by scan.go.
 	c.NegotiatedSerializer = scheme.Codecs.WithoutConversion()
 	if c.UserAgent == "" {
 		c.UserAgent = rest.DefaultKubernetesUserAgent()
@@ -136,15 +136,19 @@ func (w *objectWatch) Stop() {
 	})
 }
 
+// watchFrame is one event of a watch's JSON stream, its object as it came:
+// encoding/json has checked that it is valid JSON.
+type watchFrame struct {
+	Type   watch.EventType `json:"type"`
+	Object json.RawMessage `json:"object"`
+}
+
 func (w *objectWatch) receive() {
 	defer close(w.result)
 	defer w.Stop()
 	dec := json.NewDecoder(w.body)
 	for {
-		var frame struct {
-			Type   watch.EventType `json:"type"`
-			Object json.RawMessage `json:"object"`
-		}
+		var frame watchFrame
 		err := dec.Decode(&frame)
 		if errors.Is(err, io.EOF) {
 			return

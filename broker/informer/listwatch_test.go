@@ -185,10 +185,7 @@ func BenchmarkWatchEvent(b *testing.B) {
 			stream := bytes.NewReader(nil)
 			for b.Loop() {
 				stream.Reset(frame)
-				var ev struct {
-					Type   watch.EventType `json:"type"`
-					Object json.RawMessage `json:"object"`
-				}
+				var ev watchFrame
 				if err := json.NewDecoder(stream).Decode(&ev); err != nil {
 					b.Fatal(err)
 				}
