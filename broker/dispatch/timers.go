@@ -78,12 +78,13 @@ func (tm *timers) process(ctx context.Context, o *object) (time.Duration, error)
 			}
 		}
 		d := &tetherv1.Delivery{Kind: tetherv1.DeliveryKind_DELIVERY_KIND_TICK, Object: o.json(), Scheduled: timestamppb.New(due)}
+		sent := tm.clock.Now()
 		ack, in, wait, err := tm.deliver.call(ctx, o, b, d)
 		if err != nil || wait > 0 {
 			tm.markDue(o, b.ID, due) // the same tick, again
 			return wait, err
 		}
-		tm.sched.Schedule(key, nextTick(b.Timer, due, tm.clock.Now()))
+		tm.sched.Schedule(key, nextTick(b.Timer, o.uid, due, sent, tm.clock.Now()))
 		if ack.GetOutcome() != tetherv1.Outcome_OUTCOME_OK {
 			continue
 		}
@@ -104,12 +105,22 @@ func (tm *timers) process(ctx context.Context, o *object) (time.Duration, error)
 	return 0, nil
 }
 
-// nextTick is when the tick after one due at due comes: interval after the
-// ack, or the next point of the grid for sharp timers (skipping points that
-// passed while the handler was slow, so ticks never pile up).
-func nextTick(t binding.TimerOptions, due, now time.Time) time.Time {
+// nextTick is when the tick after one due at due, sent at sent and
+// acknowledged now, comes: the next point of the grid for sharp timers
+// (skipping points that passed while the handler was slow, so ticks never
+// pile up); for the others at least one interval after the ack.
+//
+// A tick the broker sent late (sent after due, at most one interval counted)
+// has its successor put off by the object's own offset within that lateness.
+// Ticks that a stall held back go out together when it ends; due one
+// interval after their acks, they would stay in step from then on, and each
+// lap of the clump would be late again and draw in the ticks due around it.
+// The offsets spread them back over about the stall's length. A tick sent on
+// time keeps interval after the ack.
+func nextTick(t binding.TimerOptions, uid types.UID, due, sent, now time.Time) time.Time {
 	if !t.Sharp {
-		return now.Add(t.Interval)
+		late := min(max(sent.Sub(due), 0), t.Interval)
+		return now.Add(t.Interval + spread(uid, late))
 	}
 	next := due.Add(t.Interval)
 	if next.Before(now) {
@@ -119,7 +130,8 @@ func nextTick(t binding.TimerOptions, due, now time.Time) time.Time {
 	return next
 }
 
-// spread is a fixed offset in [0, interval) for an object, from its UID.
+// spread is an offset in [0, interval) for an object, from its UID: fixed for
+// one interval, and spread evenly over the objects.
 func spread(uid types.UID, interval time.Duration) time.Duration {
 	if interval <= 0 {
 		return 0
@@ -139,7 +151,7 @@ func returnTick(t binding.TimerOptions, o *object, due time.Time, listed bool, n
 	case !listed:
 		return now
 	case t.Sharp && !due.IsZero():
-		return nextTick(t, due, now)
+		return nextTick(t, o.uid, due, now, now)
 	default:
 		return now.Add(spread(o.uid, t.Interval))
 	}

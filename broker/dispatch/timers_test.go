@@ -1,6 +1,7 @@
 package dispatch
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -30,6 +31,65 @@ func TestSpreadStaysWithinOneInterval(t *testing.T) {
 	}
 	if got := spread("x", 0); got != 0 {
 		t.Errorf("spread with no interval: %v", got)
+	}
+}
+
+func TestNextTick(t *testing.T) {
+	plain := binding.TimerOptions{Interval: time.Second}
+	sharp := binding.TimerOptions{Interval: time.Second, Sharp: true}
+	due := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		name      string
+		t         binding.TimerOptions
+		sent, ack time.Duration // after due
+		want      time.Duration // after the ack
+	}{
+		{"plain, sent on time: one interval after the ack", plain, 0, 50 * time.Millisecond, time.Second},
+		{"plain, sent late: its offset within the lateness on top", plain, 300 * time.Millisecond, 350 * time.Millisecond,
+			time.Second + spread("u", 300*time.Millisecond)},
+		{"plain, sent more than an interval late: an offset within one interval", plain, 5 * time.Second, 5 * time.Second,
+			time.Second + spread("u", time.Second)},
+		{"sharp: the next point of the grid", sharp, 300 * time.Millisecond, 400 * time.Millisecond, 600 * time.Millisecond},
+		{"sharp, acked past a point: the one after", sharp, 300 * time.Millisecond, 1400 * time.Millisecond, 600 * time.Millisecond},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ack := due.Add(tc.ack)
+			if got := nextTick(tc.t, "u", due, due.Add(tc.sent), ack).Sub(ack); got != tc.want {
+				t.Errorf("next tick %v after the ack, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// A stall holds back the ticks of 10,000 objects that came due evenly over
+// 2 s; when it ends they are sent one after another, faster than they came
+// due. Their successors must not stay bunched as they were sent: no tenth
+// of the time they came due over may get more than twice its share.
+func TestTicksBunchedByAStallSpreadOutAgain(t *testing.T) {
+	const (
+		n        = 10000
+		stall    = 2 * time.Second
+		interval = 10 * time.Second
+		perTick  = 50 * time.Microsecond // the broker's pace once the stall ends
+	)
+	plain := binding.TimerOptions{Interval: interval}
+	start := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	next := make([]time.Time, n)
+	for i := range n {
+		uid := types.UID(time.Duration(i).String() + "-uid")
+		due := start.Add(stall * time.Duration(i) / n)
+		sent := start.Add(stall + perTick*time.Duration(i))
+		next[i] = nextTick(plain, uid, due, sent, sent.Add(time.Millisecond))
+	}
+	first := slices.MinFunc(next, time.Time.Compare)
+	bins := map[int]int{}
+	for _, at := range next {
+		bins[int(at.Sub(first)*10/stall)]++
+	}
+	for bin, c := range bins {
+		if c > 2*n/10 {
+			t.Errorf("%d of %d next ticks due in tenth %d after the first: %v", c, n, bin, bins)
+		}
 	}
 }
 
