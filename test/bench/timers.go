@@ -757,7 +757,7 @@ func reportTimers(w io.Writer, cfg *config, rows []timerRow) bool {
 	}
 	fmt.Fprintf(w, "Tether timer benchmark: kube-apiserver %s, %d CPUs, %s, broker QPS %g burst %d workers %s, %s, handler window %d, Widgets %s, %s\n",
 		controlplane.KubernetesVersion, runtime.NumCPU(), runtime.Version(), cfg.qps, cfg.burst, workers, timerHandlerDesc(cfg), cfg.window, hold, created)
-	fmt.Fprintf(w, "plain: the next tick is due one interval after the broker received the ack; sharp: on a fixed grid. expected: the ticks due in the window by the timer's own schedule; "+
+	fmt.Fprintf(w, "plain: the next tick is due one interval after the broker received the ack (a tick the broker sent late: up to that lateness more, the slip in the notes); sharp: on a fixed grid. expected: the ticks due in the window by the timer's own schedule; "+
 		"delivered: those that arrived (some during the %s drain after the window); grid %%: ticks that arrived in the window / (objects x window / interval).\n", timerDrain)
 	fmt.Fprintf(w, "The machine may be shared: the load average (1, 5, 15 min) at the start and end of each window is in the notes.\n\n")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)

@@ -1398,8 +1398,10 @@ func (x *AnnotationFilter) GetValue() string {
 // handler gets its ticks late, never piled up.
 type TimerOptions struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// interval between ticks (required, at least 100 ms): after the previous
-	// tick's ack, or on a fixed grid when sharp.
+	// interval between ticks (required, at least 100 ms): on a fixed grid when
+	// sharp; otherwise at least interval after the previous tick's ack, and up
+	// to as much more as the broker sent that tick late, so that ticks a busy
+	// broker bunched together spread out again.
 	Interval *durationpb.Duration `protobuf:"bytes,1,opt,name=interval,proto3" json:"interval,omitempty"`
 	// initial_delay before the first tick after the object is first seen.
 	InitialDelay *durationpb.Duration `protobuf:"bytes,2,opt,name=initial_delay,json=initialDelay,proto3" json:"initial_delay,omitempty"`

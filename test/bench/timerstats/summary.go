@@ -9,8 +9,9 @@ import (
 // Schedule is how the timer makes its ticks due.
 type Schedule struct {
 	Interval time.Duration
-	// Sharp timers tick on a fixed grid of the interval; the others one
-	// interval after the broker received the previous ack.
+	// Sharp timers tick on a fixed grid of the interval; the others at
+	// least one interval after the broker received the previous ack (more
+	// after a tick the broker sent late).
 	Sharp bool
 	// Tolerance is how much later than expected (after the ack, or on the
 	// grid) the next tick may be due before the ticks in between count as
@@ -22,8 +23,8 @@ type Schedule struct {
 // Summarize counts the ticks by when they were due, as the timer's own
 // schedule defines it: a tick is expected when it came due inside the
 // window, and delivered when it arrived, even after the window's end. A
-// sharp timer's ticks are due on its grid; any other timer's tick is due one
-// interval after the broker received the previous ack, which is
+// sharp timer's ticks are due on its grid; any other timer's tick is due at
+// least one interval after the broker received the previous ack, which is
 // reconstructed from the handler's ack times: when the next tick is due
 // more than the tolerance later than (ack + interval), or never comes, the
 // ticks that would have been due meanwhile are missed. Without a window
