@@ -106,9 +106,8 @@ func (tm *timers) process(ctx context.Context, o *object) (time.Duration, error)
 }
 
 // nextTick is when the tick after one due at due, sent at sent and
-// acknowledged now, comes: the next point of the grid for sharp timers
-// (skipping points that passed while the handler was slow, so ticks never
-// pile up); for the others at least one interval after the ack.
+// acknowledged now, comes: the next point of the grid for sharp timers; for
+// the others at least one interval after the ack.
 //
 // A tick the broker sent late (sent after due, at most one interval counted)
 // has its successor put off by the object's own offset within that lateness.
@@ -118,14 +117,21 @@ func (tm *timers) process(ctx context.Context, o *object) (time.Duration, error)
 // The offsets spread them back over about the stall's length. A tick sent on
 // time keeps interval after the ack.
 func nextTick(t binding.TimerOptions, uid types.UID, due, sent, now time.Time) time.Time {
-	if !t.Sharp {
-		late := min(max(sent.Sub(due), 0), t.Interval)
-		return now.Add(t.Interval + spread(uid, late))
+	if t.Sharp {
+		return nextOnGrid(t.Interval, due, now)
 	}
-	next := due.Add(t.Interval)
+	late := min(max(sent.Sub(due), 0), t.Interval)
+	return now.Add(t.Interval + spread(uid, late))
+}
+
+// nextOnGrid is the first point of a sharp timer's grid after the one at
+// due that has not passed by now: points that passed while the handler was
+// slow are skipped, so ticks never pile up.
+func nextOnGrid(interval time.Duration, due, now time.Time) time.Time {
+	next := due.Add(interval)
 	if next.Before(now) {
-		missed := now.Sub(next)/t.Interval + 1
-		next = next.Add(missed * t.Interval)
+		missed := now.Sub(next)/interval + 1
+		next = next.Add(missed * interval)
 	}
 	return next
 }
@@ -151,7 +157,7 @@ func returnTick(t binding.TimerOptions, o *object, due time.Time, listed bool, n
 	case !listed:
 		return now
 	case t.Sharp && !due.IsZero():
-		return nextTick(t, o.uid, due, now, now)
+		return nextOnGrid(t.Interval, due, now)
 	default:
 		return now.Add(spread(o.uid, t.Interval))
 	}
