@@ -1,7 +1,6 @@
 package timer
 
 import (
-	"container/heap"
 	"context"
 	"slices"
 	"sync"
@@ -24,8 +23,8 @@ type Scheduler struct {
 	fire  func(Key, time.Time)
 	clock clock.WithTicker
 
-	mu    sync.Mutex
-	items itemHeap
+	mu  sync.Mutex
+	due dueHeap
 	// byUID has every key of an object that is scheduled or has fired and
 	// not been cancelled. A fired key keeps its entry, off the heap, since
 	// it is usually scheduled again at once (every tick); cancelling drops
@@ -35,13 +34,15 @@ type Scheduler struct {
 	wake  chan struct{}
 }
 
+// item is one key's schedule. Rescheduling or cancelling a key does not
+// look for its entry in the heap: it bumps gen, which leaves the old entry
+// stale, to be dropped when it comes to the top.
 type item struct {
-	key   Key
-	at    time.Time
-	index int // in the heap; offHeap once fired
+	key       Key
+	at        time.Time
+	gen       uint64
+	scheduled bool
 }
-
-const offHeap = -1
 
 // New returns a Scheduler that calls fire(key, due) when key is due by clk
 // (nil: the real clock). fire runs on the scheduler's goroutine and must not
@@ -62,19 +63,14 @@ func New(fire func(key Key, due time.Time), clk clock.WithTicker) *Scheduler {
 func (s *Scheduler) Schedule(key Key, at time.Time) {
 	s.mu.Lock()
 	it := s.findLocked(key)
-	switch {
-	case it == nil:
-		it = &item{key: key, at: at}
-		heap.Push(&s.items, it)
+	if it == nil {
+		it = &item{key: key}
 		s.byUID[key.UID] = append(s.byUID[key.UID], it)
-	case it.index == offHeap:
-		it.at = at
-		heap.Push(&s.items, it)
-	default:
-		it.at = at
-		heap.Fix(&s.items, it.index)
 	}
-	first := s.items[0] == it
+	s.unscheduleLocked(it)
+	it.at, it.scheduled = at, true
+	s.due.push(entry{at: at, it: it, gen: it.gen})
+	first := s.due.top().live() && s.due.top().it == it
 	s.mu.Unlock()
 	if first {
 		s.poke()
@@ -125,7 +121,7 @@ func (s *Scheduler) Scheduled(key Key) (time.Time, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	it := s.findLocked(key)
-	if it == nil || it.index == offHeap {
+	if it == nil || !it.scheduled {
 		return time.Time{}, false
 	}
 	return it.at, true
@@ -135,13 +131,15 @@ func (s *Scheduler) Scheduled(key Key) (time.Time, bool) {
 func (s *Scheduler) Len() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return len(s.items)
+	return s.due.len()
 }
 
-// unscheduleLocked takes it off the heap, if it is there.
+// unscheduleLocked makes the heap entry of it, if it has one, stale.
 func (s *Scheduler) unscheduleLocked(it *item) {
-	if it.index != offHeap {
-		heap.Remove(&s.items, it.index)
+	it.gen++
+	if it.scheduled {
+		it.scheduled = false
+		s.due.staled()
 	}
 }
 
@@ -159,23 +157,30 @@ type firing struct {
 	at  time.Time
 }
 
+// takeDueLocked appends to due the keys due by now, in the order of their
+// times, and takes them off the heap. wait is how long until the next one.
+func (s *Scheduler) takeDueLocked(now time.Time, due []firing) (_ []firing, wait time.Duration) {
+	for s.due.any() && !s.due.top().at.After(now) {
+		if e := s.due.pop(); e.live() {
+			e.it.scheduled = false
+			due = append(due, firing{key: e.it.key, at: e.at})
+		}
+	}
+	if !s.due.any() {
+		return due, time.Hour
+	}
+	return due, s.due.top().at.Sub(now)
+}
+
 // Start fires due keys until ctx ends.
 func (s *Scheduler) Start(ctx context.Context) error {
 	t := s.clock.NewTimer(time.Hour)
 	defer t.Stop()
 	var due []firing
 	for {
-		due = due[:0]
 		s.mu.Lock()
-		now := s.clock.Now()
-		for len(s.items) > 0 && !s.items[0].at.After(now) {
-			it := heap.Pop(&s.items).(*item)
-			due = append(due, firing{key: it.key, at: it.at})
-		}
-		wait := time.Hour
-		if len(s.items) > 0 {
-			wait = s.items[0].at.Sub(now)
-		}
+		var wait time.Duration
+		due, wait = s.takeDueLocked(s.clock.Now(), due[:0])
 		s.mu.Unlock()
 		for _, f := range due {
 			s.fire(f.key, f.at)
@@ -188,26 +193,4 @@ func (s *Scheduler) Start(ctx context.Context) error {
 		case <-t.C():
 		}
 	}
-}
-
-type itemHeap []*item
-
-func (h itemHeap) Len() int           { return len(h) }
-func (h itemHeap) Less(i, j int) bool { return h[i].at.Before(h[j].at) }
-func (h itemHeap) Swap(i, j int) {
-	h[i], h[j] = h[j], h[i]
-	h[i].index, h[j].index = i, j
-}
-func (h *itemHeap) Push(x any) {
-	it := x.(*item)
-	it.index = len(*h)
-	*h = append(*h, it)
-}
-func (h *itemHeap) Pop() any {
-	old := *h
-	it := old[len(old)-1]
-	old[len(old)-1] = nil
-	*h = old[:len(old)-1]
-	it.index = offHeap
-	return it
 }

@@ -2,11 +2,15 @@ package timer
 
 import (
 	"context"
+	"fmt"
+	"math/rand"
+	"slices"
 	"sync"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -119,22 +123,112 @@ func TestFiredKeyIsScheduledAgainAndForgottenWhenCancelled(t *testing.T) {
 	s.CancelUID(other.UID)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if len(s.byUID) != 0 || len(s.items) != 0 {
-		t.Errorf("after cancelling every key: %d objects, %d scheduled", len(s.byUID), len(s.items))
+	if len(s.byUID) != 0 || len(s.due.entries) != 0 {
+		t.Errorf("after cancelling every key: %d objects, %d scheduled", len(s.byUID), len(s.due.entries))
 	}
 }
 
-func BenchmarkScheduleAndFire(b *testing.B) {
-	var n int
-	s := New(func(Key, time.Time) { n++ }, nil)
-	keys := make([]Key, 10000)
-	for i := range keys {
-		keys[i] = Key{UID: "u", Name: string(rune(i))}
+// TestSchedulerMatchesModel runs seeded random schedules, cancels and
+// firings against a map of key to due time: the keys fired are those due,
+// in the order of their times, and Len, Scheduled and the heap's size
+// agree with the map after every step.
+func TestSchedulerMatchesModel(t *testing.T) {
+	for seed := range int64(8) {
+		rnd := rand.New(rand.NewSource(seed))
+		const uids = 40
+		s := New(nil, nil)
+		model := map[Key]time.Time{}
+		now := time.Unix(1e9, 0)
+		at := func() time.Time { return now.Add(time.Duration(rnd.Intn(1000)) * time.Millisecond) }
+		key := func() Key {
+			return Key{UID: types.UID(fmt.Sprint("u", rnd.Intn(uids))), Name: fmt.Sprint("t", rnd.Intn(2))}
+		}
+		for step := range 2000 {
+			switch op := rnd.Intn(10); {
+			case op < 5:
+				k, a := key(), at()
+				s.Schedule(k, a)
+				model[k] = a
+			case op < 6:
+				k := key()
+				s.Cancel(k)
+				delete(model, k)
+			case op < 7:
+				uid := key().UID
+				s.CancelUID(uid)
+				for k := range model {
+					if k.UID == uid {
+						delete(model, k)
+					}
+				}
+			default:
+				now = now.Add(time.Duration(rnd.Intn(10)) * time.Millisecond)
+				s.mu.Lock()
+				fired, _ := s.takeDueLocked(now, nil)
+				s.mu.Unlock()
+				var want []firing
+				for k, a := range model {
+					if !a.After(now) {
+						want = append(want, firing{k, a})
+						delete(model, k)
+					}
+				}
+				if len(fired) != len(want) || !slices.IsSortedFunc(fired, func(a, b firing) int { return a.at.Compare(b.at) }) {
+					t.Fatalf("seed %d step %d: fired %v, want %v in time order", seed, step, fired, want)
+				}
+				for _, f := range fired {
+					if !slices.Contains(want, f) {
+						t.Fatalf("seed %d step %d: fired %v, want %v", seed, step, f, want)
+					}
+				}
+			}
+			if s.Len() != len(model) {
+				t.Fatalf("seed %d step %d: Len %d, want %d", seed, step, s.Len(), len(model))
+			}
+			if n := len(s.due.entries); n > 2*len(model)+64 {
+				t.Fatalf("seed %d step %d: the heap holds %d entries for %d keys", seed, step, n, len(model))
+			}
+			if step%100 != 0 {
+				continue
+			}
+			for u := range uids {
+				for n := range 2 {
+					k := Key{UID: types.UID(fmt.Sprint("u", u)), Name: fmt.Sprint("t", n)}
+					got, ok := s.Scheduled(k)
+					if want, wok := model[k]; ok != wok || !got.Equal(want) {
+						t.Fatalf("seed %d step %d: Scheduled(%v) = %v, %v; want %v, %v", seed, step, k, got, ok, want, wok)
+					}
+				}
+			}
+		}
 	}
-	past := time.Now().Add(-time.Second)
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		s.Schedule(keys[i%len(keys)], past.Add(time.Duration(i%997)*time.Microsecond))
+}
+
+// BenchmarkTicks is the scheduler's share of a tick at a scale: n keys
+// of their own objects, each rescheduled one interval on as it fires, the
+// way a timer is after its ack.
+func BenchmarkTicks(b *testing.B) {
+	for _, n := range []int{10000, 100000} {
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			s := New(nil, nil)
+			now := time.Unix(1e9, 0)
+			interval := time.Duration(n) * time.Microsecond
+			rnd := rand.New(rand.NewSource(1))
+			for i := range n {
+				s.Schedule(Key{UID: types.UID(fmt.Sprint("uid-", i)), Name: "tick"}, now.Add(time.Duration(rnd.Int63n(int64(interval)))))
+			}
+			var due []firing
+			b.ResetTimer()
+			for fired := 0; fired < b.N; {
+				now = now.Add(10 * time.Microsecond)
+				s.mu.Lock()
+				due, _ = s.takeDueLocked(now, due[:0])
+				s.mu.Unlock()
+				for _, f := range due {
+					s.Schedule(f.key, now.Add(interval+time.Duration(rnd.Int63n(int64(time.Millisecond)))))
+				}
+				fired += len(due)
+			}
+		})
 	}
-	_ = n
 }
