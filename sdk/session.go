@@ -258,8 +258,7 @@ func (s *session) dispatch(msg *tetherv1.ConnectResponse, draining bool) {
 // accept starts a delivery, or acks it at once when it cannot run.
 func (s *session) accept(d *tetherv1.Delivery, draining bool) {
 	id := d.GetId()
-	log := s.log.With("delivery", id, "binding", d.GetBindingId(), "attempt", d.GetAttempt(),
-		"namespace", d.GetRef().GetNamespace(), "name", d.GetRef().GetName())
+	log := newDeliveryLogger(s.log, d)
 	if id == "" {
 		log.Warn("dropping a delivery without id")
 		return
