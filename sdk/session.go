@@ -75,6 +75,7 @@ type session struct {
 	sendErr chan error
 	results chan result
 	exits   chan *daemon // daemon functions that returned
+	idle    chan *call   // runners waiting for a function to run
 
 	window   int
 	queue    []outgoing       // messages waiting for the sender, in order
@@ -82,7 +83,7 @@ type session struct {
 	daemons  map[daemonKey]*daemon
 
 	pumps   sync.WaitGroup // receiver and sender
-	workers sync.WaitGroup // handler functions
+	workers sync.WaitGroup // runners of handler functions
 }
 
 // session runs one Connect stream until it ends or ctx is cancelled (then
@@ -111,6 +112,7 @@ func (h *Handler) session(ctx context.Context, client tetherv1.BrokerServiceClie
 		sendErr:  make(chan error, 1),
 		results:  make(chan result),
 		exits:    make(chan *daemon),
+		idle:     make(chan *call),
 		window:   h.cfg.window,
 		inflight: make(map[string]*call),
 		daemons:  make(map[daemonKey]*daemon),
@@ -314,8 +316,7 @@ func (s *session) accept(d *tetherv1.Delivery, draining bool) {
 	c := &call{d: d, b: b, kind: kind, ctx: ctx, cancel: cancel, log: log,
 		release: func() { release(); cancel(context.Canceled) }}
 	s.inflight[id] = c
-	s.workers.Add(1)
-	go s.work(c)
+	s.run(c)
 }
 
 // full acks a delivery RETRY when the window is full.
@@ -338,8 +339,8 @@ func deliveryDeadline(d *tetherv1.Delivery, b *binding) time.Time {
 	return time.Time{}
 }
 
+// work runs c's function on a runner and hands the ack to the serve loop.
 func (s *session) work(c *call) {
-	defer s.workers.Done()
 	defer c.release()
 	ack := s.h.invoke(c)
 	select {
