@@ -55,20 +55,27 @@ func TestReleaseThatWaitedForAPlaceIsOneWrite(t *testing.T) {
 // TestDeliveryUnansweredWithinItsTimeoutIsTriedAgain: a create function
 // that does not return within its binding's timeout is told to cancel, and
 // the broker delivers the create again after the backoff.
+//
+// The first attempt ignores its context and returns when the test ends,
+// after the second came. One that returned nil when its context ended, at
+// the delivery's deadline, would race the broker's own timeout with an OK
+// ack, and on a loaded machine the ack sometimes won.
 func TestDeliveryUnansweredWithinItsTimeoutIsTriedAgain(t *testing.T) {
 	cp := controlplane.Get(t)
 	dyn := cp.EnsureWidgetCRD(t)
 	ns := cp.Namespace(t)
 	addr := startBroker(t, cp)
 	attempts := make(chan int, 4)
+	ended := make(chan struct{})
 	h := sdk.New("slow", handlerOpts(t)...)
-	h.OnCreate(widgets, func(ctx context.Context, ev *sdk.Event) error {
+	h.OnCreate(widgets, func(_ context.Context, ev *sdk.Event) error {
 		attempts <- ev.Attempt
 		if ev.Attempt == 1 {
-			<-ctx.Done() // past the timeout: the broker cancels it
+			<-ended // past the timeout: only the broker's wait can end
 		}
 		return nil
 	}, sdk.Namespaces(ns), sdk.Timeout(300*time.Millisecond), sdk.Backoff(100*time.Millisecond, time.Second))
+	defer close(ended) // before the handler stops, at cleanup
 	runHandler(t, h, addr)
 	create(t, dyn, widgetGVR, widget(ns, "w", map[string]any{"size": int64(1)}))
 	for want := 1; want <= 2; want++ {
