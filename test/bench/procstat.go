@@ -57,6 +57,51 @@ func loadAverage() string {
 	return strings.Join(f[:3], " ")
 }
 
+// cpuTimes is the machine's CPU time so far, from the first line of
+// /proc/stat: all of it, and what the hypervisor gave to other guests while
+// this one wanted to run (steal).
+type cpuTimes struct{ total, steal int64 }
+
+func readCPUTimes() (cpuTimes, error) {
+	data, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return cpuTimes{}, err
+	}
+	return parseCPUTimes(string(data))
+}
+
+// parseCPUTimes reads the "cpu" line: user nice system idle iowait irq
+// softirq steal guest guest_nice. guest and guest_nice are already counted
+// in user and nice.
+func parseCPUTimes(stat string) (cpuTimes, error) {
+	line, _, _ := strings.Cut(stat, "\n")
+	f := strings.Fields(line)
+	if len(f) < 9 || f[0] != "cpu" {
+		return cpuTimes{}, fmt.Errorf("/proc/stat: first line %q is not the cpu line", line)
+	}
+	var t cpuTimes
+	for i, field := range f[1:9] {
+		v, err := strconv.ParseInt(field, 10, 64)
+		if err != nil {
+			return cpuTimes{}, fmt.Errorf("/proc/stat: %w", err)
+		}
+		t.total += v
+		if i == 7 {
+			t.steal = v
+		}
+	}
+	return t, nil
+}
+
+// stealShare is the share of the machine's CPU time between a and b that
+// was stolen, in percent, or "?" when either reading failed.
+func stealShare(a, b cpuTimes, errA, errB error) string {
+	if errA != nil || errB != nil || b.total <= a.total {
+		return "?"
+	}
+	return fmt.Sprintf("%.1f%%", 100*float64(b.steal-a.steal)/float64(b.total-a.total))
+}
+
 // childPID finds a child of this process by its command name (as in
 // /proc/<pid>/comm), or returns 0. The control plane does not say which
 // processes it started; its kube-apiserver is the only child of that name.

@@ -21,6 +21,25 @@ func TestParseStatusMiB(t *testing.T) {
 	}
 }
 
+func TestStealShareOfTheWindow(t *testing.T) {
+	a, err := parseCPUTimes("cpu  100 0 50 800 10 0 5 35 7 0\ncpu0 1 2 3 4 5 6 7 8 9 10\n")
+	if err != nil || a != (cpuTimes{total: 1000, steal: 35}) {
+		t.Fatalf("parseCPUTimes = %+v, %v; want total 1000 (guest not counted again), steal 35", a, err)
+	}
+	b := cpuTimes{total: 1400, steal: 55}
+	if got := stealShare(a, b, nil, nil); got != "5.0%" {
+		t.Errorf("stealShare = %s, want 5.0%% (20 of 400)", got)
+	}
+	if got := stealShare(a, b, nil, os.ErrNotExist); got != "?" {
+		t.Errorf("stealShare with a failed reading = %s, want ?", got)
+	}
+	for _, bad := range []string{"", "intr 1 2 3\n", "cpu 1 2 3\n", "cpu 1 2 3 4 5 6 7 x\n"} {
+		if _, err := parseCPUTimes(bad); err == nil {
+			t.Errorf("parseCPUTimes(%q): no error", bad)
+		}
+	}
+}
+
 // TestPeakSampler samples this process, then stops with it: once done is
 // closed, the goroutine ends and the peak stays readable.
 func TestPeakSampler(t *testing.T) {

@@ -149,6 +149,7 @@ type timerRow struct {
 	other     map[string]float64
 	load      string // at the start of the window
 	loadEnd   string
+	steal     string // CPU steal over the window, percent of the machine's time
 	profile   string
 }
 
@@ -380,6 +381,7 @@ func runTimers(ctx context.Context, e *env, bin binaries, c timerCase) (timerRow
 
 	// The window.
 	row.load = loadAverage()
+	stat0, statErr0 := readCPUTimes()
 	cpu0, err := r.cpu()
 	if err != nil {
 		return row, err
@@ -391,6 +393,8 @@ func runTimers(ctx context.Context, e *env, bin binaries, c timerCase) (timerRow
 	}
 	t1 := time.Now()
 	row.loadEnd = loadAverage()
+	stat1, statErr1 := readCPUTimes()
+	row.steal = stealShare(stat0, stat1, statErr0, statErr1)
 	cpu1, err := r.cpu()
 	if err != nil {
 		return row, err
@@ -621,15 +625,19 @@ func (r *timerRun) startProfile(ctx context.Context) {
 	r.profileDone = make(chan struct{})
 	r.profilePath = filepath.Join(r.e.profile, "broker-"+r.id+".pprof")
 	secs := max(1, int(r.e.duration.Round(time.Second)/time.Second))
-	goroutines := strings.TrimSuffix(r.profilePath, ".pprof") + "-goroutines.txt"
+	base := strings.TrimSuffix(r.profilePath, ".pprof")
 	go func() {
 		defer close(r.profileDone)
 		var wg sync.WaitGroup
 		var gerr error
 		wg.Go(func() {
-			// Where the broker's goroutines wait, halfway through the window.
+			// Where the broker's goroutines wait, halfway through the window,
+			// and what its heap held at the last collection before then
+			// (without gc=1, which would collect and so stall the window).
 			if gerr = sleepCtx(ctx, r.e.duration/2); gerr == nil {
-				gerr = fetchProfile(ctx, fmt.Sprintf("http://%s/debug/pprof/goroutine?debug=1", r.pprofAddr), goroutines)
+				gerr = errors.Join(
+					fetchProfile(ctx, fmt.Sprintf("http://%s/debug/pprof/goroutine?debug=1", r.pprofAddr), base+"-goroutines.txt"),
+					fetchProfile(ctx, fmt.Sprintf("http://%s/debug/pprof/heap", r.pprofAddr), base+"-heap.pprof"))
 			}
 		})
 		r.profileErr = fetchProfile(ctx, fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", r.pprofAddr, secs), r.profilePath)
@@ -759,7 +767,7 @@ func reportTimers(w io.Writer, cfg *config, rows []timerRow) bool {
 		controlplane.KubernetesVersion, runtime.NumCPU(), runtime.Version(), cfg.qps, cfg.burst, workers, timerHandlerDesc(cfg), cfg.window, hold, created)
 	fmt.Fprintf(w, "plain: the next tick is due one interval after the broker received the ack (a tick the broker sent late: up to that lateness more, the slip in the notes); sharp: on a fixed grid. expected: the ticks due in the window by the timer's own schedule; "+
 		"delivered: those that arrived (some during the %s drain after the window); grid %%: ticks that arrived in the window / (objects x window / interval).\n", timerDrain)
-	fmt.Fprintf(w, "The machine may be shared: the load average (1, 5, 15 min) at the start and end of each window is in the notes.\n\n")
+	fmt.Fprintf(w, "The machine may be shared: the load average (1, 5, 15 min) at the start and end of each window and the CPU time stolen by the hypervisor in it are in the notes.\n\n")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "mode\tinterval\tobjects\twindow s\texpected\tdelivered\tdelivered %\tgrid %\tp50 ms\tp99 ms\tmax ms\tperiod ms\tbroker cores\tbroker peak RSS MiB\thandler cores\tAPI writes")
 	for _, r := range rows {
@@ -783,9 +791,9 @@ func reportTimers(w io.Writer, cfg *config, rows []timerRow) bool {
 		if r.mode == modePlain {
 			slip = fmt.Sprintf("; next tick due after ack + interval + p50 %.1fms p99 %.1fms", r.summary.SlipP50Ms, r.summary.SlipP99Ms)
 		}
-		fmt.Fprintf(w, "%s %s N=%d: warm-up %.1fs (%s); %d missed; %d/%d objects ticked in the window (%d to %d ticks each); lateness mean %.1fms p90 %.1fms p99.9 %.1fms%s; handler peak RSS %.1f MiB; kube-apiserver %s cores; load average %s at the start, %s at the end; other writes: %s",
+		fmt.Fprintf(w, "%s %s N=%d: warm-up %.1fs (%s); %d missed; %d/%d objects ticked in the window (%d to %d ticks each); lateness mean %.1fms p90 %.1fms p99.9 %.1fms%s; handler peak RSS %.1f MiB; kube-apiserver %s cores; load average %s at the start, %s at the end; CPU steal %s; other writes: %s",
 			r.mode, r.interval, r.objects, r.warmup.Seconds(), start, r.summary.Missed, r.summary.Objects, r.objects, r.summary.MinPerObject, r.summary.MaxPerObject,
-			r.summary.MeanMs, r.summary.P90Ms, r.summary.P999Ms, slip, r.hdRSS, api, r.load, r.loadEnd, otherWrites(r.other))
+			r.summary.MeanMs, r.summary.P90Ms, r.summary.P999Ms, slip, r.hdRSS, api, r.load, r.loadEnd, r.steal, otherWrites(r.other))
 		if r.profile != "" {
 			fmt.Fprintf(w, "; CPU profile %s", r.profile)
 		}
