@@ -51,7 +51,7 @@ type deliverer struct{ *handler }
 // instance that leaves before it acks does not use up an attempt, the
 // delivery goes to the next owner. in is the instance that answered.
 func (dl *deliverer) call(ctx context.Context, o *object, b *binding.Binding, d *tetherv1.Delivery) (ack *tetherv1.Ack, in *session.Instance, wait time.Duration, err error) {
-	attempt := o.attempts[b.ID] + 1
+	attempt := o.work.attempts[b.ID] + 1
 	d.Attempt = uint32(attempt)
 	for ack == nil {
 		var moved <-chan struct{}
@@ -132,13 +132,13 @@ func (dl *deliverer) judge(o *object, b *binding.Binding, ack *tetherv1.Ack, att
 	}
 	if ack.GetOutcome() == tetherv1.Outcome_OUTCOME_OK {
 		// The common case, every tick included: no formatting.
-		delete(o.attempts, b.ID)
+		delete(o.work.attempts, b.ID)
 		return ack, 0
 	}
 	what := fmt.Sprintf("%s binding %q of handler %q", b.Kind, b.ID, dl.name)
 	switch ack.GetOutcome() {
 	case tetherv1.Outcome_OUTCOME_FAIL:
-		delete(o.attempts, b.ID)
+		delete(o.work.attempts, b.ID)
 		dl.opts.Recorder.Event(o.decoded(), true, "HandlerFailed", fmt.Sprintf("%s failed: %s", what, ack.GetMessage()))
 		return ack, 0
 	case tetherv1.Outcome_OUTCOME_RETRY:
@@ -147,17 +147,17 @@ func (dl *deliverer) judge(o *object, b *binding.Binding, ack *tetherv1.Ack, att
 		dl.opts.Recorder.Event(o.decoded(), true, "HandlerFailed", msg)
 		return &tetherv1.Ack{Outcome: tetherv1.Outcome_OUTCOME_FAIL, Message: msg}, 0
 	}
-	if o.attempts == nil {
+	if o.work.attempts == nil {
 		// A raw event's delivery may come before the object's first cause.
-		o.attempts = map[string]int{}
+		o.work.attempts = map[string]int{}
 	}
-	o.attempts[b.ID] = attempt
+	o.work.attempts[b.ID] = attempt
 	if b.Retry.Exhausted(attempt) {
-		delete(o.attempts, b.ID)
-		if o.gaveUp == nil {
-			o.gaveUp = map[string]bool{}
+		delete(o.work.attempts, b.ID)
+		if o.work.gaveUp == nil {
+			o.work.gaveUp = map[string]bool{}
 		}
-		o.gaveUp[b.ID] = true
+		o.work.gaveUp[b.ID] = true
 		msg := fmt.Sprintf("%s failed %d times, giving up: %s", what, attempt, ack.GetMessage())
 		dl.opts.Recorder.Event(o.decoded(), true, "RetriesExhausted", msg)
 		return &tetherv1.Ack{Outcome: tetherv1.Outcome_OUTCOME_FAIL, Message: msg}, 0

@@ -54,10 +54,10 @@ func (r *reconciler) deletionWork(o *object, obj *unstructured.Unstructured) con
 		if b.Kind != binding.Delete || !r.matches(b, obj, nil) {
 			continue
 		}
-		if !o.done[b.ID] {
+		if !o.work.done[b.ID] {
 			return contract.Pending
 		}
-		gaveUp = gaveUp || o.gaveUp[b.ID]
+		gaveUp = gaveUp || o.work.gaveUp[b.ID]
 	}
 	switch {
 	case o.daemonTimedOut:

@@ -1,6 +1,7 @@
 package dispatch
 
 import (
+	"sync"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -28,44 +29,78 @@ type rawEvent struct {
 }
 
 // object is what one handler's runtime knows about one object (one UID).
-// The fields above the line are written by informer handlers and read by
-// workers under handler.mu; the ones below belong to the one worker that
-// holds the UID (the queue never gives a UID to two workers at once).
+// Its fields are written by informer handlers and read by workers under
+// handler.mu, but for cur, view and work, which belong to the one worker
+// that holds the UID (the queue never gives a UID to two workers at once).
+//
+// An object with a timer or a daemon is kept between passes, so at 100,000
+// objects its size is the runtime's share of the heap that every garbage
+// collection marks: what only lifecycle work and writes use is in work,
+// which a pass drops when it leaves nothing there.
 type object struct {
 	uid types.UID
 	res *resource.Resource // the subscription's, shared by its objects
+	obj *informer.Object   // latest state seen, in its cached form
 
 	// seen gets a token (buffered, never blocks) on every informer
 	// notification during a pass, to end the worker's wait for an
 	// instance. It exists only while a pass runs: between passes the
 	// object keeps no channel.
 	seen chan struct{}
-	obj  *informer.Object // latest state seen, in its cached form
-	gone bool             // the watch said deleted
-	// exited: a filtered informer said deleted, which the next pass
-	// confirms (confirmExit); exitEvent is the raw DELETED for event
-	// bindings, delivered only if the object is really gone.
-	exited    bool
+	// cur is the state the current pass works on, and view its decoded
+	// form, made the first time a part of the pass needs more than cur's
+	// fields (a tick of an unchanged object mostly does not), and never
+	// changed. Both are dropped when the pass ends: between passes only
+	// the cache keeps the object, as JSON.
+	cur  *informer.Object
+	view *unstructured.Unstructured
+	// work is the worker's state of the change being handled and of the
+	// object's writes. A pass starts with one (begin) and drops it when it
+	// ends empty (endPass): between passes most objects have none.
+	work *work
+
+	// exitEvent is the raw DELETED of an object a filtered informer said
+	// deleted (exited), for event bindings, delivered only if the object is
+	// really gone.
 	exitEvent *rawEvent
-	// outside: the object is there but outside the informers' selector,
-	// which will show it no more; each pass reads it (confirmExit) until it
-	// is at rest and forgotten.
-	outside bool
-	initial bool       // seen in an initial list: resume applies
-	events  []rawEvent // pending raw events, oldest first
-	// changed is when the object last changed, for idle timers.
-	changed time.Time
-	// due holds the ticks and restarts the scheduler fired, with when they
-	// were due.
-	due dueSet
+	events    []rawEvent // pending raw events, oldest first
 	// exits are daemon exits reported by instances, oldest first.
 	exits []daemonExit
 	// daemons are the daemons started for this object, by binding id. The
 	// worker changes them under handler.mu, since removeInstance reads them.
 	daemons map[string]*daemon
+	// due holds the ticks and restarts the scheduler fired, with when they
+	// were due.
+	due dueSet
+	// timers are the timer bindings scheduled for this object.
+	timers idSet
+	// settled is the resourceVersion whose lifecycle handling is complete;
+	// a tick on an unchanged object need not work out the cause again.
+	settled string
+	// changed is when the object last changed, for idle timers.
+	changed time.Time
 
-	// ---- worker-owned ----
+	gone bool // the watch said deleted
+	// exited: a filtered informer said deleted, which the next pass
+	// confirms (confirmExit).
+	exited bool
+	// outside: the object is there but outside the informers' selector,
+	// which will show it no more; each pass reads it (confirmExit) until it
+	// is at rest and forgotten.
+	outside bool
+	initial bool // seen in an initial list: resume applies
+	// listed: the object was seen in an initial list (a broker start, the
+	// handler's return) and its timers have not been looked at since; their
+	// first ticks are spread over one interval.
+	listed bool
+	// daemonTimedOut: a daemon did not acknowledge stop while the object
+	// was being deleted, so its hold is released by that timeout.
+	daemonTimedOut bool
+}
 
+// work is what one object's worker keeps of the change it handles and of
+// the object's writes.
+type work struct {
 	// lastHandled is the essence this broker recorded in this pass, which
 	// may be newer than what the informer shows in the annotation. Between
 	// passes the annotation of the latest state, which includes what the
@@ -88,28 +123,22 @@ type object struct {
 	// (zero: none reserved); releaseAt the release limiter's turn for
 	// stripping its hold while the handler is long absent.
 	writeAt, releaseAt time.Time
-	// listed: the object was seen in an initial list (a broker start, the
-	// handler's return) and its timers have not been looked at since; their
-	// first ticks are spread over one interval.
-	listed bool
 	// eventDone marks the bindings that finished the head raw event.
 	eventDone map[string]bool
-	// timers are the timer bindings scheduled for this object.
-	timers idSet
-	// daemonTimedOut: a daemon did not acknowledge stop while the object
-	// was being deleted, so its hold is released by that timeout.
-	daemonTimedOut bool
-	// settled is the resourceVersion whose lifecycle handling is complete;
-	// a tick on an unchanged object need not work out the cause again.
-	settled string
-	// cur is the state the current pass works on, and view its decoded
-	// form, made the first time a part of the pass needs more than cur's
-	// fields (a tick of an unchanged object mostly does not), and never
-	// changed. Both are dropped when the pass ends: between passes only
-	// the cache keeps the object, as JSON.
-	cur  *informer.Object
-	view *unstructured.Unstructured
 }
+
+// empty reports whether w holds nothing a later pass needs. Its cause
+// alone is not kept: with nothing done, attempted or accumulated for it,
+// a pass that finds the same cause starts from the same place.
+func (w *work) empty() bool {
+	return w.lastHandled == nil && len(w.done) == 0 && len(w.gaveUp) == 0 && len(w.attempts) == 0 && w.acc.empty() &&
+		w.pending == nil && w.writeAt.IsZero() && w.releaseAt.IsZero() && len(w.eventDone) == 0
+}
+
+// works are the empty work values that passes take and give back: a tick
+// of an object with a timer is a pass, and most passes end with nothing in
+// work.
+var works = sync.Pool{New: func() any { return new(work) }}
 
 // see records one informer notification.
 func (o *object) see(c *informer.Object, typ string, initial, keepRaw bool, maxRaw int, now time.Time, log hclog.Logger) {
@@ -149,28 +178,28 @@ func (o *object) see(c *informer.Object, typ string, initial, keepRaw bool, maxR
 // (handler.mu) must be held.
 func (o *object) atRest() bool {
 	return o.obj != nil && o.settled == o.obj.ResourceVersion && !o.obj.Deleting && !o.gone && !o.exited && !o.initial &&
-		o.pending == nil && o.writeAt.IsZero() && o.releaseAt.IsZero() && !o.daemonTimedOut &&
-		len(o.events) == 0 && len(o.due) == 0 && len(o.exits) == 0 && len(o.daemons) == 0 && len(o.timers) == 0 &&
-		len(o.done) == 0 && len(o.attempts) == 0 && len(o.gaveUp) == 0
+		(o.work == nil || o.work.empty()) && !o.daemonTimedOut &&
+		len(o.events) == 0 && len(o.due) == 0 && len(o.exits) == 0 && len(o.daemons) == 0 && len(o.timers) == 0
 }
 
 // resetCause starts handling a new change.
 func (o *object) resetCause(cause string) {
-	if o.cause == cause {
+	w := o.work
+	if w.cause == cause {
 		return
 	}
-	o.cause = cause
+	w.cause = cause
 	// Made when first written: most objects, once handled, keep none.
-	o.done, o.gaveUp, o.attempts = nil, nil, nil
-	o.acc = accumulated{}
+	w.done, w.gaveUp, w.attempts = nil, nil, nil
+	w.acc = accumulated{}
 }
 
 // markDone records that binding id is done with the cause.
 func (o *object) markDone(id string) {
-	if o.done == nil {
-		o.done = map[string]bool{}
+	if o.work.done == nil {
+		o.work.done = map[string]bool{}
 	}
-	o.done[id] = true
+	o.work.done[id] = true
 }
 
 // json is the JSON of the state the pass works on (view): what the cache
@@ -196,5 +225,24 @@ func (o *object) decoded() *unstructured.Unstructured {
 	return o.view
 }
 
-// endPass drops what the pass decoded; o's lock (handler.mu) must be held.
-func (o *object) endPass() { o.seen, o.cur, o.view, o.lastHandled = nil, nil, nil, nil }
+// begin gives a pass its work: the one kept since an earlier pass, or an
+// empty one.
+func (o *object) begin() {
+	if o.work == nil {
+		o.work = works.Get().(*work)
+	}
+}
+
+// endPass drops what the pass decoded, and its work if nothing in it is
+// needed later; o's lock (handler.mu) must be held.
+func (o *object) endPass() {
+	o.seen, o.cur, o.view = nil, nil, nil
+	if w := o.work; w != nil {
+		w.lastHandled = nil
+		if w.empty() {
+			*w = work{}
+			works.Put(w)
+			o.work = nil
+		}
+	}
+}

@@ -67,7 +67,7 @@ func (l *WriteLimiter) reserve(now time.Time) time.Time {
 // flight, which inTurn gives back once the API server answered.
 func (ow *objectWriter) turn(o *object) time.Duration {
 	now := ow.opts.Clock.Now()
-	if wait := takeTurn(&o.writeAt, ow.opts.WriteLimiter, now); wait > 0 {
+	if wait := takeTurn(&o.work.writeAt, ow.opts.WriteLimiter, now); wait > 0 {
 		return wait
 	}
 	if ow.inFlight.start() {
@@ -76,8 +76,8 @@ func (ow *objectWriter) turn(o *object) time.Duration {
 	// The API server is behind: the handler's places in flight are all
 	// taken by writes it has not answered. The write comes back when a
 	// place is likely free, and the worker goes on meanwhile.
-	o.writeAt = ow.inFlight.later(now)
-	return o.writeAt.Sub(now)
+	o.work.writeAt = ow.inFlight.later(now)
+	return o.work.writeAt.Sub(now)
 }
 
 // inFlight counts one handler's requests to the API server that are under
@@ -136,7 +136,7 @@ func (f *inFlight) later(now time.Time) time.Time {
 // releaseTurn is turn for stripping the hold of a long-absent handler
 // (rule 3d), which the release limiter paces more slowly still.
 func (ow *objectWriter) releaseTurn(o *object) time.Duration {
-	return takeTurn(&o.releaseAt, ow.opts.ReleaseLimiter, ow.opts.Clock.Now())
+	return takeTurn(&o.work.releaseAt, ow.opts.ReleaseLimiter, ow.opts.Clock.Now())
 }
 
 // takeTurn reserves a turn of l in *at unless one is held, and says how long

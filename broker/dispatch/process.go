@@ -44,6 +44,7 @@ func (r *reconciler) reconcile(ctx context.Context, uid types.UID) (time.Duratio
 	// instance (waitOwner): the notification that queued this pass is in.
 	r.mu.Lock()
 	o.seen = make(chan struct{}, 1)
+	o.begin()
 	exited := o.exited || o.outside
 	r.mu.Unlock()
 	defer func() {
@@ -75,19 +76,19 @@ func (r *reconciler) reconcile(ctx context.Context, uid types.UID) (time.Duratio
 	if gone {
 		return 0, r.gone(ctx, o)
 	}
-	if o.pending != nil {
+	if o.work.pending != nil {
 		// When a release of a deleted object removes its last finalizer,
 		// the API server deletes the object and answers with it as it
 		// was, the hold still on: the pass ends with the release, as it
 		// does when the release is made at once, or it would decide on
 		// that answer and release the hold again.
-		released := o.pending.removeHold && o.cur.Deleting
-		wait, err := r.writes.apply(ctx, o, o.pending)
+		released := o.work.pending.removeHold && o.cur.Deleting
+		wait, err := r.writes.apply(ctx, o, o.work.pending)
 		switch {
 		case errors.Is(err, errRefused) && (o.cur.Deleting || pres >= contract.Absent):
 			// A write the API server keeps refusing must not keep the
 			// object from its deletion work or from a release.
-			o.pending = nil
+			o.work.pending = nil
 		case err != nil || wait > 0:
 			return wait, err
 		case released:
@@ -111,7 +112,7 @@ func (r *reconciler) reconcile(ctx context.Context, uid types.UID) (time.Duratio
 			return wait, err
 		}
 		r.load(o)
-		if o.pending == nil {
+		if o.work.pending == nil {
 			o.settled = o.cur.ResourceVersion
 		}
 	}
@@ -161,15 +162,15 @@ func (r *reconciler) flushRawEvents(ctx context.Context, o *object) (time.Durati
 		}
 		ev := o.events[0]
 		r.mu.Unlock()
-		if o.eventDone == nil {
-			o.eventDone = map[string]bool{}
+		if o.work.eventDone == nil {
+			o.work.eventDone = map[string]bool{}
 		}
 		obj, err := ev.obj.Decode()
 		if err != nil {
 			return 0, err
 		}
 		for _, b := range r.bindingsOf(o) {
-			if b.Kind != binding.Event || o.eventDone[b.ID] || !r.matches(b, obj, nil) {
+			if b.Kind != binding.Event || o.work.eventDone[b.ID] || !r.matches(b, obj, nil) {
 				continue
 			}
 			d := &tetherv1.Delivery{Kind: tetherv1.DeliveryKind_DELIVERY_KIND_EVENT, Object: ev.obj.Raw, EventType: ev.typ, Ref: ref(*o.res, ev.obj)}
@@ -177,12 +178,12 @@ func (r *reconciler) flushRawEvents(ctx context.Context, o *object) (time.Durati
 			if wait > 0 || err != nil {
 				return wait, err
 			}
-			o.eventDone[b.ID] = true
+			o.work.eventDone[b.ID] = true
 		}
 		r.mu.Lock()
 		o.events = o.events[1:]
 		r.mu.Unlock()
-		o.eventDone = nil
+		o.work.eventDone = nil
 	}
 }
 
@@ -192,7 +193,7 @@ func (r *reconciler) dropRawEvents(o *object) {
 	n := len(o.events)
 	o.events = nil
 	r.mu.Unlock()
-	o.eventDone = nil
+	o.work.eventDone = nil
 	if n > 0 {
 		r.log.Debug("raw events dropped: the handler is past its grace", "uid", o.uid, "events", n)
 	}
@@ -229,7 +230,7 @@ func (r *reconciler) live(ctx context.Context, o *object, obj *unstructured.Unst
 
 	for _, b := range bindings {
 		kind, ok := deliveryKind(b, cause, diff)
-		if !ok || o.done[b.ID] || !r.matches(b, obj, old) {
+		if !ok || o.work.done[b.ID] || !r.matches(b, obj, old) {
 			continue
 		}
 		if kind == tetherv1.DeliveryKind_DELIVERY_KIND_CREATE && broken(breakSkipCreates) {
@@ -262,14 +263,14 @@ func (r *reconciler) live(ctx context.Context, o *object, obj *unstructured.Unst
 			return wait, nil
 		}
 		if ack.GetOutcome() == tetherv1.Outcome_OUTCOME_OK {
-			if err := o.acc.add(b.ID, ack, in.User); err != nil {
+			if err := o.work.acc.add(b.ID, ack, in.User); err != nil {
 				r.invalidPatch(obj, b, err)
 			}
 		}
 		o.markDone(b.ID)
 	}
 
-	w := o.acc.write(r.name)
+	w := o.work.acc.write(r.name)
 	if cause != "" && r.tracksState(bindings, obj) {
 		if err := w.recordHandled(r.name, obj.Object); err != nil {
 			return 0, err
@@ -314,8 +315,8 @@ func deliveryKind(b *binding.Binding, cause string, diff []progress.Entry) (teth
 // memory when it has one (the informer may still show an older object),
 // else the annotation.
 func (r *reconciler) lastHandled(o *object, obj *unstructured.Unstructured) (map[string]any, bool, error) {
-	if o.lastHandled != nil {
-		return o.lastHandled, true, nil
+	if o.work.lastHandled != nil {
+		return o.work.lastHandled, true, nil
 	}
 	return progress.LastHandled(obj, r.name)
 }
@@ -379,13 +380,13 @@ func (r *reconciler) deliverDeletes(ctx context.Context, o *object, obj *unstruc
 		if b.Kind != binding.Delete || !r.matches(b, obj, nil) {
 			continue
 		}
-		if work == contract.GaveUp && o.gaveUp[b.ID] {
-			delete(o.done, b.ID)
-			delete(o.gaveUp, b.ID)
+		if work == contract.GaveUp && o.work.gaveUp[b.ID] {
+			delete(o.work.done, b.ID)
+			delete(o.work.gaveUp, b.ID)
 			again = max(again, b.Retry.MaxBackoff)
 			continue
 		}
-		if o.done[b.ID] {
+		if o.work.done[b.ID] {
 			continue
 		}
 		if strict := b.Policy == binding.PolicyStrict; broken(breakSkipDeletes) && !strict || broken(breakSkipStrict) && strict {

@@ -252,7 +252,7 @@ var errConflict = errors.New("object changed since it was read")
 // the write stays pending, as it does while a hold it adds waits for the
 // handler's Lease.
 func (ow *objectWriter) apply(ctx context.Context, o *object, w *write) (wait time.Duration, err error) {
-	o.pending = w
+	o.work.pending = w
 	if w.addHold && ow.recorded != nil && !ow.recorded() {
 		return unrecordedWait, nil
 	}
@@ -282,12 +282,12 @@ func (ow *objectWriter) apply(ctx context.Context, o *object, w *write) (wait ti
 		w.status = nil // it went with the object
 	}
 	if w.lastHandled != nil {
-		o.lastHandled = w.lastHandled
+		o.work.lastHandled = w.lastHandled
 	}
 	if len(w.status) > 0 {
 		data, err := json.Marshal(map[string]any{"status": w.status})
 		if err != nil {
-			o.pending = nil
+			o.work.pending = nil
 			return 0, fmt.Errorf("encoding status patch: %w", err)
 		}
 		patch, err := ow.patcher(o, w.as)
@@ -306,7 +306,7 @@ func (ow *objectWriter) apply(ctx context.Context, o *object, w *write) (wait ti
 		}
 		ow.remember(o, out)
 	}
-	o.pending = nil
+	o.work.pending = nil
 	if w.landed != nil {
 		ow.opts.Recorder.Event(o.decoded(), false, w.landed.reason, w.landed.message)
 	}
@@ -333,7 +333,7 @@ func (ow *objectWriter) request(o *object, w *write) (*request, error) {
 	obj := o.decoded()
 	p, err := ow.buildPatch(o, obj, w)
 	if err != nil {
-		o.pending = nil
+		o.work.pending = nil
 		return nil, err
 	}
 	if p.Empty() {
@@ -349,7 +349,7 @@ func (ow *objectWriter) request(o *object, w *write) (*request, error) {
 	}
 	data, err := p.JSON()
 	if err != nil {
-		o.pending = nil
+		o.work.pending = nil
 		return nil, fmt.Errorf("encoding patch: %w", err)
 	}
 	return &request{rv: o.cur.ResourceVersion, data: data, patch: patch,
@@ -457,7 +457,7 @@ func (ow *objectWriter) failed(o *object, w *write, err error) error {
 	obj := o.decoded()
 	switch {
 	case apierrors.IsNotFound(err):
-		o.pending = nil
+		o.work.pending = nil
 		return nil
 	case lostRace(err):
 		return fmt.Errorf("writing %s/%s: %w: %v", obj.GetNamespace(), obj.GetName(), errConflict, err)
@@ -465,7 +465,7 @@ func (ow *objectWriter) failed(o *object, w *write, err error) error {
 		ow.opts.Recorder.Event(obj, true, "InvalidPatch",
 			fmt.Sprintf("the API server refused the patch of handler %q, which is dropped: %v", ow.handler, err))
 		if err := w.dropHandlerPart(ow.handler); err != nil {
-			o.pending = nil
+			o.work.pending = nil
 			return err
 		}
 		return fmt.Errorf("writing %s/%s without the handler's patch: %w", obj.GetNamespace(), obj.GetName(), errConflict)

@@ -107,18 +107,18 @@ func TestNoHoldBeforeTheHandlersLeaseRecordsIt(t *testing.T) {
 	var recorded atomic.Bool
 	ow := &objectWriter{handler: "h", mu: &sync.Mutex{}, recorded: recorded.Load,
 		opts: &Options{Client: client, WriteLimiter: NewWriteLimiter(1000, 1000), Clock: clock.RealClock{}}}
-	o := &object{uid: "x", res: &widgets, cur: cached(t, obj)}
+	o := &object{work: &work{}, uid: "x", res: &widgets, cur: cached(t, obj)}
 
 	wait, err := ow.apply(context.Background(), o, &write{addHold: true})
-	if err != nil || wait <= 0 || o.pending == nil {
-		t.Fatalf("before the record: wait %v, err %v, pending %v; want a wait and the write pending", wait, err, o.pending)
+	if err != nil || wait <= 0 || o.work.pending == nil {
+		t.Fatalf("before the record: wait %v, err %v, pending %v; want a wait and the write pending", wait, err, o.work.pending)
 	}
 	if n := len(client.Actions()); n != 0 {
 		t.Fatalf("%d requests before the record, want none: %v", n, client.Actions())
 	}
 
 	recorded.Store(true)
-	if wait, err := ow.apply(context.Background(), o, o.pending); err != nil || wait != 0 {
+	if wait, err := ow.apply(context.Background(), o, o.work.pending); err != nil || wait != 0 {
 		t.Fatalf("after the record: wait %v, err %v", wait, err)
 	}
 	got, err := client.Resource(widgets.GroupVersionResource).Namespace("ns").Get(context.Background(), "w", metav1.GetOptions{})
@@ -137,7 +137,7 @@ func TestNoHoldBeforeTheHandlersLeaseRecordsIt(t *testing.T) {
 func TestStatusWrittenWithTheObjectSurvivesAnotherTry(t *testing.T) {
 	widgets := resource.Resource{GroupVersionResource: schema.GroupVersionResource{Group: "test.tether.dev", Version: "v1", Resource: "widgets"}}
 	waitForTurn := func(ow *objectWriter, _ *dynamicfake.FakeDynamicClient) {
-		ow.turn(&object{}) // another object's write takes the turn of now
+		ow.turn(&object{work: &work{}}) // another object's write takes the turn of now
 		ow.inFlight.done(time.Millisecond)
 	}
 	for _, tc := range []struct {
@@ -168,12 +168,12 @@ func TestStatusWrittenWithTheObjectSurvivesAnotherTry(t *testing.T) {
 			ow := &objectWriter{handler: "h", mu: &sync.Mutex{},
 				opts: &Options{Client: client, WriteLimiter: NewWriteLimiter(1, 1), Clock: clk}}
 			tc.first(ow, client)
-			o := &object{uid: "x", res: &widgets, cur: cached(t, obj)}
+			o := &object{work: &work{}, uid: "x", res: &widgets, cur: cached(t, obj)}
 
 			w := &write{status: map[string]any{"phase": "Ready"}}
 			wait, err := ow.apply(context.Background(), o, w)
-			if o.pending == nil || (err == nil && wait == 0) {
-				t.Fatalf("first try: wait %v, err %v, pending %v; want it not landed and pending", wait, err, o.pending)
+			if o.work.pending == nil || (err == nil && wait == 0) {
+				t.Fatalf("first try: wait %v, err %v, pending %v; want it not landed and pending", wait, err, o.work.pending)
 			}
 			if tc.moved {
 				newer := widget("2")
@@ -189,7 +189,7 @@ func TestStatusWrittenWithTheObjectSurvivesAnotherTry(t *testing.T) {
 					t.Fatalf("try %d: wait %v, err %v", try, wait, err)
 				}
 				clk.Step(wait)
-				wait, err = ow.apply(context.Background(), o, o.pending)
+				wait, err = ow.apply(context.Background(), o, o.work.pending)
 			}
 			got, err := client.Resource(widgets.GroupVersionResource).Namespace("ns").Get(context.Background(), "w", metav1.GetOptions{})
 			if err != nil {
@@ -227,9 +227,9 @@ func TestWriteThatWaitedIsSentAsBuiltWhileItsObjectStaysTheSame(t *testing.T) {
 			clk := clocktesting.NewFakeClock(time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC))
 			ow := &objectWriter{handler: "h", mu: &sync.Mutex{},
 				opts: &Options{Client: client, WriteLimiter: NewWriteLimiter(1, 1), Clock: clk}}
-			ow.turn(&object{}) // another object's write takes the turn of now
+			ow.turn(&object{work: &work{}}) // another object's write takes the turn of now
 			ow.inFlight.done(time.Millisecond)
-			o := &object{uid: "x", res: &widgets, cur: cached(t, widget("1"))}
+			o := &object{work: &work{}, uid: "x", res: &widgets, cur: cached(t, widget("1"))}
 			wait, err := ow.apply(context.Background(), o, &write{addHold: true})
 			if err != nil || wait == 0 || len(sent) != 0 {
 				t.Fatalf("first try: wait %v, err %v, %d requests; want a wait and none", wait, err, len(sent))
@@ -238,7 +238,7 @@ func TestWriteThatWaitedIsSentAsBuiltWhileItsObjectStaysTheSame(t *testing.T) {
 			// The next pass: a fresh cur of the latest state, not decoded yet.
 			o.cur, o.view = cached(t, widget(tc.rv)), nil
 			clk.Step(wait)
-			if wait, err := ow.apply(context.Background(), o, o.pending); err != nil || wait != 0 {
+			if wait, err := ow.apply(context.Background(), o, o.work.pending); err != nil || wait != 0 {
 				t.Fatalf("second try: wait %v, err %v", wait, err)
 			}
 			if decoded := o.view != nil; decoded != tc.wantDecoded {
