@@ -30,8 +30,9 @@ type rawEvent struct {
 
 // object is what one handler's runtime knows about one object (one UID).
 // Its fields are written by informer handlers and read by workers under
-// handler.mu, but for cur, view and work, which belong to the one worker
-// that holds the UID (the queue never gives a UID to two workers at once).
+// handler.mu, except the ones marked worker-owned, which belong to the one
+// worker that holds the UID (the queue never gives a UID to two workers at
+// once). Fields that hold pointers come first and the flags last, packed.
 //
 // An object with a timer or a daemon is kept between passes, so at 100,000
 // objects its size is the runtime's share of the heap that every garbage
@@ -47,17 +48,18 @@ type object struct {
 	// instance. It exists only while a pass runs: between passes the
 	// object keeps no channel.
 	seen chan struct{}
-	// cur is the state the current pass works on, and view its decoded
-	// form, made the first time a part of the pass needs more than cur's
-	// fields (a tick of an unchanged object mostly does not), and never
-	// changed. Both are dropped when the pass ends: between passes only
+	// cur (worker-owned) is the state the current pass works on, and view
+	// its decoded form, made the first time a part of the pass needs more
+	// than cur's fields (a tick of an unchanged object mostly does not),
+	// and never changed. Both are dropped when the pass ends: between passes only
 	// the cache keeps the object, as JSON.
 	cur  *informer.Object
 	view *unstructured.Unstructured
-	// work is the worker's state of the change being handled and of the
-	// object's writes. A pass starts with one (begin) and drops it when it
-	// ends empty (endPass): between passes most objects have none.
-	work *work
+	// work (worker-owned) is the worker's state of the change being handled
+	// and of the object's writes. A pass starts with one (begin) and drops
+	// it when it ends empty (endPass): between passes most objects have
+	// none.
+	work *objectWork
 
 	// exitEvent is the raw DELETED of an object a filtered informer said
 	// deleted (exited), for event bindings, delivered only if the object is
@@ -72,10 +74,11 @@ type object struct {
 	// due holds the ticks and restarts the scheduler fired, with when they
 	// were due.
 	due dueSet
-	// timers are the timer bindings scheduled for this object.
+	// timers (worker-owned) are the timer bindings scheduled for this object.
 	timers idSet
-	// settled is the resourceVersion whose lifecycle handling is complete;
-	// a tick on an unchanged object need not work out the cause again.
+	// settled (worker-owned) is the resourceVersion whose lifecycle
+	// handling is complete; a tick on an unchanged object need not work out
+	// the cause again.
 	settled string
 	// changed is when the object last changed, for idle timers.
 	changed time.Time
@@ -89,18 +92,19 @@ type object struct {
 	// is at rest and forgotten.
 	outside bool
 	initial bool // seen in an initial list: resume applies
-	// listed: the object was seen in an initial list (a broker start, the
-	// handler's return) and its timers have not been looked at since; their
-	// first ticks are spread over one interval.
+	// listed (worker-owned): the object was seen in an initial list (a
+	// broker start, the handler's return) and its timers have not been
+	// looked at since; their first ticks are spread over one interval.
 	listed bool
-	// daemonTimedOut: a daemon did not acknowledge stop while the object
-	// was being deleted, so its hold is released by that timeout.
+	// daemonTimedOut (worker-owned): a daemon did not acknowledge stop while
+	// the object was being deleted, so its hold is released by that
+	// timeout.
 	daemonTimedOut bool
 }
 
-// work is what one object's worker keeps of the change it handles and of
-// the object's writes.
-type work struct {
+// objectWork is what one object's worker keeps of the change it handles and
+// of the object's writes.
+type objectWork struct {
 	// lastHandled is the essence this broker recorded in this pass, which
 	// may be newer than what the informer shows in the annotation. Between
 	// passes the annotation of the latest state, which includes what the
@@ -130,15 +134,15 @@ type work struct {
 // empty reports whether w holds nothing a later pass needs. Its cause
 // alone is not kept: with nothing done, attempted or accumulated for it,
 // a pass that finds the same cause starts from the same place.
-func (w *work) empty() bool {
+func (w *objectWork) empty() bool {
 	return w.lastHandled == nil && len(w.done) == 0 && len(w.gaveUp) == 0 && len(w.attempts) == 0 && w.acc.empty() &&
 		w.pending == nil && w.writeAt.IsZero() && w.releaseAt.IsZero() && len(w.eventDone) == 0
 }
 
-// works are the empty work values that passes take and give back: a tick
-// of an object with a timer is a pass, and most passes end with nothing in
-// work.
-var works = sync.Pool{New: func() any { return new(work) }}
+// objectWorks are the empty objectWork values that passes take and give
+// back: a tick of an object with a timer is a pass, and most passes end with
+// nothing in their work, so each would otherwise allocate one (144 bytes).
+var objectWorks = sync.Pool{New: func() any { return new(objectWork) }}
 
 // see records one informer notification.
 func (o *object) see(c *informer.Object, typ string, initial, keepRaw bool, maxRaw int, now time.Time, log hclog.Logger) {
@@ -229,7 +233,7 @@ func (o *object) decoded() *unstructured.Unstructured {
 // empty one.
 func (o *object) begin() {
 	if o.work == nil {
-		o.work = works.Get().(*work)
+		o.work = objectWorks.Get().(*objectWork)
 	}
 }
 
@@ -240,8 +244,8 @@ func (o *object) endPass() {
 	if w := o.work; w != nil {
 		w.lastHandled = nil
 		if w.empty() {
-			*w = work{}
-			works.Put(w)
+			*w = objectWork{}
+			objectWorks.Put(w)
 			o.work = nil
 		}
 	}

@@ -32,7 +32,7 @@ func TestEveryReleaseRuleHasAMetricReason(t *testing.T) {
 			t.Errorf("rule %s: reason %q is not one of %v", r, releaseReasons[r], metrics.ReleaseReasons)
 		}
 	}
-	o := &object{work: &work{}, cur: &informer.Object{}}
+	o := &object{work: &objectWork{}, cur: &informer.Object{}}
 	daemonStopTimedOut(o) // stopped for another reason: not a release
 	if o.daemonTimedOut {
 		t.Error("a daemon stop timeout on a live object counted for its deletion")

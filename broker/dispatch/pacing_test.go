@@ -47,7 +47,7 @@ func TestWriteLimiterTurns(t *testing.T) {
 func TestWriteTurnKeepsItsReservation(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))
 	ow := &objectWriter{opts: &Options{WriteLimiter: NewWriteLimiter(1, 1), Clock: clk}}
-	a, b := &object{work: &work{}}, &object{work: &work{}}
+	a, b := &object{work: &objectWork{}}, &object{work: &objectWork{}}
 	if wait := ow.turn(a); wait != 0 {
 		t.Fatalf("the first write waits %v", wait)
 	}
@@ -61,7 +61,7 @@ func TestWriteTurnKeepsItsReservation(t *testing.T) {
 	if again := ow.turn(b); again != 700*time.Millisecond {
 		t.Errorf("asking again 300ms later: waits %v, want 700ms", again)
 	}
-	if c := ow.turn(&object{work: &work{}}); c != 1700*time.Millisecond {
+	if c := ow.turn(&object{work: &objectWork{}}); c != 1700*time.Millisecond {
 		t.Errorf("a third object waits %v, want 1.7s (after the second)", c)
 	}
 	clk.Step(700 * time.Millisecond)
@@ -75,7 +75,7 @@ func TestWriteWaitsForAPlaceInFlightWithoutHoldingAWorker(t *testing.T) {
 	// Unpaced (a burst of 1000): only the places in flight make writes wait.
 	ow := &objectWriter{opts: &Options{WriteLimiter: NewWriteLimiter(1000, 1000), Clock: clk}}
 	ow.inFlight.max = 2
-	a, b, c := &object{work: &work{}}, &object{work: &work{}}, &object{work: &work{}}
+	a, b, c := &object{work: &objectWork{}}, &object{work: &objectWork{}}, &object{work: &objectWork{}}
 	for _, o := range []*object{a, b} {
 		if wait := ow.turn(o); wait != 0 {
 			t.Fatalf("a write with a place free waits %v", wait)
@@ -101,7 +101,7 @@ func TestWritesThatFindNoPlaceComeBackOneServiceIntervalApart(t *testing.T) {
 	ow := &objectWriter{opts: &Options{WriteLimiter: NewWriteLimiter(1000, 1000), Clock: clk}}
 	ow.inFlight.max = 4
 	for range 4 {
-		if wait := ow.turn(&object{work: &work{}}); wait != 0 {
+		if wait := ow.turn(&object{work: &objectWork{}}); wait != 0 {
 			t.Fatalf("a write with a place free waits %v", wait)
 		}
 	}
@@ -111,14 +111,14 @@ func TestWritesThatFindNoPlaceComeBackOneServiceIntervalApart(t *testing.T) {
 		t.Fatal("no place after one was given back")
 	}
 	for i := 1; i <= 3; i++ {
-		if wait, want := ow.turn(&object{work: &work{}}), time.Duration(i)*50*time.Millisecond; wait != want {
+		if wait, want := ow.turn(&object{work: &objectWork{}}), time.Duration(i)*50*time.Millisecond; wait != want {
 			t.Errorf("write %d sent back waits %v, want %v", i, wait, want)
 		}
 	}
 	// Time passes: the next one sent back counts from now, not from the
 	// last turn handed out.
 	clk.Step(time.Second)
-	if wait := ow.turn(&object{work: &work{}}); wait != 50*time.Millisecond {
+	if wait := ow.turn(&object{work: &objectWork{}}); wait != 50*time.Millisecond {
 		t.Errorf("a write sent back a second later waits %v, want 50ms", wait)
 	}
 }

@@ -94,7 +94,7 @@ func TestTicksBunchedByAStallSpreadOutAgain(t *testing.T) {
 }
 
 func TestReturnTick(t *testing.T) {
-	o := &object{work: &work{}, uid: "u"}
+	o := &object{work: &objectWork{}, uid: "u"}
 	plain := binding.TimerOptions{Interval: time.Second}
 	sharp := binding.TimerOptions{Interval: time.Second, Sharp: true}
 	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)

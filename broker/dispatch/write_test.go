@@ -107,7 +107,7 @@ func TestNoHoldBeforeTheHandlersLeaseRecordsIt(t *testing.T) {
 	var recorded atomic.Bool
 	ow := &objectWriter{handler: "h", mu: &sync.Mutex{}, recorded: recorded.Load,
 		opts: &Options{Client: client, WriteLimiter: NewWriteLimiter(1000, 1000), Clock: clock.RealClock{}}}
-	o := &object{work: &work{}, uid: "x", res: &widgets, cur: cached(t, obj)}
+	o := &object{work: &objectWork{}, uid: "x", res: &widgets, cur: cached(t, obj)}
 
 	wait, err := ow.apply(context.Background(), o, &write{addHold: true})
 	if err != nil || wait <= 0 || o.work.pending == nil {
@@ -137,7 +137,7 @@ func TestNoHoldBeforeTheHandlersLeaseRecordsIt(t *testing.T) {
 func TestStatusWrittenWithTheObjectSurvivesAnotherTry(t *testing.T) {
 	widgets := resource.Resource{GroupVersionResource: schema.GroupVersionResource{Group: "test.tether.dev", Version: "v1", Resource: "widgets"}}
 	waitForTurn := func(ow *objectWriter, _ *dynamicfake.FakeDynamicClient) {
-		ow.turn(&object{work: &work{}}) // another object's write takes the turn of now
+		ow.turn(&object{work: &objectWork{}}) // another object's write takes the turn of now
 		ow.inFlight.done(time.Millisecond)
 	}
 	for _, tc := range []struct {
@@ -168,7 +168,7 @@ func TestStatusWrittenWithTheObjectSurvivesAnotherTry(t *testing.T) {
 			ow := &objectWriter{handler: "h", mu: &sync.Mutex{},
 				opts: &Options{Client: client, WriteLimiter: NewWriteLimiter(1, 1), Clock: clk}}
 			tc.first(ow, client)
-			o := &object{work: &work{}, uid: "x", res: &widgets, cur: cached(t, obj)}
+			o := &object{work: &objectWork{}, uid: "x", res: &widgets, cur: cached(t, obj)}
 
 			w := &write{status: map[string]any{"phase": "Ready"}}
 			wait, err := ow.apply(context.Background(), o, w)
@@ -227,9 +227,9 @@ func TestWriteThatWaitedIsSentAsBuiltWhileItsObjectStaysTheSame(t *testing.T) {
 			clk := clocktesting.NewFakeClock(time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC))
 			ow := &objectWriter{handler: "h", mu: &sync.Mutex{},
 				opts: &Options{Client: client, WriteLimiter: NewWriteLimiter(1, 1), Clock: clk}}
-			ow.turn(&object{work: &work{}}) // another object's write takes the turn of now
+			ow.turn(&object{work: &objectWork{}}) // another object's write takes the turn of now
 			ow.inFlight.done(time.Millisecond)
-			o := &object{work: &work{}, uid: "x", res: &widgets, cur: cached(t, widget("1"))}
+			o := &object{work: &objectWork{}, uid: "x", res: &widgets, cur: cached(t, widget("1"))}
 			wait, err := ow.apply(context.Background(), o, &write{addHold: true})
 			if err != nil || wait == 0 || len(sent) != 0 {
 				t.Fatalf("first try: wait %v, err %v, %d requests; want a wait and none", wait, err, len(sent))
