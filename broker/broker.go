@@ -247,7 +247,7 @@ func (b *Broker) Start(ctx context.Context) error {
 		tlsConfig = grpcTLS(grpcCerts)
 	}
 
-	resolver := &resource.Resolver{Discovery: disc}
+	resolver := resource.NewResolver(resource.Options{Discovery: disc})
 	watcher, err := informer.NewClient(cfg)
 	if err != nil {
 		return err

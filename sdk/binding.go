@@ -383,11 +383,11 @@ func (b *binding) check() error {
 	if b.fn == nil && b.review == nil {
 		errs = append(errs, errors.New("nil handler function"))
 	}
-	if b.resource.Version == "" {
-		errs = append(errs, fmt.Errorf("resource %s: empty version", b.resource))
-	}
-	if b.resource.Resource == "" && b.resource.Kind == "" {
-		errs = append(errs, errors.New("resource: neither resource nor kind set"))
+	switch r := b.resource; {
+	case r.Resource == "" && r.Kind == "" && r.Name == "":
+		errs = append(errs, errors.New("resource: none of resource, kind and name set"))
+	case r.Name != "" && (r.Resource != "" || r.Kind != ""):
+		errs = append(errs, fmt.Errorf("resource: name %q is set with resource or kind; set one", r.Name))
 	}
 	if b.kind == Field && (b.field == "" || strings.Contains("."+b.field+".", "..")) {
 		errs = append(errs, fmt.Errorf("field path %q is not a dotted path", b.field))
@@ -434,7 +434,7 @@ func (b *binding) proto() *tetherv1.Binding {
 		Kind: b.kind.bindingKind(),
 		Resource: &tetherv1.Resource{
 			Group: b.resource.Group, Version: b.resource.Version,
-			Resource: b.resource.Resource, Kind: b.resource.Kind,
+			Resource: b.resource.Resource, Kind: b.resource.Kind, Name: b.resource.Name,
 		},
 		Namespaces:    b.namespaces,
 		LabelSelector: b.labels,

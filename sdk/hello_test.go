@@ -165,8 +165,8 @@ func TestInvalidConfigurationFailsRunBeforeConnecting(t *testing.T) {
 		{name: "field without path", setup: func(h *sdk.Handler) { h.OnField(configMaps, "", noop) }, want: "not a dotted path"},
 		{name: "field with empty segment", setup: func(h *sdk.Handler) { h.OnField(configMaps, "spec..x", noop) }, want: "not a dotted path"},
 		{name: "nil function", setup: func(h *sdk.Handler) { h.OnCreate(configMaps, nil) }, want: "nil handler function"},
-		{name: "resource without version", setup: func(h *sdk.Handler) { h.OnCreate(sdk.GVR("apps", "", "deployments"), noop) }, want: "empty version"},
-		{name: "resource without name", setup: func(h *sdk.Handler) { h.OnCreate(sdk.Resource{Version: "v1"}, noop) }, want: "neither resource nor kind"},
+		{name: "resource without name", setup: func(h *sdk.Handler) { h.OnCreate(sdk.Resource{Version: "v1"}, noop) }, want: "none of resource, kind and name"},
+		{name: "resource named twice", setup: func(h *sdk.Handler) { h.OnCreate(sdk.Resource{Name: "deploy", Kind: "Deployment"}, noop) }, want: `name "deploy" is set with resource or kind`},
 		{name: "empty annotation key", setup: func(h *sdk.Handler) { h.OnCreate(configMaps, noop, sdk.AnnotationPresent("")) }, want: "empty key"},
 		{name: "negative timeout", setup: func(h *sdk.Handler) { h.OnCreate(configMaps, noop, sdk.Timeout(-time.Second)) }, want: "negative duration"},
 		{name: "backoff above its maximum", setup: func(h *sdk.Handler) {

@@ -230,7 +230,7 @@ func compileOne(ctx context.Context, pb *tetherv1.Binding, res Resolver, def Def
 	if r == nil {
 		return nil, fieldErr("resource", errors.New("is required"))
 	}
-	resolved, err := res.Resolve(ctx, resource.Query{Group: r.GetGroup(), Version: r.GetVersion(), Resource: r.GetResource(), Kind: r.GetKind()})
+	resolved, err := res.Resolve(ctx, resource.Query{Group: r.GetGroup(), Version: r.GetVersion(), Resource: r.GetResource(), Kind: r.GetKind(), Name: r.GetName()})
 	if err != nil {
 		return nil, fieldErr("resource", err)
 	}

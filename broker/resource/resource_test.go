@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -12,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	fakediscovery "k8s.io/client-go/discovery/fake"
 	clienttesting "k8s.io/client-go/testing"
+	clocktesting "k8s.io/utils/clock/testing"
 )
 
 var listWatch = []string{"get", "list", "watch", "create", "update", "patch", "delete"}
@@ -113,7 +115,7 @@ func TestResolve(t *testing.T) {
 			want: Resource{GroupVersionResource: gvr("test.tether.dev", "v1", "gadgets"), Kind: "Gadget"},
 		},
 	}
-	r := &Resolver{Discovery: fakeDiscovery()}
+	r := NewResolver(Options{Discovery: fakeDiscovery()})
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got, err := r.Resolve(context.Background(), tt.q)
@@ -134,7 +136,7 @@ func TestResolveRefuses(t *testing.T) {
 		notFound bool   // errors.Is(err, ErrNotFound)
 		msg      string // in the error
 	}{
-		{name: "neither resource nor kind", q: Query{Version: "v1"}, msg: "resource or kind is required"},
+		{name: "neither resource nor kind", q: Query{Version: "v1"}, msg: "resource, kind or name is required"},
 		{name: "an unknown resource", q: Query{Version: "v1", Resource: "gizmos"}, notFound: true, msg: "gizmos"},
 		{name: "an unknown kind", q: Query{Version: "v1", Kind: "Gizmo"}, notFound: true, msg: "kind Gizmo"},
 		{name: "a kind in another group", q: Query{Version: "v1", Kind: "Widget"}, notFound: true},
@@ -147,7 +149,7 @@ func TestResolveRefuses(t *testing.T) {
 		{name: "no list or watch verbs", q: Query{Version: "v1", Resource: "bindings"}, msg: "cannot be listed and watched"},
 		{name: "list but no watch", q: Query{Version: "v1", Resource: "componentstatuses"}, msg: "cannot be listed and watched"},
 	}
-	r := &Resolver{Discovery: fakeDiscovery()}
+	r := NewResolver(Options{Discovery: fakeDiscovery()})
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got, err := r.Resolve(context.Background(), tt.q)
@@ -180,7 +182,7 @@ func TestResolvePassesDiscoveryFailuresOn(t *testing.T) {
 			d.PrependReactor("get", tt.resource, func(clienttesting.Action) (bool, runtime.Object, error) {
 				return true, nil, down
 			})
-			_, err := (&Resolver{Discovery: d}).Resolve(context.Background(), tt.q)
+			_, err := NewResolver(Options{Discovery: d}).Resolve(context.Background(), tt.q)
 			if !errors.Is(err, down) {
 				t.Errorf("error %v does not wrap the discovery failure", err)
 			}
@@ -193,7 +195,7 @@ func TestResolvePassesDiscoveryFailuresOn(t *testing.T) {
 
 func TestResolveSeesResourcesAddedLater(t *testing.T) {
 	d := fakeDiscovery()
-	r := &Resolver{Discovery: d}
+	r := NewResolver(Options{Discovery: d})
 	q := Query{Group: "late.tether.dev", Resource: "crons"}
 	if _, err := r.Resolve(context.Background(), q); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("before the CRD: %v", err)
@@ -247,11 +249,195 @@ func TestResolveWithoutAnAnswerIsUnavailable(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			d := fakeDiscovery()
 			d.PrependReactor("get", "*", func(clienttesting.Action) (bool, runtime.Object, error) { return true, nil, tt.err })
-			_, err := (&Resolver{Discovery: d}).Resolve(context.Background(), tt.q)
+			_, err := NewResolver(Options{Discovery: d}).Resolve(context.Background(), tt.q)
 			if errors.Is(err, ErrUnavailable) != tt.unavailable || errors.Is(err, ErrNotFound) == tt.unavailable {
 				t.Errorf("Resolve(%+v) = %v: ErrUnavailable %v, ErrNotFound %v; want ErrUnavailable %v",
 					tt.q, err, errors.Is(err, ErrUnavailable), errors.Is(err, ErrNotFound), tt.unavailable)
 			}
 		})
+	}
+}
+
+// namedDiscovery adds to fakeDiscovery what names are looked up in: short
+// names and singulars, pods in a second group (as metrics.k8s.io serves
+// them), and one name served by two custom groups.
+func namedDiscovery() *fakediscovery.FakeDiscovery {
+	d := fakeDiscovery()
+	core := d.Resources[0].APIResources
+	core[0].SingularName, core[0].ShortNames = "pod", []string{"po"}
+	for _, l := range d.Resources[1:3] { // both versions of test.tether.dev
+		l.APIResources[0].SingularName, l.APIResources[0].ShortNames = "widget", []string{"wdg"}
+	}
+	d.Resources = append(d.Resources,
+		&metav1.APIResourceList{GroupVersion: "metrics.k8s.io/v1beta1", APIResources: []metav1.APIResource{
+			{Name: "pods", SingularName: "pod", Kind: "PodMetrics", Namespaced: true, Verbs: []string{"get", "list"}},
+		}},
+		&metav1.APIResourceList{GroupVersion: "kopf.dev/v1", APIResources: []metav1.APIResource{
+			{Name: "kopfexamples", SingularName: "kopfexample", ShortNames: []string{"kopfexes", "kex"}, Kind: "KopfExample", Namespaced: true, Verbs: listWatch},
+			{Name: "kopfexamples/status", Kind: "KopfExample", Namespaced: true, Verbs: []string{"get", "patch"}},
+			{Name: "gizmos", SingularName: "gizmo", Kind: "Gizmo", Verbs: listWatch},
+		}},
+		&metav1.APIResourceList{GroupVersion: "other.example.com/v1", APIResources: []metav1.APIResource{
+			{Name: "gizmos", SingularName: "gizmo", Kind: "Gizmo", Verbs: listWatch},
+		}},
+	)
+	return d
+}
+
+func TestResolveByName(t *testing.T) {
+	kex := Resource{GroupVersionResource: gvr("kopf.dev", "v1", "kopfexamples"), Kind: "KopfExample", Namespaced: true, HasStatus: true}
+	pods := Resource{GroupVersionResource: gvr("", "v1", "pods"), Kind: "Pod", Namespaced: true, HasStatus: true}
+	tests := []struct {
+		name string
+		q    Query
+		want Resource
+	}{
+		{"the plural in any group", Query{Name: "kopfexamples"}, kex},
+		{"the singular", Query{Name: "kopfexample"}, kex},
+		{"a short name", Query{Name: "kex"}, kex},
+		{"another short name", Query{Name: "kopfexes"}, kex},
+		{"the kind", Query{Name: "KopfExample"}, kex},
+		{"the kind in lower case", Query{Name: "kopfExample"}, kex},
+		{"with the group", Query{Group: "kopf.dev", Name: "kex"}, kex},
+		{"with the group and version", Query{Group: "kopf.dev", Version: "v1", Name: "kopfexamples"}, kex},
+		{"the core group wins a name it shares", Query{Name: "pods"}, pods},
+		{"a core short name", Query{Name: "po"}, pods},
+		{"a version without a group is the core group", Query{Version: "v1", Name: "pod"}, pods},
+		{"a group's preferred version", Query{Name: "wdg"},
+			Resource{GroupVersionResource: gvr("test.tether.dev", "v2", "widgets"), Kind: "Widget", Namespaced: true, HasStatus: true}},
+		{"an older version of the group", Query{Group: "test.tether.dev", Version: "v1", Name: "widget"},
+			Resource{GroupVersionResource: gvr("test.tether.dev", "v1", "widgets"), Kind: "Widget", Namespaced: true}},
+		{"a name two groups share, narrowed by the group", Query{Group: "other.example.com", Name: "gizmos"},
+			Resource{GroupVersionResource: gvr("other.example.com", "v1", "gizmos"), Kind: "Gizmo"}},
+	}
+	r := NewResolver(Options{Discovery: namedDiscovery()})
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := r.Resolve(context.Background(), tt.q)
+			if err != nil {
+				t.Fatalf("Resolve(%+v): %v", tt.q, err)
+			}
+			if got != tt.want {
+				t.Errorf("Resolve(%+v)\n got %+v\nwant %+v", tt.q, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestResolveByNameRefuses(t *testing.T) {
+	tests := []struct {
+		name   string
+		q      Query
+		target error    // errors.Is
+		msgs   []string // each in the error
+	}{
+		{"a name two custom groups share", Query{Name: "gizmo"}, ErrAmbiguous,
+			[]string{"gizmos.v1.kopf.dev", "gizmos.v1.other.example.com", "name the group"}},
+		{"an unknown name, with the close ones", Query{Name: "kopfexampel"}, ErrNotFound,
+			[]string{`kopfexampel in any API group's preferred version`, "did you mean kopfexamples.v1.kopf.dev?"}},
+		{"a name outside its group", Query{Group: "test.tether.dev", Name: "kex"}, ErrNotFound,
+			[]string{"kex in test.tether.dev/v2", "did you mean kopfexamples.v1.kopf.dev?"}},
+		{"a version the group does not serve", Query{Group: "kopf.dev", Version: "v2", Name: "kex"}, ErrNotFound,
+			[]string{`API group "kopf.dev" serves no version "v2" (it serves v1)`}},
+		{"a name with a resource", Query{Name: "kex", Resource: "kopfexamples"}, nil, []string{"give the name alone"}},
+		{"a plural in the wrong case", Query{Group: "kopf.dev", Resource: "KopfExamples"}, ErrNotFound,
+			[]string{"did you mean kopfexamples.v1.kopf.dev?"}},
+	}
+	r := NewResolver(Options{Discovery: namedDiscovery()})
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := r.Resolve(context.Background(), tt.q)
+			if err == nil {
+				t.Fatalf("Resolve(%+v) = %+v, want an error", tt.q, got)
+			}
+			if tt.target != nil && !errors.Is(err, tt.target) {
+				t.Errorf("error %q is not %v", err, tt.target)
+			}
+			for _, m := range tt.msgs {
+				if !strings.Contains(err.Error(), m) {
+					t.Errorf("error %q does not contain %q", err, m)
+				}
+			}
+		})
+	}
+}
+
+// countingDiscovery counts the times discovery is read in full.
+func countingDiscovery(d *fakediscovery.FakeDiscovery) *int {
+	n := new(int)
+	d.PrependReactor("get", "group", func(clienttesting.Action) (bool, runtime.Object, error) {
+		*n++
+		return false, nil, nil
+	})
+	return n
+}
+
+func TestResolveKeepsASnapshot(t *testing.T) {
+	d := fakeDiscovery()
+	fetches := countingDiscovery(d)
+	r := NewResolver(Options{Discovery: d})
+	for range 5 {
+		if _, err := r.Resolve(context.Background(), Query{Version: "v1", Resource: "secrets"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if *fetches != 1 {
+		t.Errorf("five queries it can answer read discovery %d times, want once", *fetches)
+	}
+}
+
+// TestResolveRefreshesAtMostOncePerInterval: a flood of unknown names costs
+// one discovery per MinRefresh, and a name created meanwhile is found once
+// the interval is over.
+func TestResolveRefreshesAtMostOncePerInterval(t *testing.T) {
+	d := fakeDiscovery()
+	fetches := countingDiscovery(d)
+	clk := clocktesting.NewFakeClock(time.Unix(1000, 0))
+	r := NewResolver(Options{Discovery: d, Clock: clk, MinRefresh: time.Second})
+	ctx := context.Background()
+	if _, err := r.Resolve(ctx, Query{Name: "secrets"}); err != nil {
+		t.Fatal(err)
+	}
+	// A miss right after the first fetch waits for the interval to pass.
+	clk.Step(time.Millisecond)
+	done := make(chan error, 1)
+	go func() {
+		_, err := r.Resolve(ctx, Query{Name: "crons"})
+		done <- err
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for !clk.HasWaiters() {
+		if time.Now().After(deadline) {
+			t.Fatal("the miss did not wait for the refresh interval")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if *fetches != 1 {
+		t.Fatalf("the miss read discovery before the interval was over (%d reads)", *fetches)
+	}
+	d.Resources = append(d.Resources, &metav1.APIResourceList{
+		GroupVersion: "late.tether.dev/v1",
+		APIResources: []metav1.APIResource{{Name: "crons", Kind: "Cron", Namespaced: true, Verbs: listWatch}},
+	})
+	clk.Step(time.Second)
+	if err := <-done; err != nil {
+		t.Fatalf("a name created before the refresh: %v", err)
+	}
+	if *fetches != 2 {
+		t.Errorf("discovery read %d times, want 2", *fetches)
+	}
+}
+
+func TestResolveGivesUpWaitingWithItsContext(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Unix(1000, 0))
+	r := NewResolver(Options{Discovery: fakeDiscovery(), Clock: clk})
+	if _, err := r.Resolve(context.Background(), Query{Name: "secrets"}); err != nil {
+		t.Fatal(err)
+	}
+	clk.Step(time.Millisecond)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := r.Resolve(ctx, Query{Name: "nothing"}); !errors.Is(err, context.Canceled) {
+		t.Errorf("a canceled query waiting for a refresh: %v", err)
 	}
 }

@@ -1046,12 +1046,15 @@ func (x *Welcome) GetAbsentReleaseAfter() *durationpb.Duration {
 	return nil
 }
 
-// Resource names a Kubernetes resource. Either resource or kind may be given
-// in a binding; the broker resolves the other with discovery.
+// Resource names a Kubernetes resource. A binding gives exactly one of
+// resource, kind and name; the broker resolves the rest with discovery and
+// says what it resolved to in Welcome.resources (and in each delivery's ref).
 type Resource struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// group is "" for the core group.
-	Group   string `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	// group is "" for the core group. With name, an empty group means any
+	// group (see name).
+	Group string `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	// version may be empty for the group's preferred version.
 	Version string `protobuf:"bytes,2,opt,name=version,proto3" json:"version,omitempty"`
 	// resource is the plural resource name, e.g. "secrets".
 	Resource string `protobuf:"bytes,3,opt,name=resource,proto3" json:"resource,omitempty"`
@@ -1059,7 +1062,16 @@ type Resource struct {
 	Kind string `protobuf:"bytes,4,opt,name=kind,proto3" json:"kind,omitempty"`
 	// namespaced tells whether objects of the resource live in namespaces (set
 	// by the broker in Welcome).
-	Namespaced    bool `protobuf:"varint,5,opt,name=namespaced,proto3" json:"namespaced,omitempty"`
+	Namespaced bool `protobuf:"varint,5,opt,name=namespaced,proto3" json:"namespaced,omitempty"`
+	// name is any name the resource goes by, as kubectl takes it: the plural,
+	// the singular, a short name or the kind ("kopfexamples", "kopfexample",
+	// "kex", "KopfExample"; the kind in any case). group and version narrow the
+	// search: both empty search the preferred version of every group; an empty
+	// group with a version searches the core group. When the name fits
+	// resources of several groups, the core group's wins, as in kubectl;
+	// otherwise the Hello is refused with InvalidArgument listing them. An
+	// unknown name is refused with the resources whose names are close to it.
+	Name          string `protobuf:"bytes,6,opt,name=name,proto3" json:"name,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1127,6 +1139,13 @@ func (x *Resource) GetNamespaced() bool {
 		return x.Namespaced
 	}
 	return false
+}
+
+func (x *Resource) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
 }
 
 // Binding is one subscription.
@@ -2570,7 +2589,7 @@ const file_tether_v1_broker_proto_rawDesc = "" +
 	"\x0ebroker_version\x18\x03 \x01(\tR\rbrokerVersion\x121\n" +
 	"\tresources\x18\x04 \x03(\v2\x13.tether.v1.ResourceR\tresources\x12/\n" +
 	"\x05grace\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\x05grace\x12K\n" +
-	"\x14absent_release_after\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\x12absentReleaseAfter\"\x8a\x01\n" +
+	"\x14absent_release_after\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\x12absentReleaseAfter\"\x9e\x01\n" +
 	"\bResource\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\tR\aversion\x12\x1a\n" +
@@ -2578,7 +2597,8 @@ const file_tether_v1_broker_proto_rawDesc = "" +
 	"\x04kind\x18\x04 \x01(\tR\x04kind\x12\x1e\n" +
 	"\n" +
 	"namespaced\x18\x05 \x01(\bR\n" +
-	"namespaced\"\x90\x06\n" +
+	"namespaced\x12\x12\n" +
+	"\x04name\x18\x06 \x01(\tR\x04name\"\x90\x06\n" +
 	"\aBinding\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12*\n" +
 	"\x04kind\x18\x02 \x01(\x0e2\x16.tether.v1.BindingKindR\x04kind\x12/\n" +
