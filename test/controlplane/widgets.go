@@ -34,7 +34,7 @@ const widgetCRD = `{
   "spec": {
     "group": "test.tether.dev",
     "scope": "Namespaced",
-    "names": {"plural": "widgets", "singular": "widget", "kind": "Widget", "listKind": "WidgetList"},
+    "names": {"plural": "widgets", "singular": "widget", "kind": "Widget", "listKind": "WidgetList", "shortNames": ["wdg"]},
     "versions": [{
       "name": "v1", "served": true, "storage": true,
       "subresources": {"status": {}},
@@ -76,18 +76,25 @@ func (cp *ControlPlane) EnsureWidgetCRD(t testing.TB) dynamic.Interface {
 // for it to be Established. Tests use EnsureWidgetCRD; the benchmarks, which
 // have no testing.TB, call this.
 func InstallWidgetCRD(ctx context.Context, dyn dynamic.Interface, timeout time.Duration) error {
+	return InstallCRD(ctx, dyn, widgetCRD, timeout)
+}
+
+// InstallCRD creates a CustomResourceDefinition from its JSON if it does not
+// exist yet, and waits up to timeout for it to be Established.
+func InstallCRD(ctx context.Context, dyn dynamic.Interface, crdJSON string, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	crd := &unstructured.Unstructured{}
-	if err := json.Unmarshal([]byte(widgetCRD), &crd.Object); err != nil {
-		return fmt.Errorf("decoding the Widget CRD: %w", err)
+	if err := json.Unmarshal([]byte(crdJSON), &crd.Object); err != nil {
+		return fmt.Errorf("decoding a CRD: %w", err)
 	}
+	name := crd.GetName()
 	crds := dyn.Resource(CRDGVR)
 	if _, err := crds.Create(ctx, crd, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("creating the Widget CRD: %w", err)
+		return fmt.Errorf("creating the CRD %s: %w", name, err)
 	}
 	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
-		got, err := crds.Get(ctx, widgetCRDName, metav1.GetOptions{})
+		got, err := crds.Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return false, err
 		}
@@ -100,7 +107,7 @@ func InstallWidgetCRD(ctx context.Context, dyn dynamic.Interface, timeout time.D
 		return false, nil
 	})
 	if err != nil {
-		return fmt.Errorf("waiting for the Widget CRD to be Established: %w", err)
+		return fmt.Errorf("waiting for the CRD %s to be Established: %w", name, err)
 	}
 	return nil
 }

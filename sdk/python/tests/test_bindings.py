@@ -29,7 +29,7 @@ def proto(text):
     return text_format.Parse(text, pb.Binding())
 
 
-RESOURCE = 'resource { group: "test.tether.dev" version: "v1" resource: "widgets" }'
+RESOURCE = 'resource { group: "test.tether.dev" version: "v1" name: "widgets" }'
 
 # (name, decorator, positional args (default W), options, expected Binding in text format)
 MAPPING = [
@@ -58,7 +58,7 @@ MAPPING = [
     ("kind instead of plural", tether.on.create, ("apps", "v1"), dict(kind="Deployment"),
      'id: "create-fn" kind: BINDING_KIND_CREATE resource { group: "apps" version: "v1" kind: "Deployment" }'),
     ("Kopf's core group form", tether.on.create, ("v1", "secrets"), {},
-     'id: "create-fn" kind: BINDING_KIND_CREATE resource { version: "v1" resource: "secrets" }'),
+     'id: "create-fn" kind: BINDING_KIND_CREATE resource { version: "v1" name: "secrets" }'),
     ("delete optional", tether.on.delete, (), dict(optional=True),
      f'id: "delete-fn" kind: BINDING_KIND_DELETE {RESOURCE} optional: true'),
     ("delete strict", tether.on.delete, (), dict(finalizer=tether.STRICT),
@@ -167,11 +167,21 @@ class DecoratorsToBindings(unittest.TestCase):
             binding(tether.on.create, timeout=-1)
         self.assertIn("@tether.on.create() on fn", str(caught.exception))
 
-    def test_resource_is_required(self):
-        for args, words in [(("g", ""), "version"), (("g", "v1"), "name the resource"), (("g", "v1", ""), "plural")]:
-            with self.subTest(args):
-                with self.assertRaises(ValueError) as caught:
-                    binding(tether.on.create, *args)
+    def test_a_resource_badly_named_is_refused(self):
+        for args, options, exc, words in [
+            (("g", ""), {}, ValueError, "name must not be empty"),
+            (("g", "", "widgets"), {}, ValueError, "version must not be empty"),
+            ((), dict(group="g"), TypeError, "name the resource"),
+            (("a", "b", "c", "d"), {}, TypeError, "at most 3 positional arguments"),
+            ((), dict(kind="Widget", plural="widgets"), TypeError, "named twice"),
+            (("g", "v1", "widgets"), dict(kind="Widget"), TypeError, "at most 2 positional arguments"),
+            (("g/v1", "widgets"), dict(group="h"), TypeError, "group='h' contradicts the positional group 'g'"),
+            ((lambda r: True,), {}, TypeError, "callables, categories and EVERYTHING are not supported"),
+            (("widgets",), dict(category="all"), TypeError, "name one resource per binding"),
+        ]:
+            with self.subTest(args=args, options=options):
+                with self.assertRaises(exc) as caught:
+                    tether.on.create(*args, registry=tether.Registry(), **options)(fn)
                 self.assertIn(words, str(caught.exception))
 
 

@@ -10,7 +10,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from . import durations, limits, selectors
+from . import durations, limits, resources, selectors
 from .v1 import broker_pb2 as pb
 
 
@@ -64,7 +64,8 @@ NONE = Finalizer.NONE
 OPERATIONS = ("CREATE", "UPDATE", "DELETE", "CONNECT")
 FAILURE_POLICIES = ("Ignore", "Fail")
 _DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-_VERSION = re.compile(r"^v\d+((alpha|beta)\d+)?$")
+# The decorators' keywords that name the resource (resources.parse).
+_RESOURCE_KEYWORDS = ("group", "version", "kind", "plural", "singular", "shortcut")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -77,6 +78,8 @@ class Spec:
     version: str
     plural: str = ""
     resource_kind: str = ""
+    # name: any name of the resource, looked up by the broker (resources.py)
+    name: str = ""
     namespaces: tuple[str, ...] = ()
     label_selector: str = ""
     field_selector: str = ""
@@ -126,15 +129,14 @@ def default_id(kind: Kind, fn: Callable[..., Any]) -> str:
     return candidate
 
 
-def build(kind: Kind, fn: Callable[..., Any], group: str, version: str | None, plural: str | None,
-          options: Mapping[str, Any]) -> Spec:
-    """Check a decorator's arguments and make its Spec; options holds the
-    keyword arguments the decorator takes, None for those not given."""
+def build(kind: Kind, fn: Callable[..., Any], resource: tuple[Any, ...], options: Mapping[str, Any]) -> Spec:
+    """Check a decorator's arguments and make its Spec: resource holds its
+    positional arguments, options the keyword arguments it takes, None for
+    those not given."""
     opts = {k: v for k, v in options.items() if v is not None}
-    resource_kind = _string("kind", opts.pop("kind", ""))
-    group, version, plural = _resource(group, version, plural, resource_kind)
-    fields: dict[str, Any] = {"kind": kind, "group": group, "version": version, "plural": plural or "",
-                              "resource_kind": resource_kind}
+    named = resources.parse(resource, **{k: opts.pop(k, None) for k in _RESOURCE_KEYWORDS})
+    fields: dict[str, Any] = {"kind": kind, "group": named.group, "version": named.version, "plural": named.plural,
+                              "resource_kind": named.kind, "name": named.name}
     fields["id"] = opts.pop("id", None) or default_id(kind, fn)
     check_name("binding id", fields["id"])
     fields["namespaces"] = namespaces(opts.pop("namespaces", ()))
@@ -164,21 +166,6 @@ def build(kind: Kind, fn: Callable[..., Any], group: str, version: str | None, p
     spec = Spec(**fields)
     _check(spec)
     return spec
-
-
-def _resource(group: Any, version: Any, plural: Any, kind: Any) -> tuple[str, str, str | None]:
-    if plural is None and not kind and isinstance(group, str) and _VERSION.match(group):
-        # Kopf's ('v1', 'pods'): the core group.
-        group, version, plural = "", group, version
-    if not isinstance(group, str):
-        raise TypeError(f"group must be a string ('' for the core group), not {group!r}")
-    if not isinstance(version, str) or not version:
-        raise ValueError(f"version must be a non-empty string such as 'v1', not {version!r}")
-    if plural is not None and (not isinstance(plural, str) or not plural):
-        raise ValueError(f"plural must be a resource name such as 'deployments', not {plural!r}")
-    if plural is None and not kind:
-        raise ValueError("name the resource: (group, version, plural), or (group, version, kind='Kind')")
-    return group, version, plural
 
 
 def namespaces(value: str | Iterable[str]) -> tuple[str, ...]:
@@ -307,7 +294,7 @@ def to_proto(s: Spec, namespaces: tuple[str, ...] | None = None) -> pb.Binding:
     --namespace scope)."""
     b = pb.Binding(
         id=s.id, kind=s.kind.proto,
-        resource=pb.Resource(group=s.group, version=s.version, resource=s.plural, kind=s.resource_kind),
+        resource=pb.Resource(group=s.group, version=s.version, resource=s.plural, kind=s.resource_kind, name=s.name),
         namespaces=s.namespaces if namespaces is None else namespaces,
         label_selector=s.label_selector, field_selector=s.field_selector, when=s.when, field=s.field,
         optional=s.optional, finalizer=s.finalizer.proto if s.finalizer else pb.FINALIZER_POLICY_UNSPECIFIED)

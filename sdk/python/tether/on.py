@@ -1,5 +1,6 @@
-"""The decorators, in Kopf's shape: ``@tether.on.create(group, version,
-plural, *, options)`` registers the function for that binding. Each option
+"""The decorators, in Kopf's shape: ``@tether.on.create(resource, *,
+options)`` registers the function for that binding; the resource is named in
+any of Kopf's forms (see resources.py). Each option
 maps to a field of the protocol's Binding; an option the protocol has no
 field for (many of Kopf's) is an error at decoration time that names it."""
 
@@ -27,6 +28,7 @@ _KOPF_ONLY = {
     "requires_finalizer": "use finalizer= on a delete, timer or daemon binding",
     "cancellation_backoff": "the broker waits up to cancellation_timeout= for the daemon to return",
     "cancellation_polling": "a daemon's stopped flag is set at once; wait on it",
+    "category": "name one resource per binding, and register the function once for each",
     "persistent": "webhooks stay while the handler is within its grace; finalizer=tether.STRICT keeps them, "
                   "failing closed, while it is absent",
 }
@@ -63,7 +65,7 @@ def _reject(kind: Kind, unsupported: Mapping[str, Any]) -> None:
     raise TypeError(f"{where} got an unexpected keyword argument {name!r}")
 
 
-def _register(kind: Kind, registry: Registry | None, group: str, version: str | None, plural: str | None,
+def _register(kind: Kind, registry: Registry | None, resource: tuple[Any, ...],
               unsupported: Mapping[str, Any], options: Mapping[str, Any]) -> Callable[[F], F]:
     if unsupported:
         _reject(kind, unsupported)
@@ -71,7 +73,7 @@ def _register(kind: Kind, registry: Registry | None, group: str, version: str | 
     def decorator(fn: F) -> F:
         where = f"{_where(kind)} on {getattr(fn, '__qualname__', fn)!s}"
         try:
-            spec = bindings.build(kind, fn, group, version, plural, options)
+            spec = bindings.build(kind, fn, resource, options)
             (registry if registry is not None else get_default_registry()).register(spec, fn)
         except (TypeError, ValueError) as e:
             raise type(e)(f"{where}: {e}") from None
@@ -80,30 +82,35 @@ def _register(kind: Kind, registry: Registry | None, group: str, version: str | 
     return decorator
 
 
-def create(group: str, version: str | None = None, plural: str | None = None, *, kind: str | None = None,
+def create(*resource: str, group: str | None = None, version: str | None = None,
+           plural: str | None = None, singular: str | None = None, shortcut: str | None = None, kind: str | None = None,
            id: str | None = None, labels: Selector = None, annotations: Mapping[str, Any] | None = None,
            when: str | None = None, namespaces: Iterable[str] | None = None, field_selector: str | None = None,
            retries: int | None = None, timeout: float | None = None, backoff: float | None = None,
            max_backoff: float | None = None, registry: Registry | None = None, **unsupported: Any) -> Callable[[F], F]:
     """Objects the handler has not handled before."""
-    return _register(Kind.CREATE, registry, group, version, plural, unsupported, dict(
+    return _register(Kind.CREATE, registry, resource, unsupported, dict(
+        group=group, version=version, plural=plural, singular=singular, shortcut=shortcut,
         kind=kind, id=id, labels=labels, annotations=annotations, when=when, namespaces=namespaces,
         field_selector=field_selector, retries=retries, timeout=timeout, backoff=backoff, max_backoff=max_backoff))
 
 
-def update(group: str, version: str | None = None, plural: str | None = None, *, kind: str | None = None,
+def update(*resource: str, group: str | None = None, version: str | None = None,
+           plural: str | None = None, singular: str | None = None, shortcut: str | None = None, kind: str | None = None,
            id: str | None = None, labels: Selector = None, annotations: Mapping[str, Any] | None = None,
            when: str | None = None, namespaces: Iterable[str] | None = None, field_selector: str | None = None,
            retries: int | None = None, timeout: float | None = None, backoff: float | None = None,
            max_backoff: float | None = None, registry: Registry | None = None, **unsupported: Any) -> Callable[[F], F]:
     """A change of an object's essence (everything but status) since the
     handler last finished with it: old, new and diff say what changed."""
-    return _register(Kind.UPDATE, registry, group, version, plural, unsupported, dict(
+    return _register(Kind.UPDATE, registry, resource, unsupported, dict(
+        group=group, version=version, plural=plural, singular=singular, shortcut=shortcut,
         kind=kind, id=id, labels=labels, annotations=annotations, when=when, namespaces=namespaces,
         field_selector=field_selector, retries=retries, timeout=timeout, backoff=backoff, max_backoff=max_backoff))
 
 
-def delete(group: str, version: str | None = None, plural: str | None = None, *, kind: str | None = None,
+def delete(*resource: str, group: str | None = None, version: str | None = None,
+           plural: str | None = None, singular: str | None = None, shortcut: str | None = None, kind: str | None = None,
            id: str | None = None, labels: Selector = None, annotations: Mapping[str, Any] | None = None,
            when: str | None = None, namespaces: Iterable[str] | None = None, field_selector: str | None = None,
            optional: bool | None = None, finalizer: Finalizer | None = None, retries: int | None = None,
@@ -112,25 +119,29 @@ def delete(group: str, version: str | None = None, plural: str | None = None, *,
     """An object being deleted. The broker holds it (tether.HOLD) until the
     function succeeds or fails permanently, unless optional=True or
     finalizer=tether.NONE."""
-    return _register(Kind.DELETE, registry, group, version, plural, unsupported, dict(
+    return _register(Kind.DELETE, registry, resource, unsupported, dict(
+        group=group, version=version, plural=plural, singular=singular, shortcut=shortcut,
         kind=kind, id=id, labels=labels, annotations=annotations, when=when, namespaces=namespaces,
         field_selector=field_selector, optional=optional, finalizer=finalizer, retries=retries, timeout=timeout,
         backoff=backoff, max_backoff=max_backoff))
 
 
-def resume(group: str, version: str | None = None, plural: str | None = None, *, kind: str | None = None,
+def resume(*resource: str, group: str | None = None, version: str | None = None,
+           plural: str | None = None, singular: str | None = None, shortcut: str | None = None, kind: str | None = None,
            id: str | None = None, labels: Selector = None, annotations: Mapping[str, Any] | None = None,
            when: str | None = None, namespaces: Iterable[str] | None = None, field_selector: str | None = None,
            retries: int | None = None, timeout: float | None = None, backoff: float | None = None,
            max_backoff: float | None = None, registry: Registry | None = None, **unsupported: Any) -> Callable[[F], F]:
     """Objects already handled, seen again after a broker start or the
     handler's return."""
-    return _register(Kind.RESUME, registry, group, version, plural, unsupported, dict(
+    return _register(Kind.RESUME, registry, resource, unsupported, dict(
+        group=group, version=version, plural=plural, singular=singular, shortcut=shortcut,
         kind=kind, id=id, labels=labels, annotations=annotations, when=when, namespaces=namespaces,
         field_selector=field_selector, retries=retries, timeout=timeout, backoff=backoff, max_backoff=max_backoff))
 
 
-def field(group: str, version: str | None = None, plural: str | None = None, *, field: str | tuple[str, ...],
+def field(*resource: str, group: str | None = None, version: str | None = None,
+          plural: str | None = None, singular: str | None = None, shortcut: str | None = None, field: str | tuple[str, ...],
           kind: str | None = None, id: str | None = None, labels: Selector = None,
           annotations: Mapping[str, Any] | None = None, when: str | None = None,
           namespaces: Iterable[str] | None = None, field_selector: str | None = None, retries: int | None = None,
@@ -138,23 +149,27 @@ def field(group: str, version: str | None = None, plural: str | None = None, *, 
           registry: Registry | None = None, **unsupported: Any) -> Callable[[F], F]:
     """A change of the value at field (a dotted path): old and new are the
     field's values."""
-    return _register(Kind.FIELD, registry, group, version, plural, unsupported, dict(
+    return _register(Kind.FIELD, registry, resource, unsupported, dict(
+        group=group, version=version, plural=plural, singular=singular, shortcut=shortcut,
         field=field, kind=kind, id=id, labels=labels, annotations=annotations, when=when, namespaces=namespaces,
         field_selector=field_selector, retries=retries, timeout=timeout, backoff=backoff, max_backoff=max_backoff))
 
 
-def event(group: str, version: str | None = None, plural: str | None = None, *, kind: str | None = None,
+def event(*resource: str, group: str | None = None, version: str | None = None,
+          plural: str | None = None, singular: str | None = None, shortcut: str | None = None, kind: str | None = None,
           id: str | None = None, labels: Selector = None, annotations: Mapping[str, Any] | None = None,
           when: str | None = None, namespaces: Iterable[str] | None = None, field_selector: str | None = None,
           retries: int | None = None, timeout: float | None = None, backoff: float | None = None,
           max_backoff: float | None = None, registry: Registry | None = None, **unsupported: Any) -> Callable[[F], F]:
     """Every raw watch event (type is ADDED, MODIFIED or DELETED). Never holds."""
-    return _register(Kind.EVENT, registry, group, version, plural, unsupported, dict(
+    return _register(Kind.EVENT, registry, resource, unsupported, dict(
+        group=group, version=version, plural=plural, singular=singular, shortcut=shortcut,
         kind=kind, id=id, labels=labels, annotations=annotations, when=when, namespaces=namespaces,
         field_selector=field_selector, retries=retries, timeout=timeout, backoff=backoff, max_backoff=max_backoff))
 
 
-def timer(group: str, version: str | None = None, plural: str | None = None, *, interval: float,
+def timer(*resource: str, group: str | None = None, version: str | None = None,
+          plural: str | None = None, singular: str | None = None, shortcut: str | None = None, interval: float,
           initial_delay: float | None = None, idle: float | None = None, sharp: bool | None = None,
           kind: str | None = None, id: str | None = None, labels: Selector = None,
           annotations: Mapping[str, Any] | None = None, when: str | None = None,
@@ -165,13 +180,15 @@ def timer(group: str, version: str | None = None, plural: str | None = None, *, 
     """Every interval seconds (at least 0.1) per object, scheduled by the
     broker one tick at a time. Holds each object (tether.HOLD) unless
     finalizer=tether.NONE."""
-    return _register(Kind.TIMER, registry, group, version, plural, unsupported, dict(
+    return _register(Kind.TIMER, registry, resource, unsupported, dict(
+        group=group, version=version, plural=plural, singular=singular, shortcut=shortcut,
         interval=interval, initial_delay=initial_delay, idle=idle, sharp=sharp, kind=kind, id=id, labels=labels,
         annotations=annotations, when=when, namespaces=namespaces, field_selector=field_selector,
         finalizer=finalizer, retries=retries, timeout=timeout, backoff=backoff, max_backoff=max_backoff))
 
 
-def daemon(group: str, version: str | None = None, plural: str | None = None, *,
+def daemon(*resource: str, group: str | None = None, version: str | None = None,
+           plural: str | None = None, singular: str | None = None, shortcut: str | None = None,
            cancellation_timeout: float | None = None, restart: bool | None = None, kind: str | None = None,
            id: str | None = None, labels: Selector = None, annotations: Mapping[str, Any] | None = None,
            when: str | None = None, namespaces: Iterable[str] | None = None, field_selector: str | None = None,
@@ -181,13 +198,15 @@ def daemon(group: str, version: str | None = None, plural: str | None = None, *,
     """A long-running function per object, until its ``stopped`` flag is
     set. restart=True has the broker start it again (with backoff) when it
     returns by itself. Holds each object (tether.HOLD) unless finalizer=tether.NONE."""
-    return _register(Kind.DAEMON, registry, group, version, plural, unsupported, dict(
+    return _register(Kind.DAEMON, registry, resource, unsupported, dict(
+        group=group, version=version, plural=plural, singular=singular, shortcut=shortcut,
         cancellation_timeout=cancellation_timeout, restart=restart, kind=kind, id=id, labels=labels,
         annotations=annotations, when=when, namespaces=namespaces, field_selector=field_selector,
         finalizer=finalizer, retries=retries, timeout=timeout, backoff=backoff, max_backoff=max_backoff))
 
 
-def validate(group: str, version: str | None = None, plural: str | None = None, *,
+def validate(*resource: str, group: str | None = None, version: str | None = None,
+             plural: str | None = None, singular: str | None = None, shortcut: str | None = None,
              operations: Iterable[str] | None = None, operation: str | None = None,
              failure_policy: str | None = None, ignore_failures: bool | None = None,
              side_effects: bool | None = None, subresource: str | None = None,
@@ -201,7 +220,8 @@ def validate(group: str, version: str | None = None, plural: str | None = None, 
     return _admission(Kind.VALIDATE, locals())
 
 
-def mutate(group: str, version: str | None = None, plural: str | None = None, *,
+def mutate(*resource: str, group: str | None = None, version: str | None = None,
+           plural: str | None = None, singular: str | None = None, shortcut: str | None = None,
            operations: Iterable[str] | None = None, operation: str | None = None,
            failure_policy: str | None = None, ignore_failures: bool | None = None,
            side_effects: bool | None = None, subresource: str | None = None,
@@ -216,6 +236,5 @@ def mutate(group: str, version: str | None = None, plural: str | None = None, *,
 
 
 def _admission(kind: Kind, args: dict[str, Any]) -> Callable[[F], F]:
-    group, version, plural = args.pop("group"), args.pop("version"), args.pop("plural")
-    registry, unsupported = args.pop("registry"), args.pop("unsupported")
-    return _register(kind, registry, group, version, plural, unsupported, args)
+    resource, registry, unsupported = args.pop("resource"), args.pop("registry"), args.pop("unsupported")
+    return _register(kind, registry, resource, unsupported, args)

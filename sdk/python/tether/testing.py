@@ -26,7 +26,7 @@ import json
 from typing import Any
 
 from . import durations, essence, outcome
-from .bindings import Kind
+from .bindings import Kind, Spec
 from .dispatch import Dispatcher
 from .registry import Registration, Registry, get_default_registry
 from .v1 import broker_pb2 as pb
@@ -188,8 +188,7 @@ class FakeBroker:
             id=f"testing-{next(self._ids)}", binding_id=s.id, kind=kind, attempt=attempt,
             object=_json(obj) if obj is not None else b"",
             ref=pb.ObjectRef(
-                resource=pb.Resource(group=s.group, version=s.version, resource=s.plural,
-                                     kind=subject.get("kind", s.resource_kind), namespaced=bool(meta.get("namespace"))),
+                resource=_resource(s, subject),
                 namespace=meta.get("namespace", ""), name=meta.get("name", ""), uid=meta.get("uid", ""),
                 resource_version=meta.get("resourceVersion", "")))
         d.deadline.FromDatetime(datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(seconds=TIMEOUT))
@@ -206,26 +205,43 @@ class FakeBroker:
 
 
 def _matches(reg: Registration, obj: dict[str, Any]) -> bool:
-    """Whether obj is of reg's resource: by kind when the binding names
-    one, else by the plural the API server would make of obj's kind. An
-    object without apiVersion and kind matches every binding."""
+    """Whether obj is of reg's resource, as well as it can be told without
+    discovery: by group and version as the binding names them, then by kind,
+    by the plural the API server would make of obj's kind, or by a name that
+    is either (a short name matches nothing here: pass binding=). An object
+    without apiVersion and kind matches every binding."""
     api_version, kind = obj.get("apiVersion"), obj.get("kind")
     if not api_version or not kind:
         return True
     group, _, version = api_version.rpartition("/")
     s = reg.spec
-    if (group, version) != (s.group, s.version):
+    any_group = bool(s.name) and not s.group and not s.version
+    if not any_group and (group != s.group or (s.version and version != s.version)):
         return False
     if s.resource_kind:
         return s.resource_kind == kind
+    if s.plural:
+        return s.plural == _plural(kind)
+    return s.name in (kind, kind.lower(), _plural(kind)) or s.name.lower() == kind.lower()
+
+
+def _resource(s: Spec, obj: dict[str, Any]) -> pb.Resource:
+    """The resource a broker would have resolved s to, for obj."""
+    group, _, version = (obj.get("apiVersion") or "").rpartition("/")
+    kind = obj.get("kind") or s.resource_kind
+    return pb.Resource(group=group if obj.get("apiVersion") else s.group, version=version or s.version,
+                       resource=s.plural or (_plural(kind) if kind else s.name), kind=kind,
+                       namespaced=bool((obj.get("metadata") or {}).get("namespace")))
+
+
+def _plural(kind: str) -> str:
+    """The plural the API server makes of a kind that declares none."""
     plural = kind.lower()
     if plural.endswith(("s", "x", "ch", "sh")):
-        plural += "es"
-    elif plural.endswith("y") and not plural.endswith("ey"):
-        plural = plural[:-1] + "ies"
-    else:
-        plural += "s"
-    return s.plural == plural
+        return plural + "es"
+    if plural.endswith("y") and not plural.endswith("ey"):
+        return plural[:-1] + "ies"
+    return plural + "s"
 
 
 def _json(value: Any) -> bytes:
