@@ -4,6 +4,11 @@
 // it puts on objects. With Options.Admission it also serves the handlers'
 // admission webhooks.
 //
+// docs/design.md has the contract the holds follow ("The contract", its
+// rules numbered as the Events, the tests and the chaos checker name them),
+// how the pieces below carry one change from the watch event to the write,
+// and a glossary of the words the code uses.
+//
 // The pieces live in subpackages, one concept each:
 //
 //	resource   resolve what a binding names with discovery

@@ -3,7 +3,7 @@ package binding
 // Kind is what a binding subscribes to.
 type Kind int
 
-// The binding kinds of DESIGN.md.
+// The binding kinds (see "binding" in the glossary of docs/design.md).
 const (
 	Create Kind = iota + 1
 	Update
@@ -32,7 +32,7 @@ func (k Kind) String() string {
 // Policy is a binding's finalizer policy.
 type Policy int
 
-// The finalizer policies of DESIGN.md.
+// The finalizer policies of rule 2 of the contract in docs/design.md.
 const (
 	PolicyNone Policy = iota
 	PolicyHold

@@ -84,7 +84,9 @@ func (a Action) String() string {
 	return "unknown"
 }
 
-// Rule names the rule of the contract (DESIGN.md) that decided.
+// Rule names the rule of the contract that decided, numbered as in "The
+// contract" of docs/design.md, as the Events, the tests and the chaos
+// checker number them.
 type Rule string
 
 const (

@@ -6,7 +6,8 @@ import (
 )
 
 // TestDecide covers every rule under each policy: the hold a live object
-// gets, and every way a hold goes.
+// gets, and every way a hold goes. Rows are grouped and named by the rules
+// of "The contract" in docs/design.md.
 func TestDecide(t *testing.T) {
 	keep := Decision{}
 	deliver := Decision{Deliver: true}

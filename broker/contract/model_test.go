@@ -13,7 +13,8 @@ import (
 // Decide, the way the dispatcher does, and judges every step against the
 // history itself rather than against the inputs the functions were given:
 // when the broker last started, when the handler last left, what the
-// handler acknowledged. Writes are refused at random and broker restarts
+// handler acknowledged. Its errors name the rules of "The contract" in
+// docs/design.md. Writes are refused at random and broker restarts
 // forget everything not on the object or in the Lease.
 
 const (

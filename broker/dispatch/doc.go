@@ -32,11 +32,14 @@
 // What becomes of a hold is not decided here: holds.go gathers the inputs
 // of broker/contract (the object, the policy of the bindings that match it,
 // the handler's presence, the progress of its deletion work) and the
-// workers do what contract.Decide returns.
+// workers do what contract.Decide returns. "The contract" in docs/design.md
+// numbers its rules; "One change, from the watch event to the write" there
+// follows a change through these parts.
 //
-// Ordering follows DESIGN.md: the queue never hands one UID to two workers,
-// so there is at most one delivery in flight per (handler, object UID), while
-// different objects run in parallel, bounded by the instances' windows.
+// Ordering is rule 6 of that contract: the queue never hands one UID to two
+// workers, so there is at most one delivery in flight per (handler, object
+// UID), while different objects run in parallel, bounded by the instances'
+// windows.
 // Informer handlers only record the latest object and enqueue; workers never
 // mutate cached objects.
 package dispatch

@@ -5,5 +5,6 @@
 // replaces a list whole and so can drop another controller's finalizer; a JSON
 // patch names single elements and can carry `test` operations that make the
 // API server refuse the write when the object moved underneath. Every write
-// the broker makes goes through this package so that rule holds everywhere.
+// the broker makes goes through this package so that rule holds everywhere:
+// rule 4 of "The contract" in docs/design.md.
 package jsonpatch

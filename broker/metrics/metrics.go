@@ -20,7 +20,7 @@ const (
 	OutcomeGone    = "gone"    // the instance left (or said goodbye) first
 )
 
-// Why a hold was released; the hold contract's rules in brackets.
+// Why a hold was released; the rules of the contract (docs/design.md) in brackets.
 const (
 	ReleaseDone             = "done"               // the deletion work was acknowledged (3a)
 	ReleaseNoLongerMatching = "no-longer-matching" // the object stopped matching, or the binding went (3e)

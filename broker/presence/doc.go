@@ -4,5 +4,6 @@
 // connected, so a broker that restarts knows handlers that existed before
 // it, how long they have been gone, and which bindings (and so which
 // resources and holds) they had: it can still release their holds after
-// their grace without ever having seen them connect.
+// their grace (rules 3c and 3d of "The contract" in docs/design.md) without
+// ever having seen them connect.
 package presence

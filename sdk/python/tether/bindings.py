@@ -43,7 +43,8 @@ class Kind(enum.Enum):
 
 class Finalizer(enum.Enum):
     """Whether and how a delete, timer or daemon binding holds its objects
-    with the finalizer tether.dev/<handler> (see DESIGN.md, the hold contract)."""
+    with the finalizer tether.dev/<handler> (rule 2 of "The contract" in
+    docs/design.md)."""
 
     HOLD = "HOLD"
     STRICT = "STRICT"
