@@ -9,7 +9,7 @@ import (
 
 // This file is compiled only with `-tags chaosbreak`, into the broker that
 // `make chaos-selftest` runs: TETHER_CHAOS_BREAK names one way to break
-// the contract, and the chaos checker must report the invariant it breaks.
+// the contract, and the chaos checker must report the rule it breaks.
 // A release build has none of it (breaks.go).
 
 var chosen = func() breakage {

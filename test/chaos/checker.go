@@ -9,14 +9,15 @@ import (
 	"time"
 )
 
-// Violation is one breach of the hold contract, or of the broker's health,
-// that Check found in a history.
+// Violation is one breach of the contract that Check found in a history.
 type Violation struct {
-	// Invariant is the number of the invariant broken, 1 to 6; Check names
-	// the check that failed, e.g. "stuck-hold" (invariants 2 and 6 have two).
-	Invariant int
-	Check     string
-	// The object; for invariant 6, Resource is "broker" and Name the broker.
+	// Rule is the number of the contract's rule broken, as docs/design.md
+	// numbers them (2 to 7: the checker has no check of rule 1); Check
+	// names the check that failed, e.g. "stuck-hold" (rules 3 and 7 have
+	// two).
+	Rule  int
+	Check string
+	// The object; for rule 7, Resource is "broker" and Name the broker.
 	UID, Namespace, Name, Resource string
 	At                             time.Time
 	Detail                         string
@@ -24,10 +25,11 @@ type Violation struct {
 	Faults []Fault
 }
 
-// invariantNames are the checks of each invariant, by number.
-var invariantNames = [...]string{
-	1: "stuck-hold", 2: "create-missed, delete-skipped", 3: "strict-released",
-	4: "foreign-removed", 5: "late-delivery", 6: "broker-panic, leak",
+// ruleChecks are the checks of each rule of docs/design.md, by number; a
+// rule with none (1: a hold is added only where needed) is left out.
+var ruleChecks = [...]string{
+	2: "strict-released", 3: "stuck-hold, delete-skipped", 4: "foreign-removed",
+	5: "late-delivery", 6: "create-missed", 7: "broker-panic, leak",
 }
 
 const (
@@ -57,13 +59,14 @@ const (
 	leakRSSMargin       = 256 << 20
 )
 
-// Check judges a history against the invariants. It is pure; violations
-// come sorted by invariant, time and object, the same for the same history.
+// Check judges a history against the contract's rules. It is pure;
+// violations come sorted by rule, time and object, the same for the same
+// history.
 func Check(h *History) []Violation {
 	ix := newHistIndex(h)
 	var vs []Violation
 	for _, check := range []func(*histIndex) []Violation{
-		checkStuckHolds, checkCreates, checkDeletes, checkStrictDeletes, checkForeign, checkLate, checkBrokers,
+		checkStrictDeletes, checkStuckHolds, checkDeletes, checkForeign, checkLate, checkCreates, checkBrokers,
 	} {
 		vs = append(vs, check(ix)...)
 	}
@@ -71,7 +74,7 @@ func Check(h *History) []Violation {
 		vs[i].Faults = ix.faultsAround(vs[i].At)
 	}
 	slices.SortStableFunc(vs, func(a, b Violation) int {
-		return cmp.Or(cmp.Compare(a.Invariant, b.Invariant), a.At.Compare(b.At), strings.Compare(a.UID, b.UID),
+		return cmp.Or(cmp.Compare(a.Rule, b.Rule), a.At.Compare(b.At), strings.Compare(a.UID, b.UID),
 			strings.Compare(a.Name, b.Name), strings.Compare(a.Check, b.Check), strings.Compare(a.Detail, b.Detail))
 	})
 	return vs
@@ -195,14 +198,15 @@ func (ix *histIndex) faultsAround(at time.Time) []Fault {
 }
 
 // violation builds a Violation, its Detail from format and args.
-func violation(n int, check, resource, namespace, name, uid string, at time.Time, format string, args ...any) Violation {
-	return Violation{Invariant: n, Check: check, Resource: resource, Namespace: namespace, Name: name, UID: uid, At: at,
+func violation(rule int, check, resource, namespace, name, uid string, at time.Time, format string, args ...any) Violation {
+	return Violation{Rule: rule, Check: check, Resource: resource, Namespace: namespace, Name: name, UID: uid, At: at,
 		Detail: fmt.Sprintf(format, args...)}
 }
 
-// checkStuckHolds (1): at the end, no object has been deleting with the
-// run's hold for longer than grace and bound, and none has the hold of a
-// handler the run never had.
+// checkStuckHolds (rule 3: every hold goes, by one of 3a to 3f, in time):
+// at the end, no object has been deleting with the run's hold for longer
+// than grace and bound, and none has the hold of a handler the run never
+// had.
 func checkStuckHolds(ix *histIndex) []Violation {
 	h := ix.h
 	var vs []Violation
@@ -211,14 +215,14 @@ func checkStuckHolds(ix *histIndex) []Violation {
 			switch {
 			case !strings.HasPrefix(f, HoldPrefix):
 			case f != ix.hold:
-				vs = append(vs, violation(1, "stuck-hold", o.Resource, o.Namespace, o.Name, o.UID, h.End,
+				vs = append(vs, violation(3, "stuck-hold", o.Resource, o.Namespace, o.Name, o.UID, h.End,
 					"the hold %s of a handler this run never had is still on at the end", f))
 			case o.Deleting:
 				// A deletion whose start the history does not show (zero)
 				// cannot be shown to be within the bound.
 				since := cmp.Or(o.DeletingSince, ix.life[o.UID].deleting)
 				if h.End.Sub(since) > h.Grace+h.Bound {
-					vs = append(vs, violation(1, "stuck-hold", o.Resource, o.Namespace, o.Name, o.UID, cmp.Or(since, h.End),
+					vs = append(vs, violation(3, "stuck-hold", o.Resource, o.Namespace, o.Name, o.UID, cmp.Or(since, h.End),
 						"deleting since %s and still held by %s at the end (%s), past grace %v + bound %v",
 						sinceStart(h.Start, since), f, sinceStart(h.Start, h.End), h.Grace, h.Bound))
 				}
@@ -228,9 +232,9 @@ func checkStuckHolds(ix *histIndex) []Violation {
 	return vs
 }
 
-// checkCreates (2a): every widget created and still there, not deleting,
-// at the end had its create binding answered ok. ConfigMaps have no create
-// binding.
+// checkCreates (rule 6: every cause is delivered until answered): every
+// widget created and still there, not deleting, at the end had its create
+// binding answered ok. ConfigMaps have no create binding.
 func checkCreates(ix *histIndex) []Violation {
 	var vs []Violation
 	for _, op := range ix.h.Ops {
@@ -252,7 +256,7 @@ func checkCreates(ix *histIndex) []Violation {
 		if ix.excused(op.UID, time.Time{}, ix.h.End, []string{"HandlerRetrying", "RetriesExhausted", "HandlerFailed"}) {
 			continue
 		}
-		vs = append(vs, violation(2, "create-missed", op.Resource, op.Namespace, op.Name, op.UID, op.At,
+		vs = append(vs, violation(6, "create-missed", op.Resource, op.Namespace, op.Name, op.UID, op.At,
 			"created at %s and seen live by the broker (held, or there at the end), but its %q binding never answered ok; %s",
 			sinceStart(ix.h.Start, op.At), BindingCreate, ix.tried(op.UID, BindingCreate)))
 	}
@@ -270,16 +274,18 @@ func (ix *histIndex) heldLive(uid string) bool {
 	return false
 }
 
-// checkDeletes (2b): a widget's hold is released only after its delete
-// binding answered, or with an Event naming the rule that released it.
+// checkDeletes (rule 3: a hold goes only by one of 3a to 3f): a widget's
+// hold is released only after its delete binding answered (3a), or with an
+// Event naming the rule that released it.
 func checkDeletes(ix *histIndex) []Violation {
-	return ix.unackedReleases(2, "delete-skipped", Widgets, BindingDelete, "HoldReleased", "RetriesExhausted", "DaemonStopTimeout")
+	return ix.unackedReleases(3, "delete-skipped", Widgets, BindingDelete, "HoldReleased", "RetriesExhausted", "DaemonStopTimeout")
 }
 
-// checkStrictDeletes (3): a STRICT hold waits for the handler whatever
-// else happens; only a cancellation timeout (rule 3b) lets it go unanswered.
+// checkStrictDeletes (rule 2: STRICT): a STRICT hold waits for the handler
+// whatever else happens; only a cancellation timeout (3b) lets it go
+// unanswered.
 func checkStrictDeletes(ix *histIndex) []Violation {
-	return ix.unackedReleases(3, "strict-released", ConfigMaps, BindingStrictDelete, "DaemonStopTimeout")
+	return ix.unackedReleases(2, "strict-released", ConfigMaps, BindingStrictDelete, "DaemonStopTimeout")
 }
 
 // unackedReleases finds the objects of resource released before binding
@@ -287,7 +293,7 @@ func checkStrictDeletes(ix *histIndex) []Violation {
 // counts only from the deletion on (from any time when its start is
 // unknown): a RetriesExhausted of an update, say, earlier in the object's
 // life releases nothing.
-func (ix *histIndex) unackedReleases(n int, check, resource, binding string, excuses ...string) []Violation {
+func (ix *histIndex) unackedReleases(rule int, check, resource, binding string, excuses ...string) []Violation {
 	var vs []Violation
 	for uid, l := range ix.life {
 		r := l.released
@@ -302,7 +308,7 @@ func (ix *histIndex) unackedReleases(n int, check, resource, binding string, exc
 		if r.Gone {
 			how = "seen gone"
 		}
-		vs = append(vs, violation(n, check, r.Resource, r.Namespace, r.Name, uid, r.At,
+		vs = append(vs, violation(rule, check, r.Resource, r.Namespace, r.Name, uid, r.At,
 			"the hold %s was released (%s at %s) before its %q binding answered ok or fail; %s",
 			ix.hold, how, sinceStart(ix.h.Start, r.At), binding, ix.tried(uid, binding)))
 	}
@@ -338,7 +344,7 @@ func (ix *histIndex) tried(uid, binding string) string {
 		n, last.Outcome, sinceStart(ix.h.Start, last.Answered), last.Instance)
 }
 
-// checkForeign (4): the foreign finalizer leaves an object only by the
+// checkForeign (rule 4: writes never clobber): the foreign finalizer leaves an object only by the
 // foreign controller's own remove, one remove for each time it leaves.
 // Gone counts as leaving: the API server deletes nothing with it on.
 func checkForeign(ix *histIndex) []Violation {
@@ -372,7 +378,8 @@ func checkForeign(ix *histIndex) []Violation {
 	return vs
 }
 
-// checkLate (5): nothing is delivered for an object once it is released:
+// checkLate (rule 5: identity is the UID, and a released object's work is
+// over): nothing is delivered for an object once it is released:
 // seen gone, or for a widget, once its delete was answered before the
 // release. Watch events and admission reviews are exempt: they report
 // what the API server did to the object, a removal of the foreign
@@ -457,21 +464,22 @@ func (ix *histIndex) brokerBlindUntil(from, until time.Time) time.Time {
 	return healed
 }
 
-// checkBrokers (6): no broker panicked or leaked.
+// checkBrokers (rule 7: the broker keeps running): no broker panicked or
+// leaked.
 func checkBrokers(ix *histIndex) []Violation {
 	var vs []Violation
 	end := ix.h.End
 	for _, b := range ix.h.Brokers {
 		if len(b.Panics) > 0 {
-			vs = append(vs, violation(6, "broker-panic", "broker", "", b.Name, "", end,
+			vs = append(vs, violation(7, "broker-panic", "broker", "", b.Name, "", end,
 				"%d panic line(s); the first: %s", len(b.Panics), b.Panics[0]))
 		}
 		if limit := leakGoroutineFactor*b.FirstGoroutines + leakGoroutineMargin; b.FirstGoroutines > 0 && b.LastGoroutines > limit {
-			vs = append(vs, violation(6, "leak", "broker", "", b.Name, "", end,
+			vs = append(vs, violation(7, "leak", "broker", "", b.Name, "", end,
 				"%d goroutines at the end, from %d once warm (limit %d)", b.LastGoroutines, b.FirstGoroutines, limit))
 		}
 		if limit := leakRSSFactor*b.FirstRSS + leakRSSMargin; b.FirstRSS > 0 && b.LastRSS > limit {
-			vs = append(vs, violation(6, "leak", "broker", "", b.Name, "", end,
+			vs = append(vs, violation(7, "leak", "broker", "", b.Name, "", end,
 				"resident memory %d MiB at the end, from %d MiB once warm (limit %d MiB)", b.LastRSS>>20, b.FirstRSS>>20, limit>>20))
 		}
 	}

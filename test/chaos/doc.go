@@ -25,8 +25,9 @@
 //
 // Everything seen goes into a History: the load's writes, each delivery as
 // the handler logged it, the faults, every state the run's own watch showed,
-// the Events and the objects at the end. Check judges it against the hold
-// contract, Summarize counts it, Report prints the table. The command is
+// the Events and the objects at the end. Check judges it against the
+// contract, each check named by the rule of docs/design.md it checks;
+// Summarize counts it, Report prints the table. The command is
 // ./cmd/chaos; `make chaos SEED=N DURATION=D` runs it, and a failing seed
 // reproduces with the same two.
 package chaos

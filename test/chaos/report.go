@@ -127,14 +127,16 @@ func Report(w io.Writer, h *History, st Stats, vs []Violation) {
 	fmt.Fprintf(tw, "duplicates\t%d\n", st.Duplicates)
 	fmt.Fprintf(tw, "API warnings to the load\t%d (a review that failed open sends one)\n", h.Warnings)
 	fmt.Fprintf(tw, "violations\t%d\n", len(vs))
-	var counts [len(invariantNames)]int
+	var counts [len(ruleChecks)]int
 	for _, v := range vs {
-		if v.Invariant > 0 && v.Invariant < len(counts) {
-			counts[v.Invariant]++
+		if v.Rule > 0 && v.Rule < len(counts) {
+			counts[v.Rule]++
 		}
 	}
-	for n := 1; n < len(counts); n++ {
-		fmt.Fprintf(tw, "  %d %s\t%d\n", n, invariantNames[n], counts[n])
+	for n, checks := range ruleChecks {
+		if checks != "" {
+			fmt.Fprintf(tw, "  rule %d %s\t%d\n", n, checks, counts[n])
+		}
 	}
 	for _, b := range h.Brokers {
 		if b.Sampled == 0 {
@@ -151,7 +153,7 @@ func Report(w io.Writer, h *History, st Stats, vs []Violation) {
 	}
 	tw.Flush()
 	for _, v := range vs {
-		fmt.Fprintf(w, "\n%d %s: %s at %s\n  %s\n", v.Invariant, v.Check, v.subject(), sinceStart(h.Start, v.At), v.Detail)
+		fmt.Fprintf(w, "\nrule %d %s: %s at %s\n  %s\n", v.Rule, v.Check, v.subject(), sinceStart(h.Start, v.At), v.Detail)
 		for _, f := range v.Faults {
 			healed := ""
 			if !f.Healed.IsZero() {
@@ -165,7 +167,7 @@ func Report(w io.Writer, h *History, st Stats, vs []Violation) {
 
 // String is the violation on one line, at its wall-clock time.
 func (v Violation) String() string {
-	return fmt.Sprintf("%d %s: %s at %s: %s", v.Invariant, v.Check, v.subject(), v.At.Format("15:04:05.000"), v.Detail)
+	return fmt.Sprintf("rule %d %s: %s at %s: %s", v.Rule, v.Check, v.subject(), v.At.Format("15:04:05.000"), v.Detail)
 }
 
 // subject names what a violation is about: "widgets ns/name uid 1234".

@@ -51,20 +51,20 @@ func TestReportShowsTheRunAndEachViolation(t *testing.T) {
 		`  net-reset +1`,
 		`duplicates +0`,
 		`violations +2`,
-		`  1 stuck-hold +0`,
-		`  2 create-missed, delete-skipped +1`,
-		`  3 strict-released +0`,
-		`  4 foreign-removed +0`,
-		`  5 late-delivery +0`,
-		`  6 broker-panic, leak +1`,
+		`  rule 2 strict-released +0`,
+		`  rule 3 stuck-hold, delete-skipped +1`,
+		`  rule 4 foreign-removed +0`,
+		`  rule 5 late-delivery +0`,
+		`  rule 6 create-missed +0`,
+		`  rule 7 broker-panic, leak +1`,
 		`release latency +p50 +p99 +objects`,
 		`  handler-kill +300ms +300ms +1`,
 		`  net-reset +3s +3s +1`,
-		`2 delete-skipped: widgets load/n-w2 uid w2 at \+12s`,
+		`rule 3 delete-skipped: widgets load/n-w2 uid w2 at \+12s`,
 		`  the hold tether\.dev/chaos was released \(seen deleting without it at \+12s\) before its "delete" binding answered ok or fail; it was never delivered`,
 		`  fault handler-kill handler-1 at \+5s, healed \+8s`,
 		`  fault net-reset broker->apiserver at \+9\.5s`,
-		`6 broker-panic: broker broker-a at \+11m40s`,
+		`rule 7 broker-panic: broker broker-a at \+11m40s`,
 		`  1 panic line\(s\); the first: panic: boom`,
 		`reproduce: make chaos SEED=7`,
 	)
@@ -80,13 +80,13 @@ func TestReportWithoutViolationsShowsZeroRows(t *testing.T) {
 	wantLines(t, lines,
 		`duration +1m12\.3s`,
 		`violations +0`,
-		`  1 stuck-hold +0`, `  2 create-missed, delete-skipped +0`, `  3 strict-released +0`,
-		`  4 foreign-removed +0`, `  5 late-delivery +0`, `  6 broker-panic, leak +0`,
+		`  rule 2 strict-released +0`, `  rule 3 stuck-hold, delete-skipped +0`, `  rule 4 foreign-removed +0`,
+		`  rule 5 late-delivery +0`, `  rule 6 create-missed +0`, `  rule 7 broker-panic, leak +0`,
 		`  none +300ms +300ms +1`,
 		``,
 		`reproduce: make chaos SEED=7`,
 	)
-	violation := regexp.MustCompile(`^\d [a-z-]+: `)
+	violation := regexp.MustCompile(`^rule \d [a-z-]+: `)
 	for _, l := range lines {
 		if violation.MatchString(l) {
 			t.Errorf("a violation's line: %q", l)

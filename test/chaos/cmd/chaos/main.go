@@ -1,7 +1,8 @@
 // Command chaos plays one seed of random faults against the real control
 // plane, two broker replicas and three handler instances, checks the
-// history against the hold contract, and prints one table. It exits 1 when
-// an invariant was broken, 2 when the run itself failed.
+// history against the contract (its rules numbered as in docs/design.md),
+// and prints one table. It exits 1 when a rule was broken, 2 when the run
+// itself failed.
 //
 //	go run ./test/chaos/cmd/chaos -seed 7 -duration 10m
 //
@@ -37,7 +38,7 @@ func main() {
 	historyFile := flag.String("history", "", "write the run's history to this file as JSON, for a closer look")
 	flag.StringVar(&o.Break, "break", "", "build the broker to break the contract this way (broker/dispatch/breakage.go), for the checker's self-test")
 	judge := flag.String("judge", "", "judge the history in this file (from -history) instead of running: after a change to the checker")
-	expect := flag.Int("expect", 0, "with -break: exit 0 only when the checker reports this invariant (1-6), else 1")
+	expect := flag.Int("expect", 0, "with -break: exit 0 only when the checker reports a breach of this rule of docs/design.md (2-7), else 1")
 	flag.Parse()
 	o.BrokerFlags = strings.Fields(*brokerFlags)
 	o.Progress = os.Stderr
@@ -64,11 +65,11 @@ func main() {
 	vs := chaos.Check(h)
 	chaos.Report(os.Stdout, h, chaos.Summarize(h), vs)
 	if *expect != 0 {
-		if !slices.ContainsFunc(vs, func(v chaos.Violation) bool { return v.Invariant == *expect }) {
-			fmt.Fprintf(os.Stderr, "chaos: -break %s: the checker did not report invariant %d\n", o.Break, *expect)
+		if !slices.ContainsFunc(vs, func(v chaos.Violation) bool { return v.Rule == *expect }) {
+			fmt.Fprintf(os.Stderr, "chaos: -break %s: the checker did not report rule %d\n", o.Break, *expect)
 			os.Exit(1)
 		}
-		fmt.Fprintf(os.Stderr, "chaos: -break %s: the checker reported invariant %d, as it should\n", o.Break, *expect)
+		fmt.Fprintf(os.Stderr, "chaos: -break %s: the checker reported rule %d, as it should\n", o.Break, *expect)
 		return
 	}
 	if len(vs) > 0 {
