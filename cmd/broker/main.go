@@ -19,13 +19,11 @@ import (
 
 	"github.com/tether-dev/tether/broker"
 	"github.com/tether-dev/tether/broker/binding"
+	"github.com/tether-dev/tether/broker/buildinfo"
 	"github.com/tether-dev/tether/broker/dispatch"
 	tetherv1 "github.com/tether-dev/tether/proto/tether/v1"
 	"github.com/tether-dev/tether/sdk/kubeconfig"
 )
-
-// version is set at build time with -ldflags "-X main.version=...".
-var version = "dev"
 
 type config struct {
 	kubeconfig    string
@@ -74,6 +72,9 @@ func main() {
 			run, args = releaseCmd, args[1:]
 		case "serve":
 			args = args[1:]
+		case "version", "-version", "--version":
+			fmt.Println("tether-broker", buildinfo.Version())
+			return
 		}
 	}
 	if err := run(args, os.Stdout, os.Stderr); err != nil {
@@ -89,7 +90,7 @@ func parseFlags(args []string, out io.Writer) (*config, error) {
 	fs := flag.NewFlagSet("broker", flag.ContinueOnError)
 	fs.SetOutput(out)
 	fs.Usage = func() {
-		fmt.Fprintf(out, "Usage: broker [serve] [flags]\n       broker status [flags]\n       broker release (--handler NAME ... | --all) [flags]\n\n"+
+		fmt.Fprintf(out, "Usage: broker [serve] [flags]\n       broker status [flags]\n       broker release (--handler NAME ... | --all) [flags]\n       broker --version\n\n"+
 			"The Tether broker. Kubeconfig is found as kubectl finds it: --kubeconfig, then\n$KUBECONFIG, then the in-cluster service account, then ~/.kube/config.\n"+
 			"'broker status -help' and 'broker release -help' describe the subcommands.\n\nFlags:\n")
 		fs.PrintDefaults()
@@ -188,7 +189,7 @@ func serve(args []string, _, stderr io.Writer) error {
 		return err
 	}
 	restCfg.QPS, restCfg.Burst = float32(c.qps), c.burst
-	restCfg.UserAgent = "tether-broker/" + version
+	restCfg.UserAgent = "tether-broker/" + buildinfo.Version()
 	log.Info("using cluster", "from", source, "host", restCfg.Host)
 
 	if c.insecure {
@@ -199,7 +200,7 @@ func serve(args []string, _, stderr io.Writer) error {
 		Log: log, Config: restCfg, Listen: c.listen, Insecure: c.insecure, GRPCCerts: c.grpcCerts,
 		Defaults: binding.Defaults{Retries: c.retries, Timeout: c.timeout, Backoff: c.backoff, MaxBackoff: c.maxBackoff},
 		Workers:  c.workers, WriteQPS: c.qps, WriteBurst: c.burst, NoPushdown: c.noPushdown, ReleaseQPS: c.releaseQPS, DefaultWindow: c.defaultWindow, MaxWindow: c.maxWindow,
-		HelloTimeout: c.helloTimeout, MaxMessageSize: c.maxMsgSize, Version: version,
+		HelloTimeout: c.helloTimeout, MaxMessageSize: c.maxMsgSize, Version: buildinfo.Version(),
 		Namespace: c.namespace, Identity: c.identity, Deployment: c.deployment, MetricsListen: c.metricsListen,
 		LeaderElection: c.leader, Admission: c.admission,
 		TokenAudiences: splitList(c.audiences), RecheckEvery: c.recheckEvery,

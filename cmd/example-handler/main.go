@@ -43,6 +43,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	tetherv1 "github.com/tether-dev/tether/proto/tether/v1"
+	"github.com/tether-dev/tether/broker/buildinfo"
 	"github.com/tether-dev/tether/sdk"
 	"github.com/tether-dev/tether/sdk/kubeconfig"
 )
@@ -73,6 +74,10 @@ func main() {
 // run is main without the exit: 0 on success or -help, 2 for bad flags, 1
 // when the handler fails.
 func run(args []string, stderr io.Writer) int {
+	if len(args) == 1 && (args[0] == "--version" || args[0] == "-version" || args[0] == "version") {
+		fmt.Println("tether-example-handler", buildinfo.Version())
+		return 0
+	}
 	c, err := parseFlags(args, stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		return 0

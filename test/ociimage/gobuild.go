@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path"
 	"path/filepath"
+	"strings"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -22,10 +23,14 @@ func Binaries(ctx context.Context, repo, arch string, pkgs ...string) ([]File, e
 		return nil, fmt.Errorf("making a folder for the image's binaries: %w", err)
 	}
 	defer os.RemoveAll(work)
+	ldflags := "-s -w"
+	if v := describe(ctx, repo); v != "" {
+		ldflags += " -X " + buildinfoVersion + "=" + v
+	}
 	files := make([]File, 0, len(pkgs))
 	for _, pkg := range pkgs {
 		bin := filepath.Join(work, path.Base(pkg))
-		cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-buildvcs=false", "-ldflags=-s -w", "-o", bin, pkg)
+		cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-buildvcs=false", "-ldflags="+ldflags, "-o", bin, pkg)
 		cmd.Dir = repo
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+arch)
 		if msg, err := cmd.CombinedOutput(); err != nil {
@@ -38,6 +43,22 @@ func Binaries(ctx context.Context, repo, arch string, pkgs ...string) ([]File, e
 		files = append(files, File{Path: "/" + path.Base(pkg), Data: data, Mode: 0o755})
 	}
 	return files, nil
+}
+
+// buildinfoVersion is the variable the binaries report as their version.
+const buildinfoVersion = "github.com/tether-dev/tether/broker/buildinfo.stamped"
+
+// describe is git's name for the checkout at repo ("v0.3.0-4-gabcdef0",
+// "abcdef0-dirty"), or "" where there is no git checkout: the binaries then
+// say "dev".
+func describe(ctx context.Context, repo string) string {
+	cmd := exec.CommandContext(ctx, "git", "describe", "--tags", "--always", "--dirty")
+	cmd.Dir = repo
+	out, err := cmd.Output()
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(out))
 }
 
 // Tether builds cmd/broker and cmd/example-handler in repo and makes the
