@@ -21,6 +21,9 @@ from .patch import Patch
 from .registry import Registry, get_default_registry
 from .runner import ConfigError, operator, run
 from .selectors import ABSENT, PRESENT
+from .settings import OperatorSettings, SettingsError
+from .types import (Annotations, Body, BodyEssence, Diff, DiffOperation, Index, Labels, Logger, Memo, Meta, Operation,
+                    RawBody, RawEvent, RawEventType, Reason, Spec, Status, Store, UserInfo)
 from .version import __version__
 
 __all__ = [
@@ -29,5 +32,9 @@ __all__ = [
     "TemporaryError", "PermanentError", "AdmissionError", "RejectedError", "ConfigError",
     "Registry", "get_default_registry", "run", "operator",
     "Patch", "Resource", "DiffItem", "DaemonStopped", "AsyncDaemonStopped",
+    "OperatorSettings", "SettingsError",
+    # Kopf's type names, for annotations
+    "Body", "RawBody", "Spec", "Meta", "Status", "Labels", "Annotations", "BodyEssence", "Diff", "DiffOperation",
+    "Logger", "RawEvent", "RawEventType", "Operation", "UserInfo", "Reason", "Memo", "Index", "Store",
     "__version__",
 ]
