@@ -208,6 +208,33 @@ class Registries(unittest.TestCase):
             tether.on.create(*W, registry=tether.Registry())(lambda **_: None)
         self.assertIn("pass id=", str(caught.exception))
 
+    def test_a_long_function_name_makes_a_default_id_that_fits(self):
+        # Kopf's examples have names this long: "update-" and the name are 47 characters.
+        r = tether.Registry()
+
+        def eventual_success_with_a_few_messages_again(**_):
+            pass
+
+        def eventual_success_with_a_few_messages_later(**_):
+            pass
+
+        for f in (eventual_success_with_a_few_messages_again, eventual_success_with_a_few_messages_later):
+            tether.on.update(*W, registry=r)(f)
+            tether.on.update(*W, registry=tether.Registry())(f)  # the same id each time
+        ids = [reg.spec.id for reg in r]
+        self.assertEqual(len(set(ids)), 2, ids)
+        for got in ids:
+            self.assertLessEqual(len(got), 40, got)
+            self.assertRegex(got, r"^update-eventual-success-with-a-[0-9a-f]{8}$")
+        self.assertEqual(bindings.default_id(bindings.Kind.UPDATE, eventual_success_with_a_few_messages_again),
+                         ids[0], "deterministic")
+
+    def test_an_explicit_id_too_long_is_an_error(self):
+        with self.assertRaises(ValueError) as caught:
+            tether.on.create(*W, registry=tether.Registry(), id="x" * 41)(fn)
+        self.assertIn(f"binding id {'x' * 41!r} is 41 characters long", str(caught.exception))
+        self.assertIn("at most 40 characters", str(caught.exception))
+
     def test_the_decorator_returns_the_function(self):
         self.assertIs(tether.on.create(*W, registry=tether.Registry())(fn), fn)
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import hashlib
 import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
@@ -67,6 +68,8 @@ FAILURE_POLICIES = ("Ignore", "Fail")
 _DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 # The decorators' keywords that name the resource (resources.parse).
 _RESOURCE_KEYWORDS = ("group", "version", "kind", "plural", "singular", "shortcut")
+# Hex digits of the hash that ends a default id cut to the length limit.
+_ID_HASH_LENGTH = 8
 
 
 @dataclasses.dataclass(frozen=True)
@@ -111,7 +114,10 @@ class Spec:
 
 
 def check_name(what: str, name: str, max_length: int = limits.MAX_NAME_LENGTH) -> None:
-    if not isinstance(name, str) or len(name) > max_length or not _DNS1123_LABEL.match(name):
+    if isinstance(name, str) and len(name) > max_length:
+        raise ValueError(f"{what} {name!r} is {len(name)} characters long; it must be a DNS-1123 label "
+                         f"of at most {max_length} characters")
+    if not isinstance(name, str) or not _DNS1123_LABEL.match(name):
         raise ValueError(f"{what} {name!r} is not a DNS-1123 label (lower case letters, digits and '-') "
                          f"of at most {max_length} characters")
 
@@ -119,9 +125,14 @@ def check_name(what: str, name: str, max_length: int = limits.MAX_NAME_LENGTH) -
 def default_id(kind: Kind, fn: Callable[..., Any]) -> str:
     """"<kind>-<function name>", underscores as dashes: stable across
     releases as long as the function keeps its name (results are stored
-    under the id), and distinct when one function has several decorators."""
+    under the id), and distinct when one function has several decorators.
+    Past the length limit it is cut, and ends with a hash of the whole, so
+    that two long names with the same beginning still differ."""
     name = getattr(fn, "__name__", "")
     candidate = f"{kind.value}-{name.lower().replace('_', '-').strip('-')}"
+    if len(candidate) > limits.MAX_NAME_LENGTH:
+        digest = hashlib.sha256(candidate.encode()).hexdigest()[:_ID_HASH_LENGTH]
+        candidate = f"{candidate[:limits.MAX_NAME_LENGTH - _ID_HASH_LENGTH - 1].rstrip('-')}-{digest}"
     try:
         check_name("id", candidate)
     except ValueError:
