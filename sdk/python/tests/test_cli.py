@@ -11,6 +11,7 @@ import sys
 import tempfile
 import textwrap
 import unittest
+import unittest.mock
 
 import grpc
 
@@ -85,6 +86,18 @@ class Flags(unittest.TestCase):
                      "--drain-timeout", "--max-backoff", "--log-format", "--verbose", "--module", "--dev",
                      "--priority"):
             self.assertIn(flag, text)
+
+    def test_help_gives_the_defaults_where_they_are_defined(self):
+        def help_of(flag):
+            text = cli.parser()._subparsers._group_actions[0].choices["run"].format_help()
+            return " ".join(text.split("\n  " + flag + " D", 1)[1].split("\n  -", 1)[0].split())
+
+        for reconnect_max, drain in ((runner.RECONNECT_MAX, runner.DEFAULT_DRAIN_TIMEOUT), (7.0, 3.5)):
+            with self.subTest(reconnect_max=reconnect_max), \
+                    unittest.mock.patch.multiple(runner, RECONNECT_MAX=reconnect_max, DEFAULT_DRAIN_TIMEOUT=drain):
+                self.assertIn(f"(default {reconnect_max:g}s)", help_of("--max-backoff"))
+                self.assertIn(f"waits start at {runner.RECONNECT_MIN:g}s", help_of("--max-backoff"))
+                self.assertIn(f"(default {drain:g}s)", help_of("--drain-timeout"))
 
     def test_durations(self):
         for text, want in (("90", 90), ("1.5", 1.5), ("500ms", 0.5), ("30s", 30), ("5m", 300), ("1h30m", 5400),

@@ -108,9 +108,11 @@ def parser() -> argparse.ArgumentParser:
                    help="ask the broker to strip the handler's holds after it has been absent this long "
                         "(0: never; default the broker's)")
     r.add_argument("--drain-timeout", type=_duration, default=runner.DEFAULT_DRAIN_TIMEOUT, metavar="D",
-                   help="on SIGTERM, how long deliveries in flight and daemons may take (default 10s)")
+                   help="on SIGTERM, how long deliveries in flight and daemons may take "
+                        f"(default {runner.DEFAULT_DRAIN_TIMEOUT:g}s)")
     r.add_argument("--max-backoff", type=_duration, default=runner.RECONNECT_MAX, metavar="D",
-                   help="longest wait between reconnects; waits start at 0.1s and double (default 10s)")
+                   help=f"longest wait between reconnects; waits start at {runner.RECONNECT_MIN:g}s and double "
+                        f"(default {runner.RECONNECT_MAX:g}s)")
     r.add_argument("--log-format", choices=log.FORMATS, default="plain",
                    help="plain lines, or one JSON object per line (default %(default)s)")
     r.add_argument("-v", "--verbose", action="store_true", help="log debug lines too")
