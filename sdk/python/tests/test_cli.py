@@ -65,6 +65,9 @@ class Flags(unittest.TestCase):
         self.assertEqual((a.namespace, a.grace, a.absent_release_after, a.drain_timeout, a.max_backoff),
                          (["a", "b"], 60.0, 0.0, 0.5, 2.0))
         self.assertEqual((a.log_format, a.verbose), ("json", True))
+        self.assertIsNone(a.liveness)
+        a = parse("h.py", "--name", "w", "--liveness", "http://0.0.0.0:8080/healthz")
+        self.assertEqual(a.liveness, "http://0.0.0.0:8080/healthz")
         a = parse("h.py", "--name", "w", "--tls-ca-file", "ca.pem", "--tls-server-name", "broker.test")
         self.assertEqual((a.tls_ca_file, a.tls_server_name), ("ca.pem", "broker.test"))
 
@@ -84,7 +87,7 @@ class Flags(unittest.TestCase):
         for flag in ("--name", "--broker", "--insecure", "--token-file", "--tls-ca-file", "--tls-server-name",
                      "--instance-id", "--window", "--namespace", "--grace", "--absent-release-after",
                      "--drain-timeout", "--max-backoff", "--log-format", "--verbose", "--module", "--dev",
-                     "--priority"):
+                     "--priority", "--liveness"):
             self.assertIn(flag, text)
 
     def test_help_gives_the_defaults_where_they_are_defined(self):
@@ -134,11 +137,11 @@ class Flags(unittest.TestCase):
 class Process(unittest.TestCase):
     """The CLI as a process of its own."""
 
-    def start(self, broker, *flags):
+    def start(self, broker, *flags, code=HANDLER):
         folder = tempfile.mkdtemp()
         path = os.path.join(folder, "handler.py")
         with open(path, "w") as f:
-            f.write(HANDLER)
+            f.write(code)
         env = dict(os.environ, PYTHONPATH=SDK_ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
         proc = subprocess.Popen([sys.executable, "-m", "tether", "run", path, "--name", "py-widgets", "--broker",
                                  broker.address, "--insecure", *flags], env=env, cwd=folder,
@@ -182,6 +185,19 @@ class Process(unittest.TestCase):
                 _, stderr = proc.communicate(timeout=WAIT)
                 self.assertEqual(proc.returncode, 0, stderr)
                 self.assertIn(f"at priority {want}, taking over from lower priorities", stderr)
+
+    def test_a_startup_function_that_fails_permanently_exits_1_before_connecting(self):
+        broker = FakeBroker().start()
+        self.addCleanup(broker.stop)
+        proc = self.start(broker, code=HANDLER + textwrap.dedent('''
+            @tether.on.startup()
+            def connect_database(**_):
+                raise tether.PermanentError("no database")
+        '''))
+        _, stderr = proc.communicate(timeout=WAIT)
+        self.assertEqual(proc.returncode, 1, stderr)
+        self.assertIn("startup function connect_database failed permanently: no database", stderr)
+        self.assertEqual(broker.streams, [])
 
     def test_a_rejected_hello_exits_2_with_the_brokers_message(self):
         broker = FakeBroker(reject=(grpc.StatusCode.PERMISSION_DENIED, 'handler "py-widgets" is not granted')).start()

@@ -16,6 +16,7 @@ from .bindings import HOLD, NONE, STRICT, Finalizer
 from .daemons import AsyncDaemonStopped, DaemonStopped
 from .delivery import DiffItem, Resource
 from .errors import AdmissionError, PermanentError, RejectedError, TemporaryError
+from .hooks import ActivityError
 from .on import daemon, timer
 from .patch import Patch
 from .registry import Registry, get_default_registry
@@ -29,7 +30,7 @@ from .version import __version__
 __all__ = [
     "on", "timer", "daemon",
     "HOLD", "STRICT", "NONE", "Finalizer", "PRESENT", "ABSENT",
-    "TemporaryError", "PermanentError", "AdmissionError", "RejectedError", "ConfigError",
+    "TemporaryError", "PermanentError", "AdmissionError", "RejectedError", "ConfigError", "ActivityError",
     "Registry", "get_default_registry", "run", "operator",
     "Patch", "Resource", "DiffItem", "DaemonStopped", "AsyncDaemonStopped",
     "OperatorSettings", "SettingsError",

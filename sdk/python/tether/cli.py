@@ -1,8 +1,9 @@
 """``python3 -m tether run handler.py``, like ``kopf run``: import the
 handler's files and modules (their decorators fill the default registry),
 connect to the broker and serve until SIGTERM or SIGINT. Exit status: 0
-after a clean stop, 1 when a handler file cannot be loaded, 2 for bad flags
-or configuration and when the broker rejects the handler."""
+after a clean stop, 1 when a handler file cannot be loaded or a startup or
+cleanup function fails for good, 2 for bad flags or configuration and when
+the broker rejects the handler."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from collections.abc import Sequence
 
 from . import durations, limits, log, runner
 from .errors import RejectedError
+from .hooks import ActivityError
 from .registry import get_default_registry
 from .version import __version__
 
@@ -29,8 +31,9 @@ say goodbye, finish what is in flight (up to --drain-timeout) and exit 0.
 A broker that rejects the handler (a bad binding, a missing permission, a
 bad token) makes it exit 2 with the broker's message."""
 EPILOG = """Durations (D) are 500ms, 30s, 5m, 1h30m, or seconds.
-Exit status: 0 after a stop, 1 when a handler file or module does not load,
-2 for bad flags or configuration and when the broker rejects the handler."""
+Exit status: 0 after a stop, 1 when a handler file or module does not load
+or a startup or cleanup function fails for good, 2 for bad flags or
+configuration and when the broker rejects the handler."""
 
 
 def _duration(text: str) -> float:
@@ -113,6 +116,11 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--max-backoff", type=_duration, default=runner.RECONNECT_MAX, metavar="D",
                    help=f"longest wait between reconnects; waits start at {runner.RECONNECT_MIN:g}s and double "
                         f"(default {runner.RECONNECT_MAX:g}s)")
+    r.add_argument("--liveness", metavar="URL",
+                   help="serve the probes at this URL, like kopf run --liveness: http://HOST[:PORT]/PATH such as "
+                        "http://0.0.0.0:8080/healthz. GET answers 503 until the handler first connects to the "
+                        "broker (after the startup functions), then 200 with the @tether.on.probe functions' "
+                        "results as JSON (503 when one raised)")
     r.add_argument("--log-format", choices=log.FORMATS, default="plain",
                    help="plain lines, or one JSON object per line (default %(default)s)")
     r.add_argument("-v", "--verbose", action="store_true", help="log debug lines too")
@@ -166,7 +174,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         insecure=args.insecure, token_file=args.token_file, tls_ca_file=args.tls_ca_file,
         tls_server_name=args.tls_server_name,
         namespaces=tuple(args.namespace), grace=args.grace, absent_release_after=args.absent_release_after,
-        drain_timeout=args.drain_timeout, max_backoff=args.max_backoff, priority=priority(args))
+        drain_timeout=args.drain_timeout, max_backoff=args.max_backoff, priority=priority(args),
+        liveness=args.liveness)
     if args.instance_id:
         settings["instance_id"] = args.instance_id
     try:
@@ -177,4 +186,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except RejectedError as e:
         logger.error("%s", e)
         return 2
+    except ActivityError as e:
+        logger.error("%s", e, exc_info=e.__cause__)
+        return 1
     return 0

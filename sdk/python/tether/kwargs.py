@@ -28,7 +28,7 @@ _KOPF_ONLY = {
     "memo": "the broker may send an object's deliveries to any instance, so the SDK keeps no per-object memory",
     "param": "Tether's decorators have no param= (the protocol has no field for it): close over the value",
     "runtime": "use started (when this attempt started) and retry",
-    "settings": "configure the runner with its command line flags",
+    "settings": "startup functions (@tether.on.startup) get the settings; the runner's flags set them too",
     "indices": "Tether has no in-memory indices",
     "headers": "the broker does not forward the webhook's HTTP request",
     "sslpeer": "the broker does not forward the webhook's HTTP request",
@@ -44,7 +44,12 @@ def accepted(fn: Callable[..., Any], kind: Kind) -> frozenset[str] | None:
     """The names fn declares among those a kind passes; None when it takes
     **kwargs (then it gets them all). A parameter without a default that
     Tether cannot pass is a TypeError."""
-    available = names(kind)
+    return declared(fn, names(kind), f"{kind.value} functions")
+
+
+def declared(fn: Callable[..., Any], available: tuple[str, ...], what: str) -> frozenset[str] | None:
+    """The names fn declares among available, the arguments Tether passes to
+    what (say "create functions"); None when it takes **kwargs."""
     wants = set()
     for p in inspect.signature(fn).parameters.values():
         if p.kind is p.VAR_KEYWORD:
@@ -56,8 +61,7 @@ def accepted(fn: Callable[..., Any], kind: Kind) -> frozenset[str] | None:
                             "Tether passes keyword arguments only")
         if p.name not in available:
             why = _KOPF_ONLY.get(p.name, f"it passes {', '.join(available)}")
-            raise TypeError(f"{_name(fn)}() requires {p.name!r}, which Tether does not pass to "
-                            f"{kind.value} functions: {why}")
+            raise TypeError(f"{_name(fn)}() requires {p.name!r}, which Tether does not pass to {what}: {why}")
         wants.add(p.name)
     return frozenset(wants)
 

@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar, Union
 
 from . import bindings
+from .activities import cleanup, login, probe, startup  # noqa: F401  (tether.on.startup, ...)
 from .bindings import Finalizer, Kind
 from .registry import Registry, get_default_registry
 

@@ -7,10 +7,13 @@ from __future__ import annotations
 import dataclasses
 import inspect
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import kwargs
 from .bindings import Spec
+
+if TYPE_CHECKING:
+    from .activities import Activity, Hook
 
 
 @dataclasses.dataclass(frozen=True)
@@ -29,6 +32,8 @@ class Registry:
 
     def __init__(self) -> None:
         self._by_id: dict[str, Registration] = {}
+        # startup, cleanup and probe functions: the process's, not bindings
+        self._hooks: list[Hook] = []
 
     def register(self, spec: Spec, fn: Callable[..., Any]) -> Registration:
         if not callable(fn):
@@ -43,6 +48,17 @@ class Registry:
         reg = Registration(spec, fn, is_async, kwargs.accepted(fn, spec.kind))
         self._by_id[spec.id] = reg
         return reg
+
+    def add_hook(self, hook: Hook) -> None:
+        for other in self._hooks:
+            if (other.activity, other.id) == (hook.activity, hook.id):
+                raise ValueError(f"the {hook.activity.value} id {hook.id!r} is already used by "
+                                 f"{getattr(other.fn, '__qualname__', other.fn)}(); give one of them id=")
+        self._hooks.append(hook)
+
+    def hooks(self, activity: Activity) -> list[Hook]:
+        """The startup, cleanup or probe functions, in the order registered."""
+        return [h for h in self._hooks if h.activity is activity]
 
     def get(self, binding_id: str) -> Registration | None:
         return self._by_id.get(binding_id)

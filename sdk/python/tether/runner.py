@@ -14,17 +14,22 @@ import random
 import secrets
 import signal
 import socket
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import grpc
 from google.protobuf import __version__ as protobuf_version
 
-from . import bindings, durations, limits
+from . import bindings, durations, hooks, limits, liveness
+from .activities import Activity
 from .dispatch import Dispatcher
 from .log import LOGGER
 from .registry import Registry, get_default_registry
 from .session import Session, SessionEnded
+from .settings import FIELDS as SETTINGS
+from .settings import OperatorSettings
+from .types import Memo
 from .v1 import broker_pb2 as pb
 from .version import __version__
 
@@ -78,6 +83,8 @@ class Config:
     # Above 0 (--dev): while connected, this instance and any others of the
     # highest priority take all the handler's work from the in-cluster ones.
     priority: int = 0
+    # http://HOST:PORT/PATH of the probes' endpoint (--liveness); None: none
+    liveness: str | None = None
 
 
 def hello(registry: Registry, cfg: Config) -> pb.Hello:
@@ -206,16 +213,56 @@ class Backoff:
 
 
 async def operator(registry: Registry | None = None, *, stopping: asyncio.Event | None = None,
-                   **settings: Any) -> None:
+                   memo: Memo | None = None, **settings: Any) -> None:
     """Run a handler until stopping is set (then drain, say goodbye and
-    return). settings are Config's fields. Raises ConfigError before it
-    connects, RejectedError when the broker refuses the handler."""
+    return): the startup functions, the sessions, then the cleanup
+    functions. settings are Config's fields; memo is the startup, cleanup
+    and probe functions' (default an empty tether.Memo). Raises ConfigError
+    before it connects, RejectedError when the broker refuses the handler,
+    ActivityError when a startup or cleanup function fails for good."""
     cfg = Config(**settings)
     registry = registry if registry is not None else get_default_registry()
+    hello(registry, cfg)  # a bad configuration is refused before any startup function runs
+    targets(cfg)
+    root_certificates(cfg)
+    stopping = stopping or asyncio.Event()
+    memo = memo if memo is not None else Memo()
+    options = OperatorSettings(**{name: getattr(cfg, name) for name in SETTINGS})
+    endpoint = await _liveness(cfg, lambda: hooks.probe(registry, memo, options))
+    try:
+        if not await hooks.run(Activity.STARTUP, registry, memo=memo, settings=options, stopping=stopping):
+            LOGGER.info("stopped before the startup functions were done")
+            return
+        options.freeze()
+        cfg = dataclasses.replace(cfg, **options.values())
+        try:
+            await _serve(registry, cfg, stopping, endpoint.mark_connected if endpoint else None)
+        finally:
+            await hooks.run(Activity.CLEANUP, registry, memo=memo, settings=options)
+    finally:
+        if endpoint:
+            await endpoint.close()
+    LOGGER.info("stopped")
+
+
+async def _liveness(cfg: Config, probe: liveness.Probe) -> liveness.Endpoint | None:
+    """The --liveness endpoint, listening; None without one."""
+    if not cfg.liveness:
+        return None
+    try:
+        endpoint = liveness.Endpoint(cfg.liveness, probe)
+        await endpoint.start()
+    except (ValueError, OSError) as e:
+        raise ConfigError(f"liveness endpoint: {e}") from None
+    return endpoint
+
+
+async def _serve(registry: Registry, cfg: Config, stopping: asyncio.Event,
+                 on_welcome: Callable[[], None] | None) -> None:
+    """Sessions one after the other, with backoff, until stopping is set."""
     msg = hello(registry, cfg)
     brokers = targets(cfg)
     root = root_certificates(cfg)
-    stopping = stopping or asyncio.Event()
     executor = ThreadPoolExecutor(max_workers=cfg.window, thread_name_prefix="tether")
     dispatcher = Dispatcher(executor)
     backoff = Backoff(cfg.max_backoff)
@@ -225,7 +272,7 @@ async def operator(registry: Registry | None = None, *, stopping: asyncio.Event 
     attempt = 0
     try:
         while not stopping.is_set():
-            session = Session(msg, registry, dispatcher, cfg.drain_timeout)
+            session = Session(msg, registry, dispatcher, cfg.drain_timeout, on_welcome)
             ch = channel(cfg, brokers[attempt % len(brokers)], root)
             attempt += 1
             try:
@@ -247,10 +294,9 @@ async def operator(registry: Registry | None = None, *, stopping: asyncio.Event 
                 pass
     finally:
         executor.shutdown(wait=False, cancel_futures=True)
-    LOGGER.info("stopped")
 
 
-def run(registry: Registry | None = None, **settings: Any) -> None:
+def run(registry: Registry | None = None, *, memo: Memo | None = None, **settings: Any) -> None:
     """operator() until SIGTERM or SIGINT, which start the drain."""
 
     async def main() -> None:
@@ -264,7 +310,7 @@ def run(registry: Registry | None = None, **settings: Any) -> None:
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, on_signal, sig)
         try:
-            await operator(registry, stopping=stopping, **settings)
+            await operator(registry, stopping=stopping, memo=memo, **settings)
         finally:
             for sig in (signal.SIGTERM, signal.SIGINT):
                 loop.remove_signal_handler(sig)

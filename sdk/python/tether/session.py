@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+from collections.abc import Callable
 
 import grpc
 
@@ -63,8 +64,10 @@ class Call:
 
 
 class Session:
-    def __init__(self, hello: pb.Hello, registry: Registry, dispatcher: Dispatcher, drain_timeout: float):
+    def __init__(self, hello: pb.Hello, registry: Registry, dispatcher: Dispatcher, drain_timeout: float,
+                 on_welcome: Callable[[], None] | None = None):
         self.hello = hello
+        self.on_welcome = on_welcome  # told when the broker welcomes the handler
         self.registry = registry
         self.dispatcher = dispatcher
         self.drain_timeout = drain_timeout
@@ -131,6 +134,8 @@ class Session:
 
     def _welcome(self, w: pb.Welcome) -> None:
         self.welcomed = True
+        if self.on_welcome:
+            self.on_welcome()
         if 0 < w.window < self.window:
             self.window = w.window
         LOGGER.info("connected to the broker (version %s) as %s/%s: session %s, window %d",

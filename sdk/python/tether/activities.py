@@ -1,0 +1,118 @@
+"""The process's own hooks, as Kopf has them: ``@tether.on.startup``
+(before the handler connects), ``@tether.on.cleanup`` (after it has said
+goodbye) and ``@tether.on.probe`` (answers of the --liveness endpoint).
+They belong to the process and not to the broker: they are in no Hello.
+``@tether.on.login`` is refused: the broker watches with its own
+credentials."""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import inspect
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from . import durations, kwargs
+from .registry import Registry, get_default_registry
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+# What startup, cleanup and probe functions may take.
+ARGUMENTS = ("logger", "memo", "settings", "retry", "started", "runtime", "activity")
+# Kopf's options with no counterpart here, and what to do instead.
+_REFUSED = {
+    "param": "close over the value, or use functools.partial",
+    "errors": "raise tether.PermanentError to stop the process; other exceptions are retried with backoff",
+    "timeout": "bound the function's own waits (asyncio.wait_for); it runs until it returns",
+}
+
+
+class Activity(enum.Enum):
+    """When the process runs a hook; the value names it in logs."""
+
+    STARTUP = "startup"
+    CLEANUP = "cleanup"
+    PROBE = "probe"
+
+
+@dataclasses.dataclass(frozen=True)
+class Hook:
+    """A startup, cleanup or probe function and its options; durations in
+    seconds, 0 meaning the default."""
+
+    id: str
+    activity: Activity
+    fn: Callable[..., Any]
+    is_async: bool
+    wants: frozenset[str] | None  # the arguments fn declares; None: **kwargs
+    retries: int | None = None  # retries after the first attempt; None or negative: forever
+    backoff: float = 0.0
+    max_backoff: float = 0.0
+
+
+def startup(fn: F | None = None, *, id: str | None = None, retries: int | None = None,
+            backoff: float | None = None, max_backoff: float | None = None, registry: Registry | None = None,
+            **unsupported: Any) -> Any:
+    """A function run before the handler connects, after the previous one
+    succeeded, in the order registered: a TemporaryError or another
+    exception is retried with backoff, a PermanentError stops the process.
+    It may change ``settings``, which then make the Hello."""
+    return _hook(Activity.STARTUP, fn, id, retries, backoff, max_backoff, registry, unsupported)
+
+
+def cleanup(fn: F | None = None, *, id: str | None = None, retries: int | None = None,
+            backoff: float | None = None, max_backoff: float | None = None, registry: Registry | None = None,
+            **unsupported: Any) -> Any:
+    """A function run when the handler stops, after the stream has drained
+    and the goodbye is said (SIGTERM, or the end of tether.operator()),
+    once the startup functions have succeeded; retried as they are."""
+    return _hook(Activity.CLEANUP, fn, id, retries, backoff, max_backoff, registry, unsupported)
+
+
+def probe(fn: F | None = None, *, id: str | None = None, registry: Registry | None = None,
+          **unsupported: Any) -> Any:
+    """A function whose return value (JSON) the --liveness endpoint answers
+    under its id; run on a request, at most every few seconds, never retried."""
+    return _hook(Activity.PROBE, fn, id, None, None, None, registry, unsupported)
+
+
+def login(*_: Any, **__: Any) -> Any:
+    """Refused: there is no login to make."""
+    raise TypeError("@tether.on.login: the broker watches and writes with its own credentials, and the handler "
+                    "authenticates to the broker with a token (--token-file, default the pod's ServiceAccount "
+                    "token); for the handler's own API calls, log in with any client in a startup function")
+
+
+def _hook(activity: Activity, fn: Callable[..., Any] | None, id: str | None, retries: Any, backoff: Any,
+          max_backoff: Any, registry: Registry | None, unsupported: dict[str, Any]) -> Any:
+    where = f"@tether.on.{activity.value}()"
+    if unsupported:
+        name = sorted(unsupported)[0]
+        if name in _REFUSED:
+            raise TypeError(f"{where}: Kopf's {name}= has no counterpart: {_REFUSED[name]}")
+        raise TypeError(f"{where} got an unexpected keyword argument {name!r}")
+    if retries is not None and (isinstance(retries, bool) or not isinstance(retries, int)):
+        raise TypeError(f"{where}: retries= takes an int (0: never retry, negative: forever), not {retries!r}")
+    first = durations.seconds("backoff", backoff) if backoff is not None else 0.0
+    most = durations.seconds("max_backoff", max_backoff) if max_backoff is not None else 0.0
+    if first and most and first > most:
+        raise ValueError(f"{where}: backoff={first} is more than max_backoff={most}")
+
+    def decorator(f: F) -> F:
+        try:
+            if not callable(f):
+                raise TypeError(f"{f!r} is not a function")
+            hook_id = id if id is not None else getattr(f, "__name__", "")
+            if not isinstance(hook_id, str) or not hook_id:
+                raise ValueError("the function has no name: pass id=")
+            wants = kwargs.declared(f, ARGUMENTS, f"{activity.value} functions")
+            is_async = inspect.iscoroutinefunction(f) or inspect.iscoroutinefunction(getattr(f, "__call__", None))
+            hook = Hook(hook_id, activity, f, is_async, wants, retries, first, most)
+            (registry if registry is not None else get_default_registry()).add_hook(hook)
+        except (TypeError, ValueError) as e:
+            raise type(e)(f"{where} on {getattr(f, '__qualname__', f)!s}: {e}") from None
+        return f
+
+    # Kopf writes @kopf.on.startup(); @tether.on.startup without the call works too.
+    return decorator if fn is None else decorator(fn)
