@@ -3,6 +3,7 @@ fake broker: startup before the Hello and retried as Kopf retries it, its
 settings in the Hello, cleanup after the goodbye, the --liveness endpoint;
 and @tether.on.login refused."""
 
+import asyncio
 import http.client
 import json
 import socket
@@ -135,6 +136,25 @@ class Startup(Case):
         r.stop()
         self.assertIsNone(r.error)
         self.assertEqual((broker.streams, cleaned), ([], []), "neither connected nor cleaned up")
+
+    def test_stopping_cancels_an_async_startup_function(self):
+        reg, waiting, cancelled = with_binding(), threading.Event(), threading.Event()
+
+        @tether.on.startup(registry=reg)
+        async def forever(**_):
+            waiting.set()
+            try:
+                await asyncio.sleep(3600)
+            except asyncio.CancelledError:
+                cancelled.set()
+                raise
+
+        broker, r = self.serve(reg)
+        self.assertTrue(waiting.wait(WAIT))
+        r.stop()
+        self.assertIsNone(r.error)
+        self.assertTrue(cancelled.is_set())
+        self.assertEqual(broker.streams, [])
 
 
 class Cleanup(Case):

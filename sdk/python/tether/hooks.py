@@ -27,6 +27,9 @@ BACKOFF = 1.0
 MAX_BACKOFF = 60.0
 
 
+_STOPPED = object()  # an attempt that stopping interrupted
+
+
 class ActivityError(Exception):
     """A startup or cleanup function failed for good: the process stops."""
 
@@ -53,7 +56,9 @@ async def _until_done(hook: Hook, memo: Memo, settings: OperatorSettings, stoppi
     retry = 0
     while True:
         try:
-            await call(hook, _arguments(hook, logger, memo, settings, retry, first))
+            if await _attempt(hook, _arguments(hook, logger, memo, settings, retry, first), stopping) is _STOPPED:
+                logger.info("stopping: %s cancelled", what)
+                return False
             logger.debug("%s succeeded", what)
             return True
         except PermanentError as e:
@@ -75,6 +80,24 @@ async def _until_done(hook: Hook, memo: Memo, settings: OperatorSettings, stoppi
             return False
         except asyncio.TimeoutError:
             pass
+
+
+async def _attempt(hook: Hook, kw: dict[str, Any], stopping: asyncio.Event | None) -> Any:
+    """One call; _STOPPED when stopping comes first, which cancels an async
+    function (a sync one cannot be interrupted, and is waited for)."""
+    if stopping is None or not hook.is_async:
+        return await call(hook, kw)
+    task = asyncio.ensure_future(call(hook, kw))
+    stop = asyncio.ensure_future(stopping.wait())
+    try:
+        await asyncio.wait({task, stop}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stop.cancel()
+    if task.done():
+        return task.result()
+    task.cancel()
+    await asyncio.wait({task})
+    return _STOPPED
 
 
 def _backoff(hook: Hook) -> Iterator[float]:
