@@ -2,10 +2,15 @@
 broker's view of updates, and the plain values it gives back."""
 
 import asyncio
+import os
+import shutil
+import tempfile
 import unittest
+import unittest.mock
 
 import tether
-from tether.testing import OK, RETRY, FakeBroker, Result
+import tether.testing
+from tether.testing import FAIL, OK, RETRY, FakeBroker, Result
 
 W = ("test.tether.dev", "v1", "widgets")
 
@@ -114,6 +119,113 @@ class Kit(unittest.TestCase):
         self.assertEqual(self.k.create(widget()).outcome, RETRY)
         self.assertEqual(self.k.create(widget()).outcome, RETRY, "the kit does not retry or remember")
         self.assertEqual(self.k.create(widget(), attempt=2).patch, {"spec": {"n": 1}})
+
+
+class OneLoop(unittest.TestCase):
+    def test_tasks_a_function_started_live_on_to_the_next_delivery(self):
+        r, state = tether.Registry(), {}
+
+        async def background(event):
+            await event.wait()
+            return "finished"
+
+        @tether.on.create(*W, registry=r)
+        async def created(name, **_):
+            if name == "first":
+                state["event"] = asyncio.Event()
+                state["task"] = asyncio.create_task(background(state["event"]))
+                return None
+            state["event"].set()
+            return await state["task"]
+
+        with FakeBroker(r) as broker:
+            self.assertEqual(broker.create(widget("first")).outcome, OK)
+            self.assertEqual(broker.create(widget("second")), Result(binding="create-created", outcome=OK,
+                                                                     result="finished"))
+            task = state["task"]
+        self.assertTrue(task.done(), "closing the broker ends its loop")
+
+
+class Daemons(unittest.TestCase):
+    def test_a_daemon_runs_until_the_test_sets_stopped(self):
+        r, seen = tether.Registry(), []
+
+        @tether.daemon(*W, registry=r)
+        def watch(stopped, name, **_):  # sync: in a thread
+            while not stopped.wait(0.01):
+                seen.append(name)
+            seen.append(stopped.reason)
+
+        @tether.daemon(*W, registry=r)
+        async def watching(stopped, **_):
+            await stopped
+            seen.append(stopped.reason)
+
+        @tether.daemon(*W, registry=r)
+        async def crashing(**_):
+            raise ValueError("lost")
+
+        with FakeBroker(r) as broker:
+            self.assertEqual(broker.daemon(widget("w1"), binding="daemon-watch", stop_after=0.05, reason="enough"),
+                             Result(binding="daemon-watch", outcome=OK))
+            self.assertEqual(seen[0], "w1")
+            self.assertEqual(seen[-1], "enough")
+            seen.clear()
+            self.assertEqual(broker.daemon(widget(), binding="daemon-watching").outcome, OK)
+            self.assertEqual(seen, ["stopped by the test"], "stopped is set at once by default")
+            self.assertEqual(broker.daemon(widget(), binding="daemon-crashing", stop_after=None),
+                             Result(binding="daemon-crashing", outcome=FAIL, message="ValueError: lost"))
+
+
+    def test_a_daemon_that_ignores_stopped_is_a_timeout(self):
+        r = tether.Registry()
+
+        @tether.daemon(*W, registry=r)
+        async def deaf(**_):
+            await asyncio.sleep(3600)
+
+        with FakeBroker(r) as broker, unittest.mock.patch.object(tether.testing, "TIMEOUT", 0.05):
+            with self.assertRaises(TimeoutError) as caught:
+                broker.daemon(widget())
+        self.assertIn("daemon daemon-deaf did not return within 0.05s after stopped was set", str(caught.exception))
+
+
+HANDLER = """
+import tether
+
+@tether.on.create("test.tether.dev", "v1", "widgets")
+def created(**_):
+    return WHO
+"""
+
+
+class Loading(unittest.TestCase):
+    def write(self, who):
+        folder = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, folder)
+        path = os.path.join(folder, "handler.py")
+        with open(path, "w") as f:
+            f.write(HANDLER.replace("WHO", repr(who)))
+        return path
+
+    def test_handler_files_load_into_registries_of_their_own(self):
+        default = list(tether.get_default_registry())
+        first, second = tether.testing.load(self.write("first")), tether.testing.load(self.write("second"))
+        again = tether.testing.load(self.write("again"))
+        for handler, who in ((first, "first"), (second, "second"), (again, "again")):
+            self.assertEqual(handler.registry.get("create-created").fn, handler.module.created)
+            with FakeBroker(handler.registry) as broker:
+                self.assertEqual(broker.create(widget()).result, who)
+        self.assertEqual(list(tether.get_default_registry()), default, "the default registry is left as it was")
+
+    def test_a_file_that_does_not_import_restores_the_default_registry(self):
+        default = tether.get_default_registry()
+        path = self.write("x")
+        with open(path, "a") as f:
+            f.write("raise RuntimeError('broken')\n")
+        with self.assertRaises(RuntimeError):
+            tether.testing.load(path)
+        self.assertIs(tether.get_default_registry(), default)
 
 
 if __name__ == "__main__":

@@ -19,7 +19,7 @@ from .errors import AdmissionError, PermanentError, RejectedError, TemporaryErro
 from .hooks import ActivityError
 from .on import daemon, timer
 from .patch import Patch
-from .registry import Registry, get_default_registry
+from .registry import Registry, get_default_registry, set_default_registry
 from .runner import ConfigError, operator, run
 from .selectors import ABSENT, PRESENT
 from .settings import OperatorSettings, SettingsError
@@ -31,7 +31,7 @@ __all__ = [
     "on", "timer", "daemon",
     "HOLD", "STRICT", "NONE", "Finalizer", "PRESENT", "ABSENT",
     "TemporaryError", "PermanentError", "AdmissionError", "RejectedError", "ConfigError", "ActivityError",
-    "Registry", "get_default_registry", "run", "operator",
+    "Registry", "get_default_registry", "set_default_registry", "run", "operator",
     "Patch", "Resource", "DiffItem", "DaemonStopped", "AsyncDaemonStopped",
     "OperatorSettings", "SettingsError",
     # Kopf's type names, for annotations

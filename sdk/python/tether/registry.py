@@ -79,3 +79,13 @@ _default = Registry()
 def get_default_registry() -> Registry:
     """The registry the decorators use when not given registry=."""
     return _default
+
+
+def set_default_registry(registry: Registry) -> Registry:
+    """Make registry the one the decorators use when not given registry=,
+    as Kopf's set_default_registry; returns the one it replaces."""
+    global _default
+    if not isinstance(registry, Registry):
+        raise TypeError(f"{registry!r} is not a tether.Registry")
+    previous, _default = _default, registry
+    return previous

@@ -11,8 +11,10 @@ and gives back what the function answered as plain values::
         assert got.outcome == "ok"
         assert got.patch == {"metadata": {"labels": {"seen": "yes"}}}
 
-Each call runs the function on an event loop of its own, so call them from
-plain (not async) test functions. A FakeBroker keeps no state between
+The calls run the functions on one event loop of the FakeBroker's, kept
+from the first delivery to close() (or the end of a ``with FakeBroker(...)``
+block), so that tasks a function starts live on; call them from plain (not
+async) test functions. A FakeBroker keeps no state of the broker's between
 calls. It plays only the broker's deliveries: selectors, CEL, holds and
 retries are the broker's, tested by the broker's own suites."""
 
@@ -22,16 +24,24 @@ import asyncio
 import dataclasses
 import datetime
 import itertools
+import importlib.util
 import json
-from typing import Any
+import os
+import sys
+import types
+import weakref
+from collections.abc import Coroutine
+from typing import Any, TypeVar
 
 from . import durations, essence, outcome
 from .bindings import Kind, Spec
+from .daemons import AsyncDaemonStopped, DaemonStopped
 from .dispatch import Dispatcher
-from .registry import Registration, Registry, get_default_registry
+from .registry import Registration, Registry, get_default_registry, set_default_registry
 from .v1 import broker_pb2 as pb
 
 OK, RETRY, FAIL = "ok", "retry", "fail"
+T = TypeVar("T")
 TIMEOUT = 10.0  # deliveries carry a deadline this far ahead, in seconds
 
 _DELIVERY_KINDS = {
@@ -66,6 +76,48 @@ class Verdict:
     patch: list[dict[str, Any]] | None = None  # a mutate function's RFC 6902 JSON patch
 
 
+@dataclasses.dataclass(frozen=True)
+class Handler:
+    """A handler file loaded by load(): its module and its own registry."""
+
+    registry: Registry
+    module: types.ModuleType
+
+
+_loads = itertools.count(1)
+
+
+def load(path: str) -> Handler:
+    """Import a handler file with a registry of its own, which its
+    decorators use instead of the default one, so that several files (or
+    one file twice) load in one test process without their default binding
+    ids colliding. As for ``python3 -m tether run``, the file's folder goes
+    first on sys.path, so that it imports its siblings; the module is
+    ``tether_testing_<n>_<file name>`` in sys.modules."""
+    path = os.path.abspath(path)
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"no such file: {path}")
+    folder = os.path.dirname(path)
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
+    name = f"tether_testing_{next(_loads)}_{os.path.splitext(os.path.basename(path))[0]}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot import {path}")
+    module = importlib.util.module_from_spec(spec)
+    registry = Registry()
+    previous = set_default_registry(registry)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[name]
+        raise
+    finally:
+        set_default_registry(previous)
+    return Handler(registry, module)
+
+
 class FakeBroker:
     """Deliveries to the functions of registry (default: the decorators'
     default registry). Methods take ``binding=`` (a binding id) when
@@ -74,6 +126,23 @@ class FakeBroker:
     def __init__(self, registry: Registry | None = None):
         self.registry = registry if registry is not None else get_default_registry()
         self._ids = itertools.count(1)
+        # One event loop for all the deliveries, made at the first: tasks a
+        # function starts live on to the next, until close().
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._finalizer: weakref.finalize | None = None
+
+    def __enter__(self) -> FakeBroker:
+        return self
+
+    def __exit__(self, *_: Any) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Cancel the tasks the functions left running and close the event
+        loop; the next delivery makes a new one."""
+        if self._finalizer is not None:
+            self._finalizer()
+        self._loop = self._finalizer = None
 
     @property
     def binding_ids(self) -> list[str]:
@@ -107,6 +176,37 @@ class FakeBroker:
         """A tick of obj's timer, due at scheduled (an aware datetime; default now)."""
         return self._lifecycle(Kind.TIMER, obj, binding, attempt, scheduled=scheduled)
 
+    def daemon(self, obj: dict[str, Any], *, stop_after: float | None = 0.0, reason: str = "stopped by the test",
+               binding: str | None = None, attempt: int = 1) -> Result:
+        """obj's daemon, run until the function returns: its ``stopped`` is
+        set with reason stop_after seconds after it starts (0: at once; None:
+        never, for a daemon that returns by itself). outcome is OK when the
+        function returned and FAIL, with the message, when it raised; the
+        broker keeps no result of a daemon. A daemon that has not returned
+        TIMEOUT seconds after its stop is a TimeoutError (an async one is
+        cancelled; a sync one is left in its thread)."""
+        reg = self._binding(Kind.DAEMON, obj, binding)
+        d = self._delivery(reg, pb.DELIVERY_KIND_DAEMON_START, obj, attempt)
+        stopped = AsyncDaemonStopped() if reg.is_async else DaemonStopped()
+        _, _, kw = Dispatcher().prepare(reg, d, stopped=stopped)
+
+        async def run() -> BaseException | None:
+            """The function's exception, None when it returned."""
+            stop = None if stop_after is None else asyncio.get_running_loop().call_later(stop_after, stopped._set, reason)
+            call = asyncio.ensure_future(Dispatcher().call(reg, kw))
+            done, _ = await asyncio.wait({call}, timeout=None if stop_after is None else stop_after + TIMEOUT)
+            if stop:
+                stop.cancel()
+            if not done:
+                call.cancel()
+                raise TimeoutError(f"daemon {reg.spec.id} did not return within {TIMEOUT}s after stopped was set")
+            return call.exception()
+
+        error = self._run(run())
+        if error is not None:
+            return Result(binding=reg.spec.id, outcome=FAIL, message=outcome.describe(error))
+        return Result(binding=reg.spec.id, outcome=OK)
+
     def validate(self, obj: dict[str, Any] | None, *, old: dict[str, Any] | None = None, operation: str = "CREATE",
                  binding: str | None = None, **review: Any) -> Verdict:
         """A review of operation on obj (old: the object before, for UPDATE
@@ -137,7 +237,7 @@ class FakeBroker:
             if kind is Kind.FIELD:
                 d.field_old = _json(essence.field(before, reg.spec.field))
                 d.field_new = _json(essence.field(obj, reg.spec.field))
-        ack = self._run(reg, d)
+        ack = self._ack(reg, d)
         return Result(binding=reg.spec.id, outcome=outcome.name(ack.outcome), message=ack.message,
                       delay=durations.from_proto(ack.retry_after) if ack.HasField("retry_after") else None,
                       patch=json.loads(ack.patch) if ack.patch else None,
@@ -158,7 +258,7 @@ class FakeBroker:
             sub_resource=subresource, dry_run=dry_run, user_name=user, user_groups=list(groups),
             request=_json({"operation": operation.upper(), "dryRun": dry_run, "subResource": subresource,
                            "userInfo": {"username": user, "groups": list(groups)}})))
-        ack = self._run(reg, d)
+        ack = self._ack(reg, d)
         if ack.outcome != pb.OUTCOME_OK:
             return Verdict(binding=reg.spec.id, outcome=outcome.name(ack.outcome), message=ack.message)
         a = ack.admission
@@ -194,14 +294,36 @@ class FakeBroker:
         d.deadline.FromDatetime(datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(seconds=TIMEOUT))
         return d
 
-    @staticmethod
-    def _run(reg: Registration, d: pb.Delivery) -> pb.Ack:
+    def _ack(self, reg: Registration, d: pb.Delivery) -> pb.Ack:
+        return self._run(Dispatcher().handle(reg, d))
+
+    def _run(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Run coro on the FakeBroker's event loop."""
         try:
             asyncio.get_running_loop()
         except RuntimeError:
-            return asyncio.run(Dispatcher().handle(reg, d))
-        raise RuntimeError("tether.testing runs each delivery on an event loop of its own: "
-                           "call it from a plain (not async) test function")
+            pass
+        else:
+            coro.close()
+            raise RuntimeError("tether.testing runs the deliveries on an event loop of its own: "
+                               "call it from a plain (not async) test function")
+        if self._loop is None:
+            self._loop = asyncio.new_event_loop()
+            self._finalizer = weakref.finalize(self, _close, self._loop)
+        return self._loop.run_until_complete(coro)
+
+
+def _close(loop: asyncio.AbstractEventLoop) -> None:
+    """What asyncio.run does at its end: cancel the tasks left, let them
+    finish, stop async generators and the default executor, close."""
+    tasks = asyncio.all_tasks(loop)
+    for task in tasks:
+        task.cancel()
+    if tasks:
+        loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))
+    loop.run_until_complete(loop.shutdown_asyncgens())
+    loop.run_until_complete(loop.shutdown_default_executor())
+    loop.close()
 
 
 def _matches(reg: Registration, obj: dict[str, Any]) -> bool:
