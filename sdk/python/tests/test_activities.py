@@ -256,7 +256,10 @@ class Declaring(unittest.TestCase):
              "startup functions: it passes logger, memo, settings"),
             (lambda: tether.on.startup(registry=tether.Registry())(lambda param: None), "requires 'param'",
              "close over the value"),
-            (lambda: tether.on.startup(backoff=5, max_backoff=1), "backoff=5.0 is more than max_backoff=1.0", ""),
+            (lambda: tether.on.startup(backoff=5, max_backoff=1), "@tether.on.startup(): backoff=5.0 is more than "
+             "max_backoff=1.0", ""),
+            (lambda: tether.on.cleanup(backoff=-1), "@tether.on.cleanup(): backoff=-1 is negative", ""),
+            (lambda: tether.on.cleanup(retries="3"), "@tether.on.cleanup(): retries= takes an int", ""),
         ]
         for use, where, why in cases:
             with self.subTest(where), self.assertRaises((TypeError, ValueError)) as caught:

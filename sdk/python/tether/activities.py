@@ -92,12 +92,10 @@ def _hook(activity: Activity, fn: Callable[..., Any] | None, id: str | None, ret
         if name in _REFUSED:
             raise TypeError(f"{where}: Kopf's {name}= has no counterpart: {_REFUSED[name]}")
         raise TypeError(f"{where} got an unexpected keyword argument {name!r}")
-    if retries is not None and (isinstance(retries, bool) or not isinstance(retries, int)):
-        raise TypeError(f"{where}: retries= takes an int (0: never retry, negative: forever), not {retries!r}")
-    first = durations.seconds("backoff", backoff) if backoff is not None else 0.0
-    most = durations.seconds("max_backoff", max_backoff) if max_backoff is not None else 0.0
-    if first and most and first > most:
-        raise ValueError(f"{where}: backoff={first} is more than max_backoff={most}")
+    try:
+        first, most = _backoff(retries, backoff, max_backoff)
+    except (TypeError, ValueError) as e:
+        raise type(e)(f"{where}: {e}") from None
 
     def decorator(f: F) -> F:
         try:
@@ -116,3 +114,14 @@ def _hook(activity: Activity, fn: Callable[..., Any] | None, id: str | None, ret
 
     # Kopf writes @kopf.on.startup(); @tether.on.startup without the call works too.
     return decorator if fn is None else decorator(fn)
+
+
+def _backoff(retries: Any, backoff: Any, max_backoff: Any) -> tuple[float, float]:
+    """Check retries=, and backoff= and max_backoff= in seconds (0: unset)."""
+    if retries is not None and (isinstance(retries, bool) or not isinstance(retries, int)):
+        raise TypeError(f"retries= takes an int (0: never retry, negative: forever), not {retries!r}")
+    first = durations.seconds("backoff", backoff) if backoff is not None else 0.0
+    most = durations.seconds("max_backoff", max_backoff) if max_backoff is not None else 0.0
+    if first and most and first > most:
+        raise ValueError(f"backoff={first} is more than max_backoff={most}")
+    return first, most

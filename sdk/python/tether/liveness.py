@@ -23,6 +23,9 @@ from .log import LOGGER
 PROBE_MAX_AGE = 10.0
 # How long a client may take to send its request.
 REQUEST_TIMEOUT = 5.0
+# How long a request may take in all, the probes included; past it the
+# connection is closed unanswered, which a client counts as a failure.
+ANSWER_TIMEOUT = 30.0
 MAX_HEADER_LINES = 100
 DEFAULT_PORT = 80
 
@@ -77,7 +80,7 @@ class Endpoint:
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
-            status, body = await asyncio.wait_for(self._answer(reader), REQUEST_TIMEOUT + PROBE_MAX_AGE)
+            status, body = await asyncio.wait_for(self._answer(reader), ANSWER_TIMEOUT)
             head = (f"HTTP/1.1 {status} {_REASONS[status]}\r\nContent-Type: application/json\r\n"
                     f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n")
             writer.write(head.encode() + body)
