@@ -315,7 +315,16 @@ class FakeBroker:
 
 def _close(loop: asyncio.AbstractEventLoop) -> None:
     """What asyncio.run does at its end: cancel the tasks left, let them
-    finish, stop async generators and the default executor, close."""
+    finish, stop async generators and the default executor, close. A
+    FakeBroker collected while a loop runs in this thread (a test's own,
+    say) cannot run its loop then, and only closes it."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        pass
+    else:
+        loop.close()
+        return
     tasks = asyncio.all_tasks(loop)
     for task in tasks:
         task.cancel()
