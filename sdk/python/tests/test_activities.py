@@ -14,10 +14,17 @@ import unittest
 import tether
 from tether import liveness
 from tether.activities import Activity
+from tether.v1 import broker_pb2 as pb
 
 from broker_fake import WAIT, FakeBroker, Runner
 
 W = ("test.tether.dev", "v1", "widgets")
+
+
+def create():
+    """A delivery to with_binding()'s create binding."""
+    return pb.Delivery(binding_id="create", kind=pb.DELIVERY_KIND_CREATE, attempt=1, object=b'{"metadata":{}}',
+                       ref=pb.ObjectRef(namespace="ns", name="w1", uid="u1"))
 
 
 def with_binding():
@@ -171,6 +178,8 @@ class Cleanup(Case):
 
         broker, r = self.serve(reg, broker, memo=tether.Memo(given=1))
         broker.connected()
+        # An ack shows the handler has read the Welcome: stopped before it, it would say no goodbye.
+        self.assertEqual(broker.deliver(create()).outcome, pb.OUTCOME_OK)
         self.assertEqual(seen, [])
         r.stop()
         self.assertIsNone(r.error)
