@@ -58,8 +58,9 @@
 // when the session with the broker ends (the broker starts the daemon again
 // where it belongs). Return soon after the context ends. A daemon does not
 // count against the window, and it has no ack: patches set on its event are
-// ignored. With Restart, the broker starts a daemon that returned by itself
-// again, with backoff:
+// ignored, with a warning (write with a Kubernetes client instead). With
+// Restart, the broker starts a daemon that returned by itself again, with
+// backoff:
 //
 //	h.OnDaemon(sdk.GVR("apps", "v1", "deployments"), func(ctx context.Context, ev *sdk.Event) error {
 //		return follow(ctx, ev.Namespace, ev.Name) // until ctx ends

@@ -318,13 +318,14 @@ func (e *Event) SetResult(v any) {
 }
 
 // ignore tells whether the event drops patches and results (a daemon's
-// event), logging the first one dropped.
+// event), warning of the first one dropped: the function meant to write.
 func (e *Event) ignore(method string) bool {
 	if !e.daemon {
 		return false
 	}
 	e.ignoredOnce.Do(func() {
-		e.Logger().Debug("ignoring patches and results set by a daemon: a daemon has no ack to carry them", "method", method)
+		e.Logger().Warn("ignoring patches and results set by a daemon: a daemon has no ack to carry them; "+
+			"write to the object with a Kubernetes client", "method", method)
 	})
 	return true
 }

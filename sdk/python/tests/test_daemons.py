@@ -8,6 +8,8 @@ import threading
 import unittest
 
 import tether
+from tether import kwargs
+from tether.bindings import Kind
 from tether.v1 import broker_pb2 as pb
 
 from broker_fake import WAIT, FakeBroker, Runner
@@ -139,6 +141,18 @@ class Daemons(unittest.TestCase):
         ack = broker.deliver(d)
         self.assertEqual(ack.outcome, pb.OUTCOME_FAIL)
         self.assertIn("without object uid", ack.message)
+
+
+class Refused(unittest.TestCase):
+    def test_a_daemon_is_given_no_patch(self):
+        def follow(patch, **_):
+            patch.status["phase"] = "watching"
+
+        with self.assertRaises(TypeError) as caught:
+            tether.daemon(*W, registry=tether.Registry())(follow)
+        for what in ("'patch'", "daemon", "no ack"):
+            self.assertIn(what, str(caught.exception))
+        self.assertNotIn("patch", kwargs.names(Kind.DAEMON))
 
 
 class StoppedFlags(unittest.TestCase):

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import inspect
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from .bindings import Kind
@@ -23,6 +23,14 @@ EXTRA = {
     Kind.VALIDATE: ("operation", "dryrun", "subresource", "userinfo", "warnings", "request"),
     Kind.MUTATE: ("operation", "dryrun", "subresource", "userinfo", "warnings", "request"),
 }
+# Arguments of COMMON that a kind of binding is not given, and what to do
+# instead: declaring one is an error even with a default.
+WITHOUT = {
+    Kind.DAEMON: {
+        "patch": "a daemon has no ack to carry a patch (its start is acked as it begins, its end is reported "
+                 "without one); write to the object with a Kubernetes client, or from a timer's patch",
+    },
+}
 # Kopf's arguments that have no Tether counterpart, and what to do instead.
 _KOPF_ONLY = {
     "memo": "the broker may send an object's deliveries to any instance, so the SDK keeps no per-object memory",
@@ -37,23 +45,30 @@ _KOPF_ONLY = {
 
 def names(kind: Kind) -> tuple[str, ...]:
     """The keyword arguments Tether passes to functions of a kind of binding."""
-    return COMMON + EXTRA.get(kind, ())
+    without = WITHOUT.get(kind, {})
+    return tuple(n for n in COMMON if n not in without) + EXTRA.get(kind, ())
 
 
 def accepted(fn: Callable[..., Any], kind: Kind) -> frozenset[str] | None:
     """The names fn declares among those a kind passes; None when it takes
     **kwargs (then it gets them all). A parameter without a default that
     Tether cannot pass is a TypeError."""
-    return declared(fn, names(kind), f"{kind.value} functions")
+    return declared(fn, names(kind), f"{kind.value} functions", WITHOUT.get(kind, {}))
 
 
-def declared(fn: Callable[..., Any], available: tuple[str, ...], what: str) -> frozenset[str] | None:
+def declared(fn: Callable[..., Any], available: tuple[str, ...], what: str,
+             without: Mapping[str, str] | None = None) -> frozenset[str] | None:
     """The names fn declares among available, the arguments Tether passes to
-    what (say "create functions"); None when it takes **kwargs."""
+    what (say "create functions"); None when it takes **kwargs. Declaring a
+    name of without, even with a default, is a TypeError that says why."""
+    without = without or {}
     wants = set()
     for p in inspect.signature(fn).parameters.values():
         if p.kind is p.VAR_KEYWORD:
             return None
+        if p.name in without:
+            raise TypeError(f"{_name(fn)}() takes {p.name!r}, which Tether does not pass to {what}: "
+                            f"{without[p.name]}")
         if p.kind is p.VAR_POSITIONAL or p.default is not p.empty and p.name not in available:
             continue
         if p.kind is p.POSITIONAL_ONLY:
