@@ -21,6 +21,13 @@ logging a line per delivery:
   watch   an async daemon per widget: "daemon started ns/w" and, when the
           broker stops it, "daemon stopped ns/w: <reason>"
 
+With --daemons it also has a daemon that misbehaves, on the widgets whose
+spec names it:
+
+  stubborn  (spec.stubborn true) never looks at stopped, with a
+            cancellation timeout of 1 s: "stubborn daemon started ns/w",
+            "stubborn daemon cancelled ns/w" when the SDK cancels it
+
 With --admission it also answers the API server's admission reviews of
 Widgets, which the broker serves as webhooks and forwards over the stream:
 
@@ -129,6 +136,15 @@ async def watching(stopped, namespace, name, **_):
     say("daemon stopped %s/%s: %s", namespace, name, stopped.reason)
 
 
+async def stubborn(namespace, name, **_):
+    say("stubborn daemon started %s/%s", namespace, name)
+    try:
+        await asyncio.sleep(3600)  # stopped is never looked at
+    except asyncio.CancelledError:
+        say("stubborn daemon cancelled %s/%s", namespace, name)
+        raise
+
+
 # The reviews are sync functions, which the SDK runs in its thread pool.
 def check_size(spec, operation, namespace, name, **_):
     size = spec.get("size")
@@ -169,6 +185,9 @@ def registry(args):
         tether.on.resume(*WIDGETS, id="resume", registry=reg)(resumed)
         tether.on.event(*WIDGETS, id="events", registry=reg)(watched)
         tether.daemon(*WIDGETS, id="watch", registry=reg)(watching)
+    if args.daemons:
+        tether.daemon(*WIDGETS, id="stubborn", when="has(object.spec.stubborn) && object.spec.stubborn == true",
+                      cancellation_timeout=1, registry=reg)(stubborn)
     if args.admission:
         tether.on.validate(*WIDGETS, id="validate-size", registry=reg, **WEBHOOK)(check_size)
         tether.on.mutate(*WIDGETS, id="mark-seen", registry=reg, **WEBHOOK)(mark_seen)
@@ -191,6 +210,8 @@ def parse_args():
                    help="longest wait between reconnects, seconds (default %(default)s)")
     p.add_argument("--every-kind", action="store_true",
                    help="also bind update, field spec.size, resume, raw events and a daemon")
+    p.add_argument("--daemons", action="store_true",
+                   help="also run a daemon that ignores stopped")
     p.add_argument("--admission", action="store_true",
                    help="also validate (spec.size at most 10) and mutate (label) widgets as webhooks")
     p.add_argument("--bad-binding", action="store_true",

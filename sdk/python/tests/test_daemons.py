@@ -143,6 +143,66 @@ class Daemons(unittest.TestCase):
         self.assertIn("without object uid", ack.message)
 
 
+class Stubborn(unittest.TestCase):
+    """Daemons that do not look at stopped. The broker waits for the stop's
+    ack up to the binding's cancellation timeout, then sends Cancel for the
+    stop: an async daemon is cancelled then, a sync one cannot be."""
+
+    def serve(self, fn):
+        reg = tether.Registry()
+        tether.daemon(*W, registry=reg, id="daemon")(fn)
+        broker = FakeBroker().start()
+        self.addCleanup(broker.stop)
+        # The runner's end waits a second, not the default, for the daemons
+        # these tests leave running.
+        r = Runner(reg, broker=broker.address, drain_timeout=1).start()
+        self.addCleanup(lambda: r.done.is_set() or r.stop())
+        broker.connected()
+        return broker
+
+    def test_an_async_daemon_is_cancelled_when_the_broker_gives_up_on_its_stop(self):
+        cancelled = threading.Event()
+
+        async def follow(**_):
+            try:
+                await asyncio.sleep(3600)
+            except asyncio.CancelledError:
+                cancelled.set()
+                raise
+
+        broker = self.serve(follow)
+        self.assertEqual(broker.deliver(start("u1")).outcome, pb.OUTCOME_OK)
+        s = stop("u1")
+        broker.deliver(s, wait=False)
+        self.assertEqual(broker.deliver(start("u1")).outcome, pb.OUTCOME_RETRY, "still stopping")
+        broker.send(pb.ConnectResponse(cancel=pb.Cancel(delivery_id=s.id, reason="no ack within 1s")))
+        self.assertEqual(broker.ack(s.id).outcome, pb.OUTCOME_OK)
+        self.assertTrue(cancelled.is_set())
+        self.assertEqual(broker.deliver(start("u1")).outcome, pb.OUTCOME_OK, "the next start runs")
+        self.assertEqual(broker.messages("daemon_exited"), [], "a cancelled daemon did not exit by itself")
+
+    def test_a_sync_daemon_holds_up_the_next_start_until_it_returns(self):
+        release = threading.Event()
+        runs = []
+
+        def follow(**_):
+            runs.append(1)
+            release.wait(WAIT)
+
+        broker = self.serve(follow)
+        broker.deliver(start("u1"))
+        s = stop("u1")
+        broker.deliver(s, wait=False)
+        broker.send(pb.ConnectResponse(cancel=pb.Cancel(delivery_id=s.id, reason="no ack within 1s")))
+        ack = broker.deliver(start("u1"))
+        self.assertEqual(ack.outcome, pb.OUTCOME_RETRY, "a thread cannot be cancelled")
+        self.assertIn("still stopping", ack.message)
+        release.set()
+        self.assertEqual(broker.ack(s.id).outcome, pb.OUTCOME_OK)
+        self.assertEqual(broker.deliver(start("u1")).outcome, pb.OUTCOME_OK, "the next start runs")
+        broker.wait_for(lambda: len(runs) == 2, "the second run")
+
+
 class Refused(unittest.TestCase):
     def test_a_daemon_is_given_no_patch(self):
         def follow(patch, **_):

@@ -1,9 +1,11 @@
 """Daemons: one long-running function per (binding, object UID), started
 and stopped by the broker, as in the Go SDK. DAEMON_START is acked as soon
 as the function runs; DAEMON_STOP sets its ``stopped`` flag and is acked
-when the function has returned. A daemon that returns by itself is reported
-with DaemonExited. A sync daemon runs in a thread of its own and an async
-one in a task, so daemons never take the window's threads."""
+when the function has returned; when the broker stops waiting for that
+(the cancellation timeout passed, and it sends Cancel for the stop), an
+async daemon is cancelled. A daemon that returns by itself is reported with
+DaemonExited. A sync daemon runs in a thread of its own and an async one in
+a task, so daemons never take the window's threads."""
 
 from __future__ import annotations
 
@@ -153,6 +155,23 @@ class DaemonSet:
         dm.stops.append(d.id)
         dm.log.debug("stopping daemon %s", reg.spec.id)
         dm.stop("stopped by the broker")
+
+    def overdue(self, d: pb.Delivery, reason: str) -> None:
+        """The broker stopped waiting for the stop d (the daemon's
+        cancellation timeout passed). An async daemon is cancelled, so that
+        it returns and the object's next start can run here; a thread cannot
+        be, and starts are answered RETRY until it returns."""
+        dm = self.running.get((d.binding_id, d.ref.uid))
+        if dm is None:
+            return
+        if dm.task is None:
+            dm.log.warning("daemon %s has not returned within its cancellation timeout (%s); a sync daemon cannot "
+                           "be cancelled, and it starts again on this instance only once it returns",
+                           dm.key[0], reason)
+            return
+        dm.log.warning("daemon %s has not returned within its cancellation timeout (%s); cancelling it",
+                       dm.key[0], reason)
+        dm.task.cancel()
 
     def stop_all(self, reason: str) -> None:
         for dm in self.running.values():

@@ -242,8 +242,11 @@ class Session:
 
     def _cancel(self, c: pb.Cancel) -> None:
         call = self.inflight.get(c.delivery_id)
-        if call is None or call.task is None:
+        if call is None:
             LOGGER.debug("cancel for delivery %s, which is not running", c.delivery_id)
+            return
+        if call.task is None:  # a daemon's stop, waiting for the function to return
+            self.daemons.overdue(call.delivery, c.reason)
             return
         call.log.info("delivery cancelled by the broker: %s", c.reason)
         # An async function stops at its next await; a sync one cannot be
