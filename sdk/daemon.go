@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	tetherv1 "github.com/tether-dev/tether/proto/tether/v1"
 )
@@ -151,6 +152,9 @@ func (s *session) daemonReturned(dm *daemon) {
 	exited := &tetherv1.DaemonExited{BindingId: dm.key.binding, Uid: dm.key.uid}
 	if dm.err != nil {
 		exited.Failed, exited.Message = true, truncate(dm.err.Error())
+		if _, _, after := classify(dm.err); after > 0 {
+			exited.RetryAfter = durationpb.New(after) // RetryAfter's delay, for the restart
+		}
 		dm.log.Error("daemon returned by itself with an error", "error", exited.Message)
 	} else {
 		dm.log.Info("daemon returned by itself")

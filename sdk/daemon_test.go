@@ -246,11 +246,18 @@ func TestDaemonThatReturnsReportsExited(t *testing.T) {
 		fn      sdk.Func
 		failed  bool
 		message string
+		after   time.Duration // the DaemonExited's retry_after
 		log     string
 	}{
 		{name: "without error", fn: noop},
 		{name: "with an error", fn: func(context.Context, *sdk.Event) error { return errors.New("lost the watch") },
 			failed: true, message: "lost the watch"},
+		{name: "retry after a delay", fn: func(context.Context, *sdk.Event) error {
+			return fmt.Errorf("watching: %w", sdk.RetryAfter(errors.New("not yet"), 3*time.Second))
+		}, failed: true, message: "watching: not yet", after: 3 * time.Second},
+		{name: "retry after the backoff", fn: func(context.Context, *sdk.Event) error {
+			return sdk.RetryAfter(errors.New("not yet"), 0)
+		}, failed: true, message: "not yet"},
 		{name: "panic", fn: func(context.Context, *sdk.Event) error { panic("daemon bug") },
 			failed: true, message: "panic: daemon bug", log: "handler function panicked"},
 	}
@@ -270,8 +277,10 @@ func TestDaemonThatReturnsReportsExited(t *testing.T) {
 					t.Fatalf("round %d: got %v, want DaemonExited", round, m)
 				}
 				if exited.GetBindingId() != "daemon-0" || exited.GetUid() != "uid-a" ||
-					exited.GetFailed() != tt.failed || exited.GetMessage() != tt.message {
-					t.Errorf("round %d: DaemonExited = %v, want failed %v message %q", round, exited, tt.failed, tt.message)
+					exited.GetFailed() != tt.failed || exited.GetMessage() != tt.message ||
+					exited.GetRetryAfter().AsDuration() != tt.after {
+					t.Errorf("round %d: DaemonExited = %v, want failed %v message %q retry_after %v", round, exited,
+						tt.failed, tt.message, tt.after)
 				}
 			}
 			if tt.log != "" {

@@ -59,8 +59,9 @@
 // where it belongs). Return soon after the context ends. A daemon does not
 // count against the window, and it has no ack: patches set on its event are
 // ignored, with a warning (write with a Kubernetes client instead). With
-// Restart, the broker starts a daemon that returned by itself again, with
-// backoff:
+// Restart, the broker starts a daemon that returned by itself again: after
+// the delay of a RetryAfter error, else with backoff. Its event's Attempt
+// is one more than its runs in a row that returned an error:
 //
 //	h.OnDaemon(sdk.GVR("apps", "v1", "deployments"), func(ctx context.Context, ev *sdk.Event) error {
 //		return follow(ctx, ev.Namespace, ev.Name) // until ctx ends

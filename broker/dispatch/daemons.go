@@ -20,6 +20,19 @@ type daemon struct {
 	exited bool
 	// restarts counts restarts, for the backoff between them.
 	restarts int
+	// failures counts the runs in a row that failed: the next start is
+	// that many attempts on (the daemon's retry).
+	failures int
+}
+
+// next is d's next state, running on in (nil: waiting for a restart), with
+// the counts of its restarts and failures.
+func (d *daemon) next(in *session.Instance) *daemon {
+	n := &daemon{inst: in, exited: in == nil}
+	if d != nil {
+		n.restarts, n.failures = d.restarts, d.failures
+	}
+	return n
 }
 
 // daemonExit is one DaemonExited repods.
@@ -88,27 +101,23 @@ func (ds *daemons) process(ctx context.Context, o *object) error {
 			}
 		}
 		d0 := &tetherv1.Delivery{Kind: tetherv1.DeliveryKind_DELIVERY_KIND_DAEMON_START, Object: o.json()}
+		if d != nil {
+			d0.Attempt = uint32(d.failures) // the failed runs are attempts before this start's
+		}
 		ack, in, wait, err := ds.deliver.call(ctx, o, b, d0)
 		if err != nil {
 			return err
 		}
 		if wait > 0 {
 			ds.sched.Schedule(timer.Key{UID: o.uid, Name: restartKey(b.ID)}, ds.clock.Now().Add(wait))
-			ds.set(o, b.ID, &daemon{exited: true, restarts: restartsOf(d)})
+			ds.set(o, b.ID, d.next(nil))
 			continue
 		}
 		if ack.GetOutcome() == tetherv1.Outcome_OUTCOME_OK {
-			ds.set(o, b.ID, &daemon{inst: in, restarts: restartsOf(d)})
+			ds.set(o, b.ID, d.next(in))
 		}
 	}
 	return nil
-}
-
-func restartsOf(d *daemon) int {
-	if d == nil {
-		return 0
-	}
-	return d.restarts
 }
 
 func (ds *daemons) set(o *object, id string, d *daemon) {
@@ -140,8 +149,9 @@ func (o *object) wantsExit(bindings []*binding.Binding, in *session.Instance, bi
 }
 
 // takeExits applies the exit reports: the daemon is no longer running, a
-// failure becomes a Warning Event, and a restart is scheduled with backoff
-// where the binding asks for one.
+// failure becomes a Warning Event, and a restart is scheduled where the
+// binding asks for one: after the delay the failure asked for (a
+// TemporaryError's), or else with backoff.
 func (ds *daemons) takeExits(o *object) {
 	ds.mu.Lock()
 	exits := o.exits
@@ -161,10 +171,19 @@ func (ds *daemons) takeExits(o *object) {
 		} else {
 			ds.log.Info("daemon returned", "binding", b.ID, "namespace", o.cur.Namespace, "name", o.cur.Name)
 		}
-		next := &daemon{exited: true, restarts: d.restarts + 1}
+		next := d.next(nil)
+		next.restarts++
+		next.failures = 0
+		wait := b.Retry.Delay(next.restarts)
+		if x.msg.GetFailed() {
+			next.failures = d.failures + 1
+			if ra := x.msg.GetRetryAfter().AsDuration(); ra > 0 {
+				wait = ra
+			}
+		}
 		ds.set(o, b.ID, next)
 		if b.Daemon.Restart {
-			ds.sched.Schedule(timer.Key{UID: o.uid, Name: restartKey(b.ID)}, ds.clock.Now().Add(b.Retry.Delay(next.restarts)))
+			ds.sched.Schedule(timer.Key{UID: o.uid, Name: restartKey(b.ID)}, ds.clock.Now().Add(wait))
 		}
 	}
 }

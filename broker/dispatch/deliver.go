@@ -49,10 +49,12 @@ type deliverer struct{ *handler }
 // (OK, or FAIL, which includes retries running out), or wait > 0 when it
 // must be tried again later. It waits while no instance is connected; an
 // instance that leaves before it acks does not use up an attempt, the
-// delivery goes to the next owner. in is the instance that answered.
+// delivery goes to the next owner. in is the instance that answered. d's
+// Attempt, when set, counts attempts before this delivery's first (a
+// daemon's failed runs): the handler is told them, retries do not count them.
 func (dl *deliverer) call(ctx context.Context, o *object, b *binding.Binding, d *tetherv1.Delivery) (ack *tetherv1.Ack, in *session.Instance, wait time.Duration, err error) {
 	attempt := o.work.attempts[b.ID] + 1
-	d.Attempt = uint32(attempt)
+	d.Attempt += uint32(attempt)
 	for ack == nil {
 		var moved <-chan struct{}
 		if in, moved, err = dl.waitOwner(ctx, o); err != nil {

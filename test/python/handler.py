@@ -21,9 +21,13 @@ logging a line per delivery:
   watch   an async daemon per widget: "daemon started ns/w" and, when the
           broker stops it, "daemon stopped ns/w: <reason>"
 
-With --daemons it also has a daemon that misbehaves, on the widgets whose
-spec names it:
+With --daemons it also has two daemons that misbehave, each on the widgets
+whose spec names it:
 
+  flaky     (spec.flaky) raises TemporaryError(delay=0.2) while its retry
+            is under 3, then runs until stopped: "flaky daemon retry N
+            ns/w", then "flaky daemon running ns/w"; restart=True, and a
+            backoff of a minute that the delay overrides
   stubborn  (spec.stubborn true) never looks at stopped, with a
             cancellation timeout of 1 s: "stubborn daemon started ns/w",
             "stubborn daemon cancelled ns/w" when the SDK cancels it
@@ -71,6 +75,7 @@ TICKS_ANNOTATION = "python.example.com/ticks"
 SEEN_LABEL = "python.tether.dev/seen"
 MAX_SIZE = 10  # the largest spec.size validate-size admits
 STALL = 60.0  # seconds a stalled create waits for the broker's cancel
+FLAKY_FAILURES = 3  # runs the flaky daemon fails before it runs
 # The admission bindings fail open (the broker's default too), so a widget
 # is never blocked while this handler is away.
 WEBHOOK = {"operations": ["CREATE", "UPDATE"], "failure_policy": "Ignore"}
@@ -136,6 +141,14 @@ async def watching(stopped, namespace, name, **_):
     say("daemon stopped %s/%s: %s", namespace, name, stopped.reason)
 
 
+async def flaky(retry, stopped, namespace, name, **_):
+    say("flaky daemon retry %d %s/%s", retry, namespace, name)
+    if retry < FLAKY_FAILURES:
+        raise tether.TemporaryError(f"failing {retry + 1} of {FLAKY_FAILURES} times", delay=0.2)
+    say("flaky daemon running %s/%s", namespace, name)
+    await stopped.wait()
+
+
 async def stubborn(namespace, name, **_):
     say("stubborn daemon started %s/%s", namespace, name)
     try:
@@ -186,6 +199,8 @@ def registry(args):
         tether.on.event(*WIDGETS, id="events", registry=reg)(watched)
         tether.daemon(*WIDGETS, id="watch", registry=reg)(watching)
     if args.daemons:
+        tether.daemon(*WIDGETS, id="flaky", when="has(object.spec.flaky)", restart=True, backoff=60,
+                      max_backoff=60, registry=reg)(flaky)
         tether.daemon(*WIDGETS, id="stubborn", when="has(object.spec.stubborn) && object.spec.stubborn == true",
                       cancellation_timeout=1, registry=reg)(stubborn)
     if args.admission:
@@ -211,7 +226,7 @@ def parse_args():
     p.add_argument("--every-kind", action="store_true",
                    help="also bind update, field spec.size, resume, raw events and a daemon")
     p.add_argument("--daemons", action="store_true",
-                   help="also run a daemon that ignores stopped")
+                   help="also run a daemon that fails 3 times and one that ignores stopped")
     p.add_argument("--admission", action="store_true",
                    help="also validate (spec.size at most 10) and mutate (label) widgets as webhooks")
     p.add_argument("--bad-binding", action="store_true",

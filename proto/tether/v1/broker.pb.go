@@ -2430,15 +2430,19 @@ func (x *Goodbye) GetReason() string {
 
 // DaemonExited reports that a daemon function returned by itself, without a
 // DAEMON_STOP. The broker restarts it (with backoff) only if its binding
-// asks for restart.
+// asks for restart. The next DAEMON_START's attempt is one more than the
+// runs in a row that failed.
 type DaemonExited struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	BindingId string                 `protobuf:"bytes,1,opt,name=binding_id,json=bindingId,proto3" json:"binding_id,omitempty"`
 	// uid is the object's UID, as in the DAEMON_START delivery.
 	Uid string `protobuf:"bytes,2,opt,name=uid,proto3" json:"uid,omitempty"`
 	// failed tells whether the function returned an error; message says it.
-	Failed        bool   `protobuf:"varint,3,opt,name=failed,proto3" json:"failed,omitempty"`
-	Message       string `protobuf:"bytes,4,opt,name=message,proto3" json:"message,omitempty"`
+	Failed  bool   `protobuf:"varint,3,opt,name=failed,proto3" json:"failed,omitempty"`
+	Message string `protobuf:"bytes,4,opt,name=message,proto3" json:"message,omitempty"`
+	// retry_after, with failed, is the delay before the restart instead of
+	// the binding's backoff (a temporary error's delay).
+	RetryAfter    *durationpb.Duration `protobuf:"bytes,5,opt,name=retry_after,json=retryAfter,proto3" json:"retry_after,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2499,6 +2503,13 @@ func (x *DaemonExited) GetMessage() string {
 		return x.Message
 	}
 	return ""
+}
+
+func (x *DaemonExited) GetRetryAfter() *durationpb.Duration {
+	if x != nil {
+		return x.RetryAfter
+	}
+	return nil
 }
 
 // Cancel withdraws a delivery.
@@ -2720,13 +2731,15 @@ const file_tether_v1_broker_proto_rawDesc = "" +
 	"\vFlowControl\x12\x16\n" +
 	"\x06window\x18\x01 \x01(\rR\x06window\"!\n" +
 	"\aGoodbye\x12\x16\n" +
-	"\x06reason\x18\x01 \x01(\tR\x06reason\"q\n" +
+	"\x06reason\x18\x01 \x01(\tR\x06reason\"\xad\x01\n" +
 	"\fDaemonExited\x12\x1d\n" +
 	"\n" +
 	"binding_id\x18\x01 \x01(\tR\tbindingId\x12\x10\n" +
 	"\x03uid\x18\x02 \x01(\tR\x03uid\x12\x16\n" +
 	"\x06failed\x18\x03 \x01(\bR\x06failed\x12\x18\n" +
-	"\amessage\x18\x04 \x01(\tR\amessage\"A\n" +
+	"\amessage\x18\x04 \x01(\tR\amessage\x12:\n" +
+	"\vretry_after\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\n" +
+	"retryAfter\"A\n" +
 	"\x06Cancel\x12\x1f\n" +
 	"\vdelivery_id\x18\x01 \x01(\tR\n" +
 	"deliveryId\x12\x16\n" +
@@ -2880,13 +2893,14 @@ var file_tether_v1_broker_proto_depIdxs = []int32{
 	6,  // 43: tether.v1.Ack.outcome:type_name -> tether.v1.Outcome
 	30, // 44: tether.v1.Ack.retry_after:type_name -> google.protobuf.Duration
 	24, // 45: tether.v1.Ack.admission:type_name -> tether.v1.AdmissionResponse
-	9,  // 46: tether.v1.BrokerService.Connect:input_type -> tether.v1.ConnectRequest
-	10, // 47: tether.v1.BrokerService.Connect:output_type -> tether.v1.ConnectResponse
-	47, // [47:48] is the sub-list for method output_type
-	46, // [46:47] is the sub-list for method input_type
-	46, // [46:46] is the sub-list for extension type_name
-	46, // [46:46] is the sub-list for extension extendee
-	0,  // [0:46] is the sub-list for field type_name
+	30, // 46: tether.v1.DaemonExited.retry_after:type_name -> google.protobuf.Duration
+	9,  // 47: tether.v1.BrokerService.Connect:input_type -> tether.v1.ConnectRequest
+	10, // 48: tether.v1.BrokerService.Connect:output_type -> tether.v1.ConnectResponse
+	48, // [48:49] is the sub-list for method output_type
+	47, // [47:48] is the sub-list for method input_type
+	47, // [47:47] is the sub-list for extension type_name
+	47, // [47:47] is the sub-list for extension extendee
+	0,  // [0:47] is the sub-list for field type_name
 }
 
 func init() { file_tether_v1_broker_proto_init() }

@@ -203,6 +203,49 @@ class Stubborn(unittest.TestCase):
         broker.wait_for(lambda: len(runs) == 2, "the second run")
 
 
+class Failures(unittest.TestCase):
+    """What a daemon that raises tells the broker, and what it is told."""
+
+    def exited(self, fn, d=None):
+        reg = tether.Registry()
+        tether.daemon(*W, registry=reg, id="daemon", restart=True)(fn)
+        broker = FakeBroker().start()
+        self.addCleanup(broker.stop)
+        r = Runner(reg, broker=broker.address).start()
+        self.addCleanup(lambda: r.done.is_set() or r.stop())
+        broker.connected()
+        broker.deliver(d or start("u1"))
+        (exited,) = broker.wait_for(lambda: broker.messages("daemon_exited"), "DaemonExited")
+        return exited
+
+    def test_a_temporary_errors_delay_is_the_restarts(self):
+        cases = [
+            ("delay", tether.TemporaryError("not yet", delay=2.5), 2.5),
+            ("no delay", tether.TemporaryError("not yet"), None),
+            ("another exception", RuntimeError("boom"), None),
+        ]
+        for name, error, want in cases:
+            with self.subTest(name):
+                def follow(**_):
+                    raise error
+
+                exited = self.exited(follow)
+                self.assertTrue(exited.failed)
+                after = exited.retry_after.ToTimedelta().total_seconds() if exited.HasField("retry_after") else None
+                self.assertEqual(after, want)
+
+    def test_retry_counts_the_failed_runs_before_this_start(self):
+        seen = []
+
+        def follow(retry, **_):
+            seen.append(retry)
+
+        d = start("u1")
+        d.attempt = 4
+        self.exited(follow, d)
+        self.assertEqual(seen, [3])
+
+
 class Refused(unittest.TestCase):
     def test_a_daemon_is_given_no_patch(self):
         def follow(patch, **_):

@@ -14,8 +14,9 @@ import dataclasses
 import threading
 from typing import TYPE_CHECKING, Any
 
-from . import outcome
+from . import durations, outcome
 from .delivery import MalformedDelivery
+from .errors import TemporaryError
 from .log import ObjectLogger
 from .registry import Registration
 from .v1 import broker_pb2 as pb
@@ -225,6 +226,8 @@ class DaemonSet:
         exited = pb.DaemonExited(binding_id=dm.key[0], uid=dm.key[1])
         if err is not None:
             exited.failed, exited.message = True, outcome.truncate(outcome.describe(err))
+            if isinstance(err, TemporaryError) and err.delay is not None:
+                exited.retry_after.CopyFrom(durations.to_proto(err.delay))
             dm.log.error("daemon %s returned by itself with an error: %s", dm.key[0], exited.message, exc_info=err)
         else:
             dm.log.info("daemon %s returned by itself", dm.key[0])
