@@ -248,7 +248,8 @@ func TestRecreatedObjectIsAnotherObject(t *testing.T) {
 
 // TestDaemonThatReturnsIsReportedAndRestartedWhenAsked: a daemon that
 // returns an error by itself becomes a Warning Event, and is started again
-// (with backoff) only because its binding asks for Restart.
+// (with backoff) only because its binding asks for Restart; each start's
+// Attempt counts the runs that failed before it.
 func TestDaemonThatReturnsIsReportedAndRestartedWhenAsked(t *testing.T) {
 	cp := controlplane.Get(t)
 	dyn := cp.EnsureWidgetCRD(t)
@@ -267,7 +268,11 @@ func TestDaemonThatReturnsIsReportedAndRestartedWhenAsked(t *testing.T) {
 	runHandler(t, h, addr)
 
 	create(t, dyn, widgetGVR, widget(ns, "d", map[string]any{"size": int64(1)}))
-	j.waitCount(t, sdk.DaemonStart, "d", 3)
+	for i, ev := range j.waitCount(t, sdk.DaemonStart, "d", 3) {
+		if ev.Attempt != i+1 {
+			t.Errorf("start %d has attempt %d, want %d", i+1, ev.Attempt, i+1)
+		}
+	}
 	eventually(t, "a DaemonFailed event", func() bool {
 		return hasEvent(t, cp, ns, "d", "DaemonFailed", "lost the connection")
 	})
