@@ -48,7 +48,10 @@ type builder struct {
 	service *Service
 	paths   *admission.PathKey // nil only without an endpoint
 	ca      []byte
-	exclude []string
+	// excludeUsers are let through by a match condition.
+	excludeUsers []string
+	// excludeNamespaces are left out by the namespace selector.
+	excludeNamespaces []string
 }
 
 // desired is what a handler's configurations should hold; an empty list
@@ -74,7 +77,7 @@ func (bl builder) build(bindings []*binding.Binding, absent bool) desired {
 		cc := bl.clientConfig(b.ID)
 		rules := rules(b)
 		equivalent := admissionregistrationv1.Equivalent
-		nsSel, objSel := namespaceSelector(b), objectSelector(b)
+		nsSel, objSel := namespaceSelector(b, bl.excludeNamespaces), objectSelector(b)
 		side := admissionregistrationv1.SideEffectClass(b.Admission.SideEffects)
 		timeout := int32(b.Admission.Timeout / time.Second)
 		conds := bl.matchConditions(b)
@@ -147,9 +150,14 @@ func rules(b *binding.Binding) []admissionregistrationv1.RuleWithOperations {
 }
 
 // namespaceSelector is the binding's namespace selector narrowed to its
-// namespace list, which the API server can only select by the label every
-// namespace has with its own name.
-func namespaceSelector(b *binding.Binding) *metav1.LabelSelector {
+// namespace list and away from the excluded namespaces. The API server can
+// only select namespaces by name through the label every namespace has with
+// its own name. A selector's requirements all apply, so the exclusion holds
+// whatever the binding selects. For a Namespace object itself the API
+// server matches the selector against that Namespace's labels, so writes to
+// the excluded Namespaces are left out too; other cluster-scoped objects
+// are never selected by namespace.
+func namespaceSelector(b *binding.Binding, excluded []string) *metav1.LabelSelector {
 	sel := &metav1.LabelSelector{}
 	if b.Admission.NamespaceSelector != nil {
 		sel = b.Admission.NamespaceSelector.DeepCopy()
@@ -159,6 +167,13 @@ func namespaceSelector(b *binding.Binding) *metav1.LabelSelector {
 			Key:      corev1.LabelMetadataName,
 			Operator: metav1.LabelSelectorOpIn,
 			Values:   slices.Clone(b.Namespaces),
+		})
+	}
+	if len(excluded) > 0 {
+		sel.MatchExpressions = append(sel.MatchExpressions, metav1.LabelSelectorRequirement{
+			Key:      corev1.LabelMetadataName,
+			Operator: metav1.LabelSelectorOpNotIn,
+			Values:   slices.Clone(excluded),
 		})
 	}
 	return sel
@@ -173,9 +188,9 @@ func objectSelector(b *binding.Binding) *metav1.LabelSelector {
 
 func (bl builder) matchConditions(b *binding.Binding) []admissionregistrationv1.MatchCondition {
 	var out []admissionregistrationv1.MatchCondition
-	if len(bl.exclude) > 0 {
-		quoted := make([]string, len(bl.exclude))
-		for i, u := range bl.exclude {
+	if len(bl.excludeUsers) > 0 {
+		quoted := make([]string, len(bl.excludeUsers))
+		for i, u := range bl.excludeUsers {
 			// Go's quoting is valid CEL: both know \" \\ \n \xHH \uHHHH.
 			quoted[i] = strconv.Quote(u)
 		}

@@ -3,6 +3,7 @@ package webhook
 import (
 	"encoding/json"
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 
@@ -66,7 +67,7 @@ func TestBuildValidatingWebhookWithEveryOption(t *testing.T) {
 		b.Admission.Timeout = 3 * time.Second
 		b.Admission.SideEffects = binding.SideEffectsNoneOnDryRun
 	})
-	bl := builder{handler: "h", url: "https://127.0.0.1:8443", paths: testPaths, ca: []byte("CA"), exclude: []string{"system:serviceaccount:tether-system:tether-broker"}}
+	bl := builder{handler: "h", url: "https://127.0.0.1:8443", paths: testPaths, ca: []byte("CA"), excludeUsers: []string{"system:serviceaccount:tether-system:tether-broker"}}
 	got := bl.build([]*binding.Binding{b}, false)
 	want := admissionregistrationv1.ValidatingWebhook{
 		Name: "check.h.tether.dev",
@@ -222,12 +223,99 @@ func TestBuildWebhookFields(t *testing.T) {
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			bl := builder{handler: "h", url: "https://broker", paths: testPaths, exclude: tt.exclude}
+			bl := builder{handler: "h", url: "https://broker", paths: testPaths, excludeUsers: tt.exclude}
 			got := bl.build([]*binding.Binding{tt.binding}, false)
 			if len(got.validating) != 1 {
 				t.Fatalf("got %d validating webhooks, want 1", len(got.validating))
 			}
 			tt.check(t, got.validating[0])
+		})
+	}
+}
+
+func TestTheNamespaceSelectorAlwaysLeavesTheExcludedNamespacesOut(t *testing.T) {
+	system := []string{"kube-node-lease", "kube-system", "tether-system"}
+	name := func(op metav1.LabelSelectorOperator, values ...string) metav1.LabelSelectorRequirement {
+		return metav1.LabelSelectorRequirement{Key: "kubernetes.io/metadata.name", Operator: op, Values: values}
+	}
+	notSystem := name(metav1.LabelSelectorOpNotIn, system...)
+	tests := []struct {
+		name     string
+		binding  *binding.Binding
+		excluded []string
+		want     *metav1.LabelSelector
+	}{{
+		name:    "every namespace, nothing excluded",
+		binding: admissionBinding("b"),
+		want:    &metav1.LabelSelector{},
+	}, {
+		name:     "every namespace",
+		binding:  admissionBinding("b"),
+		excluded: system,
+		want:     &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{notSystem}},
+	}, {
+		name:     "a namespace list",
+		binding:  admissionBinding("b", func(b *binding.Binding) { b.Namespaces = []string{"a", "b"} }),
+		excluded: system,
+		want: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
+			name(metav1.LabelSelectorOpIn, "a", "b"), notSystem,
+		}},
+	}, {
+		name: "the binding's selector, its expressions and labels kept",
+		binding: admissionBinding("b", func(b *binding.Binding) {
+			b.Admission.NamespaceSelector = &metav1.LabelSelector{
+				MatchLabels:      map[string]string{"env": "prod"},
+				MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "team", Operator: metav1.LabelSelectorOpExists}},
+			}
+		}),
+		excluded: system,
+		want: &metav1.LabelSelector{
+			MatchLabels: map[string]string{"env": "prod"},
+			MatchExpressions: []metav1.LabelSelectorRequirement{
+				{Key: "team", Operator: metav1.LabelSelectorOpExists}, notSystem,
+			},
+		},
+	}, {
+		// Both requirements apply: the binding cannot select an excluded
+		// namespace back in by name.
+		name: "a binding's selector naming an excluded namespace",
+		binding: admissionBinding("b", func(b *binding.Binding) {
+			b.Admission.NamespaceSelector = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
+				name(metav1.LabelSelectorOpIn, "kube-system"),
+			}}
+		}),
+		excluded: system,
+		want: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
+			name(metav1.LabelSelectorOpIn, "kube-system"), notSystem,
+		}},
+	}, {
+		// For Namespaces the API server matches the Namespace's own labels.
+		name: "the namespaces resource",
+		binding: admissionBinding("b", func(b *binding.Binding) {
+			b.Resource = resource.Resource{GroupVersionResource: schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}, Kind: "Namespace"}
+		}),
+		excluded: system,
+		want:     &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{notSystem}},
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			bl := builder{handler: "h", url: "https://broker", paths: testPaths, excludeNamespaces: tt.excluded}
+			d := bl.build([]*binding.Binding{tt.binding, admissionBinding("m", mutate, func(m *binding.Binding) {
+				m.Resource, m.Namespaces, m.Admission.NamespaceSelector = tt.binding.Resource, tt.binding.Namespaces, tt.binding.Admission.NamespaceSelector
+			})}, false)
+			if len(d.validating) != 1 || len(d.mutating) != 1 {
+				t.Fatalf("got %d validating and %d mutating webhooks, want 1 and 1", len(d.validating), len(d.mutating))
+			}
+			for kind, got := range map[string]*metav1.LabelSelector{"validating": d.validating[0].NamespaceSelector, "mutating": d.mutating[0].NamespaceSelector} {
+				if !reflect.DeepEqual(got, tt.want) {
+					t.Errorf("%s namespace selector %s, want %s", kind, toJSON(t, got), toJSON(t, tt.want))
+				}
+			}
+			if sel := tt.binding.Admission.NamespaceSelector; sel != nil && slices.ContainsFunc(sel.MatchExpressions, func(r metav1.LabelSelectorRequirement) bool {
+				return r.Operator == metav1.LabelSelectorOpNotIn
+			}) {
+				t.Error("building changed the binding's namespace selector")
+			}
 		})
 	}
 }

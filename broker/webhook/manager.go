@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -54,6 +55,12 @@ type Options struct {
 	// broker's own identity, so that no handler's webhook can block the
 	// broker's writes of holds and progress. Empty: none.
 	ExcludeUsers []string
+	// ExcludeNamespaces are never sent to any webhook: every webhook's
+	// namespaceSelector requires kubernetes.io/metadata.name NotIn them, on
+	// top of what the binding selects, so that a webhook failing closed
+	// cannot refuse the writes of the system and of the broker itself.
+	// Empty: none.
+	ExcludeNamespaces []string
 }
 
 // Service is where the API server reaches a broker running in the cluster.
@@ -73,8 +80,12 @@ type Manager struct {
 	paths     *admission.PathKey
 	caBundle  func() []byte
 	resync    time.Duration
-	exclude   []string
 	caChanged chan struct{}
+	// excludeUsers and excludeNamespaces are Options' ExcludeUsers and
+	// ExcludeNamespaces, the namespaces sorted without duplicates, so that
+	// the selector built compares equal from one resync to the next.
+	excludeUsers      []string
+	excludeNamespaces []string
 
 	mu       sync.Mutex // guards handlers
 	handlers map[string]*handlerState
@@ -108,9 +119,11 @@ func New(opts Options) (*Manager, error) {
 		paths:     opts.Paths,
 		caBundle:  opts.CABundle,
 		resync:    opts.Resync,
-		exclude:   append([]string(nil), opts.ExcludeUsers...),
 		caChanged: make(chan struct{}, 1),
 		handlers:  map[string]*handlerState{},
+
+		excludeUsers:      slices.Clone(opts.ExcludeUsers),
+		excludeNamespaces: slices.Compact(slices.Sorted(slices.Values(opts.ExcludeNamespaces))),
 	}
 	if m.log == nil {
 		m.log = hclog.NewNullLogger()
@@ -268,7 +281,8 @@ func (m *Manager) state(handler string) *handlerState {
 
 // applyLocked writes what h says; the caller holds h.mu.
 func (m *Manager) applyLocked(ctx context.Context, handler string, h *handlerState) error {
-	bl := builder{handler: handler, url: m.url, service: m.service, paths: m.paths, exclude: m.exclude}
+	bl := builder{handler: handler, url: m.url, service: m.service, paths: m.paths,
+		excludeUsers: m.excludeUsers, excludeNamespaces: m.excludeNamespaces}
 	if m.caBundle != nil {
 		bl.ca = m.caBundle()
 	}
