@@ -6,10 +6,13 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"slices"
 	"strconv"
+	"strings"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/tether-dev/tether/broker/admission"
@@ -42,10 +45,32 @@ type Admission struct {
 	// CAFile the bundle that verifies it (without it, the API server uses
 	// its system roots).
 	CertFile, KeyFile, CAFile string
+	// ExcludeNamespaces are the namespaces whose objects no webhook
+	// intercepts, so that a webhook failing closed while the broker is
+	// down cannot refuse the control plane's and the nodes' writes there;
+	// nil means DefaultExcludedNamespaces, and an empty list excludes none
+	// of them. The broker's own namespace is always excluded besides: its
+	// Leases, Secrets and Pods are what it needs to come back.
+	ExcludeNamespaces []string
 }
 
 // DefaultAdmissionSecret is Admission.SecretName unless set.
 const DefaultAdmissionSecret = "tether-admission-tls"
+
+// DefaultExcludedNamespaces is Admission.ExcludeNamespaces unless set: the
+// namespaces of the control plane's components and of the nodes'
+// heartbeat Leases.
+var DefaultExcludedNamespaces = []string{"kube-system", "kube-node-lease"}
+
+// excludedNamespaces are the namespaces the webhooks leave out: the given
+// ones (or the default) and the broker's own, sorted, each once.
+func (a Admission) excludedNamespaces(own string) []string {
+	given := a.ExcludeNamespaces
+	if given == nil {
+		given = DefaultExcludedNamespaces
+	}
+	return slices.Compact(slices.Sorted(slices.Values(append(slices.Clone(given), own))))
+}
 
 func (a Admission) secretName() string {
 	if a.SecretName == "" {
@@ -89,6 +114,11 @@ func (a Admission) Check() error {
 	if a.ServicePort < 0 || a.ServicePort > 65535 {
 		return fmt.Errorf("admission service port %d is out of range", a.ServicePort)
 	}
+	for _, ns := range a.ExcludeNamespaces {
+		if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
+			return fmt.Errorf("admission: excluded namespace %q: %s", ns, strings.Join(errs, "; "))
+		}
+	}
 	return nil
 }
 
@@ -127,6 +157,8 @@ type admissionParts struct {
 	paths  *admission.PathKey
 	hooks  *webhook.Manager
 	server *admission.Server // set once the dispatcher exists
+	// excluded are the namespaces no webhook intercepts.
+	excluded []string
 }
 
 // newAdmission builds the certificates and the configuration writer. The
@@ -137,7 +169,8 @@ func (b *Broker) newAdmission(ctx context.Context, kube kubernetes.Interface) (*
 		Name: "admission", Client: kube, Namespace: b.opts.Namespace, SecretName: a.secretName(),
 		CertFile: a.CertFile, KeyFile: a.KeyFile, CAFile: a.CAFile, Log: b.log.Named("admission"),
 	}
-	wopts := webhook.Options{Client: kube, Log: b.log.Named("webhook"), ExcludeUsers: b.ownUser(ctx, kube)}
+	excluded := a.excludedNamespaces(b.opts.Namespace)
+	wopts := webhook.Options{Client: kube, Log: b.log.Named("webhook"), ExcludeUsers: b.ownUser(ctx, kube), ExcludeNamespaces: excluded}
 	if a.Service != "" {
 		port := a.ServicePort
 		if port == 0 {
@@ -171,7 +204,7 @@ func (b *Broker) newAdmission(ctx context.Context, kube kubernetes.Interface) (*
 	if err != nil {
 		return nil, err
 	}
-	return &admissionParts{certs: serving, paths: paths, hooks: hooks}, nil
+	return &admissionParts{certs: serving, paths: paths, hooks: hooks, excluded: excluded}, nil
 }
 
 // admissionURL is where the API server reaches the endpoint from outside

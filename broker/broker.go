@@ -265,6 +265,7 @@ func (b *Broker) Start(ctx context.Context) error {
 	kinds := session.LifecycleKinds
 	var adm *admissionParts
 	var hooks dispatch.Webhooks
+	var excluded []string // namespaces no webhook intercepts
 	if b.opts.Admission.Enabled() {
 		if adm, err = b.newAdmission(ctx, kube); err != nil {
 			return err
@@ -272,7 +273,7 @@ func (b *Broker) Start(ctx context.Context) error {
 		if err := adm.certs.Load(ctx); err != nil {
 			return fmt.Errorf("loading the admission certificates: %w", err)
 		}
-		kinds, hooks = session.AllKinds, adm.hooks
+		kinds, hooks, excluded = session.AllKinds, adm.hooks, adm.excluded
 	}
 	var writeAs func(authenticationv1.UserInfo) (rest.Interface, error)
 	if !b.opts.Insecure {
@@ -311,7 +312,7 @@ func (b *Broker) Start(ctx context.Context) error {
 	}
 	sessions := session.NewServer(session.Options{
 		Log: b.log.Named("session"), Attacher: dispatcher, Resolver: resolver,
-		Defaults: b.opts.Defaults, HelloTimeout: b.opts.HelloTimeout, Supported: kinds,
+		Defaults: b.opts.Defaults, HelloTimeout: b.opts.HelloTimeout, Supported: kinds, ExcludedNamespaces: excluded,
 		DefaultWindow: b.opts.DefaultWindow, MaxWindow: b.opts.MaxWindow, Version: b.opts.Version,
 		Metrics: b.metrics, Authorize: authorize, RecheckEvery: b.opts.RecheckEvery,
 	})

@@ -3,6 +3,7 @@ package binding
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -192,6 +193,29 @@ func admissionOptions(b *Binding, pb *tetherv1.Binding) (AdmissionOptions, error
 		return a, fieldErr("admission.side_effects", fmt.Errorf("unknown side effects %v", ao.GetSideEffects()))
 	}
 	return a, nil
+}
+
+// RefuseExcludedNamespaces refuses an admission binding that names one of
+// the namespaces the webhooks exclude (webhook.Options.ExcludeNamespaces):
+// its webhook would never be called there, and the handler is better told
+// at Hello than left with a webhook that silently never fires. The error is
+// a FieldError on the binding's index in bs, which Compile keeps in the
+// Hello's order.
+func RefuseExcludedNamespaces(bs []*Binding, excluded []string) error {
+	for i, b := range bs {
+		if !b.Kind.IsAdmission() {
+			continue
+		}
+		for _, ns := range b.Namespaces {
+			if slices.Contains(excluded, ns) {
+				return &FieldError{Index: i, ID: b.ID, Field: "namespaces", Err: fmt.Errorf(
+					"%q is one of the namespaces the broker never sends to a webhook (%s), so that no webhook can lock the cluster or the broker out; "+
+						"an administrator opts a namespace in with the broker's --admission-exclude-namespaces, except the broker's own",
+					ns, strings.Join(excluded, ", "))}
+			}
+		}
+	}
+	return nil
 }
 
 // parseCEL checks a match condition's syntax. The API server compiles it

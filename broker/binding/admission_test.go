@@ -115,3 +115,41 @@ func TestAdmissionFingerprintStable(t *testing.T) {
 		t.Fatal("two compilations of the same admission binding differ in fingerprint")
 	}
 }
+
+func TestAnAdmissionBindingNamingAnExcludedNamespaceIsRefused(t *testing.T) {
+	excluded := []string{"kube-node-lease", "kube-system", "tether-system"}
+	in := func(ns ...string) func(*tetherv1.Binding) {
+		return func(b *tetherv1.Binding) { b.Namespaces = ns }
+	}
+	for _, tc := range []struct {
+		name     string
+		bindings []*tetherv1.Binding
+		excluded []string
+		refused  string // the index and namespace named; empty: accepted
+	}{
+		{"every namespace", []*tetherv1.Binding{validate()}, excluded, ""},
+		{"ordinary namespaces", []*tetherv1.Binding{validate(in("a", "b"))}, excluded, ""},
+		{"kube-system", []*tetherv1.Binding{validate(in("kube-system"))}, excluded, `bindings[0] ("check").namespaces: "kube-system"`},
+		{"the broker's namespace among others", []*tetherv1.Binding{
+			validate(in("a")), validate(withID("second"), withKind(tetherv1.BindingKind_BINDING_KIND_MUTATE), in("a", "tether-system")),
+		}, excluded, `bindings[1] ("second").namespaces: "tether-system"`},
+		{"a lifecycle binding in kube-system", []*tetherv1.Binding{pb(in("kube-system"))}, excluded, ""},
+		{"nothing excluded", []*tetherv1.Binding{validate(in("kube-system"))}, nil, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			bs, err := Compile(context.Background(), tc.bindings, fakeResolver{}, Defaults{}, allKinds)
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = RefuseExcludedNamespaces(bs, tc.excluded)
+			switch {
+			case tc.refused == "" && err != nil:
+				t.Fatalf("refused: %v", err)
+			case tc.refused != "" && (err == nil || !strings.HasPrefix(err.Error(), tc.refused)):
+				t.Fatalf("want a refusal starting %s, got %v", tc.refused, err)
+			case tc.refused != "" && !strings.Contains(err.Error(), "--admission-exclude-namespaces"):
+				t.Errorf("the refusal does not say how to opt the namespace in: %v", err)
+			}
+		})
+	}
+}

@@ -167,3 +167,15 @@ func TestHelloWithTooManyNamespacesInAllIsRefused(t *testing.T) {
 		t.Errorf("ended with %v %q, want InvalidArgument counting the namespaces", st.Code(), st.Message())
 	}
 }
+
+func TestAnAdmissionBindingNamingAnExcludedNamespaceIsRefusedAtHello(t *testing.T) {
+	h := start(t, Options{Supported: AllKinds, ExcludedNamespaces: []string{"kube-node-lease", "kube-system", "tether-system"}})
+	c := h.connect(t)
+	c.send(hello(func(hl *tetherv1.Hello) {
+		hl.Bindings = append(hl.Bindings, &tetherv1.Binding{Id: "check", Kind: tetherv1.BindingKind_BINDING_KIND_VALIDATE,
+			Resource: &tetherv1.Resource{Version: "v1", Resource: "secrets"}, Namespaces: []string{"team-a", "kube-system"}})
+	}))
+	if st := c.end(); st.Code() != codes.InvalidArgument || !strings.Contains(st.Message(), `("check").namespaces: "kube-system"`) {
+		t.Errorf("ended with %v %q, want InvalidArgument naming the binding and the namespace", st.Code(), st.Message())
+	}
+}

@@ -57,6 +57,10 @@ type Options struct {
 	Defaults binding.Defaults
 	// Supported lists the binding kinds served; nil means LifecycleKinds.
 	Supported map[binding.Kind]bool
+	// ExcludedNamespaces are the namespaces no webhook intercepts; a Hello
+	// whose validate or mutate binding names one is refused with
+	// InvalidArgument (binding.RefuseExcludedNamespaces).
+	ExcludedNamespaces []string
 	// HelloTimeout bounds the wait for Hello (default 10 s).
 	HelloTimeout time.Duration
 	// DefaultWindow is used when Hello asks for none (default 16);
@@ -159,6 +163,9 @@ func (s *Server) Connect(stream tetherv1.BrokerService_ConnectServer) error {
 		return status.Error(codes.InvalidArgument, err.Error())
 	}
 	bindings, err := binding.Compile(ctx, hello.GetBindings(), s.opts.Resolver, s.opts.Defaults, s.opts.Supported)
+	if err == nil {
+		err = binding.RefuseExcludedNamespaces(bindings, s.opts.ExcludedNamespaces)
+	}
 	if err != nil {
 		code := codes.InvalidArgument
 		switch {

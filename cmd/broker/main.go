@@ -59,6 +59,8 @@ type config struct {
 	admission     broker.Admission
 	audiences     string
 	recheckEvery  time.Duration
+	// excludeNamespaces is --admission-exclude-namespaces as given.
+	excludeNamespaces string
 }
 
 func main() {
@@ -146,6 +148,9 @@ func parseFlags(args []string, out io.Writer) (*config, error) {
 	fs.StringVar(&c.admission.CertFile, "admission-tls-cert-file", "", "a serving certificate to use instead of generating one (cert-manager style; re-read when it changes)")
 	fs.StringVar(&c.admission.KeyFile, "admission-tls-key-file", "", "the key of --admission-tls-cert-file")
 	fs.StringVar(&c.admission.CAFile, "admission-ca-file", "", "the CA bundle the API server verifies --admission-tls-cert-file with")
+	fs.StringVar(&c.excludeNamespaces, "admission-exclude-namespaces", strings.Join(broker.DefaultExcludedNamespaces, ","),
+		"comma-separated namespaces whose objects no webhook intercepts, so that a webhook failing closed cannot lock them out;\n"+
+			"--namespace is always excluded besides. Leave one out to opt it in to the handlers' webhooks (empty: only --namespace is excluded)")
 	fs.IntVar(&c.retries, "default-retries", 0, "retries of a failing delivery when its binding sets none (0: forever)")
 	fs.DurationVar(&c.timeout, "default-timeout", time.Minute, "how long to wait for an ack when the binding sets no timeout")
 	fs.DurationVar(&c.backoff, "default-backoff", time.Second, "first retry delay when the binding sets none")
@@ -158,6 +163,7 @@ func parseFlags(args []string, out io.Writer) (*config, error) {
 	}
 	fs.Visit(func(f *flag.Flag) { c.metricsSet = c.metricsSet || f.Name == "metrics-listen" })
 	c.grpcCerts.Hosts = append([]string{}, splitList(c.tlsHosts)...) // given empty: none
+	c.admission.ExcludeNamespaces = append([]string{}, splitList(c.excludeNamespaces)...)
 	if (c.grpcCerts.CertFile == "") != (c.grpcCerts.KeyFile == "") || (c.grpcCerts.CAFile != "" && c.grpcCerts.CertFile == "") {
 		return nil, errors.New("--tls-cert-file needs --tls-key-file (and, optionally, --tls-ca-file)")
 	}
