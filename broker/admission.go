@@ -170,6 +170,7 @@ func (b *Broker) newAdmission(ctx context.Context, kube kubernetes.Interface) (*
 		CertFile: a.CertFile, KeyFile: a.KeyFile, CAFile: a.CAFile, Log: b.log.Named("admission"),
 	}
 	excluded := a.excludedNamespaces(b.opts.Namespace)
+	b.log.Info("no admission webhook intercepts these namespaces", "namespaces", excluded)
 	wopts := webhook.Options{Client: kube, Log: b.log.Named("webhook"), ExcludeUsers: b.ownUser(ctx, kube), ExcludeNamespaces: excluded}
 	if a.Service != "" {
 		port := a.ServicePort

@@ -111,7 +111,10 @@ func Subresource(name string) BindingOption {
 
 // NamespaceSelector limits a validate or mutate binding to objects in
 // namespaces whose labels match a Kubernetes label selector, e.g.
-// "env=prod". It adds to Namespaces: both must match.
+// "env=prod". It adds to Namespaces: both must match. The namespaces the
+// broker excludes from every webhook (kube-system, kube-node-lease and its
+// own, unless its --admission-exclude-namespaces says otherwise) stay out
+// whatever the selector matches.
 func NamespaceSelector(selector string) BindingOption {
 	return func(b *binding) {
 		b.only("NamespaceSelector", Validate, Mutate)

@@ -6,6 +6,12 @@
 // (<binding-id>.<handler>.tether.dev) that sends the API server to the
 // broker's admission endpoint at /admit/<handler>/<binding-id>.
 //
+// Every webhook leaves out Options.ExcludeUsers, by a match condition, and
+// Options.ExcludeNamespaces, by a kubernetes.io/metadata.name NotIn
+// requirement added to the binding's namespaceSelector, so that a webhook
+// failing closed while the broker is down cannot refuse the writes of the
+// broker, of the system namespaces, or in the broker's own namespace.
+//
 // A Manager remembers what each handler should have. Sync writes it when a
 // handler connects, changes its bindings or goes absent past its grace (only
 // STRICT bindings keep a webhook then, failing closed, so a missing handler
