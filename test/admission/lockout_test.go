@@ -27,7 +27,8 @@ import (
 // process is killed. The webhook configuration stays, and the API server
 // cannot reach the broker: a write in an ordinary namespace is refused, but
 // kube-system, kube-node-lease and the broker's own namespace, which no
-// webhook intercepts, still accept theirs.
+// webhook intercepts, still accept theirs. Before the kill, a handler whose
+// validate binding names kube-system is refused at Hello.
 func TestAFailClosedWebhookOnEveryNamespaceDoesNotLockOutTheSystem(t *testing.T) {
 	const name = "lockout"
 	cp := controlplane.Get(t)
