@@ -14,7 +14,7 @@ import dataclasses
 import threading
 from typing import TYPE_CHECKING, Any
 
-from . import durations, outcome
+from . import durations, hierarchies, outcome
 from .delivery import MalformedDelivery
 from .errors import TemporaryError
 from .log import ObjectLogger
@@ -131,11 +131,12 @@ class DaemonSet:
             s.ack(outcome.fail(d.id, f"malformed delivery: {e}"))
             return
         loop = asyncio.get_running_loop()
+        owner = hierarchies.delivered_body(d.object)
         dm = Daemon(key=key, stopped=stopped, done=loop.create_future(), log=dlog)
         if reg.is_async:
-            dm.task = loop.create_task(_run_async(reg, kw, dm.done))
+            dm.task = loop.create_task(_run_async(reg, kw, dm.done, owner))
         else:
-            threading.Thread(target=_run_sync, args=(reg, kw, dm.done, loop), daemon=True,
+            threading.Thread(target=_run_sync, args=(reg, kw, dm.done, loop, owner), daemon=True,
                              name=f"tether-daemon-{reg.spec.id}-{d.ref.uid}").start()
         self.running[key] = dm
         dm.done.add_done_callback(lambda _: self._returned(dm))
@@ -234,9 +235,11 @@ class DaemonSet:
         s.send(pb.ConnectRequest(daemon_exited=exited))
 
 
-async def _run_async(reg: Registration, kw: dict[str, Any], done: asyncio.Future) -> None:
+async def _run_async(reg: Registration, kw: dict[str, Any], done: asyncio.Future,
+                     owner: hierarchies.Owner) -> None:
     try:
-        await reg.fn(**kw)
+        with hierarchies.handling(owner):
+            await reg.fn(**kw)
         result = None
     except asyncio.CancelledError:
         result = None  # cancelled at the end of the session: a stop, not a failure
@@ -246,9 +249,11 @@ async def _run_async(reg: Registration, kw: dict[str, Any], done: asyncio.Future
         done.set_result(result)
 
 
-def _run_sync(reg: Registration, kw: dict[str, Any], done: asyncio.Future, loop: asyncio.AbstractEventLoop) -> None:
+def _run_sync(reg: Registration, kw: dict[str, Any], done: asyncio.Future, loop: asyncio.AbstractEventLoop,
+              owner: hierarchies.Owner) -> None:
     try:
-        reg.fn(**kw)
+        with hierarchies.handling(owner):
+            reg.fn(**kw)
         result = None
     except Exception as e:
         result = e

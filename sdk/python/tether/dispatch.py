@@ -6,12 +6,13 @@ go through here, so a function behaves the same in tests and for real."""
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import functools
 import time
 from concurrent.futures import Executor
 from typing import Any
 
-from . import admission, durations, kwargs, log, outcome
+from . import admission, durations, hierarchies, kwargs, log, outcome
 from .delivery import Cause, MalformedDelivery, decode
 from .errors import AdmissionError, PermanentError, TemporaryError
 from .patch import Patch, pruned
@@ -35,10 +36,15 @@ class Dispatcher:
         values = kwargs.values(cause, logger=logger, **extra)
         return cause, logger, kwargs.select(reg.wants, reg.spec.kind, values)
 
-    async def call(self, reg: Registration, kw: dict[str, Any]) -> Any:
-        if reg.is_async:
-            return await reg.fn(**kw)
-        return await asyncio.get_running_loop().run_in_executor(self.executor, functools.partial(reg.fn, **kw))
+    async def call(self, reg: Registration, kw: dict[str, Any], d: pb.Delivery) -> Any:
+        """reg's function with kw, for d: while it runs, d's object is the
+        default owner of tether.adopt and the other object helpers (a sync
+        function's thread gets a copy of the context)."""
+        with hierarchies.handling(hierarchies.delivered_body(d.object, d.old_object)):
+            if reg.is_async:
+                return await reg.fn(**kw)
+            run = functools.partial(contextvars.copy_context().run, reg.fn, **kw)
+            return await asyncio.get_running_loop().run_in_executor(self.executor, run)
 
     async def handle(self, reg: Registration, d: pb.Delivery) -> pb.Ack:
         """The ack for one delivery (any kind but daemon start and stop).
@@ -56,7 +62,7 @@ class Dispatcher:
         start = time.monotonic()
         error = None
         try:
-            value = await self.call(reg, kw)
+            value = await self.call(reg, kw, d)
         except asyncio.CancelledError:
             ack = outcome.retry(d.id, "cancelled")
         except Exception as e:
@@ -74,7 +80,7 @@ class Dispatcher:
             log.LOGGER.error("malformed review %s for %s: %s", d.id, reg.spec.id, e)
             return outcome.fail(d.id, f"malformed delivery: {e}")
         try:
-            await self.call(reg, kw)
+            await self.call(reg, kw, d)
             resp = admission.allowed(reg.spec.kind, cause.original, pruned(patch), warnings)
         except AdmissionError as e:
             resp = admission.refusal(e, warnings)

@@ -193,7 +193,7 @@ class FakeBroker:
         async def run() -> BaseException | None:
             """The function's exception, None when it returned."""
             stop = None if stop_after is None else asyncio.get_running_loop().call_later(stop_after, stopped._set, reason)
-            call = asyncio.ensure_future(Dispatcher().call(reg, kw))
+            call = asyncio.ensure_future(Dispatcher().call(reg, kw, d))
             done, _ = await asyncio.wait({call}, timeout=None if stop_after is None else stop_after + TIMEOUT)
             if stop:
                 stop.cancel()
