@@ -17,6 +17,10 @@ def fn(**_):
     pass
 
 
+async def _async_filter(**_):
+    return True
+
+
 def binding(decorator, *args, **options):
     """The proto Binding a decorator makes of fn."""
     r = tether.Registry()
@@ -115,9 +119,12 @@ REFUSED = [
     ("finalizer on a create", tether.on.create, dict(finalizer=tether.NONE), TypeError, ["finalizer="]),
     ("retries on a review", tether.on.validate, dict(retries=1), TypeError, ["retries=", "answered once"]),
     ("a typo", tether.on.create, dict(labes={}), TypeError, ["unexpected keyword argument 'labes'"]),
-    ("a callable when", tether.on.create, dict(when=lambda **_: True), TypeError, ["when=", "CEL"]),
-    ("a callable label", tether.on.create, dict(labels={"a": lambda v, **_: True}), TypeError, ["CEL"]),
-    ("a callable annotation", tether.on.create, dict(annotations={"a": lambda v, **_: True}), TypeError, ["CEL"]),
+    ("a callable when on a daemon", tether.daemon, dict(when=lambda **_: True), TypeError, ["when=", "daemons"]),
+    ("a callable label on a daemon", tether.daemon, dict(labels={"a": lambda value, **_: True}), TypeError,
+     ["labels['a']", "daemons"]),
+    ("an async callable when", tether.on.create, dict(when=_async_filter), TypeError, ["when=", "sync"]),
+    ("a callable that wants memo", tether.on.create, dict(when=lambda memo: True), TypeError, ["memo"]),
+    ("a when that is no string", tether.on.create, dict(when=3), TypeError, ["CEL", "callable"]),
     ("a label that is no string", tether.on.create, dict(labels={"a": 1}), TypeError, ["string"]),
     ("a field without a path", tether.on.field, dict(field="spec..x"), ValueError, ["dotted path"]),
     ("a timer without interval", tether.timer, dict(interval=0.05), ValueError, ["interval="]),

@@ -16,6 +16,7 @@ from .bindings import HOLD, NONE, STRICT, Finalizer
 from .daemons import AsyncDaemonStopped, DaemonStopped
 from .delivery import DiffItem, Resource
 from .errors import AdmissionError, PermanentError, RejectedError, TemporaryError
+from .filters import all_, any_, none_, not_
 from .hierarchies import adjust_namespace, adopt, append_owner_reference, harmonize_naming, label, remove_owner_reference
 from .hooks import ActivityError
 from .on import daemon, timer
@@ -35,6 +36,7 @@ __all__ = [
     "Registry", "get_default_registry", "set_default_registry", "run", "operator",
     "Patch", "Resource", "DiffItem", "DaemonStopped", "AsyncDaemonStopped",
     "OperatorSettings", "SettingsError",
+    "all_", "any_", "none_", "not_",
     "adopt", "label", "append_owner_reference", "remove_owner_reference", "harmonize_naming", "adjust_namespace",
     # Kopf's type names, for annotations
     "Body", "RawBody", "Spec", "Meta", "Status", "Labels", "Annotations", "BodyEssence", "Diff", "DiffOperation",

@@ -12,7 +12,7 @@ import time
 from concurrent.futures import Executor
 from typing import Any
 
-from . import admission, durations, hierarchies, kwargs, log, outcome
+from . import admission, durations, filters, hierarchies, kwargs, log, outcome
 from .delivery import Cause, MalformedDelivery, decode
 from .errors import AdmissionError, PermanentError, TemporaryError
 from .patch import Patch, pruned
@@ -30,11 +30,24 @@ class Dispatcher:
     def prepare(self, reg: Registration, d: pb.Delivery, **extra: Any) -> tuple[Cause, log.ObjectLogger, dict[str, Any]]:
         """The cause, the object's logger and the function's keyword
         arguments; raises MalformedDelivery."""
-        cause = decode(d, reg.spec, reg.wants)
+        cause, logger, values = self._values(reg, d, **extra)
+        return cause, logger, kwargs.select(reg.wants, reg.spec.kind, values)
+
+    def _values(self, reg: Registration, d: pb.Delivery, **extra: Any) -> tuple[Cause, log.ObjectLogger, dict[str, Any]]:
+        """The cause, the object's logger and every keyword argument of the
+        binding's kind (the filter callables may read any of them)."""
+        cause = decode(d, reg.spec, None if reg.checks else reg.wants)
         logger = log.for_object(cause.namespace, cause.name, binding=reg.spec.id, delivery=d.id)
         extra.setdefault("patch", Patch())
-        values = kwargs.values(cause, logger=logger, **extra)
-        return cause, logger, kwargs.select(reg.wants, reg.spec.kind, values)
+        return cause, logger, kwargs.values(cause, logger=logger, **extra)
+
+    def _filtered(self, reg: Registration, cause: Cause, logger: log.ObjectLogger, values: dict[str, Any]) -> bool:
+        """Whether a filter callable says no; raises what the callable raises."""
+        option = filters.failing(reg.checks, values)
+        if option is not None:
+            logger.debug("binding %s: %s does not match: %s answered without calling the function",
+                         reg.spec.id, option, cause.reason)
+        return option is not None
 
     async def call(self, reg: Registration, kw: dict[str, Any], d: pb.Delivery) -> Any:
         """reg's function with kw, for d: while it runs, d's object is the
@@ -55,14 +68,16 @@ class Dispatcher:
             return await self._review(reg, d)
         patch = Patch()
         try:
-            cause, logger, kw = self.prepare(reg, d, patch=patch)
+            cause, logger, values = self._values(reg, d, patch=patch)
         except MalformedDelivery as e:
             log.LOGGER.error("malformed delivery %s for %s: %s", d.id, reg.spec.id, e)
             return outcome.fail(d.id, f"malformed delivery: {e}")
         start = time.monotonic()
         error = None
         try:
-            value = await self.call(reg, kw, d)
+            if self._filtered(reg, cause, logger, values):
+                return outcome.ok(d.id)
+            value = await self.call(reg, kwargs.select(reg.wants, reg.spec.kind, values), d)
         except asyncio.CancelledError:
             ack = outcome.retry(d.id, "cancelled")
         except Exception as e:
@@ -75,12 +90,14 @@ class Dispatcher:
     async def _review(self, reg: Registration, d: pb.Delivery) -> pb.Ack:
         patch, warnings = Patch(), []
         try:
-            cause, logger, kw = self.prepare(reg, d, patch=patch, warnings=warnings)
+            cause, logger, values = self._values(reg, d, patch=patch, warnings=warnings)
         except MalformedDelivery as e:
             log.LOGGER.error("malformed review %s for %s: %s", d.id, reg.spec.id, e)
             return outcome.fail(d.id, f"malformed delivery: {e}")
         try:
-            await self.call(reg, kw, d)
+            # A review the filters pass over is allowed, as one no binding matches.
+            if not self._filtered(reg, cause, logger, values):
+                await self.call(reg, kwargs.select(reg.wants, reg.spec.kind, values), d)
             resp = admission.allowed(reg.spec.kind, cause.original, pruned(patch), warnings)
         except AdmissionError as e:
             resp = admission.refusal(e, warnings)

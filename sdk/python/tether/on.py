@@ -9,14 +9,16 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar, Union
 
-from . import bindings
+from . import bindings, filters
 from .activities import cleanup, login, probe, startup  # noqa: F401  (tether.on.startup, ...)
 from .bindings import Finalizer, Kind
 from .registry import Registry, get_default_registry
 
 F = TypeVar("F", bound=Callable[..., Any])
-# labels=: a label selector string, or Kopf's {key: value | PRESENT | ABSENT}
+# labels=: a label selector string, or Kopf's {key: value | PRESENT | ABSENT | callable}
 Selector = Union[str, Mapping[str, Any], None]
+# when=: a CEL expression for the broker, or a callable for the SDK
+When = Union[str, Callable[..., Any], None]
 
 # Kopf's options with no field in the protocol, and what to do instead.
 _KOPF_ONLY = {
@@ -75,7 +77,8 @@ def _register(kind: Kind, registry: Registry | None, resource: tuple[Any, ...],
         where = f"{_where(kind)} on {getattr(fn, '__qualname__', fn)!s}"
         try:
             spec = bindings.build(kind, fn, resource, options)
-            (registry if registry is not None else get_default_registry()).register(spec, fn)
+            checks = filters.collect(kind, options.get("labels"), options.get("annotations"), options.get("when"))
+            (registry if registry is not None else get_default_registry()).register(spec, fn, checks)
         except (TypeError, ValueError) as e:
             raise type(e)(f"{where}: {e}") from None
         return fn
@@ -86,7 +89,7 @@ def _register(kind: Kind, registry: Registry | None, resource: tuple[Any, ...],
 def create(*resource: str, group: str | None = None, version: str | None = None,
            plural: str | None = None, singular: str | None = None, shortcut: str | None = None, kind: str | None = None,
            id: str | None = None, labels: Selector = None, annotations: Mapping[str, Any] | None = None,
-           when: str | None = None, namespaces: Iterable[str] | None = None, field_selector: str | None = None,
+           when: When = None, namespaces: Iterable[str] | None = None, field_selector: str | None = None,
            retries: int | None = None, timeout: float | None = None, backoff: float | None = None,
            max_backoff: float | None = None, registry: Registry | None = None, **unsupported: Any) -> Callable[[F], F]:
     """Objects the handler has not handled before."""
@@ -99,7 +102,7 @@ def create(*resource: str, group: str | None = None, version: str | None = None,
 def update(*resource: str, group: str | None = None, version: str | None = None,
            plural: str | None = None, singular: str | None = None, shortcut: str | None = None, kind: str | None = None,
            id: str | None = None, labels: Selector = None, annotations: Mapping[str, Any] | None = None,
-           when: str | None = None, namespaces: Iterable[str] | None = None, field_selector: str | None = None,
+           when: When = None, namespaces: Iterable[str] | None = None, field_selector: str | None = None,
            retries: int | None = None, timeout: float | None = None, backoff: float | None = None,
            max_backoff: float | None = None, registry: Registry | None = None, **unsupported: Any) -> Callable[[F], F]:
     """A change of an object's essence (everything but status) since the
@@ -113,7 +116,7 @@ def update(*resource: str, group: str | None = None, version: str | None = None,
 def delete(*resource: str, group: str | None = None, version: str | None = None,
            plural: str | None = None, singular: str | None = None, shortcut: str | None = None, kind: str | None = None,
            id: str | None = None, labels: Selector = None, annotations: Mapping[str, Any] | None = None,
-           when: str | None = None, namespaces: Iterable[str] | None = None, field_selector: str | None = None,
+           when: When = None, namespaces: Iterable[str] | None = None, field_selector: str | None = None,
            optional: bool | None = None, finalizer: Finalizer | None = None, retries: int | None = None,
            timeout: float | None = None, backoff: float | None = None, max_backoff: float | None = None,
            registry: Registry | None = None, **unsupported: Any) -> Callable[[F], F]:
@@ -130,7 +133,7 @@ def delete(*resource: str, group: str | None = None, version: str | None = None,
 def resume(*resource: str, group: str | None = None, version: str | None = None,
            plural: str | None = None, singular: str | None = None, shortcut: str | None = None, kind: str | None = None,
            id: str | None = None, labels: Selector = None, annotations: Mapping[str, Any] | None = None,
-           when: str | None = None, namespaces: Iterable[str] | None = None, field_selector: str | None = None,
+           when: When = None, namespaces: Iterable[str] | None = None, field_selector: str | None = None,
            retries: int | None = None, timeout: float | None = None, backoff: float | None = None,
            max_backoff: float | None = None, registry: Registry | None = None, **unsupported: Any) -> Callable[[F], F]:
     """Objects already handled, seen again after a broker start or the
@@ -144,7 +147,7 @@ def resume(*resource: str, group: str | None = None, version: str | None = None,
 def field(*resource: str, group: str | None = None, version: str | None = None,
           plural: str | None = None, singular: str | None = None, shortcut: str | None = None, field: str | tuple[str, ...],
           kind: str | None = None, id: str | None = None, labels: Selector = None,
-          annotations: Mapping[str, Any] | None = None, when: str | None = None,
+          annotations: Mapping[str, Any] | None = None, when: When = None,
           namespaces: Iterable[str] | None = None, field_selector: str | None = None, retries: int | None = None,
           timeout: float | None = None, backoff: float | None = None, max_backoff: float | None = None,
           registry: Registry | None = None, **unsupported: Any) -> Callable[[F], F]:
@@ -159,7 +162,7 @@ def field(*resource: str, group: str | None = None, version: str | None = None,
 def event(*resource: str, group: str | None = None, version: str | None = None,
           plural: str | None = None, singular: str | None = None, shortcut: str | None = None, kind: str | None = None,
           id: str | None = None, labels: Selector = None, annotations: Mapping[str, Any] | None = None,
-          when: str | None = None, namespaces: Iterable[str] | None = None, field_selector: str | None = None,
+          when: When = None, namespaces: Iterable[str] | None = None, field_selector: str | None = None,
           retries: int | None = None, timeout: float | None = None, backoff: float | None = None,
           max_backoff: float | None = None, registry: Registry | None = None, **unsupported: Any) -> Callable[[F], F]:
     """Every raw watch event (type is ADDED, MODIFIED or DELETED). Never holds."""
@@ -173,7 +176,7 @@ def timer(*resource: str, group: str | None = None, version: str | None = None,
           plural: str | None = None, singular: str | None = None, shortcut: str | None = None, interval: float,
           initial_delay: float | None = None, idle: float | None = None, sharp: bool | None = None,
           kind: str | None = None, id: str | None = None, labels: Selector = None,
-          annotations: Mapping[str, Any] | None = None, when: str | None = None,
+          annotations: Mapping[str, Any] | None = None, when: When = None,
           namespaces: Iterable[str] | None = None, field_selector: str | None = None,
           finalizer: Finalizer | None = None, retries: int | None = None, timeout: float | None = None,
           backoff: float | None = None, max_backoff: float | None = None, registry: Registry | None = None,
@@ -192,7 +195,7 @@ def daemon(*resource: str, group: str | None = None, version: str | None = None,
            plural: str | None = None, singular: str | None = None, shortcut: str | None = None,
            cancellation_timeout: float | None = None, restart: bool | None = None, kind: str | None = None,
            id: str | None = None, labels: Selector = None, annotations: Mapping[str, Any] | None = None,
-           when: str | None = None, namespaces: Iterable[str] | None = None, field_selector: str | None = None,
+           when: When = None, namespaces: Iterable[str] | None = None, field_selector: str | None = None,
            finalizer: Finalizer | None = None, retries: int | None = None, timeout: float | None = None,
            backoff: float | None = None, max_backoff: float | None = None, registry: Registry | None = None,
            **unsupported: Any) -> Callable[[F], F]:
@@ -213,7 +216,7 @@ def validate(*resource: str, group: str | None = None, version: str | None = Non
              side_effects: bool | None = None, subresource: str | None = None,
              namespace_selector: str | None = None, match_conditions: Any = None, timeout: float | None = None,
              kind: str | None = None, id: str | None = None, labels: Selector = None,
-             annotations: Mapping[str, Any] | None = None, when: str | None = None,
+             annotations: Mapping[str, Any] | None = None, when: When = None,
              namespaces: Iterable[str] | None = None, finalizer: Finalizer | None = None,
              registry: Registry | None = None, **unsupported: Any) -> Callable[[F], F]:
     """Admission reviews, as a validating webhook the broker serves: return
@@ -228,7 +231,7 @@ def mutate(*resource: str, group: str | None = None, version: str | None = None,
            side_effects: bool | None = None, subresource: str | None = None,
            namespace_selector: str | None = None, match_conditions: Any = None, timeout: float | None = None,
            kind: str | None = None, id: str | None = None, labels: Selector = None,
-           annotations: Mapping[str, Any] | None = None, when: str | None = None,
+           annotations: Mapping[str, Any] | None = None, when: When = None,
            namespaces: Iterable[str] | None = None, finalizer: Finalizer | None = None,
            registry: Registry | None = None, **unsupported: Any) -> Callable[[F], F]:
     """Admission reviews, as a mutating webhook: what the function puts in

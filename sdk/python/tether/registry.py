@@ -14,6 +14,7 @@ from .bindings import Spec
 
 if TYPE_CHECKING:
     from .activities import Activity, Hook
+    from .filters import Check
 
 
 @dataclasses.dataclass(frozen=True)
@@ -25,6 +26,8 @@ class Registration:
     is_async: bool
     # the keyword arguments fn declares; None when it takes **kwargs
     wants: frozenset[str] | None
+    # the callable filters, called before fn
+    checks: tuple[Check, ...] = ()
 
 
 class Registry:
@@ -35,7 +38,7 @@ class Registry:
         # startup, cleanup and probe functions: the process's, not bindings
         self._hooks: list[Hook] = []
 
-    def register(self, spec: Spec, fn: Callable[..., Any]) -> Registration:
+    def register(self, spec: Spec, fn: Callable[..., Any], checks: tuple[Check, ...] = ()) -> Registration:
         if not callable(fn):
             raise TypeError(f"{fn!r} is not a function")
         if inspect.isasyncgenfunction(fn) or inspect.isgeneratorfunction(fn):
@@ -45,7 +48,7 @@ class Registry:
             raise ValueError(f"binding id {spec.id!r} is already used by the {other.spec.kind.value} binding of "
                              f"{getattr(other.fn, '__qualname__', other.fn)}(); give one of them id=")
         is_async = inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(getattr(fn, "__call__", None))
-        reg = Registration(spec, fn, is_async, kwargs.accepted(fn, spec.kind))
+        reg = Registration(spec, fn, is_async, kwargs.accepted(fn, spec.kind), checks)
         self._by_id[spec.id] = reg
         return reg
 

@@ -1,7 +1,8 @@
 """Kopf's object filters as the broker takes them: labels become a
 Kubernetes label selector, annotations a list of filters, and ``when`` a
-CEL expression. Python callables cannot travel to the broker, so they are
-refused with a pointer to CEL."""
+CEL expression. Python callables cannot travel to the broker: the key of a
+callable label or annotation is sent as PRESENT, a callable when= as no
+expression, and the SDK calls them (filters.py)."""
 
 from __future__ import annotations
 
@@ -22,11 +23,6 @@ PRESENT = _Marker("PRESENT")
 ABSENT = _Marker("ABSENT")
 """A label or annotation filter value: the key must not be set."""
 
-_CEL_HINT = ("Kopf's Python callbacks cannot run in the broker: write the condition as a CEL "
-             "expression over `object` (and `oldObject` for updates) and pass it as when=, "
-             "e.g. when=\"has(object.spec.size) && object.spec.size > 3\" (see the README)")
-
-
 def label_selector(labels: str | Mapping[str, Any] | None) -> str:
     """A Kubernetes label selector: a string is taken as one ("app=web,tier!=cache"),
     a dict as Kopf's {key: value | PRESENT | ABSENT}."""
@@ -38,16 +34,15 @@ def label_selector(labels: str | Mapping[str, Any] | None) -> str:
         raise TypeError(f"labels= takes a dict or a label selector string, not {labels!r}")
     parts = []
     for key, value in labels.items():
-        if value is PRESENT:
+        if value is PRESENT or callable(value):
             parts.append(key)
         elif value is ABSENT:
             parts.append("!" + key)
         elif isinstance(value, str):
             parts.append(f"{key}={value}")
-        elif callable(value):
-            raise TypeError(f"labels={{{key!r}: <callable>}}: {_CEL_HINT}")
         else:
-            raise TypeError(f"labels={{{key!r}: {value!r}}}: a label value is a string, PRESENT or ABSENT")
+            raise TypeError(f"labels={{{key!r}: {value!r}}}: a label value is a string, PRESENT, ABSENT "
+                            "or a callable")
     return ",".join(parts)
 
 
@@ -62,25 +57,23 @@ def annotation_filters(annotations: Mapping[str, Any] | None) -> tuple[tuple[str
     for key, value in annotations.items():
         if not isinstance(key, str) or not key:
             raise ValueError(f"annotations=: {key!r} is not an annotation key")
-        if value is PRESENT:
+        if value is PRESENT or callable(value):
             out.append((key, "present", ""))
         elif value is ABSENT:
             out.append((key, "absent", ""))
         elif isinstance(value, str):
             out.append((key, "equals", value))
-        elif callable(value):
-            raise TypeError(f"annotations={{{key!r}: <callable>}}: {_CEL_HINT}")
         else:
-            raise TypeError(f"annotations={{{key!r}: {value!r}}}: an annotation value is a string, PRESENT or ABSENT")
+            raise TypeError(f"annotations={{{key!r}: {value!r}}}: an annotation value is a string, PRESENT, "
+                            "ABSENT or a callable")
     return tuple(out)
 
 
 def when(expr: Any) -> str:
-    """The CEL expression the broker evaluates; "" is none."""
-    if expr is None:
+    """The CEL expression the broker evaluates; "" is none (a callable is
+    the SDK's to call)."""
+    if expr is None or callable(expr):
         return ""
     if isinstance(expr, str):
         return expr.strip()
-    if callable(expr):
-        raise TypeError(f"when=<callable>: {_CEL_HINT}")
-    raise TypeError(f"when= takes a CEL expression string, not {expr!r}")
+    raise TypeError(f"when= takes a CEL expression string or a callable, not {expr!r}")
