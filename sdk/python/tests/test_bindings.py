@@ -106,7 +106,9 @@ MAPPING = [
 # (name, decorator, options, exception type, words the message must contain)
 REFUSED = [
     ("Kopf's param", tether.on.create, dict(param=1), TypeError, ["param=", "no field"]),
-    ("Kopf's errors", tether.on.update, dict(errors="PERMANENT"), TypeError, ["errors=", "PermanentError"]),
+    ("errors= as a string", tether.on.update, dict(errors="PERMANENT"), TypeError, ["errors=", "ErrorsMode"]),
+    ("errors= on a review", tether.on.validate, dict(errors=tether.ErrorsMode.IGNORED), TypeError,
+     ["errors=", "lifecycle, timer and daemon"]),
     ("Kopf's field filter value", tether.on.field, dict(field="spec.x", value="a"), TypeError, ["value=", "CEL"]),
     ("Kopf's old/new filters", tether.on.update, dict(old="a"), TypeError, ["old=", "when="]),
     ("Kopf's resume deleted", tether.on.resume, dict(deleted=True), TypeError, ["deleted="]),

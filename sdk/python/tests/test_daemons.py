@@ -68,10 +68,11 @@ FLAVOURS = [("sync", sync_daemon), ("async", async_daemon)]
 
 
 class Daemons(unittest.TestCase):
-    def serve(self, make, **options):
+    def serve(self, make, errors=None, **options):
         watch = Watch()
         reg = tether.Registry()
-        tether.daemon(*W, registry=reg, id="daemon")(make(watch, **options))
+        extra = {} if errors is None else {"errors": errors}
+        tether.daemon(*W, registry=reg, id="daemon", **extra)(make(watch, **options))
         broker = FakeBroker().start()
         self.addCleanup(broker.stop)
         r = Runner(reg, broker=broker.address, window=2).start()
@@ -114,6 +115,41 @@ class Daemons(unittest.TestCase):
                     self.assertEqual((exited.binding_id, exited.uid, exited.failed), ("daemon", "u1", fail))
                     self.assertEqual(exited.message, "RuntimeError: lost the connection" if fail else "")
                     r.stop()
+
+    def test_a_daemon_that_raises_by_itself_under_ignored_reports_a_return(self):
+        for flavour, make in FLAVOURS:
+            with self.subTest(flavour):
+                broker, r, watch = self.serve(make, errors=tether.ErrorsMode.IGNORED, by_itself=True, fail=True)
+                with self.assertLogs("tether", "WARNING") as logs:
+                    broker.deliver(start("u1"))
+                    (exited,) = broker.wait_for(lambda: broker.messages("daemon_exited"), "DaemonExited")
+                self.assertEqual((exited.failed, exited.message), (False, ""))
+                self.assertIn("ignored (errors=IGNORED): RuntimeError: lost the connection", logs.output[0])
+                r.stop()
+
+    def test_a_daemon_adopts_with_its_object_as_the_owner(self):
+        def adopting(watch):
+            def follow(**_):
+                child = {}
+                tether.adopt(child)
+                watch.reason = child["metadata"]
+                watch.returned.set()
+            return follow
+
+        def adopting_async(watch):
+            async def follow(**_):
+                adopting(watch)()
+            return follow
+
+        for flavour, make in (("sync", adopting), ("async", adopting_async)):
+            with self.subTest(flavour):
+                broker, r, watch = self.serve(make)
+                broker.deliver(start("u1"))
+                self.assertTrue(watch.returned.wait(WAIT))
+                self.assertEqual(watch.reason, {"ownerReferences": [{"name": "w-u1", "uid": "u1", "controller": True,
+                                                                     "blockOwnerDeletion": True}],
+                                                "generateName": "w-u1-", "namespace": "ns", "labels": {}})
+                r.stop()
 
     def test_stopping_the_handler_stops_daemons_before_goodbye(self):
         for flavour, make in FLAVOURS:

@@ -15,7 +15,7 @@ from . import on
 from .bindings import HOLD, NONE, STRICT, Finalizer
 from .daemons import AsyncDaemonStopped, DaemonStopped
 from .delivery import DiffItem, Resource
-from .errors import AdmissionError, PermanentError, RejectedError, TemporaryError
+from .errors import AdmissionError, ErrorsMode, PermanentError, RejectedError, TemporaryError
 from .filters import all_, any_, none_, not_
 from .hierarchies import adjust_namespace, adopt, append_owner_reference, harmonize_naming, label, remove_owner_reference
 from .hooks import ActivityError
@@ -32,7 +32,7 @@ from .version import __version__
 __all__ = [
     "on", "timer", "daemon",
     "HOLD", "STRICT", "NONE", "Finalizer", "PRESENT", "ABSENT",
-    "TemporaryError", "PermanentError", "AdmissionError", "RejectedError", "ConfigError", "ActivityError",
+    "TemporaryError", "PermanentError", "AdmissionError", "RejectedError", "ErrorsMode", "ConfigError", "ActivityError",
     "Registry", "get_default_registry", "set_default_registry", "run", "operator",
     "Patch", "Resource", "DiffItem", "DaemonStopped", "AsyncDaemonStopped",
     "OperatorSettings", "SettingsError",

@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from . import durations, limits, resources, selectors
+from .errors import ErrorsMode
 from .v1 import broker_pb2 as pb
 
 
@@ -104,6 +105,8 @@ class Spec:
     # daemons
     cancellation_timeout: float = 0.0
     restart: bool = False
+    # what other exceptions mean (the SDK's: the protocol has no field)
+    errors: ErrorsMode = ErrorsMode.TEMPORARY
     # validate and mutate
     operations: tuple[str, ...] = ()
     subresource: str = ""
@@ -170,6 +173,8 @@ def build(kind: Kind, fn: Callable[..., Any], resource: tuple[Any, ...], options
         fields["finalizer"] = _finalizer(opts.pop("finalizer"))
     if "retries" in opts:
         fields["retries"] = _retries(opts.pop("retries"))
+    if "errors" in opts:
+        fields["errors"] = _errors_mode(opts.pop("errors"))
     fields["operations"] = _operations(opts.pop("operations", None), opts.pop("operation", None))
     fields["failure_policy"] = _failure_policy(opts.pop("failure_policy", None), opts.pop("ignore_failures", None))
     fields["match_conditions"] = _match_conditions(opts.pop("match_conditions", None))
@@ -190,6 +195,12 @@ def namespaces(value: str | Iterable[str]) -> tuple[str, ...]:
         raise ValueError(f"{len(names)} namespaces, more than the {limits.MAX_NAMESPACES} a binding may name; "
                          "bind cluster-wide and narrow with labels= or when=")
     return names
+
+
+def _errors_mode(value: Any) -> ErrorsMode:
+    if not isinstance(value, ErrorsMode):
+        raise TypeError(f"errors= takes tether.ErrorsMode.TEMPORARY, PERMANENT or IGNORED, not {value!r}")
+    return value
 
 
 def _string(option: str, value: Any) -> str:

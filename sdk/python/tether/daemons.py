@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 from . import durations, hierarchies, outcome
 from .delivery import MalformedDelivery
-from .errors import TemporaryError
-from .log import ObjectLogger
+from .errors import ErrorsMode, PermanentError, TemporaryError
+from .log import LOGGER, ObjectLogger
 from .registry import Registration
 from .v1 import broker_pb2 as pb
 
@@ -235,6 +235,15 @@ class DaemonSet:
         s.send(pb.ConnectRequest(daemon_exited=exited))
 
 
+def failure(reg: Registration, e: Exception) -> Exception | None:
+    """What the daemon's exception reports: none under errors=IGNORED (the
+    daemon counts as having returned), unless it is one of Tether's."""
+    if reg.spec.errors is ErrorsMode.IGNORED and not isinstance(e, (TemporaryError, PermanentError)):
+        LOGGER.warning("daemon %s raised, ignored (errors=IGNORED): %s", reg.spec.id, outcome.describe(e), exc_info=e)
+        return None
+    return e
+
+
 async def _run_async(reg: Registration, kw: dict[str, Any], done: asyncio.Future,
                      owner: hierarchies.Owner) -> None:
     try:
@@ -244,7 +253,7 @@ async def _run_async(reg: Registration, kw: dict[str, Any], done: asyncio.Future
     except asyncio.CancelledError:
         result = None  # cancelled at the end of the session: a stop, not a failure
     except Exception as e:
-        result = e
+        result = failure(reg, e)
     if not done.done():
         done.set_result(result)
 
@@ -256,7 +265,7 @@ def _run_sync(reg: Registration, kw: dict[str, Any], done: asyncio.Future, loop:
             reg.fn(**kw)
         result = None
     except Exception as e:
-        result = e
+        result = failure(reg, e)
 
     def resolve() -> None:
         if not done.done():

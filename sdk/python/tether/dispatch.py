@@ -33,7 +33,8 @@ class Dispatcher:
         cause, logger, values = self._values(reg, d, **extra)
         return cause, logger, kwargs.select(reg.wants, reg.spec.kind, values)
 
-    def _values(self, reg: Registration, d: pb.Delivery, **extra: Any) -> tuple[Cause, log.ObjectLogger, dict[str, Any]]:
+    def _values(self, reg: Registration, d: pb.Delivery,
+                **extra: Any) -> tuple[Cause, log.ObjectLogger, dict[str, Any]]:
         """The cause, the object's logger and every keyword argument of the
         binding's kind (the filter callables may read any of them)."""
         cause = decode(d, reg.spec, None if reg.checks else reg.wants)
@@ -81,7 +82,7 @@ class Dispatcher:
         except asyncio.CancelledError:
             ack = outcome.retry(d.id, "cancelled")
         except Exception as e:
-            ack, error = outcome.of_error(d.id, e), e
+            ack, error = outcome.of_error(d.id, e, reg.spec.errors, pruned(patch)), e
         else:
             ack = outcome.of_return(d.id, pruned(patch), value)
         _log_outcome(logger, reg, cause, ack, time.monotonic() - start, error)
@@ -118,11 +119,13 @@ def _log_outcome(logger: log.ObjectLogger, reg: Registration, cause: Cause, ack:
     """One line per delivery: debug for a success, with the traceback for an
     exception that is not one of Tether's."""
     what = f"binding {reg.spec.id}: {cause.reason}"
-    if ack.outcome == pb.OUTCOME_OK:
+    ours = isinstance(error, (TemporaryError, PermanentError))
+    if ack.outcome == pb.OUTCOME_OK and error is not None:
+        logger.warning("%s raised, ignored (errors=IGNORED): %s", what, outcome.describe(error), exc_info=error)
+    elif ack.outcome == pb.OUTCOME_OK:
         logger.debug("%s handled in %.3fs", what, took)
     elif ack.outcome == pb.OUTCOME_RETRY:
         after = f" in {durations.from_proto(ack.retry_after):g}s" if ack.HasField("retry_after") else ""
-        logger.warning("%s will be retried%s: %s", what, after, ack.message,
-                       exc_info=error if not isinstance(error, (TemporaryError, PermanentError)) else None)
+        logger.warning("%s will be retried%s: %s", what, after, ack.message, exc_info=None if ours else error)
     else:
-        logger.error("%s failed permanently: %s", what, ack.message)
+        logger.error("%s failed permanently: %s", what, ack.message, exc_info=None if ours else error)

@@ -4,6 +4,7 @@ one the runner raises when the broker refuses the handler."""
 from __future__ import annotations
 
 import datetime
+import enum
 
 
 class TemporaryError(Exception):
@@ -19,6 +20,17 @@ class TemporaryError(Exception):
             raise TypeError(f"TemporaryError delay must be seconds or a timedelta, not {delay!r}")
         # A negative delay means "as soon as the backoff allows", as in Go.
         self.delay = None if delay is None or delay <= 0 else float(delay)
+
+
+class ErrorsMode(enum.Enum):
+    """What an exception other than TemporaryError and PermanentError means,
+    per binding (Kopf's errors=): TEMPORARY retries it (the default),
+    PERMANENT fails the delivery for good, IGNORED logs it and answers as if
+    the function had returned None."""
+
+    TEMPORARY = "temporary"
+    PERMANENT = "permanent"
+    IGNORED = "ignored"
 
 
 class PermanentError(Exception):

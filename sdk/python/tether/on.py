@@ -12,6 +12,7 @@ from typing import Any, TypeVar, Union
 from . import bindings, filters
 from .activities import cleanup, login, probe, startup  # noqa: F401  (tether.on.startup, ...)
 from .bindings import Finalizer, Kind
+from .errors import ErrorsMode
 from .registry import Registry, get_default_registry
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -23,7 +24,6 @@ When = Union[str, Callable[..., Any], None]
 # Kopf's options with no field in the protocol, and what to do instead.
 _KOPF_ONLY = {
     "param": "close over the value, or use functools.partial",
-    "errors": "raise tether.PermanentError (FAIL) or tether.TemporaryError (RETRY); any other exception is RETRY",
     "value": "use when= with CEL, e.g. when=\"object.spec.x == 'a'\"",
     "old": "use when= with CEL over oldObject, e.g. when=\"has(oldObject.spec) && oldObject.spec.x == 'a'\"",
     "new": "use when= with CEL over object",
@@ -40,6 +40,7 @@ _ONLY = {
     "field": "field", "optional": "delete", "interval": "timer", "sharp": "timer", "idle": "timer",
     "initial_delay": "timer", "cancellation_timeout": "daemon", "restart": "daemon",
     "finalizer": "delete, timer, daemon, validate and mutate", "retries": "lifecycle, timer and daemon",
+    "errors": "lifecycle, timer and daemon",
     "backoff": "lifecycle, timer and daemon", "max_backoff": "lifecycle, timer and daemon",
     "field_selector": "lifecycle, timer and daemon", "operations": "validate and mutate",
     "operation": "validate and mutate", "failure_policy": "validate and mutate",
@@ -90,27 +91,31 @@ def create(*resource: str, group: str | None = None, version: str | None = None,
            plural: str | None = None, singular: str | None = None, shortcut: str | None = None, kind: str | None = None,
            id: str | None = None, labels: Selector = None, annotations: Mapping[str, Any] | None = None,
            when: When = None, namespaces: Iterable[str] | None = None, field_selector: str | None = None,
-           retries: int | None = None, timeout: float | None = None, backoff: float | None = None,
+           retries: int | None = None,
+           errors: ErrorsMode | None = None, timeout: float | None = None, backoff: float | None = None,
            max_backoff: float | None = None, registry: Registry | None = None, **unsupported: Any) -> Callable[[F], F]:
     """Objects the handler has not handled before."""
     return _register(Kind.CREATE, registry, resource, unsupported, dict(
         group=group, version=version, plural=plural, singular=singular, shortcut=shortcut,
         kind=kind, id=id, labels=labels, annotations=annotations, when=when, namespaces=namespaces,
-        field_selector=field_selector, retries=retries, timeout=timeout, backoff=backoff, max_backoff=max_backoff))
+        field_selector=field_selector, retries=retries,
+        errors=errors, timeout=timeout, backoff=backoff, max_backoff=max_backoff))
 
 
 def update(*resource: str, group: str | None = None, version: str | None = None,
            plural: str | None = None, singular: str | None = None, shortcut: str | None = None, kind: str | None = None,
            id: str | None = None, labels: Selector = None, annotations: Mapping[str, Any] | None = None,
            when: When = None, namespaces: Iterable[str] | None = None, field_selector: str | None = None,
-           retries: int | None = None, timeout: float | None = None, backoff: float | None = None,
+           retries: int | None = None,
+           errors: ErrorsMode | None = None, timeout: float | None = None, backoff: float | None = None,
            max_backoff: float | None = None, registry: Registry | None = None, **unsupported: Any) -> Callable[[F], F]:
     """A change of an object's essence (everything but status) since the
     handler last finished with it: old, new and diff say what changed."""
     return _register(Kind.UPDATE, registry, resource, unsupported, dict(
         group=group, version=version, plural=plural, singular=singular, shortcut=shortcut,
         kind=kind, id=id, labels=labels, annotations=annotations, when=when, namespaces=namespaces,
-        field_selector=field_selector, retries=retries, timeout=timeout, backoff=backoff, max_backoff=max_backoff))
+        field_selector=field_selector, retries=retries,
+        errors=errors, timeout=timeout, backoff=backoff, max_backoff=max_backoff))
 
 
 def delete(*resource: str, group: str | None = None, version: str | None = None,
@@ -118,6 +123,7 @@ def delete(*resource: str, group: str | None = None, version: str | None = None,
            id: str | None = None, labels: Selector = None, annotations: Mapping[str, Any] | None = None,
            when: When = None, namespaces: Iterable[str] | None = None, field_selector: str | None = None,
            optional: bool | None = None, finalizer: Finalizer | None = None, retries: int | None = None,
+           errors: ErrorsMode | None = None,
            timeout: float | None = None, backoff: float | None = None, max_backoff: float | None = None,
            registry: Registry | None = None, **unsupported: Any) -> Callable[[F], F]:
     """An object being deleted. The broker holds it (tether.HOLD) until the
@@ -126,7 +132,8 @@ def delete(*resource: str, group: str | None = None, version: str | None = None,
     return _register(Kind.DELETE, registry, resource, unsupported, dict(
         group=group, version=version, plural=plural, singular=singular, shortcut=shortcut,
         kind=kind, id=id, labels=labels, annotations=annotations, when=when, namespaces=namespaces,
-        field_selector=field_selector, optional=optional, finalizer=finalizer, retries=retries, timeout=timeout,
+        field_selector=field_selector, optional=optional, finalizer=finalizer, retries=retries,
+        errors=errors, timeout=timeout,
         backoff=backoff, max_backoff=max_backoff))
 
 
@@ -134,14 +141,16 @@ def resume(*resource: str, group: str | None = None, version: str | None = None,
            plural: str | None = None, singular: str | None = None, shortcut: str | None = None, kind: str | None = None,
            id: str | None = None, labels: Selector = None, annotations: Mapping[str, Any] | None = None,
            when: When = None, namespaces: Iterable[str] | None = None, field_selector: str | None = None,
-           retries: int | None = None, timeout: float | None = None, backoff: float | None = None,
+           retries: int | None = None,
+           errors: ErrorsMode | None = None, timeout: float | None = None, backoff: float | None = None,
            max_backoff: float | None = None, registry: Registry | None = None, **unsupported: Any) -> Callable[[F], F]:
     """Objects already handled, seen again after a broker start or the
     handler's return."""
     return _register(Kind.RESUME, registry, resource, unsupported, dict(
         group=group, version=version, plural=plural, singular=singular, shortcut=shortcut,
         kind=kind, id=id, labels=labels, annotations=annotations, when=when, namespaces=namespaces,
-        field_selector=field_selector, retries=retries, timeout=timeout, backoff=backoff, max_backoff=max_backoff))
+        field_selector=field_selector, retries=retries,
+        errors=errors, timeout=timeout, backoff=backoff, max_backoff=max_backoff))
 
 
 def field(*resource: str, group: str | None = None, version: str | None = None,
@@ -149,6 +158,7 @@ def field(*resource: str, group: str | None = None, version: str | None = None,
           kind: str | None = None, id: str | None = None, labels: Selector = None,
           annotations: Mapping[str, Any] | None = None, when: When = None,
           namespaces: Iterable[str] | None = None, field_selector: str | None = None, retries: int | None = None,
+          errors: ErrorsMode | None = None,
           timeout: float | None = None, backoff: float | None = None, max_backoff: float | None = None,
           registry: Registry | None = None, **unsupported: Any) -> Callable[[F], F]:
     """A change of the value at field (a dotted path): old and new are the
@@ -156,20 +166,23 @@ def field(*resource: str, group: str | None = None, version: str | None = None,
     return _register(Kind.FIELD, registry, resource, unsupported, dict(
         group=group, version=version, plural=plural, singular=singular, shortcut=shortcut,
         field=field, kind=kind, id=id, labels=labels, annotations=annotations, when=when, namespaces=namespaces,
-        field_selector=field_selector, retries=retries, timeout=timeout, backoff=backoff, max_backoff=max_backoff))
+        field_selector=field_selector, retries=retries,
+        errors=errors, timeout=timeout, backoff=backoff, max_backoff=max_backoff))
 
 
 def event(*resource: str, group: str | None = None, version: str | None = None,
           plural: str | None = None, singular: str | None = None, shortcut: str | None = None, kind: str | None = None,
           id: str | None = None, labels: Selector = None, annotations: Mapping[str, Any] | None = None,
           when: When = None, namespaces: Iterable[str] | None = None, field_selector: str | None = None,
-          retries: int | None = None, timeout: float | None = None, backoff: float | None = None,
+          retries: int | None = None,
+          errors: ErrorsMode | None = None, timeout: float | None = None, backoff: float | None = None,
           max_backoff: float | None = None, registry: Registry | None = None, **unsupported: Any) -> Callable[[F], F]:
     """Every raw watch event (type is ADDED, MODIFIED or DELETED). Never holds."""
     return _register(Kind.EVENT, registry, resource, unsupported, dict(
         group=group, version=version, plural=plural, singular=singular, shortcut=shortcut,
         kind=kind, id=id, labels=labels, annotations=annotations, when=when, namespaces=namespaces,
-        field_selector=field_selector, retries=retries, timeout=timeout, backoff=backoff, max_backoff=max_backoff))
+        field_selector=field_selector, retries=retries,
+        errors=errors, timeout=timeout, backoff=backoff, max_backoff=max_backoff))
 
 
 def timer(*resource: str, group: str | None = None, version: str | None = None,
@@ -178,7 +191,8 @@ def timer(*resource: str, group: str | None = None, version: str | None = None,
           kind: str | None = None, id: str | None = None, labels: Selector = None,
           annotations: Mapping[str, Any] | None = None, when: When = None,
           namespaces: Iterable[str] | None = None, field_selector: str | None = None,
-          finalizer: Finalizer | None = None, retries: int | None = None, timeout: float | None = None,
+          finalizer: Finalizer | None = None, retries: int | None = None,
+          errors: ErrorsMode | None = None, timeout: float | None = None,
           backoff: float | None = None, max_backoff: float | None = None, registry: Registry | None = None,
           **unsupported: Any) -> Callable[[F], F]:
     """Every interval seconds (at least 0.1) per object, scheduled by the
@@ -188,7 +202,8 @@ def timer(*resource: str, group: str | None = None, version: str | None = None,
         group=group, version=version, plural=plural, singular=singular, shortcut=shortcut,
         interval=interval, initial_delay=initial_delay, idle=idle, sharp=sharp, kind=kind, id=id, labels=labels,
         annotations=annotations, when=when, namespaces=namespaces, field_selector=field_selector,
-        finalizer=finalizer, retries=retries, timeout=timeout, backoff=backoff, max_backoff=max_backoff))
+        finalizer=finalizer, retries=retries,
+        errors=errors, timeout=timeout, backoff=backoff, max_backoff=max_backoff))
 
 
 def daemon(*resource: str, group: str | None = None, version: str | None = None,
@@ -196,7 +211,8 @@ def daemon(*resource: str, group: str | None = None, version: str | None = None,
            cancellation_timeout: float | None = None, restart: bool | None = None, kind: str | None = None,
            id: str | None = None, labels: Selector = None, annotations: Mapping[str, Any] | None = None,
            when: When = None, namespaces: Iterable[str] | None = None, field_selector: str | None = None,
-           finalizer: Finalizer | None = None, retries: int | None = None, timeout: float | None = None,
+           finalizer: Finalizer | None = None, retries: int | None = None,
+           errors: ErrorsMode | None = None, timeout: float | None = None,
            backoff: float | None = None, max_backoff: float | None = None, registry: Registry | None = None,
            **unsupported: Any) -> Callable[[F], F]:
     """A long-running function per object, until its ``stopped`` flag is
@@ -206,7 +222,8 @@ def daemon(*resource: str, group: str | None = None, version: str | None = None,
         group=group, version=version, plural=plural, singular=singular, shortcut=shortcut,
         cancellation_timeout=cancellation_timeout, restart=restart, kind=kind, id=id, labels=labels,
         annotations=annotations, when=when, namespaces=namespaces, field_selector=field_selector,
-        finalizer=finalizer, retries=retries, timeout=timeout, backoff=backoff, max_backoff=max_backoff))
+        finalizer=finalizer, retries=retries,
+        errors=errors, timeout=timeout, backoff=backoff, max_backoff=max_backoff))
 
 
 def validate(*resource: str, group: str | None = None, version: str | None = None,

@@ -1,7 +1,8 @@
 """How a function's end becomes an ack, as in the Go SDK: returning is OK
 (with the patch and the return value as the result), TemporaryError is
 RETRY after its delay, PermanentError is FAIL, and any other exception is
-RETRY after the binding's backoff."""
+what the binding's errors= says: RETRY after the binding's backoff, FAIL, or
+OK as if the function had returned None."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import json
 from typing import Any
 
 from . import durations, limits
-from .errors import PermanentError, TemporaryError
+from .errors import ErrorsMode, PermanentError, TemporaryError
 from .log import LOGGER
 from .v1 import broker_pb2 as pb
 
@@ -54,11 +55,16 @@ def fail(delivery_id: str, message: str) -> pb.Ack:
     return pb.Ack(delivery_id=delivery_id, outcome=pb.OUTCOME_FAIL, message=truncate(message))
 
 
-def of_error(delivery_id: str, exc: Exception) -> pb.Ack:
-    if isinstance(exc, PermanentError):
+def of_error(delivery_id: str, exc: Exception, mode: ErrorsMode = ErrorsMode.TEMPORARY,
+             patch: dict[str, Any] | None = None) -> pb.Ack:
+    """The ack for exc; an IGNORED one is the OK of returning None, with the
+    patch made before it was raised."""
+    if isinstance(exc, PermanentError) or mode is ErrorsMode.PERMANENT and not isinstance(exc, TemporaryError):
         return fail(delivery_id, describe(exc))
     if isinstance(exc, TemporaryError):
         return retry(delivery_id, describe(exc), exc.delay)
+    if mode is ErrorsMode.IGNORED:
+        return of_return(delivery_id, patch or {}, None)
     return retry(delivery_id, describe(exc))
 
 

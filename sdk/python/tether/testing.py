@@ -35,7 +35,7 @@ from typing import Any, TypeVar
 
 from . import durations, essence, outcome
 from .bindings import Kind, Spec
-from .daemons import AsyncDaemonStopped, DaemonStopped
+from .daemons import AsyncDaemonStopped, DaemonStopped, failure
 from .dispatch import Dispatcher
 from .registry import Registration, Registry, get_default_registry, set_default_registry
 from .v1 import broker_pb2 as pb
@@ -203,7 +203,7 @@ class FakeBroker:
             return call.exception()
 
         error = self._run(run())
-        if error is not None:
+        if error is not None and failure(reg, error) is not None:
             return Result(binding=reg.spec.id, outcome=FAIL, message=outcome.describe(error))
         return Result(binding=reg.spec.id, outcome=OK)
 
