@@ -17,8 +17,10 @@ from .daemons import AsyncDaemonStopped, DaemonStopped
 from .delivery import DiffItem, Resource
 from .errors import AdmissionError, ErrorsMode, PermanentError, RejectedError, TemporaryError
 from .filters import all_, any_, none_, not_
-from .hierarchies import adjust_namespace, adopt, append_owner_reference, harmonize_naming, label, remove_owner_reference
+from .hierarchies import (adjust_namespace, adopt, append_owner_reference, build_owner_reference, harmonize_naming, label,
+                          remove_owner_reference)
 from .hooks import ActivityError
+from .kopfonly import missing
 from .on import daemon, timer
 from .patch import Patch
 from .registry import Registry, get_default_registry, set_default_registry
@@ -38,8 +40,18 @@ __all__ = [
     "OperatorSettings", "SettingsError",
     "all_", "any_", "none_", "not_",
     "adopt", "label", "append_owner_reference", "remove_owner_reference", "harmonize_naming", "adjust_namespace",
+    "build_owner_reference", "OperatorRegistry",
     # Kopf's type names, for annotations
     "Body", "RawBody", "Spec", "Meta", "Status", "Labels", "Annotations", "BodyEssence", "Diff", "DiffOperation",
     "Logger", "RawEvent", "RawEventType", "Operation", "UserInfo", "Reason", "Memo", "Index", "Store",
     "__version__",
 ]
+
+# Kopf's name for the registry, so that `import tether as kopf` keeps working.
+OperatorRegistry = Registry
+
+
+def __getattr__(name: str) -> object:
+    """Kopf's names that Tether has no counterpart for: an AttributeError
+    that says why and what to do instead."""
+    raise missing(name)

@@ -84,7 +84,7 @@ def _metadata(obj: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
     return obj["metadata"]
 
 
-def owner_reference(owner: Mapping[str, Any], *, controller: bool | None = True,
+def build_owner_reference(owner: Mapping[str, Any], *, controller: bool | None = True,
                     block_owner_deletion: bool | None = True) -> dict[str, Any]:
     """The ownerReferences entry naming owner; fields owner lacks are left out."""
     ref = {"controller": controller, "blockOwnerDeletion": block_owner_deletion,
@@ -97,7 +97,7 @@ def append_owner_reference(objs: Any, owner: Mapping[str, Any] | None = None, *,
                            block_owner_deletion: bool | None = True) -> None:
     """Add a reference to owner to each object's ownerReferences, unless one
     with owner's uid is there."""
-    ref = owner_reference(_owner(owner), controller=controller, block_owner_deletion=block_owner_deletion)
+    ref = build_owner_reference(_owner(owner), controller=controller, block_owner_deletion=block_owner_deletion)
     for obj in _walk(objs):
         refs = _metadata(obj).setdefault("ownerReferences", [])
         if not any(r.get("uid") == ref.get("uid") for r in refs):

@@ -13,6 +13,7 @@ from . import bindings, filters
 from .activities import cleanup, login, probe, startup  # noqa: F401  (tether.on.startup, ...)
 from .bindings import Finalizer, Kind
 from .errors import ErrorsMode
+from .kopfonly import WHY_ON, missing
 from .registry import Registry, get_default_registry
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -259,3 +260,9 @@ def mutate(*resource: str, group: str | None = None, version: str | None = None,
 def _admission(kind: Kind, args: dict[str, Any]) -> Callable[[F], F]:
     resource, registry, unsupported = args.pop("resource"), args.pop("registry"), args.pop("unsupported")
     return _register(kind, registry, resource, unsupported, args)
+
+
+def __getattr__(name: str) -> object:
+    """kopf.on's decorators that Tether has no counterpart for (index, this):
+    an AttributeError that says why."""
+    raise missing(name, "tether.on", WHY_ON)
