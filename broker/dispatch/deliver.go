@@ -47,13 +47,19 @@ type deliverer struct{ *handler }
 // call delivers d for binding b to the object's owner and interprets the
 // ack. It returns the ack when the binding is finished with this change
 // (OK, or FAIL, which includes retries running out), or wait > 0 when it
-// must be tried again later. It waits while no instance is connected; an
-// instance that leaves before it acks does not use up an attempt, the
-// delivery goes to the next owner. in is the instance that answered. d's
-// Attempt, when set, counts attempts before this delivery's first (a
-// daemon's failed runs): the handler is told them, retries do not count them.
+// must be tried again later: it asked to be retried now, or earlier and
+// its backoff has not run out (then nothing is sent). It waits while no
+// instance is connected; an instance that leaves before it acks does not
+// use up an attempt, the delivery goes to the next owner. in is the
+// instance that answered. d's Attempt, when set, counts attempts before
+// this delivery's first (a daemon's failed runs): the handler is told them,
+// retries do not count them.
 func (dl *deliverer) call(ctx context.Context, o *object, b *binding.Binding, d *tetherv1.Delivery) (ack *tetherv1.Ack, in *session.Instance, wait time.Duration, err error) {
-	attempt := o.work.attempts[b.ID] + 1
+	tries := o.work.triesOf(b)
+	if left := tries.left(b.ID, dl.clock.Now()); left > 0 {
+		return nil, nil, left, nil
+	}
+	attempt := tries.attempts(b.ID) + 1
 	d.Attempt += uint32(attempt)
 	for ack == nil {
 		var moved <-chan struct{}
@@ -132,30 +138,27 @@ func (dl *deliverer) judge(o *object, b *binding.Binding, ack *tetherv1.Ack, att
 	if broken(breakPanic) && acks.Add(1) == 300 {
 		panic("chaos self-test: the 300th ack")
 	}
+	tries := o.work.triesOf(b)
 	if ack.GetOutcome() == tetherv1.Outcome_OUTCOME_OK {
 		// The common case, every tick included: no formatting.
-		delete(o.work.attempts, b.ID)
+		tries.end(b.ID)
 		return ack, 0
 	}
 	what := fmt.Sprintf("%s binding %q of handler %q", b.Kind, b.ID, dl.name)
 	switch ack.GetOutcome() {
 	case tetherv1.Outcome_OUTCOME_FAIL:
-		delete(o.work.attempts, b.ID)
+		tries.end(b.ID)
 		dl.opts.Recorder.Event(o.decoded(), true, "HandlerFailed", fmt.Sprintf("%s failed: %s", what, ack.GetMessage()))
 		return ack, 0
 	case tetherv1.Outcome_OUTCOME_RETRY:
 	default:
+		tries.end(b.ID)
 		msg := fmt.Sprintf("%s sent an ack without an outcome", what)
 		dl.opts.Recorder.Event(o.decoded(), true, "HandlerFailed", msg)
 		return &tetherv1.Ack{Outcome: tetherv1.Outcome_OUTCOME_FAIL, Message: msg}, 0
 	}
-	if o.work.attempts == nil {
-		// A raw event's delivery may come before the object's first cause.
-		o.work.attempts = map[string]int{}
-	}
-	o.work.attempts[b.ID] = attempt
 	if b.Retry.Exhausted(attempt) {
-		delete(o.work.attempts, b.ID)
+		tries.end(b.ID)
 		if o.work.gaveUp == nil {
 			o.work.gaveUp = map[string]bool{}
 		}
@@ -168,6 +171,7 @@ func (dl *deliverer) judge(o *object, b *binding.Binding, ack *tetherv1.Ack, att
 	if ra := ack.GetRetryAfter(); ra != nil && ra.AsDuration() > 0 {
 		wait = ra.AsDuration()
 	}
+	tries.failed(b.ID, attempt, dl.clock.Now().Add(wait))
 	dl.opts.Recorder.Event(o.decoded(), true, "HandlerRetrying",
 		fmt.Sprintf("%s (attempt %d) asks to retry in %v: %s", what, attempt, wait, ack.GetMessage()))
 	return nil, wait

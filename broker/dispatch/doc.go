@@ -41,5 +41,8 @@
 // UID), while different objects run in parallel, bounded by the instances'
 // windows.
 // Informer handlers only record the latest object and enqueue; workers never
-// mutate cached objects.
+// mutate cached objects. A binding that asks to be retried is passed over
+// until its backoff runs out (tries.go), and the pass delivers what the
+// object's other bindings have due: one binding in backoff holds up none
+// of the others, and the pass looks again when the soonest is due.
 package dispatch

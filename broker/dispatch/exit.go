@@ -53,7 +53,7 @@ func (r *reconciler) confirmExit(ctx context.Context, o *object) error {
 	if gone {
 		o.gone, o.exited, o.outside = true, false, false
 		if o.exitEvent != nil {
-			o.events = append(o.events, *o.exitEvent)
+			o.queueRaw(*o.exitEvent)
 			o.exitEvent = nil
 		}
 		return nil

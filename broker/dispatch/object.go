@@ -22,10 +22,13 @@ const (
 	watchExited = "EXITED"
 )
 
-// rawEvent is one watch event kept for event bindings.
+// rawEvent is one watch event kept for event bindings. seq numbers the
+// object's queued events, oldest first; it starts again from 0 once the
+// queue is empty.
 type rawEvent struct {
 	typ string
 	obj *informer.Object
+	seq uint64
 }
 
 // object is what one handler's runtime knows about one object (one UID).
@@ -110,15 +113,15 @@ type objectWork struct {
 	// passes the annotation of the latest state, which includes what the
 	// broker's writes returned (remember), has it.
 	lastHandled map[string]any
-	// cause identifies the change being handled; done, gaveUp and attempts
+	// cause identifies the change being handled; done, gaveUp and tries
 	// belong to it and are reset when it changes. gaveUp marks the bindings
 	// that are done because the broker gave up on them (retries ran out),
 	// not because the handler answered.
-	cause    string
-	done     map[string]bool
-	gaveUp   map[string]bool
-	attempts map[string]int
-	acc      accumulated
+	cause  string
+	done   map[string]bool
+	gaveUp map[string]bool
+	tries  tries
+	acc    accumulated
 	// pending is a write that was refused (conflict) or waits for its turn
 	// under the write limiter; it is made on the latest state before
 	// anything else happens to the object.
@@ -127,21 +130,24 @@ type objectWork struct {
 	// (zero: none reserved); releaseAt the release limiter's turn for
 	// stripping its hold while the handler is long absent.
 	writeAt, releaseAt time.Time
-	// eventDone marks the bindings that finished the head raw event.
-	eventDone map[string]bool
+	// eventNext is, for each event binding, the seq of the first queued
+	// raw event it has not finished (none: the oldest queued); eventTries
+	// are the event bindings' attempts at those events.
+	eventNext  map[string]uint64
+	eventTries tries
 }
 
 // empty reports whether w holds nothing a later pass needs. Its cause
 // alone is not kept: with nothing done, attempted or accumulated for it,
 // a pass that finds the same cause starts from the same place.
 func (w *objectWork) empty() bool {
-	return w.lastHandled == nil && len(w.done) == 0 && len(w.gaveUp) == 0 && len(w.attempts) == 0 && w.acc.empty() &&
-		w.pending == nil && w.writeAt.IsZero() && w.releaseAt.IsZero() && len(w.eventDone) == 0
+	return w.lastHandled == nil && len(w.done) == 0 && len(w.gaveUp) == 0 && w.tries.empty() && w.acc.empty() &&
+		w.pending == nil && w.writeAt.IsZero() && w.releaseAt.IsZero() && len(w.eventNext) == 0 && w.eventTries.empty()
 }
 
 // objectWorks are the empty objectWork values that passes take and give
 // back: a tick of an object with a timer is a pass, and most passes end with
-// nothing in their work, so each would otherwise allocate one (144 bytes).
+// nothing in their work, so each would otherwise allocate one (168 bytes).
 var objectWorks = sync.Pool{New: func() any { return new(objectWork) }}
 
 // see records one informer notification.
@@ -168,12 +174,24 @@ func (o *object) see(c *informer.Object, typ string, initial, keepRaw bool, maxR
 		o.initial = true
 	}
 	if keepRaw {
-		if len(o.events) >= maxRaw {
+		// Queued before the oldest is dropped, so that it is numbered
+		// after the events the worker may have finished.
+		o.queueRaw(rawEvent{typ: typ, obj: c})
+		if len(o.events) > maxRaw {
 			log.Warn("raw event queue full; dropping the oldest", "uid", o.uid, "name", c.Name)
 			o.events = o.events[1:]
 		}
-		o.events = append(o.events, rawEvent{typ: typ, obj: c})
 	}
+}
+
+// queueRaw queues ev for the event bindings, numbered after the events
+// queued before it. o's lock (handler.mu) must be held.
+func (o *object) queueRaw(ev rawEvent) {
+	ev.seq = 0
+	if n := len(o.events); n > 0 {
+		ev.seq = o.events[n-1].seq + 1
+	}
+	o.events = append(o.events, ev)
 }
 
 // atRest reports whether nothing of o's work is under way or scheduled: its
@@ -194,7 +212,7 @@ func (o *object) resetCause(cause string) {
 	}
 	w.cause = cause
 	// Made when first written: most objects, once handled, keep none.
-	w.done, w.gaveUp, w.attempts = nil, nil, nil
+	w.done, w.gaveUp, w.tries = nil, nil, tries{}
 	w.acc = accumulated{}
 }
 

@@ -33,6 +33,10 @@ type reconciler struct {
 // limit (a refused write). A write waiting for its turn stays pending on the
 // object and frees the worker: deliveries to other objects that write
 // nothing go on meanwhile.
+//
+// The raw events go first, then the rest of the object's work. A binding
+// in backoff is passed over until it is due, and the pass goes on with the
+// others: the delay returned is the soonest one due.
 func (r *reconciler) reconcile(ctx context.Context, uid types.UID) (time.Duration, error) {
 	r.mu.Lock()
 	o := r.objects[uid]
@@ -59,13 +63,27 @@ func (r *reconciler) reconcile(ctx context.Context, uid types.UID) (time.Duratio
 	}
 	r.load(o)
 	pres := r.presence.now()
+	var events time.Duration
 	if pres >= contract.Absent {
 		// Raw events are not kept for a handler past its grace: nothing
 		// would take them, and they must not stand before a release.
 		r.dropRawEvents(o)
-	} else if wait, err := r.flushRawEvents(ctx, o); wait > 0 || err != nil {
-		return wait, err
+	} else {
+		var err error
+		if events, err = r.flushRawEvents(ctx, o); err != nil {
+			return 0, err
+		}
 	}
+	wait, err := r.lifecycle(ctx, o, pres)
+	if err != nil {
+		return 0, err
+	}
+	return sooner(wait, events), nil
+}
+
+// lifecycle does the object's work but its raw events: a pending write,
+// the deletion work, the create, update or resume, ticks and daemons.
+func (r *reconciler) lifecycle(ctx context.Context, o *object, pres contract.Presence) (time.Duration, error) {
 	r.mu.Lock()
 	gone, initial := o.gone, o.initial
 	r.mu.Unlock()
@@ -152,53 +170,6 @@ func (r *reconciler) gone(ctx context.Context, o *object) error {
 	return nil
 }
 
-// flushRawEvents delivers queued watch events to event bindings, in order.
-func (r *reconciler) flushRawEvents(ctx context.Context, o *object) (time.Duration, error) {
-	for {
-		r.mu.Lock()
-		if len(o.events) == 0 {
-			r.mu.Unlock()
-			return 0, nil
-		}
-		ev := o.events[0]
-		r.mu.Unlock()
-		if o.work.eventDone == nil {
-			o.work.eventDone = map[string]bool{}
-		}
-		obj, err := ev.obj.Decode()
-		if err != nil {
-			return 0, err
-		}
-		for _, b := range r.bindingsOf(o) {
-			if b.Kind != binding.Event || o.work.eventDone[b.ID] || !r.matches(b, obj, nil) {
-				continue
-			}
-			d := &tetherv1.Delivery{Kind: tetherv1.DeliveryKind_DELIVERY_KIND_EVENT, Object: ev.obj.Raw, EventType: ev.typ, Ref: ref(*o.res, ev.obj)}
-			_, _, wait, err := r.deliver.call(ctx, o, b, d)
-			if wait > 0 || err != nil {
-				return wait, err
-			}
-			o.work.eventDone[b.ID] = true
-		}
-		r.mu.Lock()
-		o.events = o.events[1:]
-		r.mu.Unlock()
-		o.work.eventDone = nil
-	}
-}
-
-// dropRawEvents forgets the raw events queued for o.
-func (r *reconciler) dropRawEvents(o *object) {
-	r.mu.Lock()
-	n := len(o.events)
-	o.events = nil
-	r.mu.Unlock()
-	o.work.eventDone = nil
-	if n > 0 {
-		r.log.Debug("raw events dropped: the handler is past its grace", "uid", o.uid, "events", n)
-	}
-}
-
 // live handles an object that is not being deleted: it works out
 // the cause (create, update, resume), delivers it to every matching binding,
 // and then writes the outcome with the hold in one patch.
@@ -228,6 +199,7 @@ func (r *reconciler) live(ctx context.Context, o *object, obj *unstructured.Unst
 	}
 	o.resetCause(cause + "/" + digest(essence))
 
+	var wait time.Duration // the soonest a binding in backoff is due
 	for _, b := range bindings {
 		kind, ok := deliveryKind(b, cause, diff)
 		if !ok || o.work.done[b.ID] || !r.matches(b, obj, old) {
@@ -247,20 +219,13 @@ func (r *reconciler) live(ctx context.Context, o *object, obj *unstructured.Unst
 			fn, _ := progress.Field(obj.Object, b.FieldPath)
 			d.FieldOld, d.FieldNew = mustJSON(fo), mustJSON(fn)
 		}
-		ack, in, wait, err := r.deliver.call(ctx, o, b, d)
+		ack, in, w, err := r.deliver.call(ctx, o, b, d)
 		if err != nil {
 			return 0, err
 		}
-		if wait > 0 {
-			// The hold goes with the outcome in one write, but not after a
-			// retry: the object may be deleted while the handler fails, and
-			// its delete bindings must still run then.
-			if dec.Action == contract.Add && !hold.Has(obj, r.name) {
-				if paced, err := r.writes.apply(ctx, o, &write{addHold: true}); paced > 0 || err != nil {
-					return paced, err
-				}
-			}
-			return wait, nil
+		if w > 0 {
+			wait = sooner(wait, w) // in backoff: the others go on
+			continue
 		}
 		if ack.GetOutcome() == tetherv1.Outcome_OUTCOME_OK {
 			if err := o.work.acc.add(b.ID, ack, in.User); err != nil {
@@ -268,6 +233,17 @@ func (r *reconciler) live(ctx context.Context, o *object, obj *unstructured.Unst
 			}
 		}
 		o.markDone(b.ID)
+	}
+	if wait > 0 {
+		// The hold goes with the outcome in one write, but not after a
+		// retry: the object may be deleted while the handler fails, and
+		// its delete bindings must still run then.
+		if dec.Action == contract.Add && !hold.Has(obj, r.name) {
+			if paced, err := r.writes.apply(ctx, o, &write{addHold: true}); paced > 0 || err != nil {
+				return paced, err
+			}
+		}
+		return wait, nil
 	}
 
 	w := o.work.acc.write(r.name)
@@ -370,12 +346,13 @@ func (r *reconciler) deletion(ctx context.Context, o *object, obj *unstructured.
 	}
 }
 
-// deliverDeletes delivers the next delete binding not done with obj. When
+// deliverDeletes delivers the next delete binding not done with obj that is
+// not in backoff, or returns how soon the first in backoff is due. When
 // all are done, some only because the broker gave up on them, and the
 // contract still wants the work (STRICT), those are tried again after the
 // longest backoff.
 func (r *reconciler) deliverDeletes(ctx context.Context, o *object, obj *unstructured.Unstructured, work contract.Work) (time.Duration, error) {
-	var again time.Duration
+	var again, wait time.Duration
 	for _, b := range r.bindingsOf(o) {
 		if b.Kind != binding.Delete || !r.matches(b, obj, nil) {
 			continue
@@ -394,11 +371,19 @@ func (r *reconciler) deliverDeletes(ctx context.Context, o *object, obj *unstruc
 			return 0, nil
 		}
 		d := &tetherv1.Delivery{Kind: tetherv1.DeliveryKind_DELIVERY_KIND_DELETE, Object: o.json()}
-		if _, _, wait, err := r.deliver.call(ctx, o, b, d); wait > 0 || err != nil {
-			return wait, err
+		_, _, w, err := r.deliver.call(ctx, o, b, d)
+		if err != nil {
+			return 0, err
+		}
+		if w > 0 {
+			wait = sooner(wait, w) // in backoff: the others go on
+			continue
 		}
 		o.markDone(b.ID)
 		return 0, nil
+	}
+	if wait > 0 {
+		return wait, nil
 	}
 	if again > 0 {
 		r.opts.Recorder.Event(obj, true, "HandlerRetrying", fmt.Sprintf(
