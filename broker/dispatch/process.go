@@ -209,16 +209,7 @@ func (r *reconciler) live(ctx context.Context, o *object, obj *unstructured.Unst
 			o.markDone(b.ID)
 			continue
 		}
-		d := &tetherv1.Delivery{Kind: kind, Object: o.json()}
-		if cause == "update" && old != nil {
-			d.OldObject = mustJSON(old)
-			d.Diff = progress.DiffProto(diff)
-		}
-		if b.Kind == binding.Field {
-			fo, _ := progress.Field(old, b.FieldPath)
-			fn, _ := progress.Field(obj.Object, b.FieldPath)
-			d.FieldOld, d.FieldNew = mustJSON(fo), mustJSON(fn)
-		}
+		d := causeDelivery(o, b, kind, cause, obj, old, diff)
 		ack, in, w, err := r.deliver.call(ctx, o, b, d)
 		if err != nil {
 			return 0, err
@@ -270,6 +261,23 @@ func (r *reconciler) live(ctx context.Context, o *object, obj *unstructured.Unst
 	}
 	o.resetCause("")
 	return 0, nil
+}
+
+// causeDelivery is the delivery of cause to binding b, as kind: an update
+// carries the last-handled essence old and the diff, a field binding its
+// field's two sides.
+func causeDelivery(o *object, b *binding.Binding, kind tetherv1.DeliveryKind, cause string, obj *unstructured.Unstructured, old map[string]any, diff []progress.Entry) *tetherv1.Delivery {
+	d := &tetherv1.Delivery{Kind: kind, Object: o.json()}
+	if cause == "update" && old != nil {
+		d.OldObject = mustJSON(old)
+		d.Diff = progress.DiffProto(diff)
+	}
+	if b.Kind == binding.Field {
+		fo, _ := progress.Field(old, b.FieldPath)
+		fn, _ := progress.Field(obj.Object, b.FieldPath)
+		d.FieldOld, d.FieldNew = mustJSON(fo), mustJSON(fn)
+	}
+	return d
 }
 
 // deliveryKind says whether binding b takes part in cause, and as what.
