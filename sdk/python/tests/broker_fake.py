@@ -98,6 +98,12 @@ class FakeBroker:
         """End a stream: OK, or with status."""
         self.streams[stream].out.put(status or _END)
 
+    def wait_ended(self, s: Stream, timeout: float = 10.0) -> bool:
+        """Whether s's request stream ends within timeout: the handler's
+        side closes it a moment after its runner has returned."""
+        with self.cond:
+            return self.cond.wait_for(lambda: s.ended, timeout)
+
     def messages(self, which: str, stream: int = -1) -> list:
         with self.cond:
             return [getattr(m, which) for m in self.streams[stream].received if m.WhichOneof("message") == which]

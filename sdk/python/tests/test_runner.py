@@ -62,7 +62,7 @@ class Session(unittest.TestCase):
         r.stop()
         self.assertIsNone(r.error)
         self.assertEqual([g.reason for g in broker.messages("goodbye")], ["instance shutting down"])
-        self.assertTrue(s.ended)
+        self.assertTrue(broker.wait_ended(s), "the handler did not close its stream")
         self.assertEqual(len(broker.streams), 1, "no reconnect after a stop")
 
     def test_stopping_drains_deliveries_in_flight(self):
