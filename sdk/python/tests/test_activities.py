@@ -247,13 +247,16 @@ class Probes(Case):
 
 
 class Declaring(unittest.TestCase):
-    def test_login_is_refused_when_decorated(self):
-        for use in (lambda: tether.on.login(), lambda: tether.on.login(errors="PERMANENT"),
-                    lambda: tether.on.login(lambda **_: None)):
-            with self.assertRaises(TypeError) as caught:
-                use()
-            self.assertIn("the broker watches and writes with its own credentials", str(caught.exception))
-            self.assertIn("--token-file", str(caught.exception))
+    def test_login_is_accepted_never_called_and_said_so(self):
+        def fn(**_):
+            raise AssertionError("a login function was called")
+
+        for use in (lambda: tether.on.login()(fn), lambda: tether.on.login(errors="PERMANENT")(fn),
+                    lambda: tether.on.login(fn)):
+            with self.assertLogs("tether", "WARNING") as logs:
+                self.assertIs(use(), fn)
+            self.assertIn("is never called: the broker watches and writes with its own credentials", logs.output[0])
+            self.assertIn("--token-file", logs.output[0])
 
     def test_refused_options_and_arguments(self):
         cases = [

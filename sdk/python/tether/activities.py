@@ -2,8 +2,8 @@
 (before the handler connects), ``@tether.on.cleanup`` (after it has said
 goodbye) and ``@tether.on.probe`` (answers of the --liveness endpoint).
 They belong to the process and not to the broker: they are in no Hello.
-``@tether.on.login`` is refused: the broker watches with its own
-credentials."""
+``@tether.on.login`` is accepted and never called: the broker watches
+with its own credentials."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from . import durations, kwargs
+from .log import LOGGER
 from .registry import Registry, get_default_registry
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -77,11 +78,24 @@ def probe(fn: F | None = None, *, id: str | None = None, registry: Registry | No
     return _hook(Activity.PROBE, fn, id, None, None, None, registry, unsupported)
 
 
-def login(*_: Any, **__: Any) -> Any:
-    """Refused: there is no login to make."""
-    raise TypeError("@tether.on.login: the broker watches and writes with its own credentials, and the handler "
-                    "authenticates to the broker with a token (--token-file, default the pod's ServiceAccount "
-                    "token); for the handler's own API calls, log in with any client in a startup function")
+LOGIN_IGNORED = ("is never called: the broker watches and writes with its own credentials, and the handler "
+                 "authenticates to the broker with a token (--token-file, default the pod's ServiceAccount token); "
+                 "for the handler's own API calls, log in with any client in a startup function")
+
+
+def login(*args: Any, **_: Any) -> Any:
+    """Kopf's login hook, accepted so that a ported operator loads, and
+    never called: there is no login for the SDK to make. Saying so once,
+    as a warning, is better than a port that fails on a function it does
+    not need."""
+
+    def decorator(fn: F) -> F:
+        LOGGER.warning("@tether.on.login function %s %s", getattr(fn, "__qualname__", fn), LOGIN_IGNORED)
+        return fn
+
+    if len(args) == 1 and callable(args[0]):
+        return decorator(args[0])
+    return decorator
 
 
 def _hook(activity: Activity, fn: Callable[..., Any] | None, id: str | None, retries: Any, backoff: Any,
