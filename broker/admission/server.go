@@ -10,7 +10,6 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"sync"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/tether-dev/tether/broker/binding"
 	"github.com/tether-dev/tether/broker/certs"
+	"github.com/tether-dev/tether/broker/limit"
 	"github.com/tether-dev/tether/broker/metrics"
 	tetherv1 "github.com/tether-dev/tether/proto/tether/v1"
 )
@@ -86,8 +86,7 @@ type Server struct {
 	log  hclog.Logger
 	lis  net.Listener
 
-	mu       sync.Mutex
-	underWay map[string]int // reviews per handler
+	underWay *limit.Counter // reviews per handler
 }
 
 // New checks opts and returns a Server; it binds and starts nothing.
@@ -113,7 +112,7 @@ func New(opts Options) (*Server, error) {
 	if opts.MaxBodyBytes <= 0 {
 		opts.MaxBodyBytes = DefaultMaxBodyBytes
 	}
-	return &Server{opts: opts, log: opts.Log, underWay: map[string]int{}}, nil
+	return &Server{opts: opts, log: opts.Log, underWay: &limit.Counter{PerKey: opts.MaxReviewsPerHandler}}, nil
 }
 
 // Listen binds the listener without serving yet, so that callers can learn
@@ -201,11 +200,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.refuse(w, r, http.StatusMethodNotAllowed, fmt.Sprintf("method %s not allowed: admission reviews are POSTed", r.Method))
 		return
 	}
-	if !s.acquire(handler) {
+	if !s.underWay.Acquire(handler) {
 		s.refuse(w, r, http.StatusTooManyRequests, fmt.Sprintf("handler %q has %d reviews under way already", handler, s.opts.MaxReviewsPerHandler))
 		return
 	}
-	defer s.release(handler)
+	defer s.underWay.Release(handler)
 	b := s.opts.Reviewer.Binding(handler, bindingID)
 	switch {
 	case b == nil:
@@ -227,24 +226,6 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.review(w, r, handler, bindingID, review, timeout)
-}
-
-func (s *Server) acquire(handler string) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.underWay[handler] >= s.opts.MaxReviewsPerHandler {
-		return false
-	}
-	s.underWay[handler]++
-	return true
-}
-
-func (s *Server) release(handler string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.underWay[handler]--; s.underWay[handler] <= 0 {
-		delete(s.underWay, handler)
-	}
 }
 
 // timeout is the webhook's timeout: the API server's ?timeout=, else the

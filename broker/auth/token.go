@@ -18,6 +18,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/clock"
+
+	"github.com/tether-dev/tether/broker/limit"
 )
 
 // Options configure an Authenticator. Client is required; it should be a
@@ -57,7 +59,7 @@ type Authenticator struct {
 	mu       sync.Mutex
 	cache    map[[32]byte]review
 	swept    time.Time
-	inFlight map[string]int       // per peer host
+	inFlight *limit.Counter       // token reviews per peer host
 	allowed  map[string]time.Time // right key -> until when it is taken as allowed
 }
 
@@ -88,7 +90,7 @@ func New(opts Options) *Authenticator {
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
 	}
-	return &Authenticator{opts: opts, cache: map[[32]byte]review{}, inFlight: map[string]int{}, allowed: map[string]time.Time{}}
+	return &Authenticator{opts: opts, cache: map[[32]byte]review{}, inFlight: &limit.Counter{PerKey: opts.MaxReviewsPerPeer}, allowed: map[string]time.Time{}}
 }
 
 type userKey struct{}
@@ -132,11 +134,11 @@ func (a *Authenticator) authenticate(ctx context.Context) (authenticationv1.User
 		return r.result()
 	}
 	host := peerHost(ctx)
-	if !a.acquire(host) {
+	if !a.inFlight.Acquire(host) {
 		return authenticationv1.UserInfo{}, status.Errorf(codes.ResourceExhausted,
 			"more than %d token reviews in flight from %s; retry", a.opts.MaxReviewsPerPeer, host)
 	}
-	defer a.release(host)
+	defer a.inFlight.Release(host)
 	tr, err := a.opts.Client.AuthenticationV1().TokenReviews().Create(ctx, &authenticationv1.TokenReview{
 		Spec: authenticationv1.TokenReviewSpec{Token: token, Audiences: a.opts.Audiences},
 	}, metav1.CreateOptions{})
@@ -194,24 +196,6 @@ func (a *Authenticator) store(key [32]byte, r review) {
 	}
 	if len(a.cache) < a.opts.MaxCached {
 		a.cache[key] = r
-	}
-}
-
-func (a *Authenticator) acquire(host string) bool {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.inFlight[host] >= a.opts.MaxReviewsPerPeer {
-		return false
-	}
-	a.inFlight[host]++
-	return true
-}
-
-func (a *Authenticator) release(host string) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.inFlight[host]--; a.inFlight[host] <= 0 {
-		delete(a.inFlight, host)
 	}
 }
 

@@ -95,10 +95,10 @@ func TestReviewsInFlightAreBoundedPerPeer(t *testing.T) {
 	if status.Code(err) != codes.ResourceExhausted || !strings.Contains(err.Error(), "10.0.0.1") {
 		t.Errorf("a second review from one peer: %v, want ResourceExhausted naming the peer", err)
 	}
-	if !a.acquire("10.0.0.2") {
+	if !a.inFlight.Acquire("10.0.0.2") {
 		t.Error("another peer is held back by the first one's review")
 	}
-	a.release("10.0.0.2")
+	a.inFlight.Release("10.0.0.2")
 	close(r.block)
 	if err := <-done; status.Code(err) != codes.Unauthenticated {
 		t.Errorf("the review in flight: %v, want Unauthenticated", err)

@@ -18,6 +18,7 @@ import (
 
 	"github.com/tether-dev/tether/broker/auth"
 	"github.com/tether-dev/tether/broker/binding"
+	"github.com/tether-dev/tether/broker/limit"
 	"github.com/tether-dev/tether/broker/metrics"
 	"github.com/tether-dev/tether/broker/resource"
 	tetherv1 "github.com/tether-dev/tether/proto/tether/v1"
@@ -110,8 +111,7 @@ type Server struct {
 	stopping chan struct{}
 	stopOnce sync.Once
 
-	mu        sync.Mutex
-	instances map[string]int // connected, per handler
+	instances *limit.Counter // connected, per handler
 }
 
 // NewServer returns a Server.
@@ -140,7 +140,7 @@ func NewServer(opts Options) *Server {
 	if opts.MaxInstances <= 0 {
 		opts.MaxInstances = 256
 	}
-	return &Server{opts: opts, log: opts.Log, stopping: make(chan struct{}), instances: map[string]int{}}
+	return &Server{opts: opts, log: opts.Log, stopping: make(chan struct{}), instances: &limit.Counter{PerKey: opts.MaxInstances}}
 }
 
 // Shutdown ends every stream at once with Unavailable, so handlers reconnect
@@ -185,10 +185,10 @@ func (s *Server) Connect(stream tetherv1.BrokerService_ConnectServer) error {
 			return status.Error(codes.Unavailable, err.Error())
 		}
 	}
-	if !s.admit(hello.GetHandler()) {
+	if !s.instances.Acquire(hello.GetHandler()) {
 		return status.Errorf(codes.ResourceExhausted, "handler %q has %d instances connected, the most this broker takes; retry later", hello.GetHandler(), s.opts.MaxInstances)
 	}
-	defer s.leave(hello.GetHandler())
+	defer s.instances.Release(hello.GetHandler())
 	withdrawn := s.recheck(ctx, hello.GetHandler(), hello.GetPriority(), bindings)
 	in := newInstance(hello.GetHandler(), hello.GetInstanceId(), newSessionID(), hello.GetPriority(), window,
 		slices.ContainsFunc(bindings, func(b *binding.Binding) bool { return b.Kind.IsAdmission() }))
@@ -264,25 +264,6 @@ func (s *Server) Connect(stream tetherv1.BrokerService_ConnectServer) error {
 		case <-ctx.Done():
 			return status.FromContextError(ctx.Err()).Err()
 		}
-	}
-}
-
-// admit counts one more instance of handler, unless it has MaxInstances.
-func (s *Server) admit(handler string) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.instances[handler] >= s.opts.MaxInstances {
-		return false
-	}
-	s.instances[handler]++
-	return true
-}
-
-func (s *Server) leave(handler string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.instances[handler]--; s.instances[handler] <= 0 {
-		delete(s.instances, handler)
 	}
 }
 
