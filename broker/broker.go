@@ -298,6 +298,7 @@ func (b *Broker) Start(ctx context.Context) error {
 	}
 	var authz *auth.Authenticator
 	var authorize func(context.Context, string, int32, []*binding.Binding) error
+	var authorizeName func(context.Context, string, int32) error
 	if !b.opts.Insecure {
 		// Reviews get a client and a request budget of their own: a flood
 		// of streams with bad tokens must not delay the leader's renewals.
@@ -307,14 +308,14 @@ func (b *Broker) Start(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("creating client for token and access reviews: %w", err)
 		}
-		authz = auth.New(auth.Options{Client: akube, Namespace: b.opts.Namespace, Audiences: b.opts.TokenAudiences})
-		authorize = authz.Authorize
+		authz = auth.New(auth.Options{Client: akube, Namespace: b.opts.Namespace, Audiences: b.opts.TokenAudiences, Metrics: b.metrics})
+		authorize, authorizeName = authz.Authorize, authz.AuthorizeName
 	}
 	sessions := session.NewServer(session.Options{
 		Log: b.log.Named("session"), Attacher: dispatcher, Resolver: resolver,
 		Defaults: b.opts.Defaults, HelloTimeout: b.opts.HelloTimeout, Supported: kinds, ExcludedNamespaces: excluded,
 		DefaultWindow: b.opts.DefaultWindow, MaxWindow: b.opts.MaxWindow, Version: b.opts.Version,
-		Metrics: b.metrics, Authorize: authorize, RecheckEvery: b.opts.RecheckEvery,
+		Metrics: b.metrics, Authorize: authorize, AuthorizeName: authorizeName, RecheckEvery: b.opts.RecheckEvery,
 	})
 	opts := b.serverOptions(tlsConfig)
 	if authz != nil {

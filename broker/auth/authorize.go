@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/tether-dev/tether/broker/binding"
+	"github.com/tether-dev/tether/broker/metrics"
 )
 
 // ErrDenied marks a right the handler's identity does not have, or a
@@ -30,6 +31,19 @@ var ErrDenied = errors.New("permission denied")
 // priority); other errors (the API server unreachable) say nothing about
 // the rights.
 func (a *Authenticator) Authorize(ctx context.Context, handler string, priority int32, bindings []*binding.Binding) error {
+	return a.authorize(ctx, Rights(a.opts.Namespace, handler, priority, bindings), bindings)
+}
+
+// AuthorizeName is Authorize for the rights of [HelloRights] alone: the
+// handler name and priority, which need no compiled bindings. It is asked
+// before the Hello's bindings are compiled, so that an identity not
+// granted the name costs one review (none while its denial is cached) and
+// no compile.
+func (a *Authenticator) AuthorizeName(ctx context.Context, handler string, priority int32) error {
+	return a.authorize(ctx, HelloRights(a.opts.Namespace, handler, priority), nil)
+}
+
+func (a *Authenticator) authorize(ctx context.Context, rights []Right, bindings []*binding.Binding) error {
 	user, err := a.authenticate(ctx)
 	if err != nil {
 		if st, ok := status.FromError(err); ok && st.Code() == codes.Unauthenticated {
@@ -37,7 +51,7 @@ func (a *Authenticator) Authorize(ctx context.Context, handler string, priority 
 		}
 		return err
 	}
-	for _, r := range Rights(a.opts.Namespace, handler, priority, bindings) {
+	for _, r := range rights {
 		err := a.check(ctx, user, r)
 		if err == nil {
 			continue
@@ -53,8 +67,11 @@ func (a *Authenticator) Authorize(ctx context.Context, handler string, priority 
 
 func (a *Authenticator) check(ctx context.Context, user authenticationv1.UserInfo, r Right) error {
 	key := rightKey(user, r)
-	if a.allowedRecently(key) {
+	switch {
+	case a.allowed.recently(key):
 		return nil
+	case a.denied.recently(key):
+		return denial(user, r)
 	}
 	extra := map[string]authorizationv1.ExtraValue{}
 	for k, v := range user.Extra {
@@ -69,12 +86,21 @@ func (a *Authenticator) check(ctx context.Context, user authenticationv1.UserInf
 	}}
 	out, err := a.opts.Client.AuthorizationV1().SubjectAccessReviews().Create(ctx, sar, metav1.CreateOptions{})
 	if err != nil {
+		a.opts.Metrics.AccessReviewed(metrics.AccessError)
 		return fmt.Errorf("checking permissions: %w", err)
 	}
 	if out.Status.Allowed {
-		a.rememberAllowed(key)
+		a.opts.Metrics.AccessReviewed(metrics.AccessAllowed)
+		a.allowed.remember(key)
 		return nil
 	}
+	a.opts.Metrics.AccessReviewed(metrics.AccessDenied)
+	a.denied.remember(key)
+	return denial(user, r)
+}
+
+// denial is the error of a right user does not have.
+func denial(user authenticationv1.UserInfo, r Right) error {
 	where := "cluster-wide"
 	if r.Namespace != "" {
 		where = "in namespace " + r.Namespace
@@ -93,30 +119,6 @@ func rightKey(u authenticationv1.UserInfo, r Right) string {
 		parts = append(parts, k+"="+strings.Join(u.Extra[k], ","))
 	}
 	return strings.Join(parts, "\x00")
-}
-
-func (a *Authenticator) allowedRecently(key string) bool {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.opts.Clock.Now().Before(a.allowed[key])
-}
-
-// rememberAllowed takes key as allowed for AllowedTTL, first dropping what
-// expired; a full cache takes nothing more until entries expire.
-func (a *Authenticator) rememberAllowed(key string) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	now := a.opts.Clock.Now()
-	if len(a.allowed) >= a.opts.MaxCached {
-		for k, until := range a.allowed {
-			if !now.Before(until) {
-				delete(a.allowed, k)
-			}
-		}
-	}
-	if len(a.allowed) < a.opts.MaxCached {
-		a.allowed[key] = now.Add(a.opts.AllowedTTL)
-	}
 }
 
 // resourceName spells gvr as resource.Resource does: "secrets.v1.", and

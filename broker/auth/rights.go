@@ -57,9 +57,8 @@ func Rights(brokerNamespace, handler string, priority int32, bindings []*binding
 			out = append(out, r)
 		}
 	}
-	add(Right{Namespace: brokerNamespace, Verb: VerbConnect, Resource: handlers, Name: handler, Binding: -1, Field: "handler"})
-	if priority > 0 {
-		add(Right{Namespace: brokerNamespace, Verb: VerbTakeover, Resource: handlers, Name: handler, Binding: -1, Field: "priority"})
+	for _, r := range HelloRights(brokerNamespace, handler, priority) {
+		add(r)
 	}
 	for i, b := range bindings {
 		if b.Policy == binding.PolicyStrict {
@@ -81,6 +80,17 @@ func Rights(brokerNamespace, handler string, priority int32, bindings []*binding
 		if cfg, ok := webhookConfigurations[b.Kind]; ok {
 			add(Right{Verb: "create", Resource: cfg, Binding: i, Field: "kind"})
 		}
+	}
+	return out
+}
+
+// HelloRights are the rights of [Rights] that the Hello itself needs, the
+// first it lists: connect on the handler name, and takeover when priority
+// is above 0.
+func HelloRights(brokerNamespace, handler string, priority int32) []Right {
+	out := []Right{{Namespace: brokerNamespace, Verb: VerbConnect, Resource: handlers, Name: handler, Binding: -1, Field: "handler"}}
+	if priority > 0 {
+		out = append(out, Right{Namespace: brokerNamespace, Verb: VerbTakeover, Resource: handlers, Name: handler, Binding: -1, Field: "priority"})
 	}
 	return out
 }

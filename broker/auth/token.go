@@ -20,6 +20,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/tether-dev/tether/broker/limit"
+	"github.com/tether-dev/tether/broker/metrics"
 )
 
 // Options configure an Authenticator. Client is required; it should be a
@@ -37,20 +38,31 @@ type Options struct {
 	// reviewed again (default 1 minute); RefusedTTL how long a refused one
 	// is refused without asking again (default 10 s).
 	CacheTTL, RefusedTTL time.Duration
-	// MaxCached bounds each cache, of tokens and of rights (default 4096).
+	// MaxCached bounds each cache, of tokens, of allowed rights and of
+	// denied ones (default 4096).
 	MaxCached int
 	// AllowedTTL is how long a right SubjectAccessReview allowed is taken
 	// as allowed without asking again (default 10 s), so that the rechecks
-	// of many instances of one identity cost one review; a denial is never
-	// cached. A withdrawn right is noticed within the recheck period plus
-	// this.
+	// of many instances of one identity cost one review. A withdrawn right
+	// is noticed within the recheck period plus this.
 	AllowedTTL time.Duration
+	// DeniedTTL is how long a right SubjectAccessReview denied is taken as
+	// denied without asking again (default DefaultDeniedTTL), so that Hellos for a name
+	// their identity is not granted cost one review in that time, however
+	// many. A right granted is noticed within this.
+	DeniedTTL time.Duration
 	// MaxReviewsPerPeer bounds the TokenReviews in flight for one peer
 	// address; a stream past it ends with ResourceExhausted (default 4).
 	MaxReviewsPerPeer int
 	// Clock is the time source (default the real clock).
 	Clock clock.PassiveClock
+	// Metrics counts the SubjectAccessReviews asked; nil counts nothing.
+	Metrics *metrics.Metrics
 }
+
+// DefaultDeniedTTL is how long a denial is remembered unless
+// Options.DeniedTTL says otherwise.
+const DefaultDeniedTTL = 5 * time.Second
 
 // Authenticator reviews bearer tokens and the rights of handlers.
 type Authenticator struct {
@@ -59,8 +71,9 @@ type Authenticator struct {
 	mu       sync.Mutex
 	cache    map[[32]byte]review
 	swept    time.Time
-	inFlight *limit.Counter       // token reviews per peer host
-	allowed  map[string]time.Time // right key -> until when it is taken as allowed
+	inFlight *limit.Counter // token reviews per peer host
+	allowed  *verdicts
+	denied   *verdicts
 }
 
 // review is a cached TokenReview outcome: a user, or the refusal message.
@@ -84,13 +97,20 @@ func New(opts Options) *Authenticator {
 	if opts.AllowedTTL <= 0 {
 		opts.AllowedTTL = 10 * time.Second
 	}
+	if opts.DeniedTTL <= 0 {
+		opts.DeniedTTL = DefaultDeniedTTL
+	}
 	if opts.MaxReviewsPerPeer <= 0 {
 		opts.MaxReviewsPerPeer = 4
 	}
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
 	}
-	return &Authenticator{opts: opts, cache: map[[32]byte]review{}, inFlight: &limit.Counter{PerKey: opts.MaxReviewsPerPeer}, allowed: map[string]time.Time{}}
+	return &Authenticator{
+		opts: opts, cache: map[[32]byte]review{}, inFlight: &limit.Counter{PerKey: opts.MaxReviewsPerPeer},
+		allowed: newVerdicts(opts.AllowedTTL, opts.MaxCached, opts.Clock),
+		denied:  newVerdicts(opts.DeniedTTL, opts.MaxCached, opts.Clock),
+	}
 }
 
 type userKey struct{}
@@ -99,6 +119,11 @@ type userKey struct{}
 func User(ctx context.Context) (authenticationv1.UserInfo, bool) {
 	u, ok := ctx.Value(userKey{}).(authenticationv1.UserInfo)
 	return u, ok
+}
+
+// WithUser is ctx of a stream authenticated as u.
+func WithUser(ctx context.Context, u authenticationv1.UserInfo) context.Context {
+	return context.WithValue(ctx, userKey{}, u)
 }
 
 // StreamInterceptor authenticates every stream before its handler runs.
@@ -111,7 +136,7 @@ func (a *Authenticator) StreamInterceptor() grpc.StreamServerInterceptor {
 		if err != nil {
 			return err
 		}
-		return handler(srv, &authedStream{ServerStream: ss, ctx: context.WithValue(ss.Context(), userKey{}, user)})
+		return handler(srv, &authedStream{ServerStream: ss, ctx: WithUser(ss.Context(), user)})
 	}
 }
 

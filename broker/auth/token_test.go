@@ -149,40 +149,93 @@ func TestExpiredReviewsLeaveTheCache(t *testing.T) {
 	}
 }
 
-// TestAllowedRightsAreNotAskedAgainForAWhile: the rechecks of many
-// instances of one identity cost one SubjectAccessReview per right until
-// AllowedTTL passes; a denial is asked again every time.
-func TestAllowedRightsAreNotAskedAgainForAWhile(t *testing.T) {
-	var r reviewer
-	c := r.client()
-	var sars atomic.Int32
-	var deny atomic.Bool
+// sarFake answers SubjectAccessReviews on c: a connect of a handler named
+// in granted is allowed, every other right too unless denyAll; it counts
+// the reviews asked.
+type sarFake struct {
+	reviews atomic.Int32
+	denyAll atomic.Bool
+	granted []string
+}
+
+func (f *sarFake) install(c *fake.Clientset) {
 	c.PrependReactor("create", "subjectaccessreviews", func(a k8stesting.Action) (bool, runtime.Object, error) {
-		sars.Add(1)
+		f.reviews.Add(1)
 		sar := a.(k8stesting.CreateAction).GetObject().(*authorizationv1.SubjectAccessReview).DeepCopy()
-		sar.Status.Allowed = !deny.Load()
+		ra := sar.Spec.ResourceAttributes
+		sar.Status.Allowed = !f.denyAll.Load() && (ra.Verb != VerbConnect || slices.Contains(f.granted, ra.Name))
 		return true, sar, nil
 	})
+}
+
+// TestVerdictsAreNotAskedAgainForAWhile: the rechecks of many instances of
+// one identity cost one SubjectAccessReview per right until AllowedTTL
+// passes; a flood of Hellos for a name the identity is not granted costs
+// one per DeniedTTL, and a right granted or withdrawn is noticed once the
+// verdict expires.
+func TestVerdictsAreNotAskedAgainForAWhile(t *testing.T) {
+	var r reviewer
+	c := r.client()
+	f := &sarFake{granted: []string{"h"}}
+	f.install(c)
 	clk := clocktesting.NewFakePassiveClock(time.Unix(0, 0))
-	a := New(Options{Client: c, Clock: clk, Namespace: "tether", AllowedTTL: 10 * time.Second})
-	ctx := context.WithValue(streamContext("10.0.0.1", "good"), userKey{}, authenticationv1.UserInfo{Username: "alice"})
+	a := New(Options{Client: c, Clock: clk, Namespace: "tether", AllowedTTL: 10 * time.Second, DeniedTTL: 5 * time.Second})
+	ctx := streamContext("10.0.0.1", "good")
+	steps := []struct {
+		name    string
+		advance time.Duration
+		handler string
+		times   int
+		denied  bool
+		reviews int32 // in all, after the step
+	}{
+		{"5 checks of a granted name", 0, "h", 5, false, 1},
+		{"50 Hellos for a name not granted", 0, "other", 50, true, 2},
+		{"the denial kept within DeniedTTL", 4 * time.Second, "other", 10, true, 2},
+		{"the denial expired: asked again", 2 * time.Second, "other", 10, true, 3},
+		{"the allowed name still kept", 0, "h", 3, false, 3},
+		{"the allowed name expired: asked again", 5 * time.Second, "h", 3, false, 4},
+	}
+	for _, s := range steps {
+		clk.SetTime(clk.Now().Add(s.advance))
+		for range s.times {
+			err := a.AuthorizeName(ctx, s.handler, 0)
+			if got := errors.Is(err, ErrDenied); got != s.denied {
+				t.Fatalf("%s: AuthorizeName = %v, want denied %v", s.name, err, s.denied)
+			}
+			if s.denied && !strings.Contains(err.Error(), "alice may not connect handlers.tether.dev "+s.handler) {
+				t.Errorf("%s: a cached denial says %q, want who may not do what", s.name, err)
+			}
+		}
+		if n := f.reviews.Load(); n != s.reviews {
+			t.Errorf("%s: %d SubjectAccessReviews in all, want %d", s.name, n, s.reviews)
+		}
+	}
+}
+
+// TestDenialsDoNotCrowdOutAllowedRights: a full cache of denials (a
+// stranger naming handler after handler) leaves room for the allowed
+// rights of the identities that are granted.
+func TestDenialsDoNotCrowdOutAllowedRights(t *testing.T) {
+	var r reviewer
+	c := r.client()
+	f := &sarFake{granted: []string{"h"}}
+	f.install(c)
+	a := New(Options{Client: c, Namespace: "tether", MaxCached: 8})
+	ctx := streamContext("10.0.0.1", "good")
+	for i := range 20 {
+		if err := a.AuthorizeName(ctx, fmt.Sprint("stranger-", i), 0); !errors.Is(err, ErrDenied) {
+			t.Fatalf("a name not granted: %v, want ErrDenied", err)
+		}
+	}
+	before := f.reviews.Load()
 	for range 5 {
-		if err := a.Authorize(ctx, "h", 0, nil); err != nil {
+		if err := a.AuthorizeName(ctx, "h", 0); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if n := sars.Load(); n != 1 {
-		t.Errorf("%d SubjectAccessReviews for 5 checks of one right, want 1", n)
-	}
-	clk.SetTime(clk.Now().Add(11 * time.Second))
-	deny.Store(true)
-	for range 2 {
-		if err := a.Authorize(ctx, "h", 0, nil); !errors.Is(err, ErrDenied) {
-			t.Fatalf("after the TTL, with the right withdrawn: %v, want ErrDenied", err)
-		}
-	}
-	if n := sars.Load(); n != 3 {
-		t.Errorf("%d SubjectAccessReviews, want 3: a denial is asked again", n)
+	if n := f.reviews.Load() - before; n != 1 {
+		t.Errorf("%d SubjectAccessReviews for 5 checks of a granted name after a flood of denials, want 1", n)
 	}
 }
 

@@ -22,6 +22,8 @@
 //	tether_handler_present{handler}                 gauge, 1 or 0
 //	tether_admission_review_duration_seconds{handler,binding,result}   histogram
 //	tether_admission_failures_total{handler,binding,policy,reason}     counter
+//	tether_access_reviews_total{result}                                counter
+//	tether_hellos_throttled_total{reason}                              counter
 //
 // Label values are bounded: handler names, binding ids, delivery kinds, the
 // outcome, release-reason, admission and write-code constants of this

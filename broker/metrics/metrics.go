@@ -68,6 +68,7 @@ type Metrics struct {
 	lists         *prometheus.CounterVec
 	present       *prometheus.GaugeVec
 	admission     admissionMetrics
+	signin        signinMetrics
 
 	// known are the handlers whose series were set to zero.
 	known sync.Map
@@ -132,6 +133,7 @@ func New(reg prometheus.Registerer) *Metrics {
 		Help: "1 while at least one instance of the handler is connected, else 0.",
 	}, handler))
 	m.admission = newAdmissionMetrics(reg)
+	m.signin = newSigninMetrics(reg)
 	return m
 }
 

@@ -80,11 +80,30 @@ type Options struct {
 	// 30 s) while the session lasts: rights withdrawn end it.
 	Authorize    func(ctx context.Context, handler string, priority int32, bindings []*binding.Binding) error
 	RecheckEvery time.Duration
+	// AuthorizeName checks the rights of the Hello's handler name and
+	// priority alone, before its bindings are compiled, so that an identity
+	// not granted the name costs no compile; its errors are Authorize's.
+	// nil checks nothing.
+	AuthorizeName func(ctx context.Context, handler string, priority int32) error
+	// MaxHellosPerIdentity bounds the Hellos of one identity being checked
+	// and compiled at once (default DefaultMaxHellosPerIdentity), and
+	// MaxHellos those of all (default DefaultMaxHellos); a Hello past
+	// either is told ResourceExhausted, which SDKs retry, before any review
+	// or compile.
+	MaxHellosPerIdentity, MaxHellos int
 	// Version is the broker's build version, sent in Welcome.
 	Version string
 	// Metrics counts sessions; nil counts nothing.
 	Metrics *metrics.Metrics
 }
+
+// The default bounds on Hellos under way: enough for a Deployment's
+// instances to reconnect together, too few for one identity to spend the
+// broker's review budget.
+const (
+	DefaultMaxHellosPerIdentity = 8
+	DefaultMaxHellos            = 64
+)
 
 // LifecycleKinds are the kinds the dispatcher serves: everything but
 // admission.
@@ -112,6 +131,8 @@ type Server struct {
 	stopOnce sync.Once
 
 	instances *limit.Counter // connected, per handler
+	hellos    *limit.Counter // under way, per identity
+	allHellos *limit.Counter // under way, in all, under ""
 }
 
 // NewServer returns a Server.
@@ -140,7 +161,18 @@ func NewServer(opts Options) *Server {
 	if opts.MaxInstances <= 0 {
 		opts.MaxInstances = 256
 	}
-	return &Server{opts: opts, log: opts.Log, stopping: make(chan struct{}), instances: &limit.Counter{PerKey: opts.MaxInstances}}
+	if opts.MaxHellosPerIdentity <= 0 {
+		opts.MaxHellosPerIdentity = DefaultMaxHellosPerIdentity
+	}
+	if opts.MaxHellos <= 0 {
+		opts.MaxHellos = DefaultMaxHellos
+	}
+	return &Server{
+		opts: opts, log: opts.Log, stopping: make(chan struct{}),
+		instances: &limit.Counter{PerKey: opts.MaxInstances},
+		hellos:    &limit.Counter{PerKey: opts.MaxHellosPerIdentity},
+		allHellos: &limit.Counter{PerKey: opts.MaxHellos},
+	}
 }
 
 // Shutdown ends every stream at once with Unavailable, so handlers reconnect
@@ -162,28 +194,9 @@ func (s *Server) Connect(stream tetherv1.BrokerService_ConnectServer) error {
 	if err != nil {
 		return status.Error(codes.InvalidArgument, err.Error())
 	}
-	bindings, err := binding.Compile(ctx, hello.GetBindings(), s.opts.Resolver, s.opts.Defaults, s.opts.Supported)
-	if err == nil {
-		err = binding.RefuseExcludedNamespaces(bindings, s.opts.ExcludedNamespaces)
-	}
+	bindings, err := s.signIn(ctx, hello)
 	if err != nil {
-		code := codes.InvalidArgument
-		switch {
-		case errors.Is(err, binding.ErrUnsupported):
-			code = codes.Unimplemented
-		case errors.Is(err, resource.ErrUnavailable):
-			code = codes.Unavailable // no verdict on the Hello: the handler retries
-		}
-		return status.Error(code, err.Error())
-	}
-
-	if s.opts.Authorize != nil {
-		if err := s.opts.Authorize(ctx, hello.GetHandler(), hello.GetPriority(), bindings); err != nil {
-			if errors.Is(err, auth.ErrDenied) {
-				return status.Error(codes.PermissionDenied, err.Error())
-			}
-			return status.Error(codes.Unavailable, err.Error())
-		}
+		return err
 	}
 	if !s.instances.Acquire(hello.GetHandler()) {
 		return status.Errorf(codes.ResourceExhausted, "handler %q has %d instances connected, the most this broker takes; retry later", hello.GetHandler(), s.opts.MaxInstances)
@@ -265,6 +278,74 @@ func (s *Server) Connect(stream tetherv1.BrokerService_ConnectServer) error {
 			return status.FromContextError(ctx.Err()).Err()
 		}
 	}
+}
+
+// signIn checks the Hello's rights and compiles its bindings, within the
+// bounds on Hellos under way, and the name's rights before anything else:
+// an identity that may not be the handler costs no compile, and no review
+// while its denial is cached. Its errors are gRPC statuses.
+func (s *Server) signIn(ctx context.Context, hello *tetherv1.Hello) ([]*binding.Binding, error) {
+	done, err := s.beginHello(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	if s.opts.AuthorizeName != nil {
+		if err := s.opts.AuthorizeName(ctx, hello.GetHandler(), hello.GetPriority()); err != nil {
+			return nil, authStatus(err)
+		}
+	}
+	bindings, err := binding.Compile(ctx, hello.GetBindings(), s.opts.Resolver, s.opts.Defaults, s.opts.Supported)
+	if err == nil {
+		err = binding.RefuseExcludedNamespaces(bindings, s.opts.ExcludedNamespaces)
+	}
+	if err != nil {
+		code := codes.InvalidArgument
+		switch {
+		case errors.Is(err, binding.ErrUnsupported):
+			code = codes.Unimplemented
+		case errors.Is(err, resource.ErrUnavailable):
+			code = codes.Unavailable // no verdict on the Hello: the handler retries
+		}
+		return nil, status.Error(code, err.Error())
+	}
+	if s.opts.Authorize != nil {
+		if err := s.opts.Authorize(ctx, hello.GetHandler(), hello.GetPriority(), bindings); err != nil {
+			return nil, authStatus(err)
+		}
+	}
+	return bindings, nil
+}
+
+// beginHello counts a Hello under way, for its identity (none in insecure
+// mode) and in all, or refuses it with ResourceExhausted; done uncounts it.
+func (s *Server) beginHello(ctx context.Context) (done func(), err error) {
+	if !s.allHellos.Acquire("") {
+		s.opts.Metrics.HelloThrottled(metrics.ThrottledBroker)
+		return nil, status.Errorf(codes.ResourceExhausted, "the broker has %d Hellos under way, the most it takes; retry", s.opts.MaxHellos)
+	}
+	u, ok := auth.User(ctx)
+	if !ok {
+		return func() { s.allHellos.Release("") }, nil
+	}
+	if !s.hellos.Acquire(u.Username) {
+		s.allHellos.Release("")
+		s.opts.Metrics.HelloThrottled(metrics.ThrottledIdentity)
+		return nil, status.Errorf(codes.ResourceExhausted, "%s has %d Hellos under way, the most one identity may; retry", u.Username, s.opts.MaxHellosPerIdentity)
+	}
+	return func() {
+		s.hellos.Release(u.Username)
+		s.allHellos.Release("")
+	}, nil
+}
+
+// authStatus is the status of an Authorize error: PermissionDenied for a
+// right missing, Unavailable when there was no verdict.
+func authStatus(err error) error {
+	if errors.Is(err, auth.ErrDenied) {
+		return status.Error(codes.PermissionDenied, err.Error())
+	}
+	return status.Error(codes.Unavailable, err.Error())
 }
 
 // recheck asks Authorize again every RecheckEvery until ctx ends, and sends

@@ -120,7 +120,7 @@ func start(t *testing.T, opts Options) *harness {
 	}
 	lis := bufconn.Listen(1 << 20)
 	// WaitForHandlers makes Stop return only once every Connect returned.
-	srv := grpc.NewServer(grpc.WaitForHandlers(true))
+	srv := grpc.NewServer(grpc.WaitForHandlers(true), grpc.StreamInterceptor(asTestUser))
 	tetherv1.RegisterBrokerServiceServer(srv, NewServer(opts))
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(lis) }()
@@ -178,7 +178,13 @@ type client struct {
 
 func (h *harness) connect(t *testing.T) *client {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
+	return h.connectCtx(t, context.Background())
+}
+
+// connectCtx opens a stream under parent (which carries its metadata).
+func (h *harness) connectCtx(t *testing.T, parent context.Context) *client {
+	t.Helper()
+	ctx, cancel := context.WithCancel(parent)
 	stream, err := h.client.Connect(ctx)
 	if err != nil {
 		cancel()
