@@ -81,6 +81,8 @@ type Options struct {
 	HelloTimeout time.Duration
 	// MaxMessageSize bounds one received gRPC message (4 MiB).
 	MaxMessageSize int
+	// GRPCLimits bound the gRPC connections' number, idleness and age.
+	GRPCLimits GRPCLimits
 	// Version is reported in Welcome.
 	Version string
 	// Namespace holds the handlers' presence Leases (default
@@ -421,7 +423,7 @@ func (b *Broker) Start(ctx context.Context) error {
 		b.log.Info("broker serving", "address", b.lis.Addr().String(), "insecure", b.opts.Insecure,
 			"leader_election", b.opts.LeaderElection.Enabled)
 		b.health.serving.Store(true)
-		if err := srv.Serve(b.lis); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+		if err := srv.Serve(b.limitConnections(b.lis)); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
 			return fmt.Errorf("serving gRPC: %w", err)
 		}
 		return nil

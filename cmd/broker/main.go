@@ -41,6 +41,7 @@ type config struct {
 	maxWindow     int
 	helloTimeout  time.Duration
 	maxMsgSize    int
+	grpcLimits    broker.GRPCLimits
 	retries       int
 	timeout       time.Duration
 	backoff       time.Duration
@@ -138,6 +139,10 @@ func parseFlags(args []string, out io.Writer) (*config, error) {
 	fs.IntVar(&c.maxWindow, "max-window", 1024, "largest window a handler instance may ask for")
 	fs.DurationVar(&c.helloTimeout, "hello-timeout", 10*time.Second, "how long a new stream may take to send Hello")
 	fs.IntVar(&c.maxMsgSize, "max-message-size", tetherv1.DefaultMaxMessageBytes, "largest gRPC message accepted from a handler, in bytes")
+	fs.IntVar(&c.grpcLimits.MaxConnections, "grpc-max-connections", broker.DefaultMaxConnections, "gRPC connections open at once; further ones wait until one closes")
+	fs.DurationVar(&c.grpcLimits.MaxConnectionIdle, "grpc-max-connection-idle", broker.DefaultMaxConnectionIdle, "a gRPC connection without a stream this long is closed")
+	fs.DurationVar(&c.grpcLimits.MaxConnectionAge, "grpc-max-connection-age", broker.DefaultMaxConnectionAge, "a gRPC connection this old (give or take 10%) is told to go away; handlers reconnect")
+	fs.DurationVar(&c.grpcLimits.MaxConnectionAgeGrace, "grpc-max-connection-age-grace", broker.DefaultMaxConnectionAgeGrace, "how long the streams of a connection told to go away may go on before it is closed")
 	fs.StringVar(&c.admission.Listen, "admission-listen", "", "HTTPS address HOST:PORT of the admission webhooks the API server calls; empty: validate and mutate bindings are refused")
 	fs.StringVar(&c.admission.URL, "admission-url", "", "base URL at which the API server reaches --admission-listen, when the broker runs outside the cluster\n"+
 		"(default https://<--admission-listen>; e.g. https://172.17.0.1:8443 for kind); the webhook configurations point there")
@@ -206,7 +211,7 @@ func serve(args []string, _, stderr io.Writer) error {
 		Log: log, Config: restCfg, Listen: c.listen, Insecure: c.insecure, GRPCCerts: c.grpcCerts,
 		Defaults: binding.Defaults{Retries: c.retries, Timeout: c.timeout, Backoff: c.backoff, MaxBackoff: c.maxBackoff},
 		Workers:  c.workers, WriteQPS: c.qps, WriteBurst: c.burst, NoPushdown: c.noPushdown, ReleaseQPS: c.releaseQPS, DefaultWindow: c.defaultWindow, MaxWindow: c.maxWindow,
-		HelloTimeout: c.helloTimeout, MaxMessageSize: c.maxMsgSize, Version: buildinfo.Version(),
+		HelloTimeout: c.helloTimeout, MaxMessageSize: c.maxMsgSize, GRPCLimits: c.grpcLimits, Version: buildinfo.Version(),
 		Namespace: c.namespace, Identity: c.identity, Deployment: c.deployment, MetricsListen: c.metricsListen,
 		LeaderElection: c.leader, Admission: c.admission,
 		TokenAudiences: splitList(c.audiences), RecheckEvery: c.recheckEvery,
