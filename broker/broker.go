@@ -105,6 +105,10 @@ type Options struct {
 	// MetricsListener is set.
 	MetricsListen   string
 	MetricsListener net.Listener
+	// MetricsOpen serves /metrics to anyone who reaches it. Otherwise,
+	// unless Insecure, a scraper needs a bearer token the API server
+	// accepts and "get" on the non-resource URL /metrics.
+	MetricsOpen bool
 	// Admission serves the handlers' validate and mutate bindings; the zero
 	// value serves none.
 	Admission Admission
@@ -208,9 +212,13 @@ func (b *Broker) Start(ctx context.Context) error {
 	if err := b.Listen(); err != nil {
 		return err
 	}
-	stopMetrics := b.serveMetrics()
-	defer stopMetrics()
 	cfg := rest.CopyConfig(b.opts.Config)
+	authz, err := b.newAuthenticator(cfg)
+	if err != nil {
+		return err
+	}
+	stopMetrics := b.serveMetrics(authz)
+	defer stopMetrics()
 	// The dispatcher paces its writes itself, without holding a worker
 	// while a write waits, so its client has no limit of its own.
 	wcfg := rest.CopyConfig(cfg)
@@ -298,19 +306,9 @@ func (b *Broker) Start(ctx context.Context) error {
 			return err
 		}
 	}
-	var authz *auth.Authenticator
 	var authorize func(context.Context, string, int32, []*binding.Binding) error
 	var authorizeName func(context.Context, string, int32) error
-	if !b.opts.Insecure {
-		// Reviews get a client and a request budget of their own: a flood
-		// of streams with bad tokens must not delay the leader's renewals.
-		acfg := rest.CopyConfig(cfg)
-		acfg.QPS, acfg.Burst, acfg.RateLimiter = authQPS, 2*authQPS, nil
-		akube, err := kubernetes.NewForConfig(acfg)
-		if err != nil {
-			return fmt.Errorf("creating client for token and access reviews: %w", err)
-		}
-		authz = auth.New(auth.Options{Client: akube, Namespace: b.opts.Namespace, Audiences: b.opts.TokenAudiences, Metrics: b.metrics})
+	if authz != nil {
 		authorize, authorizeName = authz.Authorize, authz.AuthorizeName
 	}
 	sessions := session.NewServer(session.Options{
@@ -483,6 +481,22 @@ func (b *Broker) uninstall(kube kubernetes.Interface, dyn dynamic.Interface, sto
 	// Whatever the release did: an exiting broker must not keep its
 	// namespace from being deleted.
 	return errors.Join(err, b.unguardUninstall(ctx, kube, dyn))
+}
+
+// newAuthenticator is the handlers' and scrapers' authenticator; nil when
+// Insecure. Reviews get a client and a request budget of their own: a
+// flood of streams with bad tokens must not delay the leader's renewals.
+func (b *Broker) newAuthenticator(cfg *rest.Config) (*auth.Authenticator, error) {
+	if b.opts.Insecure {
+		return nil, nil
+	}
+	acfg := rest.CopyConfig(cfg)
+	acfg.QPS, acfg.Burst, acfg.RateLimiter = authQPS, 2*authQPS, nil
+	akube, err := kubernetes.NewForConfig(acfg)
+	if err != nil {
+		return nil, fmt.Errorf("creating client for token and access reviews: %w", err)
+	}
+	return auth.New(auth.Options{Client: akube, Namespace: b.opts.Namespace, Audiences: b.opts.TokenAudiences, Metrics: b.metrics}), nil
 }
 
 func isLoopback(a net.Addr) bool {

@@ -28,8 +28,9 @@
 //	metrics    Prometheus metrics the other packages report to
 //
 // New builds a Broker from Options; Start runs it until its context ends.
-// With Options.MetricsListen set, it also serves /metrics (Prometheus),
-// /healthz (200 while the process serves) and /readyz (200 once the gRPC
+// With Options.MetricsListen set, it also serves /metrics (Prometheus; to a
+// scraper whose token may get that non-resource URL, unless MetricsOpen or
+// Insecure), /healthz (200 while the process serves) and /readyz (200 once the gRPC
 // server serves and, without leader election, the handlers restored from
 // their Leases have synced informers; 503 again from the start of
 // shutdown). With leader election every replica that serves is ready, and

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/tether-dev/tether/broker/auth"
 )
 
 // readiness is what /readyz reports.
@@ -70,13 +72,18 @@ func (b *Broker) listenMetrics() error {
 
 // serveMetrics serves /metrics, /healthz and /readyz on the metrics
 // listener until the returned stop is called; stop waits for open requests
-// a little, then closes them.
-func (b *Broker) serveMetrics() (stop func()) {
+// a little, then closes them. /metrics is behind authz unless it is nil
+// (insecure) or MetricsOpen.
+func (b *Broker) serveMetrics(authz *auth.Authenticator) (stop func()) {
 	if b.mlis == nil {
 		return func() {}
 	}
 	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", b.metrics.Handler())
+	metrics := b.metrics.Handler()
+	if authz != nil && !b.opts.MetricsOpen {
+		metrics = authz.Protect(metrics)
+	}
+	mux.Handle("GET /metrics", metrics)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		fmt.Fprintln(w, "ok")
 	})

@@ -54,7 +54,7 @@ func TestMetricsAndHealthEndpoints(t *testing.T) {
 	if b.MetricsAddr() == nil {
 		t.Fatal("no metrics address after Listen")
 	}
-	stop := b.serveMetrics()
+	stop := b.serveMetrics(nil)
 	base := "http://" + b.MetricsAddr().String()
 
 	ready := func(want int) {
@@ -100,7 +100,7 @@ func TestMetricsOff(t *testing.T) {
 	if b.MetricsAddr() != nil {
 		t.Errorf("metrics address %v with MetricsListen empty", b.MetricsAddr())
 	}
-	b.serveMetrics()() // a no-op
+	b.serveMetrics(nil)() // a no-op
 }
 
 // A taken metrics address fails Listen with an error that says so, and

@@ -79,11 +79,15 @@ func (a *Authenticator) check(ctx context.Context, user authenticationv1.UserInf
 	}
 	sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
 		User: user.Username, Groups: user.Groups, UID: user.UID, Extra: extra,
-		ResourceAttributes: &authorizationv1.ResourceAttributes{
+	}}
+	if r.Path != "" {
+		sar.Spec.NonResourceAttributes = &authorizationv1.NonResourceAttributes{Path: r.Path, Verb: r.Verb}
+	} else {
+		sar.Spec.ResourceAttributes = &authorizationv1.ResourceAttributes{
 			Namespace: r.Namespace, Verb: r.Verb, Group: r.Resource.Group, Version: r.Resource.Version,
 			Resource: r.Resource.Resource, Name: r.Name,
-		},
-	}}
+		}
+	}
 	out, err := a.opts.Client.AuthorizationV1().SubjectAccessReviews().Create(ctx, sar, metav1.CreateOptions{})
 	if err != nil {
 		a.opts.Metrics.AccessReviewed(metrics.AccessError)
@@ -101,6 +105,9 @@ func (a *Authenticator) check(ctx context.Context, user authenticationv1.UserInf
 
 // denial is the error of a right user does not have.
 func denial(user authenticationv1.UserInfo, r Right) error {
+	if r.Path != "" {
+		return fmt.Errorf("%w: %s may not %s %s", ErrDenied, user.Username, r.Verb, r.Path)
+	}
 	where := "cluster-wide"
 	if r.Namespace != "" {
 		where = "in namespace " + r.Namespace
@@ -114,7 +121,7 @@ func denial(user authenticationv1.UserInfo, r Right) error {
 
 // rightKey names what one SubjectAccessReview asks: who, and the right.
 func rightKey(u authenticationv1.UserInfo, r Right) string {
-	parts := []string{u.Username, u.UID, strings.Join(u.Groups, ","), r.Namespace, r.Verb, r.Resource.String(), r.Name}
+	parts := []string{u.Username, u.UID, strings.Join(u.Groups, ","), r.Namespace, r.Verb, r.Resource.String(), r.Name, r.Path}
 	for _, k := range slices.Sorted(maps.Keys(u.Extra)) {
 		parts = append(parts, k+"="+strings.Join(u.Extra[k], ","))
 	}

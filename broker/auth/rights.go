@@ -32,6 +32,9 @@ type Right struct {
 	Verb      string
 	Resource  schema.GroupVersionResource
 	Name      string // "" is any name
+	// Path, when set, makes the right one on a non-resource URL (such as
+	// /metrics) instead of Resource.
+	Path string
 	// Binding is the index of the binding that needs the right, -1 for
 	// one the Hello itself needs; Field is the binding's field, or the
 	// Hello's, to name in an error.

@@ -150,7 +150,12 @@ func (s *authedStream) Context() context.Context { return s.ctx }
 // authenticate reviews the stream's bearer token, from the cache when it
 // was reviewed lately. Its errors are gRPC statuses.
 func (a *Authenticator) authenticate(ctx context.Context) (authenticationv1.UserInfo, error) {
-	token := bearer(ctx)
+	return a.authenticateToken(ctx, bearer(ctx), peerHost(ctx))
+}
+
+// authenticateToken reviews token, presented from host, from the cache
+// when it was reviewed lately. Its errors are gRPC statuses.
+func (a *Authenticator) authenticateToken(ctx context.Context, token, host string) (authenticationv1.UserInfo, error) {
 	if token == "" {
 		return authenticationv1.UserInfo{}, status.Error(codes.Unauthenticated, "a bearer token is required (authorization: Bearer <ServiceAccount token>)")
 	}
@@ -158,7 +163,6 @@ func (a *Authenticator) authenticate(ctx context.Context) (authenticationv1.User
 	if r, ok := a.cached(key); ok {
 		return r.result()
 	}
-	host := peerHost(ctx)
 	if !a.inFlight.Acquire(host) {
 		return authenticationv1.UserInfo{}, status.Errorf(codes.ResourceExhausted,
 			"more than %d token reviews in flight from %s; retry", a.opts.MaxReviewsPerPeer, host)

@@ -171,20 +171,31 @@ func (r *Registry) start(key Key) *entry {
 	return e
 }
 
-// Cached sums the caches by resource, over every namespace watched.
+// Cached sums the caches by resource, over every namespace watched. It
+// holds the registry's lock only to copy the list of informers: walking
+// their objects under it would hold up every Subscribe and Unsubscribe
+// (handlers connecting and leaving) for as long as a scrape takes.
 func (r *Registry) Cached() map[schema.GroupVersionResource]metrics.CacheUsage {
+	type informer struct {
+		resource schema.GroupVersionResource
+		store    cache.Store
+	}
 	r.mu.Lock()
-	defer r.mu.Unlock()
-	out := map[schema.GroupVersionResource]metrics.CacheUsage{}
+	informers := make([]informer, 0, len(r.entries))
 	for key, e := range r.entries {
-		u := out[key.Resource]
-		for _, obj := range e.informer.GetStore().List() {
+		informers = append(informers, informer{key.Resource, e.informer.GetStore()})
+	}
+	r.mu.Unlock()
+	out := map[schema.GroupVersionResource]metrics.CacheUsage{}
+	for _, inf := range informers {
+		u := out[inf.resource]
+		for _, obj := range inf.store.List() {
 			u.Objects++
 			if o, ok := obj.(*Object); ok {
 				u.Bytes += o.Size()
 			}
 		}
-		out[key.Resource] = u
+		out[inf.resource] = u
 	}
 	return out
 }

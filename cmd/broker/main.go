@@ -51,6 +51,7 @@ type config struct {
 	deployment    string
 	metricsListen string
 	metricsSet    bool // --metrics-listen was given
+	metricsOpen   bool
 	grace         time.Duration
 	maxGrace      time.Duration
 	absentAfter   time.Duration
@@ -117,6 +118,8 @@ func parseFlags(args []string, out io.Writer) (*config, error) {
 	fs.StringVar(&c.listen, "listen", "127.0.0.1:7443", "gRPC listen address HOST:PORT")
 	fs.StringVar(&c.metricsListen, "metrics-listen", defaultMetricsListen, "HTTP address HOST:PORT of /metrics (Prometheus), /healthz and /readyz; empty: none.\n"+
 		"The default is for local use and skipped with a warning when the port is taken; in a cluster pass \":9090\"")
+	fs.BoolVar(&c.metricsOpen, "metrics-open", false, "serve /metrics to anyone who reaches --metrics-listen; by default a scraper needs a bearer token the API server accepts\n"+
+		"and get on the non-resource URL /metrics (TokenReview, SubjectAccessReview); --insecure serves it open")
 	fs.BoolVar(&c.insecure, "insecure", false, "serve plain text without authentication, for local development; loopback addresses only")
 	fs.StringVar(&c.grpcCerts.CertFile, "tls-cert-file", "", "a gRPC serving certificate to use instead of generating one (cert-manager style; re-read when it changes)")
 	fs.StringVar(&c.grpcCerts.KeyFile, "tls-key-file", "", "the key of --tls-cert-file")
@@ -212,7 +215,7 @@ func serve(args []string, _, stderr io.Writer) error {
 		Defaults: binding.Defaults{Retries: c.retries, Timeout: c.timeout, Backoff: c.backoff, MaxBackoff: c.maxBackoff},
 		Workers:  c.workers, WriteQPS: c.qps, WriteBurst: c.burst, NoPushdown: c.noPushdown, ReleaseQPS: c.releaseQPS, DefaultWindow: c.defaultWindow, MaxWindow: c.maxWindow,
 		HelloTimeout: c.helloTimeout, MaxMessageSize: c.maxMsgSize, GRPCLimits: c.grpcLimits, Version: buildinfo.Version(),
-		Namespace: c.namespace, Identity: c.identity, Deployment: c.deployment, MetricsListen: c.metricsListen,
+		Namespace: c.namespace, Identity: c.identity, Deployment: c.deployment, MetricsListen: c.metricsListen, MetricsOpen: c.metricsOpen,
 		LeaderElection: c.leader, Admission: c.admission,
 		TokenAudiences: splitList(c.audiences), RecheckEvery: c.recheckEvery,
 		Absence: dispatch.AbsenceLimits{

@@ -57,6 +57,7 @@ var handlerArgs = []string{
 var wantObjects = []string{
 	"ClusterRole//tether-broker",
 	"ClusterRole//tether-example-handler",
+	"ClusterRole//tether-metrics-reader",
 	"ClusterRoleBinding//tether-broker",
 	"ClusterRoleBinding//tether-example-handler",
 	"Deployment/tether-system/example-handler",

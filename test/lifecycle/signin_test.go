@@ -1,9 +1,14 @@
 package lifecycle
 
 import (
+	"io"
 	"net"
+	"net/http"
+	"strings"
 	"testing"
 	"time"
+
+	rbacv1 "k8s.io/api/rbac/v1"
 
 	"github.com/tether-dev/tether/broker"
 	"github.com/tether-dev/tether/broker/auth"
@@ -26,7 +31,7 @@ func TestAStrangersHellosCostOneAccessReviewPerTTL(t *testing.T) {
 		t.Fatal(err)
 	}
 	metricsURL := "http://" + lis.Addr().String() + "/metrics"
-	s := startSecure(t, cp, func(o *broker.Options) { o.MetricsListener = lis })
+	s := startSecure(t, cp, func(o *broker.Options) { o.MetricsListener, o.MetricsOpen = lis, true })
 	s.grant(t, "stranger", "stranger", widgetRule("get", "list", "watch", "patch"))
 	stranger := s.token(t, "stranger")
 	denied := map[string]string{"result": "denied"}
@@ -51,4 +56,56 @@ func TestAStrangersHellosCostOneAccessReviewPerTTL(t *testing.T) {
 	if n := brokerAfter - brokerBefore; n != apiReviews {
 		t.Errorf("tether_access_reviews_total{result=denied} grew by %v, the API server answered %v", n, apiReviews)
 	}
+}
+
+// TestMetricsNeedATokenAndTheRight: a broker that authenticates handlers
+// serves /metrics only to a bearer token the API server accepts whose
+// identity may get the non-resource URL /metrics, as deploy/'s ClusterRole
+// tether-metrics-reader grants; /healthz needs nothing.
+func TestMetricsNeedATokenAndTheRight(t *testing.T) {
+	cp := controlplane.Get(t)
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := "http://" + lis.Addr().String()
+	s := startSecure(t, cp, func(o *broker.Options) { o.MetricsListener = lis })
+	scraper := s.token(t, "scraper")
+	get := func(path, token string) (int, string) {
+		req, err := http.NewRequest(http.MethodGet, base+path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatalf("GET %s: %v", path, err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body)
+	}
+	if code, body := get("/healthz", ""); code != http.StatusOK {
+		t.Errorf("/healthz without a token: %d %s, want 200", code, body)
+	}
+	for _, c := range []struct {
+		name, token, says string
+		code              int
+	}{
+		{"no token", "", "a bearer token is required", http.StatusUnauthorized},
+		{"a made-up token", "made-up", "invalid token", http.StatusUnauthorized},
+		{"a token without the right", scraper, "system:serviceaccount:" + s.ns + ":scraper may not get /metrics", http.StatusForbidden},
+	} {
+		if code, body := get("/metrics", c.token); code != c.code || !strings.Contains(body, c.says) {
+			t.Errorf("/metrics, %s: %d %q, want %d saying %q", c.name, code, body, c.code, c.says)
+		}
+	}
+	s.grantCluster(t, "metrics-reader", "scraper", rbacv1.PolicyRule{NonResourceURLs: []string{"/metrics"}, Verbs: []string{"get"}})
+	// The denial is remembered for auth.DefaultDeniedTTL.
+	eventually(t, "/metrics to answer the granted scraper", func() bool {
+		code, body := get("/metrics", scraper)
+		return code == http.StatusOK && strings.Contains(body, "tether_access_reviews_total")
+	})
 }
