@@ -42,8 +42,8 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
-	tetherv1 "github.com/tether-dev/tether/proto/tether/v1"
 	"github.com/tether-dev/tether/broker/buildinfo"
+	tetherv1 "github.com/tether-dev/tether/proto/tether/v1"
 	"github.com/tether-dev/tether/sdk"
 	"github.com/tether-dev/tether/sdk/kubeconfig"
 )
