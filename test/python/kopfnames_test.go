@@ -117,3 +117,54 @@ func TestKopfStyleNamesTheBrokerCannotPinAreRefusedWithCandidates(t *testing.T) 
 		})
 	}
 }
+
+// kopfFieldFilters filters by field as Kopf does: a value and PRESENT on
+// creates, and an update that runs only when spec.size changed. Each is
+// CEL the broker compiles at Hello and evaluates.
+const kopfFieldFilters = `import tether as kopf
+
+@kopf.on.create("widgets", field="spec.mode", value="fast")
+def fast(name, **_):
+    print("fast", name)
+
+@kopf.on.create("widgets", field=("metadata", "labels", "example.com/tier"), value=kopf.PRESENT)
+def tiered(name, **_):
+    print("tiered", name)
+
+@kopf.on.update("widgets", field="spec.size")
+def resized(name, old, new, **_):
+    print("resized", name, old["spec"].get("size"), new["spec"].get("size"))
+
+@kopf.on.update("widgets", id="any-update")
+def updated(name, **_):
+    print("updated", name)
+`
+
+// TestKopfStyleFieldFiltersNarrowDeliveries: a widget whose field has the
+// value gets the create, one without does not; an update of another field
+// does not run the function filtered on spec.size, a change of spec.size
+// does.
+func TestKopfStyleFieldFiltersNarrowDeliveries(t *testing.T) {
+	needPython(t)
+	cp := controlplane.Get(t)
+	dyn := cp.EnsureWidgetCRD(t)
+	ns := cp.Namespace(t)
+	b := startBroker(t, cp, "127.0.0.1:0")
+	h := runKopfStyle(t, b.addr, "kopf-fields", ns, kopfFieldFilters)
+	h.stderr.wait(t, welcomed, 1)
+
+	createWidget(t, dyn, ns, "slow", map[string]any{"mode": "slow", "size": int64(1)})
+	createWidget(t, dyn, ns, "quick", map[string]any{"mode": "fast", "size": int64(1)})
+	h.stdout.wait(t, "fast quick", 1)
+
+	patchWidget(t, dyn, ns, "slow", `{"metadata":{"labels":{"example.com/tier":"gold"}},"spec":{"mode":"slower"}}`)
+	h.stdout.wait(t, "updated slow", 1)
+	patchWidget(t, dyn, ns, "slow", `{"spec":{"size":2}}`)
+	h.stdout.wait(t, "resized slow 1 2", 1)
+	if h.stdout.has("fast slow") {
+		t.Error("the create filtered on spec.mode=fast ran for a slow widget")
+	}
+	if n := h.stdout.count("resized slow"); n != 1 {
+		t.Errorf("the update filtered on spec.size ran %d times for one change of it, want 1 (not for the label)", n)
+	}
+}

@@ -158,6 +158,8 @@ def build(kind: Kind, fn: Callable[..., Any], resource: tuple[Any, ...], options
     fields["label_selector"] = selectors.label_selector(opts.pop("labels", None))
     fields["annotations"] = selectors.annotation_filters(opts.pop("annotations", None))
     fields["when"] = selectors.when(opts.pop("when", None))
+    if field_when := opts.pop("field_when", ""):
+        fields["when"] = f"({fields['when']}) && {field_when}" if fields["when"] else field_when
     for name in ("field_selector", "subresource", "namespace_selector"):
         if name in opts:
             fields[name] = _string(name, opts.pop(name))
@@ -168,7 +170,7 @@ def build(kind: Kind, fn: Callable[..., Any], resource: tuple[Any, ...], options
         if name in opts:
             fields[name] = _flag(name, opts.pop(name))
     if "field" in opts:
-        fields["field"] = _field_path(opts.pop("field"))
+        fields["field"] = field_path(opts.pop("field"))
     if "finalizer" in opts:
         fields["finalizer"] = _finalizer(opts.pop("finalizer"))
     if "retries" in opts:
@@ -215,7 +217,7 @@ def _flag(option: str, value: Any) -> bool:
     return value
 
 
-def _field_path(value: Any) -> str:
+def field_path(value: Any) -> str:
     if isinstance(value, (list, tuple)):
         value = ".".join(value)  # Kopf also takes ('spec', 'replicas')
     if not isinstance(value, str) or not value or "" in value.split("."):

@@ -22,48 +22,54 @@ Callback = Callable[..., Any]
 class Check:
     """One callable filter of a binding."""
 
-    # the option as written: "when=", "labels['app']"
+    # the option as written: "when=", "labels['app']", "value="
     option: str
     fn: Callback
-    # the label or annotation key whose value is passed as value; "" for when=
-    key: str = ""
-    # "labels" or "annotations"; "" for when=
-    source: str = ""
+    # reads what fn gets as value from the function's arguments (a label's
+    # value, a field's); None for when=, which gets no value
+    value_of: Callable[[Mapping[str, Any]], Any] | None = None
     # the keyword arguments fn declares; None when it takes **kwargs
     wants: frozenset[str] | None = None
 
     def passes(self, values: Mapping[str, Any]) -> bool:
         available = dict(values)
-        if self.source:
-            available["value"] = (values.get(self.source) or {}).get(self.key)
+        if self.value_of is not None:
+            available["value"] = self.value_of(values)
         names = available.keys() if self.wants is None else self.wants
         return bool(self.fn(**{k: available[k] for k in names if k in available}))
 
 
-def collect(kind: Kind, labels: Any, annotations: Any, when: Any) -> tuple[Check, ...]:
+def collect(kind: Kind, labels: Any, annotations: Any, when: Any, more: tuple[Check, ...] = ()) -> tuple[Check, ...]:
     """The callables among a decorator's filters, checked for the keyword
-    arguments they declare. Daemons take none: a daemon the broker started
-    stays running until the broker stops it, so there is no later delivery
-    at which a callable could start or stop it as the object changes."""
-    found: list[tuple[str, Callback, str, str]] = []
+    arguments they declare; more are checks made elsewhere (field filters).
+    Daemons take none: a daemon the broker started stays running until the
+    broker stops it, so there is no later delivery at which a callable could
+    start or stop it as the object changes."""
+    found: list[tuple[str, Callback, Any]] = []
     if callable(when):
-        found.append(("when=", when, "", ""))
+        found.append(("when=", when, None))
     for source, mapping in (("labels", labels), ("annotations", annotations)):
         if isinstance(mapping, Mapping):
-            found += [(f"{source}[{key!r}]", fn, key, source) for key, fn in mapping.items() if callable(fn)]
+            found += [(f"{source}[{key!r}]", fn, _value_of(source, key)) for key, fn in mapping.items() if callable(fn)]
+    found += [(c.option, c.fn, c.value_of) for c in more]
     if found and kind is Kind.DAEMON:
         raise TypeError(f"{found[0][0]} is a callable, which daemons do not take: the broker starts a daemon "
                         "once per object and stops it when the object stops matching, and only the broker's "
                         "filters (when= as CEL, labels=, annotations=) can tell it that; test the condition in "
                         "the daemon's loop instead")
     checks = []
-    for option, fn, key, source in found:
+    for option, fn, value_of in found:
         if inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(getattr(fn, "__call__", None)):
             raise TypeError(f"{option}: a filter callable is sync (as in Kopf), not async")
-        available = kwargs.names(kind) + (("value",) if source else ())
+        available = kwargs.names(kind) + (("value",) if value_of is not None else ())
         wants = kwargs.declared(fn, available, f"the filter callables of {kind.value} bindings")
-        checks.append(Check(option, fn, key, source, wants))
+        checks.append(Check(option, fn, value_of, wants))
     return tuple(checks)
+
+
+def _value_of(source: str, key: str) -> Callable[[Mapping[str, Any]], Any]:
+    """Reads the value of a label or annotation key."""
+    return lambda values: (values.get(source) or {}).get(key)
 
 
 def failing(checks: Collection[Check], values: Mapping[str, Any]) -> str | None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar, Union
 
-from . import bindings, filters
+from . import bindings, fieldfilters, filters
 from .activities import cleanup, login, probe, startup  # noqa: F401  (tether.on.startup, ...)
 from .bindings import Finalizer, Kind
 from .errors import ErrorsMode
@@ -25,9 +25,6 @@ When = Union[str, Callable[..., Any], None]
 # Kopf's options with no field in the protocol, and what to do instead.
 _KOPF_ONLY = {
     "param": "close over the value, or use functools.partial",
-    "value": "use when= with CEL, e.g. when=\"object.spec.x == 'a'\"",
-    "old": "use when= with CEL over oldObject, e.g. when=\"has(oldObject.spec) && oldObject.spec.x == 'a'\"",
-    "new": "use when= with CEL over object",
     "deleted": "objects being deleted are delivered to the delete binding",
     "requires_finalizer": "use finalizer= on a delete, timer or daemon binding",
     "cancellation_backoff": "the broker waits up to cancellation_timeout= for the daemon to return",
@@ -38,7 +35,7 @@ _KOPF_ONLY = {
 }
 # Tether's own options, and the kinds of binding they apply to.
 _ONLY = {
-    "field": "field", "optional": "delete", "interval": "timer", "sharp": "timer", "idle": "timer",
+    "optional": "delete", "interval": "timer", "sharp": "timer", "idle": "timer",
     "initial_delay": "timer", "cancellation_timeout": "daemon", "restart": "daemon",
     "finalizer": "delete, timer, daemon, validate and mutate", "retries": "lifecycle, timer and daemon",
     "errors": "lifecycle, timer and daemon",
@@ -72,14 +69,21 @@ def _reject(kind: Kind, unsupported: Mapping[str, Any]) -> None:
 
 def _register(kind: Kind, registry: Registry | None, resource: tuple[Any, ...],
               unsupported: Mapping[str, Any], options: Mapping[str, Any]) -> Callable[[F], F]:
+    unsupported = dict(unsupported)
+    # Kopf's field filters, on any decorator (fieldfilters.py); a field
+    # binding's field= is its own option and the path they test.
+    field_filter = {k: unsupported.pop(k) for k in ("value", "old", "new") if k in unsupported}
+    path = options.get("field") if kind is Kind.FIELD else unsupported.pop("field", None)
     if unsupported:
         _reject(kind, unsupported)
 
     def decorator(fn: F) -> F:
         where = f"{_where(kind)} on {getattr(fn, '__qualname__', fn)!s}"
         try:
-            spec = bindings.build(kind, fn, resource, options)
-            checks = filters.collect(kind, options.get("labels"), options.get("annotations"), options.get("when"))
+            field_when, more = fieldfilters.build(kind, path, **field_filter)
+            spec = bindings.build(kind, fn, resource, {**options, "field_when": field_when})
+            checks = filters.collect(kind, options.get("labels"), options.get("annotations"), options.get("when"),
+                                     more)
             (registry if registry is not None else get_default_registry()).register(spec, fn, checks)
         except (TypeError, ValueError) as e:
             raise type(e)(f"{where}: {e}") from None
