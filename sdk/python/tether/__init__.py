@@ -27,6 +27,7 @@ from .registry import Registry, get_default_registry, set_default_registry
 from .runner import ConfigError, operator, run
 from .selectors import ABSENT, PRESENT
 from .settings import OperatorSettings, SettingsError
+from .activities import ConnectionInfo
 from .types import (Annotations, Body, BodyEssence, Diff, DiffOperation, Index, Labels, Logger, Memo, Meta, Operation,
                     RawBody, RawEvent, RawEventType, Reason, Spec, Status, Store, UserInfo)
 from .version import __version__
@@ -43,7 +44,7 @@ __all__ = [
     "build_owner_reference", "OperatorRegistry",
     # Kopf's type names, for annotations
     "Body", "RawBody", "Spec", "Meta", "Status", "Labels", "Annotations", "BodyEssence", "Diff", "DiffOperation",
-    "Logger", "RawEvent", "RawEventType", "Operation", "UserInfo", "Reason", "Memo", "Index", "Store",
+    "Logger", "RawEvent", "RawEventType", "Operation", "UserInfo", "Reason", "Memo", "Index", "Store", "ConnectionInfo",
     "__version__",
 ]
 

@@ -83,6 +83,28 @@ LOGIN_IGNORED = ("is never called: the broker watches and writes with its own cr
                  "for the handler's own API calls, log in with any client in a startup function")
 
 
+@dataclasses.dataclass
+class ConnectionInfo:
+    """What a Kopf login function returns, so that one ported as it is
+    still loads; Tether never calls login functions, and nothing reads it."""
+
+    server: str = ""
+    ca_path: str | None = None
+    ca_data: str | bytes | None = None
+    insecure: bool | None = None
+    username: str | None = None
+    password: str | None = None
+    scheme: str | None = None
+    token: str | None = None
+    certificate_path: str | None = None
+    certificate_data: str | bytes | None = None
+    private_key_path: str | None = None
+    private_key_data: str | bytes | None = None
+    default_namespace: str | None = None
+    priority: int = 0
+    expiration: Any = None
+
+
 def login(*args: Any, **_: Any) -> Any:
     """Kopf's login hook, accepted so that a ported operator loads, and
     never called: there is no login for the SDK to make. Saying so once,

@@ -30,7 +30,7 @@ WHY = {
     "configure": _LOGGING, "LogFormat": _LOGGING,
     "login_via_pykube": _LOGIN, "login_via_client": _LOGIN, "login_via_async_client": _LOGIN,
     "login_with_kubeconfig": _LOGIN, "login_with_service_account": _LOGIN, "LoginError": _LOGIN,
-    "ConnectionInfo": _LOGIN, "AiohttpSession": _LOGIN,
+    "AiohttpSession": _LOGIN,
     "event": _EVENTS, "info": _EVENTS, "warn": _EVENTS, "exception": _EVENTS,
     "spawn_tasks": _RUN, "run_tasks": _RUN,
     "WebhookServer": _WEBHOOKS, "WebhookAutoServer": _WEBHOOKS, "WebhookAutoTunnel": _WEBHOOKS,
