@@ -9,7 +9,7 @@ BUF     := $(BIN)/buf
 TESTFLAGS ?= -race -count=1 -timeout 30m -p 2
 
 .PHONY: fuzz all build test check vet fmt fmt-check proto proto-lint proto-check \
-        proto-breaking proto-python controlplane test-binaries cluster node image demo chaos chaos-selftest bench bench-timers bench-scale bench-pushdown bench-failover bench-admission clean help
+        proto-breaking proto-python docs controlplane test-binaries cluster node image demo chaos chaos-selftest bench bench-timers bench-scale bench-pushdown bench-failover bench-admission clean help
 
 all: build
 
@@ -74,6 +74,9 @@ $(BUF): proto/tools/go.mod proto/tools/go.sum
 
 proto: $(BUF) ## regenerate the Go code from proto/
 	cd proto && $(BUF) generate
+
+docs: ## regenerate docs/reference/flags.md from the binaries' -help (a test keeps it current)
+	$(GO) run ./test/flagdoc
 
 proto-python: ## regenerate the Python SDK's stubs in sdk/python/tether/v1 (needs protobuf-compiler, protobuf-compiler-grpc)
 	test/python/gen.sh
