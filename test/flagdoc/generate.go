@@ -7,6 +7,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strings"
 )
 
 // command is one section of the page: a binary run with args plus -help.
@@ -89,11 +91,8 @@ func runHelp(bin string, args []string) (string, error) {
 func withoutDefaults(env []string) []string {
 	var kept []string
 	for _, kv := range env {
-		drop := false
-		for _, name := range envDefaults {
-			drop = drop || len(kv) > len(name) && kv[:len(name)+1] == name+"="
-		}
-		if !drop {
+		name, _, _ := strings.Cut(kv, "=")
+		if !slices.Contains(envDefaults, name) {
 			kept = append(kept, kv)
 		}
 	}
