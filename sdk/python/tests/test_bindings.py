@@ -127,7 +127,7 @@ REFUSED = [
     ("a callable label on a daemon", tether.daemon, dict(labels={"a": lambda value, **_: True}), TypeError,
      ["labels['a']", "daemons"]),
     ("an async callable when", tether.on.create, dict(when=_async_filter), TypeError, ["when=", "sync"]),
-    ("a callable that wants memo", tether.on.create, dict(when=lambda memo: True), TypeError, ["memo"]),
+    ("a callable that wants runtime", tether.on.create, dict(when=lambda runtime: True), TypeError, ["runtime"]),
     ("a when that is no string", tether.on.create, dict(when=3), TypeError, ["CEL", "callable"]),
     ("a label that is no string", tether.on.create, dict(labels={"a": 1}), TypeError, ["string"]),
     ("a field without a path", tether.on.field, dict(field="spec..x"), ValueError, ["dotted path"]),

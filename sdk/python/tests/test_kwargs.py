@@ -126,11 +126,11 @@ class Injection(unittest.TestCase):
 
     def test_parameters_with_defaults_that_tether_does_not_pass_keep_them(self):
         @tether.on.create(*W, registry=self.r)
-        def created(name, memo=None, **_):
-            self.seen.update(name=name, memo=memo)
+        def created(name, settings=None, **_):
+            self.seen.update(name=name, settings=settings)
 
         self.broker.create(widget())
-        self.assertEqual(self.seen, {"name": "w", "memo": None})
+        self.assertEqual(self.seen, {"name": "w", "settings": None})
 
 
 class Refused(unittest.TestCase):
@@ -138,13 +138,13 @@ class Refused(unittest.TestCase):
         kind_decorator(*W, registry=tether.Registry(), **options)(fn)
 
     def test_kopf_only_arguments_say_why(self):
-        def created(memo, **_):
+        def created(runtime, **_):
             pass
 
         with self.assertRaises(TypeError) as caught:
             self.register(tether.on.create, created)
-        self.assertIn("'memo'", str(caught.exception))
-        self.assertIn("per-object memory", str(caught.exception))
+        self.assertIn("'runtime'", str(caught.exception))
+        self.assertIn("use started", str(caught.exception))
 
     def test_an_argument_of_another_kind_is_refused(self):
         def created(stopped):

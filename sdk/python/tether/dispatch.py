@@ -13,7 +13,9 @@ from concurrent.futures import Executor
 from typing import Any
 
 from . import admission, durations, filters, hierarchies, kwargs, log, outcome
+from .bindings import Kind
 from .delivery import Cause, MalformedDelivery, decode
+from .memos import Memos
 from .errors import AdmissionError, PermanentError, TemporaryError
 from .patch import Patch, pruned
 from .registry import Registration
@@ -22,10 +24,11 @@ from .v1 import broker_pb2 as pb
 
 class Dispatcher:
     """Runs functions; executor runs the sync ones (None: the event loop's
-    default executor)."""
+    default executor); memos keeps each object's memo."""
 
-    def __init__(self, executor: Executor | None = None):
+    def __init__(self, executor: Executor | None = None, memos: Memos | None = None):
         self.executor = executor
+        self.memos = memos if memos is not None else Memos()
 
     def prepare(self, reg: Registration, d: pb.Delivery, **extra: Any) -> tuple[Cause, log.ObjectLogger, dict[str, Any]]:
         """The cause, the object's logger and the function's keyword
@@ -40,6 +43,7 @@ class Dispatcher:
         cause = decode(d, reg.spec, None if reg.checks else reg.wants)
         logger = log.for_object(cause.namespace, cause.name, binding=reg.spec.id, delivery=d.id)
         extra.setdefault("patch", Patch())
+        extra.setdefault("memo", self.memos.of(cause.uid))
         return cause, logger, kwargs.values(cause, logger=logger, **extra)
 
     def _filtered(self, reg: Registration, cause: Cause, logger: log.ObjectLogger, values: dict[str, Any]) -> bool:
@@ -86,6 +90,8 @@ class Dispatcher:
         else:
             ack = outcome.of_return(d.id, pruned(patch), value)
         _log_outcome(logger, reg, cause, ack, time.monotonic() - start, error)
+        if _gone(reg, cause, ack):
+            self.memos.forget(cause.uid)
         return ack
 
     async def _review(self, reg: Registration, d: pb.Delivery) -> pb.Ack:
@@ -112,6 +118,14 @@ class Dispatcher:
         verdict = "allowed" if resp.allowed else f"refused ({resp.code or 403}: {resp.message})"
         logger.debug("binding %s: review of %s %s", reg.spec.id, cause.operation, verdict)
         return pb.Ack(delivery_id=d.id, outcome=pb.OUTCOME_OK, admission=resp)
+
+
+def _gone(reg: Registration, cause: Cause, ack: pb.Ack) -> bool:
+    """Whether the object's deletion is handled, so its memo can go: its
+    delete function is done with it, or the watch saw it deleted."""
+    if reg.spec.kind is Kind.DELETE:
+        return ack.outcome != pb.OUTCOME_RETRY
+    return reg.spec.kind is Kind.EVENT and cause.event_type == "DELETED"
 
 
 def _log_outcome(logger: log.ObjectLogger, reg: Registration, cause: Cause, ack: pb.Ack, took: float,

@@ -15,7 +15,7 @@ from .delivery import Cause
 from .patch import Patch
 
 COMMON = ("body", "spec", "meta", "status", "name", "namespace", "uid", "labels", "annotations",
-          "old", "new", "diff", "patch", "logger", "retry", "started", "resource", "reason")
+          "old", "new", "diff", "patch", "logger", "retry", "started", "resource", "reason", "memo")
 EXTRA = {
     Kind.EVENT: ("type", "event"),
     Kind.TIMER: ("scheduled",),
@@ -33,7 +33,6 @@ WITHOUT = {
 }
 # Kopf's arguments that have no Tether counterpart, and what to do instead.
 _KOPF_ONLY = {
-    "memo": "the broker may send an object's deliveries to any instance, so the SDK keeps no per-object memory",
     "param": "Tether's decorators have no param= (the protocol has no field for it): close over the value",
     "runtime": "use started (when this attempt started) and retry",
     "settings": "startup functions (@tether.on.startup) get the settings; the runner's flags set them too",

@@ -24,6 +24,7 @@ from google.protobuf import __version__ as protobuf_version
 from . import bindings, durations, hooks, limits, liveness
 from .activities import Activity
 from .dispatch import Dispatcher
+from .memos import Memos
 from .log import LOGGER
 from .registry import Registry, get_default_registry
 from .session import Session, SessionEnded
@@ -217,7 +218,8 @@ async def operator(registry: Registry | None = None, *, stopping: asyncio.Event 
     """Run a handler until stopping is set (then drain, say goodbye and
     return): the startup functions, the sessions, then the cleanup
     functions. settings are Config's fields; memo is the startup, cleanup
-    and probe functions' (default an empty tether.Memo). Raises ConfigError
+    and probe functions' (default an empty tether.Memo), and each object's
+    memo starts as a shallow copy of it. Raises ConfigError
     before it connects, RejectedError when the broker refuses the handler,
     ActivityError when a startup or cleanup function fails for good."""
     cfg = Config(**settings)
@@ -236,7 +238,7 @@ async def operator(registry: Registry | None = None, *, stopping: asyncio.Event 
         options.freeze()
         cfg = dataclasses.replace(cfg, **options.values())
         try:
-            await _serve(registry, cfg, stopping, endpoint.mark_connected if endpoint else None)
+            await _serve(registry, cfg, stopping, endpoint.mark_connected if endpoint else None, Memos(memo))
         finally:
             await hooks.run(Activity.CLEANUP, registry, memo=memo, settings=options)
     finally:
@@ -258,13 +260,14 @@ async def _liveness(cfg: Config, probe: liveness.Probe) -> liveness.Endpoint | N
 
 
 async def _serve(registry: Registry, cfg: Config, stopping: asyncio.Event,
-                 on_welcome: Callable[[], None] | None) -> None:
-    """Sessions one after the other, with backoff, until stopping is set."""
+                 on_welcome: Callable[[], None] | None, memos: Memos) -> None:
+    """Sessions one after the other, with backoff, until stopping is set;
+    memos outlive each session, as objects do."""
     msg = hello(registry, cfg)
     brokers = targets(cfg)
     root = root_certificates(cfg)
     executor = ThreadPoolExecutor(max_workers=cfg.window, thread_name_prefix="tether")
-    dispatcher = Dispatcher(executor)
+    dispatcher = Dispatcher(executor, memos)
     backoff = Backoff(cfg.max_backoff)
     LOGGER.info("handler %s (instance %s): %d bindings, connecting to %s%s%s", cfg.name, cfg.instance_id,
                 len(msg.bindings), " or ".join(brokers), " in plain text" if cfg.insecure else "",

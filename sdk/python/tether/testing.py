@@ -37,6 +37,8 @@ from . import durations, essence, outcome
 from .bindings import Kind, Spec
 from .daemons import AsyncDaemonStopped, DaemonStopped, failure
 from .dispatch import Dispatcher
+from .memos import Memos
+from .types import Memo
 from .registry import Registration, Registry, get_default_registry, set_default_registry
 from .v1 import broker_pb2 as pb
 
@@ -121,11 +123,14 @@ def load(path: str) -> Handler:
 class FakeBroker:
     """Deliveries to the functions of registry (default: the decorators'
     default registry). Methods take ``binding=`` (a binding id) when
-    several bindings of the kind could take the object."""
+    several bindings of the kind could take the object. memo is the
+    process's, of which each object's memo is a copy, as
+    tether.operator(memo=) is."""
 
-    def __init__(self, registry: Registry | None = None):
+    def __init__(self, registry: Registry | None = None, *, memo: Memo | None = None):
         self.registry = registry if registry is not None else get_default_registry()
         self._ids = itertools.count(1)
+        self._dispatcher = Dispatcher(memos=Memos(memo))
         # One event loop for all the deliveries, made at the first: tasks a
         # function starts live on to the next, until close().
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -188,12 +193,12 @@ class FakeBroker:
         reg = self._binding(Kind.DAEMON, obj, binding)
         d = self._delivery(reg, pb.DELIVERY_KIND_DAEMON_START, obj, attempt)
         stopped = AsyncDaemonStopped() if reg.is_async else DaemonStopped()
-        _, _, kw = Dispatcher().prepare(reg, d, stopped=stopped)
+        _, _, kw = self._dispatcher.prepare(reg, d, stopped=stopped)
 
         async def run() -> BaseException | None:
             """The function's exception, None when it returned."""
             stop = None if stop_after is None else asyncio.get_running_loop().call_later(stop_after, stopped._set, reason)
-            call = asyncio.ensure_future(Dispatcher().call(reg, kw, d))
+            call = asyncio.ensure_future(self._dispatcher.call(reg, kw, d))
             done, _ = await asyncio.wait({call}, timeout=None if stop_after is None else stop_after + TIMEOUT)
             if stop:
                 stop.cancel()
@@ -295,7 +300,7 @@ class FakeBroker:
         return d
 
     def _ack(self, reg: Registration, d: pb.Delivery) -> pb.Ack:
-        return self._run(Dispatcher().handle(reg, d))
+        return self._run(self._dispatcher.handle(reg, d))
 
     def _run(self, coro: Coroutine[Any, Any, T]) -> T:
         """Run coro on the FakeBroker's event loop."""

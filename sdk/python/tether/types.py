@@ -74,9 +74,9 @@ class Reason(str, enum.Enum):
 class Memo(dict):  # type: ignore[type-arg]
     """A dict whose keys are also attributes (``memo.lock = ...``): what
     startup, cleanup and probe functions get as ``memo``, one for the process
-    (``tether.operator(memo=...)``, default an empty Memo). Resource
-    functions get none: the broker may send an object's deliveries to any
-    instance."""
+    (``tether.operator(memo=...)``, default an empty Memo), and what each
+    object's functions get, a shallow copy of it per object kept in this
+    process (memos.py)."""
 
     def __getattr__(self, key: str) -> Any:
         try:
