@@ -36,15 +36,7 @@ func newActAs(cfg *rest.Config) *actAs {
 // client returns a client made by informer.NewClient, as dispatch's
 // writers are.
 func (a *actAs) client(u authenticationv1.UserInfo) (rest.Interface, error) {
-	imp := rest.ImpersonationConfig{UserName: u.Username}
-	if !isServiceAccount(u.Username) {
-		imp.Groups = u.Groups
-		imp.UID = u.UID
-		imp.Extra = map[string][]string{}
-		for k, v := range u.Extra {
-			imp.Extra[k] = v
-		}
-	}
+	imp := impersonation(u)
 	key := identityKey(imp)
 	a.mu.Lock()
 	c, ok := a.clients[key]
@@ -64,6 +56,20 @@ func (a *actAs) client(u authenticationv1.UserInfo) (rest.Interface, error) {
 	}
 	a.mu.Unlock()
 	return c, nil
+}
+
+// impersonation is how a client acts as u.
+func impersonation(u authenticationv1.UserInfo) rest.ImpersonationConfig {
+	imp := rest.ImpersonationConfig{UserName: u.Username}
+	if !isServiceAccount(u.Username) {
+		imp.Groups = u.Groups
+		imp.UID = u.UID
+		imp.Extra = map[string][]string{}
+		for k, v := range u.Extra {
+			imp.Extra[k] = v
+		}
+	}
+	return imp
 }
 
 func identityKey(imp rest.ImpersonationConfig) string {

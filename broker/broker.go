@@ -285,12 +285,14 @@ func (b *Broker) Start(ctx context.Context) error {
 		}
 		kinds, hooks, excluded = session.AllKinds, adm.hooks, adm.excluded
 	}
+	handlerEvents, stopHandlerEvents := newHandlerEvents(cfg, !b.opts.Insecure, b.log)
+	defer stopHandlerEvents()
 	var writeAs func(authenticationv1.UserInfo) (rest.Interface, error)
 	if !b.opts.Insecure {
 		writeAs = newActAs(wcfg).client
 	}
 	dispatcher := dispatch.New(dispatch.Options{
-		Log: b.log, Client: writer, Writer: writeJSON, ActAs: writeAs, Informers: informers, Recorder: recorder, Workers: b.opts.Workers,
+		Log: b.log, Client: writer, Writer: writeJSON, ActAs: writeAs, Informers: informers, Recorder: recorder, HandlerEvents: handlerEvents, Workers: b.opts.Workers,
 		Presence: store, Identity: b.opts.Identity, Absence: b.opts.Absence, Metrics: b.metrics,
 		WriteLimiter: dispatch.NewWriteLimiter(b.opts.WriteQPS, b.opts.WriteBurst), Webhooks: hooks, NoPushdown: b.opts.NoPushdown,
 		ReleaseLimiter: dispatch.NewWriteLimiter(b.opts.ReleaseQPS, max(int(b.opts.ReleaseQPS*2.5), 1)),

@@ -67,6 +67,7 @@ func (dl *deliverer) call(ctx context.Context, o *object, b *binding.Binding, d 
 			return nil, nil, 0, err
 		}
 		ack, err = dl.deliverTo(ctx, in, o, b, d, b.Retry.Timeout, moved)
+		dl.postEvents(o, in, ack)
 		if ack.GetOutcome() == tetherv1.Outcome_OUTCOME_RETRY && in.Leaving() {
 			// Handed back by an instance that is stopping (it said Goodbye
 			// before it answered): not an attempt, the next owner takes it.

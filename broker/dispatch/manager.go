@@ -60,6 +60,9 @@ type Options struct {
 	Informers *informer.Registry
 	// Recorder posts Events for failures and releases; nil posts none.
 	Recorder Recorder
+	// HandlerEvents posts the Events handlers put in their acks; nil
+	// posts none.
+	HandlerEvents HandlerEvents
 	// Workers is the number of workers per handler (default 64). In-flight
 	// deliveries are bounded by the instances' windows, not by this.
 	Workers int
@@ -181,6 +184,9 @@ func New(opts Options) *Manager {
 	}
 	if opts.Recorder == nil {
 		opts.Recorder = nopRecorder{}
+	}
+	if opts.HandlerEvents == nil {
+		opts.HandlerEvents = nopHandlerEvents{}
 	}
 	if opts.Workers <= 0 {
 		opts.Workers = 64

@@ -582,6 +582,57 @@ func (DiffEntry_Operation) EnumDescriptor() ([]byte, []int) {
 	return file_tether_v1_broker_proto_rawDescGZIP(), []int{12, 0}
 }
 
+type HandlerEvent_Type int32
+
+const (
+	HandlerEvent_TYPE_UNSPECIFIED HandlerEvent_Type = 0
+	// TYPE_NORMAL is an Event of type Normal.
+	HandlerEvent_TYPE_NORMAL HandlerEvent_Type = 1
+	// TYPE_WARNING is an Event of type Warning.
+	HandlerEvent_TYPE_WARNING HandlerEvent_Type = 2
+)
+
+// Enum value maps for HandlerEvent_Type.
+var (
+	HandlerEvent_Type_name = map[int32]string{
+		0: "TYPE_UNSPECIFIED",
+		1: "TYPE_NORMAL",
+		2: "TYPE_WARNING",
+	}
+	HandlerEvent_Type_value = map[string]int32{
+		"TYPE_UNSPECIFIED": 0,
+		"TYPE_NORMAL":      1,
+		"TYPE_WARNING":     2,
+	}
+)
+
+func (x HandlerEvent_Type) Enum() *HandlerEvent_Type {
+	p := new(HandlerEvent_Type)
+	*p = x
+	return p
+}
+
+func (x HandlerEvent_Type) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (HandlerEvent_Type) Descriptor() protoreflect.EnumDescriptor {
+	return file_tether_v1_broker_proto_enumTypes[9].Descriptor()
+}
+
+func (HandlerEvent_Type) Type() protoreflect.EnumType {
+	return &file_tether_v1_broker_proto_enumTypes[9]
+}
+
+func (x HandlerEvent_Type) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use HandlerEvent_Type.Descriptor instead.
+func (HandlerEvent_Type) EnumDescriptor() ([]byte, []int) {
+	return file_tether_v1_broker_proto_rawDescGZIP(), []int{17, 0}
+}
+
 // ConnectRequest is one message from a handler instance to the broker.
 type ConnectRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -2240,7 +2291,16 @@ type Ack struct {
 	// admission answers an ADMISSION delivery (any outcome but OK without it
 	// counts as the handler failing, and the binding's failure policy
 	// applies).
-	Admission     *AdmissionResponse `protobuf:"bytes,8,opt,name=admission,proto3" json:"admission,omitempty"`
+	Admission *AdmissionResponse `protobuf:"bytes,8,opt,name=admission,proto3" json:"admission,omitempty"`
+	// events are Kubernetes Events the handler posts (Kopf's kopf.event,
+	// info, warn, exception). The broker posts them as the handler's own
+	// identity (its RBAC must allow create and patch on events in the
+	// regarding object's namespace), asynchronously and whatever the
+	// outcome: an Event the API server refuses, or that client-go's recorder
+	// drops or folds into an earlier one (repeats are counted, floods
+	// rate-limited), never changes what the ack does. At most 10 per ack
+	// (MaxAckEvents in the Go package); the broker drops the rest.
+	Events        []*HandlerEvent `protobuf:"bytes,9,rep,name=events,proto3" json:"events,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2331,6 +2391,172 @@ func (x *Ack) GetAdmission() *AdmissionResponse {
 	return nil
 }
 
+func (x *Ack) GetEvents() []*HandlerEvent {
+	if x != nil {
+		return x.Events
+	}
+	return nil
+}
+
+// HandlerEvent is one Kubernetes Event a handler posts.
+type HandlerEvent struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// type is required; an event without one is dropped.
+	Type HandlerEvent_Type `protobuf:"varint,1,opt,name=type,proto3,enum=tether.v1.HandlerEvent_Type" json:"type,omitempty"`
+	// reason is a short CamelCase word, required, at most 128 bytes
+	// (MaxEventReasonBytes); an event without one or with a longer one is
+	// dropped.
+	Reason string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	// message is cut at 1024 bytes (MaxEventMessageBytes), the API's limit
+	// for an Event's note, with an ellipsis.
+	Message string `protobuf:"bytes,3,opt,name=message,proto3" json:"message,omitempty"`
+	// regarding is the object the Event is about; unset means the
+	// delivery's object.
+	Regarding     *EventObject `protobuf:"bytes,4,opt,name=regarding,proto3" json:"regarding,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HandlerEvent) Reset() {
+	*x = HandlerEvent{}
+	mi := &file_tether_v1_broker_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HandlerEvent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HandlerEvent) ProtoMessage() {}
+
+func (x *HandlerEvent) ProtoReflect() protoreflect.Message {
+	mi := &file_tether_v1_broker_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HandlerEvent.ProtoReflect.Descriptor instead.
+func (*HandlerEvent) Descriptor() ([]byte, []int) {
+	return file_tether_v1_broker_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *HandlerEvent) GetType() HandlerEvent_Type {
+	if x != nil {
+		return x.Type
+	}
+	return HandlerEvent_TYPE_UNSPECIFIED
+}
+
+func (x *HandlerEvent) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *HandlerEvent) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+func (x *HandlerEvent) GetRegarding() *EventObject {
+	if x != nil {
+		return x.Regarding
+	}
+	return nil
+}
+
+// EventObject refers to the object an Event is about, by API version and
+// kind as an Event's involvedObject does (it need not be a resource the
+// handler binds).
+type EventObject struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// api_version is "group/version", or "v1" for the core group.
+	ApiVersion string `protobuf:"bytes,1,opt,name=api_version,json=apiVersion,proto3" json:"api_version,omitempty"`
+	Kind       string `protobuf:"bytes,2,opt,name=kind,proto3" json:"kind,omitempty"`
+	// namespace is empty for a cluster-scoped object; the Event then goes to
+	// the "default" namespace.
+	Namespace     string `protobuf:"bytes,3,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Name          string `protobuf:"bytes,4,opt,name=name,proto3" json:"name,omitempty"`
+	Uid           string `protobuf:"bytes,5,opt,name=uid,proto3" json:"uid,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EventObject) Reset() {
+	*x = EventObject{}
+	mi := &file_tether_v1_broker_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EventObject) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EventObject) ProtoMessage() {}
+
+func (x *EventObject) ProtoReflect() protoreflect.Message {
+	mi := &file_tether_v1_broker_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EventObject.ProtoReflect.Descriptor instead.
+func (*EventObject) Descriptor() ([]byte, []int) {
+	return file_tether_v1_broker_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *EventObject) GetApiVersion() string {
+	if x != nil {
+		return x.ApiVersion
+	}
+	return ""
+}
+
+func (x *EventObject) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *EventObject) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *EventObject) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *EventObject) GetUid() string {
+	if x != nil {
+		return x.Uid
+	}
+	return ""
+}
+
 // FlowControl changes the instance's window.
 type FlowControl struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -2341,7 +2567,7 @@ type FlowControl struct {
 
 func (x *FlowControl) Reset() {
 	*x = FlowControl{}
-	mi := &file_tether_v1_broker_proto_msgTypes[17]
+	mi := &file_tether_v1_broker_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2353,7 +2579,7 @@ func (x *FlowControl) String() string {
 func (*FlowControl) ProtoMessage() {}
 
 func (x *FlowControl) ProtoReflect() protoreflect.Message {
-	mi := &file_tether_v1_broker_proto_msgTypes[17]
+	mi := &file_tether_v1_broker_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2366,7 +2592,7 @@ func (x *FlowControl) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FlowControl.ProtoReflect.Descriptor instead.
 func (*FlowControl) Descriptor() ([]byte, []int) {
-	return file_tether_v1_broker_proto_rawDescGZIP(), []int{17}
+	return file_tether_v1_broker_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *FlowControl) GetWindow() uint32 {
@@ -2393,7 +2619,7 @@ type Goodbye struct {
 
 func (x *Goodbye) Reset() {
 	*x = Goodbye{}
-	mi := &file_tether_v1_broker_proto_msgTypes[18]
+	mi := &file_tether_v1_broker_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2405,7 +2631,7 @@ func (x *Goodbye) String() string {
 func (*Goodbye) ProtoMessage() {}
 
 func (x *Goodbye) ProtoReflect() protoreflect.Message {
-	mi := &file_tether_v1_broker_proto_msgTypes[18]
+	mi := &file_tether_v1_broker_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2418,7 +2644,7 @@ func (x *Goodbye) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Goodbye.ProtoReflect.Descriptor instead.
 func (*Goodbye) Descriptor() ([]byte, []int) {
-	return file_tether_v1_broker_proto_rawDescGZIP(), []int{18}
+	return file_tether_v1_broker_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Goodbye) GetReason() string {
@@ -2449,7 +2675,7 @@ type DaemonExited struct {
 
 func (x *DaemonExited) Reset() {
 	*x = DaemonExited{}
-	mi := &file_tether_v1_broker_proto_msgTypes[19]
+	mi := &file_tether_v1_broker_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2461,7 +2687,7 @@ func (x *DaemonExited) String() string {
 func (*DaemonExited) ProtoMessage() {}
 
 func (x *DaemonExited) ProtoReflect() protoreflect.Message {
-	mi := &file_tether_v1_broker_proto_msgTypes[19]
+	mi := &file_tether_v1_broker_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2474,7 +2700,7 @@ func (x *DaemonExited) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DaemonExited.ProtoReflect.Descriptor instead.
 func (*DaemonExited) Descriptor() ([]byte, []int) {
-	return file_tether_v1_broker_proto_rawDescGZIP(), []int{19}
+	return file_tether_v1_broker_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *DaemonExited) GetBindingId() string {
@@ -2523,7 +2749,7 @@ type Cancel struct {
 
 func (x *Cancel) Reset() {
 	*x = Cancel{}
-	mi := &file_tether_v1_broker_proto_msgTypes[20]
+	mi := &file_tether_v1_broker_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2535,7 +2761,7 @@ func (x *Cancel) String() string {
 func (*Cancel) ProtoMessage() {}
 
 func (x *Cancel) ProtoReflect() protoreflect.Message {
-	mi := &file_tether_v1_broker_proto_msgTypes[20]
+	mi := &file_tether_v1_broker_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2548,7 +2774,7 @@ func (x *Cancel) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Cancel.ProtoReflect.Descriptor instead.
 func (*Cancel) Descriptor() ([]byte, []int) {
-	return file_tether_v1_broker_proto_rawDescGZIP(), []int{20}
+	return file_tether_v1_broker_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *Cancel) GetDeliveryId() string {
@@ -2716,7 +2942,7 @@ const file_tether_v1_broker_proto_rawDesc = "" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12\x12\n" +
 	"\x04code\x18\x03 \x01(\x05R\x04code\x12\x1a\n" +
 	"\bwarnings\x18\x04 \x03(\tR\bwarnings\x12\x14\n" +
-	"\x05patch\x18\x05 \x01(\fR\x05patch\"\xb7\x02\n" +
+	"\x05patch\x18\x05 \x01(\fR\x05patch\"\xe8\x02\n" +
 	"\x03Ack\x12\x1f\n" +
 	"\vdelivery_id\x18\x01 \x01(\tR\n" +
 	"deliveryId\x12,\n" +
@@ -2727,7 +2953,24 @@ const file_tether_v1_broker_proto_rawDesc = "" +
 	"\x05patch\x18\x05 \x01(\fR\x05patch\x12!\n" +
 	"\fstatus_patch\x18\x06 \x01(\fR\vstatusPatch\x12\x16\n" +
 	"\x06result\x18\a \x01(\fR\x06result\x12:\n" +
-	"\tadmission\x18\b \x01(\v2\x1c.tether.v1.AdmissionResponseR\tadmission\"%\n" +
+	"\tadmission\x18\b \x01(\v2\x1c.tether.v1.AdmissionResponseR\tadmission\x12/\n" +
+	"\x06events\x18\t \x03(\v2\x17.tether.v1.HandlerEventR\x06events\"\xe9\x01\n" +
+	"\fHandlerEvent\x120\n" +
+	"\x04type\x18\x01 \x01(\x0e2\x1c.tether.v1.HandlerEvent.TypeR\x04type\x12\x16\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\x12\x18\n" +
+	"\amessage\x18\x03 \x01(\tR\amessage\x124\n" +
+	"\tregarding\x18\x04 \x01(\v2\x16.tether.v1.EventObjectR\tregarding\"?\n" +
+	"\x04Type\x12\x14\n" +
+	"\x10TYPE_UNSPECIFIED\x10\x00\x12\x0f\n" +
+	"\vTYPE_NORMAL\x10\x01\x12\x10\n" +
+	"\fTYPE_WARNING\x10\x02\"\x86\x01\n" +
+	"\vEventObject\x12\x1f\n" +
+	"\vapi_version\x18\x01 \x01(\tR\n" +
+	"apiVersion\x12\x12\n" +
+	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x1c\n" +
+	"\tnamespace\x18\x03 \x01(\tR\tnamespace\x12\x12\n" +
+	"\x04name\x18\x04 \x01(\tR\x04name\x12\x10\n" +
+	"\x03uid\x18\x05 \x01(\tR\x03uid\"%\n" +
 	"\vFlowControl\x12\x16\n" +
 	"\x06window\x18\x01 \x01(\rR\x06window\"!\n" +
 	"\aGoodbye\x12\x16\n" +
@@ -2810,8 +3053,8 @@ func file_tether_v1_broker_proto_rawDescGZIP() []byte {
 	return file_tether_v1_broker_proto_rawDescData
 }
 
-var file_tether_v1_broker_proto_enumTypes = make([]protoimpl.EnumInfo, 9)
-var file_tether_v1_broker_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
+var file_tether_v1_broker_proto_enumTypes = make([]protoimpl.EnumInfo, 10)
+var file_tether_v1_broker_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
 var file_tether_v1_broker_proto_goTypes = []any{
 	(BindingKind)(0),               // 0: tether.v1.BindingKind
 	(FinalizerPolicy)(0),           // 1: tether.v1.FinalizerPolicy
@@ -2822,85 +3065,91 @@ var file_tether_v1_broker_proto_goTypes = []any{
 	(Outcome)(0),                   // 6: tether.v1.Outcome
 	(AnnotationFilter_Operator)(0), // 7: tether.v1.AnnotationFilter.Operator
 	(DiffEntry_Operation)(0),       // 8: tether.v1.DiffEntry.Operation
-	(*ConnectRequest)(nil),         // 9: tether.v1.ConnectRequest
-	(*ConnectResponse)(nil),        // 10: tether.v1.ConnectResponse
-	(*Hello)(nil),                  // 11: tether.v1.Hello
-	(*Welcome)(nil),                // 12: tether.v1.Welcome
-	(*Resource)(nil),               // 13: tether.v1.Resource
-	(*Binding)(nil),                // 14: tether.v1.Binding
-	(*AnnotationFilter)(nil),       // 15: tether.v1.AnnotationFilter
-	(*TimerOptions)(nil),           // 16: tether.v1.TimerOptions
-	(*DaemonOptions)(nil),          // 17: tether.v1.DaemonOptions
-	(*MatchCondition)(nil),         // 18: tether.v1.MatchCondition
-	(*AdmissionOptions)(nil),       // 19: tether.v1.AdmissionOptions
-	(*ObjectRef)(nil),              // 20: tether.v1.ObjectRef
-	(*DiffEntry)(nil),              // 21: tether.v1.DiffEntry
-	(*Delivery)(nil),               // 22: tether.v1.Delivery
-	(*AdmissionRequest)(nil),       // 23: tether.v1.AdmissionRequest
-	(*AdmissionResponse)(nil),      // 24: tether.v1.AdmissionResponse
-	(*Ack)(nil),                    // 25: tether.v1.Ack
-	(*FlowControl)(nil),            // 26: tether.v1.FlowControl
-	(*Goodbye)(nil),                // 27: tether.v1.Goodbye
-	(*DaemonExited)(nil),           // 28: tether.v1.DaemonExited
-	(*Cancel)(nil),                 // 29: tether.v1.Cancel
-	(*durationpb.Duration)(nil),    // 30: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),  // 31: google.protobuf.Timestamp
+	(HandlerEvent_Type)(0),         // 9: tether.v1.HandlerEvent.Type
+	(*ConnectRequest)(nil),         // 10: tether.v1.ConnectRequest
+	(*ConnectResponse)(nil),        // 11: tether.v1.ConnectResponse
+	(*Hello)(nil),                  // 12: tether.v1.Hello
+	(*Welcome)(nil),                // 13: tether.v1.Welcome
+	(*Resource)(nil),               // 14: tether.v1.Resource
+	(*Binding)(nil),                // 15: tether.v1.Binding
+	(*AnnotationFilter)(nil),       // 16: tether.v1.AnnotationFilter
+	(*TimerOptions)(nil),           // 17: tether.v1.TimerOptions
+	(*DaemonOptions)(nil),          // 18: tether.v1.DaemonOptions
+	(*MatchCondition)(nil),         // 19: tether.v1.MatchCondition
+	(*AdmissionOptions)(nil),       // 20: tether.v1.AdmissionOptions
+	(*ObjectRef)(nil),              // 21: tether.v1.ObjectRef
+	(*DiffEntry)(nil),              // 22: tether.v1.DiffEntry
+	(*Delivery)(nil),               // 23: tether.v1.Delivery
+	(*AdmissionRequest)(nil),       // 24: tether.v1.AdmissionRequest
+	(*AdmissionResponse)(nil),      // 25: tether.v1.AdmissionResponse
+	(*Ack)(nil),                    // 26: tether.v1.Ack
+	(*HandlerEvent)(nil),           // 27: tether.v1.HandlerEvent
+	(*EventObject)(nil),            // 28: tether.v1.EventObject
+	(*FlowControl)(nil),            // 29: tether.v1.FlowControl
+	(*Goodbye)(nil),                // 30: tether.v1.Goodbye
+	(*DaemonExited)(nil),           // 31: tether.v1.DaemonExited
+	(*Cancel)(nil),                 // 32: tether.v1.Cancel
+	(*durationpb.Duration)(nil),    // 33: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),  // 34: google.protobuf.Timestamp
 }
 var file_tether_v1_broker_proto_depIdxs = []int32{
-	11, // 0: tether.v1.ConnectRequest.hello:type_name -> tether.v1.Hello
-	25, // 1: tether.v1.ConnectRequest.ack:type_name -> tether.v1.Ack
-	26, // 2: tether.v1.ConnectRequest.flow_control:type_name -> tether.v1.FlowControl
-	27, // 3: tether.v1.ConnectRequest.goodbye:type_name -> tether.v1.Goodbye
-	28, // 4: tether.v1.ConnectRequest.daemon_exited:type_name -> tether.v1.DaemonExited
-	12, // 5: tether.v1.ConnectResponse.welcome:type_name -> tether.v1.Welcome
-	22, // 6: tether.v1.ConnectResponse.delivery:type_name -> tether.v1.Delivery
-	29, // 7: tether.v1.ConnectResponse.cancel:type_name -> tether.v1.Cancel
-	14, // 8: tether.v1.Hello.bindings:type_name -> tether.v1.Binding
-	30, // 9: tether.v1.Hello.grace:type_name -> google.protobuf.Duration
-	30, // 10: tether.v1.Hello.absent_release_after:type_name -> google.protobuf.Duration
-	13, // 11: tether.v1.Welcome.resources:type_name -> tether.v1.Resource
-	30, // 12: tether.v1.Welcome.grace:type_name -> google.protobuf.Duration
-	30, // 13: tether.v1.Welcome.absent_release_after:type_name -> google.protobuf.Duration
+	12, // 0: tether.v1.ConnectRequest.hello:type_name -> tether.v1.Hello
+	26, // 1: tether.v1.ConnectRequest.ack:type_name -> tether.v1.Ack
+	29, // 2: tether.v1.ConnectRequest.flow_control:type_name -> tether.v1.FlowControl
+	30, // 3: tether.v1.ConnectRequest.goodbye:type_name -> tether.v1.Goodbye
+	31, // 4: tether.v1.ConnectRequest.daemon_exited:type_name -> tether.v1.DaemonExited
+	13, // 5: tether.v1.ConnectResponse.welcome:type_name -> tether.v1.Welcome
+	23, // 6: tether.v1.ConnectResponse.delivery:type_name -> tether.v1.Delivery
+	32, // 7: tether.v1.ConnectResponse.cancel:type_name -> tether.v1.Cancel
+	15, // 8: tether.v1.Hello.bindings:type_name -> tether.v1.Binding
+	33, // 9: tether.v1.Hello.grace:type_name -> google.protobuf.Duration
+	33, // 10: tether.v1.Hello.absent_release_after:type_name -> google.protobuf.Duration
+	14, // 11: tether.v1.Welcome.resources:type_name -> tether.v1.Resource
+	33, // 12: tether.v1.Welcome.grace:type_name -> google.protobuf.Duration
+	33, // 13: tether.v1.Welcome.absent_release_after:type_name -> google.protobuf.Duration
 	0,  // 14: tether.v1.Binding.kind:type_name -> tether.v1.BindingKind
-	13, // 15: tether.v1.Binding.resource:type_name -> tether.v1.Resource
-	15, // 16: tether.v1.Binding.annotations:type_name -> tether.v1.AnnotationFilter
+	14, // 15: tether.v1.Binding.resource:type_name -> tether.v1.Resource
+	16, // 16: tether.v1.Binding.annotations:type_name -> tether.v1.AnnotationFilter
 	1,  // 17: tether.v1.Binding.finalizer:type_name -> tether.v1.FinalizerPolicy
-	30, // 18: tether.v1.Binding.timeout:type_name -> google.protobuf.Duration
-	30, // 19: tether.v1.Binding.backoff:type_name -> google.protobuf.Duration
-	30, // 20: tether.v1.Binding.max_backoff:type_name -> google.protobuf.Duration
-	16, // 21: tether.v1.Binding.timer:type_name -> tether.v1.TimerOptions
-	17, // 22: tether.v1.Binding.daemon:type_name -> tether.v1.DaemonOptions
-	19, // 23: tether.v1.Binding.admission:type_name -> tether.v1.AdmissionOptions
+	33, // 18: tether.v1.Binding.timeout:type_name -> google.protobuf.Duration
+	33, // 19: tether.v1.Binding.backoff:type_name -> google.protobuf.Duration
+	33, // 20: tether.v1.Binding.max_backoff:type_name -> google.protobuf.Duration
+	17, // 21: tether.v1.Binding.timer:type_name -> tether.v1.TimerOptions
+	18, // 22: tether.v1.Binding.daemon:type_name -> tether.v1.DaemonOptions
+	20, // 23: tether.v1.Binding.admission:type_name -> tether.v1.AdmissionOptions
 	7,  // 24: tether.v1.AnnotationFilter.operator:type_name -> tether.v1.AnnotationFilter.Operator
-	30, // 25: tether.v1.TimerOptions.interval:type_name -> google.protobuf.Duration
-	30, // 26: tether.v1.TimerOptions.initial_delay:type_name -> google.protobuf.Duration
-	30, // 27: tether.v1.TimerOptions.idle:type_name -> google.protobuf.Duration
-	30, // 28: tether.v1.DaemonOptions.cancellation_timeout:type_name -> google.protobuf.Duration
+	33, // 25: tether.v1.TimerOptions.interval:type_name -> google.protobuf.Duration
+	33, // 26: tether.v1.TimerOptions.initial_delay:type_name -> google.protobuf.Duration
+	33, // 27: tether.v1.TimerOptions.idle:type_name -> google.protobuf.Duration
+	33, // 28: tether.v1.DaemonOptions.cancellation_timeout:type_name -> google.protobuf.Duration
 	2,  // 29: tether.v1.AdmissionOptions.operations:type_name -> tether.v1.AdmissionOperation
-	18, // 30: tether.v1.AdmissionOptions.match_conditions:type_name -> tether.v1.MatchCondition
-	30, // 31: tether.v1.AdmissionOptions.timeout:type_name -> google.protobuf.Duration
+	19, // 30: tether.v1.AdmissionOptions.match_conditions:type_name -> tether.v1.MatchCondition
+	33, // 31: tether.v1.AdmissionOptions.timeout:type_name -> google.protobuf.Duration
 	3,  // 32: tether.v1.AdmissionOptions.failure_policy:type_name -> tether.v1.FailurePolicy
 	4,  // 33: tether.v1.AdmissionOptions.side_effects:type_name -> tether.v1.SideEffects
-	13, // 34: tether.v1.ObjectRef.resource:type_name -> tether.v1.Resource
+	14, // 34: tether.v1.ObjectRef.resource:type_name -> tether.v1.Resource
 	8,  // 35: tether.v1.DiffEntry.operation:type_name -> tether.v1.DiffEntry.Operation
 	5,  // 36: tether.v1.Delivery.kind:type_name -> tether.v1.DeliveryKind
-	20, // 37: tether.v1.Delivery.ref:type_name -> tether.v1.ObjectRef
-	21, // 38: tether.v1.Delivery.diff:type_name -> tether.v1.DiffEntry
-	31, // 39: tether.v1.Delivery.deadline:type_name -> google.protobuf.Timestamp
-	31, // 40: tether.v1.Delivery.scheduled:type_name -> google.protobuf.Timestamp
-	23, // 41: tether.v1.Delivery.admission:type_name -> tether.v1.AdmissionRequest
+	21, // 37: tether.v1.Delivery.ref:type_name -> tether.v1.ObjectRef
+	22, // 38: tether.v1.Delivery.diff:type_name -> tether.v1.DiffEntry
+	34, // 39: tether.v1.Delivery.deadline:type_name -> google.protobuf.Timestamp
+	34, // 40: tether.v1.Delivery.scheduled:type_name -> google.protobuf.Timestamp
+	24, // 41: tether.v1.Delivery.admission:type_name -> tether.v1.AdmissionRequest
 	2,  // 42: tether.v1.AdmissionRequest.operation:type_name -> tether.v1.AdmissionOperation
 	6,  // 43: tether.v1.Ack.outcome:type_name -> tether.v1.Outcome
-	30, // 44: tether.v1.Ack.retry_after:type_name -> google.protobuf.Duration
-	24, // 45: tether.v1.Ack.admission:type_name -> tether.v1.AdmissionResponse
-	30, // 46: tether.v1.DaemonExited.retry_after:type_name -> google.protobuf.Duration
-	9,  // 47: tether.v1.BrokerService.Connect:input_type -> tether.v1.ConnectRequest
-	10, // 48: tether.v1.BrokerService.Connect:output_type -> tether.v1.ConnectResponse
-	48, // [48:49] is the sub-list for method output_type
-	47, // [47:48] is the sub-list for method input_type
-	47, // [47:47] is the sub-list for extension type_name
-	47, // [47:47] is the sub-list for extension extendee
-	0,  // [0:47] is the sub-list for field type_name
+	33, // 44: tether.v1.Ack.retry_after:type_name -> google.protobuf.Duration
+	25, // 45: tether.v1.Ack.admission:type_name -> tether.v1.AdmissionResponse
+	27, // 46: tether.v1.Ack.events:type_name -> tether.v1.HandlerEvent
+	9,  // 47: tether.v1.HandlerEvent.type:type_name -> tether.v1.HandlerEvent.Type
+	28, // 48: tether.v1.HandlerEvent.regarding:type_name -> tether.v1.EventObject
+	33, // 49: tether.v1.DaemonExited.retry_after:type_name -> google.protobuf.Duration
+	10, // 50: tether.v1.BrokerService.Connect:input_type -> tether.v1.ConnectRequest
+	11, // 51: tether.v1.BrokerService.Connect:output_type -> tether.v1.ConnectResponse
+	51, // [51:52] is the sub-list for method output_type
+	50, // [50:51] is the sub-list for method input_type
+	50, // [50:50] is the sub-list for extension type_name
+	50, // [50:50] is the sub-list for extension extendee
+	0,  // [0:50] is the sub-list for field type_name
 }
 
 func init() { file_tether_v1_broker_proto_init() }
@@ -2926,8 +3175,8 @@ func file_tether_v1_broker_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tether_v1_broker_proto_rawDesc), len(file_tether_v1_broker_proto_rawDesc)),
-			NumEnums:      9,
-			NumMessages:   21,
+			NumEnums:      10,
+			NumMessages:   23,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

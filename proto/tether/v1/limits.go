@@ -27,3 +27,15 @@ const DefaultMaxMessageBytes = 4 << 20
 // they are not weights, so a few levels are plenty; the bound turns a value
 // that is surely a mistake (a timestamp, a port) into an error at Hello.
 const MaxPriority = 1000
+
+// MaxAckEvents bounds Ack.events: a handler's Events are a few notes per
+// delivery, and client-go's recorder rate-limits more per object anyway.
+const MaxAckEvents = 10
+
+// MaxEventReasonBytes bounds HandlerEvent.reason, as the events API bounds
+// an Event's reason.
+const MaxEventReasonBytes = 128
+
+// MaxEventMessageBytes bounds HandlerEvent.message, as the events API
+// bounds an Event's note; a longer message is cut with an ellipsis.
+const MaxEventMessageBytes = 1024

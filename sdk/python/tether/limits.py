@@ -27,3 +27,10 @@ MAX_WEBHOOK_TIMEOUT = 30
 MAX_MATCH_CONDITIONS = 63
 # Hello.priority: 0 (the default) to 1000; the highest connected take all.
 MAX_PRIORITY = 1000
+# Ack.events: at most this many Events per delivery; the rest are dropped.
+MAX_ACK_EVENTS = 10
+# An Event's reason, as the events API bounds it.
+MAX_EVENT_REASON_BYTES = 128
+# An Event's message, as the events API bounds an Event's note: cut with
+# an ellipsis past it.
+MAX_EVENT_MESSAGE_BYTES = 1024
