@@ -35,7 +35,7 @@ class KopfNames(unittest.TestCase):
 
     def test_the_reasons_point_to_what_to_do(self):
         for name, words in (("index", "read other objects from the API"), ("subhandler", "split the steps"),
-                            ("login_via_client", "--token-file"), ("info", "logger"),
+                            ("login_via_client", "--token-file"),
                             ("WebhookServer", "no server, certificate or tunnel"), ("EVERYTHING", "one resource"),
                             ("HandlerRetriesError", "retries=")):
             with self.subTest(name=name):

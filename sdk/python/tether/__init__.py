@@ -16,6 +16,7 @@ from .bindings import HOLD, NONE, STRICT, Finalizer
 from .daemons import AsyncDaemonStopped, DaemonStopped
 from .delivery import DiffItem, Resource
 from .errors import AdmissionError, ErrorsMode, PermanentError, RejectedError, TemporaryError
+from .events import event, exception, info, warn
 from .filters import all_, any_, none_, not_
 from .hierarchies import (adjust_namespace, adopt, append_owner_reference, build_owner_reference, harmonize_naming, label,
                           remove_owner_reference)
@@ -42,6 +43,7 @@ __all__ = [
     "all_", "any_", "none_", "not_",
     "adopt", "label", "append_owner_reference", "remove_owner_reference", "harmonize_naming", "adjust_namespace",
     "build_owner_reference", "OperatorRegistry",
+    "event", "info", "warn", "exception",
     # Kopf's type names, for annotations
     "Body", "RawBody", "Spec", "Meta", "Status", "Labels", "Annotations", "BodyEssence", "Diff", "DiffOperation",
     "Logger", "RawEvent", "RawEventType", "Operation", "UserInfo", "Reason", "Memo", "Index", "Store", "ConnectionInfo",

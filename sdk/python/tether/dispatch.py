@@ -54,11 +54,13 @@ class Dispatcher:
                          reg.spec.id, option, cause.reason)
         return option is not None
 
-    async def call(self, reg: Registration, kw: dict[str, Any], d: pb.Delivery) -> Any:
+    async def call(self, reg: Registration, kw: dict[str, Any], d: pb.Delivery,
+                   events: list[pb.HandlerEvent] | None = None) -> Any:
         """reg's function with kw, for d: while it runs, d's object is the
-        default owner of tether.adopt and the other object helpers (a sync
-        function's thread gets a copy of the context)."""
-        with hierarchies.handling(hierarchies.delivered_body(d.object, d.old_object)):
+        default owner of tether.adopt and the other object helpers, and
+        tether.event appends to events (None: it may not post any); a sync
+        function's thread gets a copy of the context."""
+        with hierarchies.handling(hierarchies.delivered_body(d.object, d.old_object), events):
             if reg.is_async:
                 return await reg.fn(**kw)
             run = functools.partial(contextvars.copy_context().run, reg.fn, **kw)
@@ -78,17 +80,19 @@ class Dispatcher:
             log.LOGGER.error("malformed delivery %s for %s: %s", d.id, reg.spec.id, e)
             return outcome.fail(d.id, f"malformed delivery: {e}")
         start = time.monotonic()
-        error = None
+        error, events = None, []
         try:
             if self._filtered(reg, cause, logger, values):
                 return outcome.ok(d.id)
-            value = await self.call(reg, kwargs.select(reg.wants, reg.spec.kind, values), d)
+            value = await self.call(reg, kwargs.select(reg.wants, reg.spec.kind, values), d, events)
         except asyncio.CancelledError:
             ack = outcome.retry(d.id, "cancelled")
         except Exception as e:
             ack, error = outcome.of_error(d.id, e, reg.spec.errors, pruned(patch)), e
         else:
             ack = outcome.of_return(d.id, pruned(patch), value)
+        # Whatever the outcome: Events say what happened on the way to it.
+        ack.events.extend(events)
         _log_outcome(logger, reg, cause, ack, time.monotonic() - start, error)
         if _gone(reg, cause, ack):
             self.memos.forget(cause.uid)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import dataclasses
 import json
 from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping
 from typing import Any
@@ -18,17 +19,34 @@ _UNSET: Any = object()
 # A function that returns the body of the delivery being handled; it decodes
 # the delivery only when a helper needs the owner.
 Owner = Callable[[], Mapping[str, Any]]
-_current: contextvars.ContextVar[Owner | None] = contextvars.ContextVar("tether_owner", default=None)
+
+
+@dataclasses.dataclass(frozen=True)
+class Handling:
+    """The delivery a function runs for: its body, and the list its
+    Kubernetes Events go to for the ack (None where the ack carries none:
+    reviews and daemons)."""
+    body: Owner
+    events: list[Any] | None = None
+
+
+_current: contextvars.ContextVar[Handling | None] = contextvars.ContextVar("tether_handling", default=None)
 
 
 @contextlib.contextmanager
-def handling(body: Owner) -> Iterator[None]:
-    """Within it, the helpers' default owner is what body() returns."""
-    token = _current.set(body)
+def handling(body: Owner, events: list[Any] | None = None) -> Iterator[None]:
+    """Within it, the helpers' default owner is what body() returns, and
+    tether.event and its kin append to events."""
+    token = _current.set(Handling(body, events))
     try:
         yield
     finally:
         _current.reset(token)
+
+
+def current() -> Handling | None:
+    """The delivery being handled in this context, if any."""
+    return _current.get()
 
 
 def delivered_body(raw: bytes, old_raw: bytes = b"") -> Owner:
@@ -48,10 +66,10 @@ def delivered_body(raw: bytes, old_raw: bytes = b"") -> Owner:
 def _owner(owner: Mapping[str, Any] | None) -> Mapping[str, Any]:
     if owner is not None:
         return owner
-    body = _current.get()
-    if body is None:
+    now = _current.get()
+    if now is None:
         raise LookupError("owner= must be given outside a handler function: there is no object being handled")
-    return body()
+    return now.body()
 
 
 def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:

@@ -12,8 +12,6 @@ _ORDER = "the broker delivers each binding on its own, so there is no order of h
 _LOGGING = "logging is set by the runner's flags: python3 -m tether run -v --log-format plain|json"
 _LOGIN = ("the broker watches and writes with its own credentials, and the handler authenticates to the broker "
           "with a token (--token-file); for the handler's own API calls, log in with any client")
-_EVENTS = ("handlers post no Kubernetes Events through Tether (the broker posts a Warning Event for a failure "
-           "and a retry): log with the function's logger, or post Events with any client")
 _RUN = "run the handler with tether.run(name=...) or await tether.operator(name=...)"
 _WEBHOOKS = ("the broker serves the webhooks and forwards each review to the handler on its stream: no server, "
              "certificate or tunnel in the handler")
@@ -31,7 +29,6 @@ WHY = {
     "login_via_pykube": _LOGIN, "login_via_client": _LOGIN, "login_via_async_client": _LOGIN,
     "login_with_kubeconfig": _LOGIN, "login_with_service_account": _LOGIN, "LoginError": _LOGIN,
     "AiohttpSession": _LOGIN,
-    "event": _EVENTS, "info": _EVENTS, "warn": _EVENTS, "exception": _EVENTS,
     "spawn_tasks": _RUN, "run_tasks": _RUN,
     "WebhookServer": _WEBHOOKS, "WebhookAutoServer": _WEBHOOKS, "WebhookAutoTunnel": _WEBHOOKS,
     "WebhookMinikubeServer": _WEBHOOKS, "WebhookDockerDesktopServer": _WEBHOOKS, "WebhookK3dServer": _WEBHOOKS,

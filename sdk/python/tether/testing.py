@@ -63,6 +63,9 @@ class Result:
     delay: float | None = None  # the retry delay a TemporaryError asked for; None: the backoff
     patch: dict[str, Any] | None = None  # the merge patch (status included), None when none
     result: Any = None  # the return value, as the broker stores it (decoded JSON)
+    # the Kubernetes Events posted (tether.event and its kin), each a dict of
+    # type, reason, message and regarding (apiVersion, kind, namespace, name, uid)
+    events: tuple[dict[str, Any], ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -246,7 +249,8 @@ class FakeBroker:
         return Result(binding=reg.spec.id, outcome=outcome.name(ack.outcome), message=ack.message,
                       delay=durations.from_proto(ack.retry_after) if ack.HasField("retry_after") else None,
                       patch=json.loads(ack.patch) if ack.patch else None,
-                      result=json.loads(ack.result) if ack.result else None)
+                      result=json.loads(ack.result) if ack.result else None,
+                      events=tuple(_event(e) for e in ack.events))
 
     def _review(self, kind: Kind, obj: dict[str, Any] | None, old: dict[str, Any] | None, operation: str,
                 binding: str | None, subresource: str = "", dry_run: bool = False, user: str = "tether-testing",
@@ -316,6 +320,13 @@ class FakeBroker:
             self._loop = asyncio.new_event_loop()
             self._finalizer = weakref.finalize(self, _close, self._loop)
         return self._loop.run_until_complete(coro)
+
+
+def _event(e: pb.HandlerEvent) -> dict[str, Any]:
+    r = e.regarding
+    return {"type": "Warning" if e.type == pb.HandlerEvent.TYPE_WARNING else "Normal", "reason": e.reason,
+            "message": e.message, "regarding": {"apiVersion": r.api_version, "kind": r.kind,
+                                                "namespace": r.namespace, "name": r.name, "uid": r.uid}}
 
 
 def _close(loop: asyncio.AbstractEventLoop) -> None:
