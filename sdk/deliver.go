@@ -14,8 +14,9 @@ import (
 	tetherv1 "github.com/tether-dev/tether/proto/tether/v1"
 )
 
-// maxAckMessage bounds Ack.message: it becomes a Kubernetes Event message.
-const maxAckMessage = 1024
+// maxAckMessage bounds Ack.message, and the messages of the function's
+// Events: the broker posts them as Kubernetes Event messages.
+const maxAckMessage = tetherv1.MaxEventMessageBytes
 
 // invoke runs the binding's function for one delivery and builds its ack.
 func (h *Handler) invoke(c *call) *tetherv1.Ack {
@@ -35,7 +36,7 @@ func (h *Handler) invoke(c *call) *tetherv1.Ack {
 	if outcome == tetherv1.Outcome_OUTCOME_OK {
 		if err := ev.encode(ack); err != nil {
 			c.log.Error("delivery failed: cannot encode what the function set", "error", err)
-			return failAck(id, err.Error())
+			ack = failAck(id, err.Error())
 		}
 	} else {
 		ack.Message = truncate(msg)
@@ -43,6 +44,8 @@ func (h *Handler) invoke(c *call) *tetherv1.Ack {
 			ack.RetryAfter = durationpb.New(after)
 		}
 	}
+	// Whatever the outcome: Events say what happened on the way to it.
+	ack.Events = ev.recorded()
 	logOutcome(c.log, ack, time.Since(start))
 	return ack
 }

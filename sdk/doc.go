@@ -33,6 +33,17 @@
 // A panic is recovered, logged with its stack, and retried. Deliveries are
 // at least once: write functions so that running one twice does no harm.
 //
+// A function posts Kubernetes Events with Record (about the delivery's
+// object) and RecordAbout (about another object), whatever it returns:
+//
+//	ev.Record(sdk.Normal, "Provisioned", "the volume is ready")
+//	ev.RecordAbout(sdk.ObjectRef{APIVersion: "v1", Kind: "Pod", Namespace: ns, Name: pod}, sdk.Warning, "Evicted", msg)
+//
+// They travel in the ack, and the broker posts them as the handler's own
+// identity, so its RBAC needs create and patch on events; repeats are
+// counted into one Event and floods rate-limited, as client-go's recorder
+// does. At most 10 per delivery; a daemon has no ack and posts none.
+//
 // Functions run concurrently, at most the window (WithWindow) at once, one
 // at a time per object (daemons aside: see below). The context ends at the
 // delivery's deadline, when the broker withdraws the delivery

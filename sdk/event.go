@@ -207,6 +207,7 @@ type Event struct {
 	statusPatch map[string]any
 	result      json.RawMessage
 	resultErr   error
+	events      []*tetherv1.HandlerEvent
 }
 
 // Object is the object as the broker saw it, decoded from the delivery's
