@@ -15,7 +15,7 @@ PROGRAM = textwrap.dedent('''
     from tether.testing import FakeBroker
 
     blocks = re.findall(r"```python\\n(.*?)```", open(sys.argv[1]).read(), re.S)
-    assert len(blocks) == 2, len(blocks)
+    assert len(blocks) == 3, len(blocks)
     namespace = {}
     exec(blocks[0], namespace)
     print(sorted(r.spec.id for r in tether.get_default_registry()))
@@ -24,8 +24,12 @@ PROGRAM = textwrap.dedent('''
               "metadata": {"name": "w", "namespace": "ns", "uid": "u", "annotations": {"example.com/busy": "true"}},
               "spec": {"size": 11}}
     print(k.create(widget).result, k.delete(widget).outcome, k.tick(widget).patch, k.validate(widget).code)
+    exec(blocks[1], namespace)
+    gadget = {"apiVersion": "test.tether.dev/v1", "kind": "Gadget", "metadata": {"name": "g"}, "spec": {"size": 11}}
+    got = FakeBroker().create(gadget)
+    print(got.outcome, [(e["type"], e["reason"], e["message"]) for e in got.events])
     tests = {}
-    exec(blocks[1], tests)
+    exec(blocks[2], tests)
     tests["test_created_labels_the_widget"]()
     print("ok")
 ''')
@@ -40,6 +44,8 @@ class Readme(unittest.TestCase):
         self.assertEqual(out.stdout.splitlines(), [
             "['create-created', 'delete-deleted', 'timer-audit', 'validate-check-size']",
             "{'size': 11} retry {'status': {'audited': True}} 422",
+            "fail [('Normal', 'Provisioning', 'a gadget of size 11'), "
+            "('Warning', 'OSError', 'provisioning failed: no room for it')]",
             "ok",
         ])
 
