@@ -12,6 +12,7 @@ import (
 
 	"github.com/tether-dev/tether/broker/progress"
 	tetherv1 "github.com/tether-dev/tether/proto/tether/v1"
+	"github.com/tether-dev/tether/sdk"
 )
 
 // Outcome is how the function ended.
@@ -40,6 +41,17 @@ type Result struct {
 	// when it asked for none.
 	Patch, StatusPatch map[string]any
 	Result             any
+	// Events are the Kubernetes Events the function recorded, whatever
+	// its outcome.
+	Events []Event
+}
+
+// Event is a Kubernetes Event a function recorded (Event.Record and
+// RecordAbout). About is nil for one about the delivery's object.
+type Event struct {
+	Type            sdk.EventType
+	Reason, Message string
+	About           *sdk.ObjectRef
 }
 
 // Create delivers the creation of obj to the handler's create binding for
@@ -197,6 +209,16 @@ func result(t interface{ Fatalf(string, ...any) }, bindingID string, ack *tether
 		if err := json.Unmarshal(part.raw, part.to); err != nil {
 			t.Fatalf("sdktest: the handler's answer to %q is not JSON: %v", bindingID, err)
 		}
+	}
+	for _, e := range ack.GetEvents() {
+		ev := Event{Type: sdk.Normal, Reason: e.GetReason(), Message: e.GetMessage()}
+		if e.GetType() == tetherv1.HandlerEvent_TYPE_WARNING {
+			ev.Type = sdk.Warning
+		}
+		if a := e.GetRegarding(); a != nil {
+			ev.About = &sdk.ObjectRef{APIVersion: a.GetApiVersion(), Kind: a.GetKind(), Namespace: a.GetNamespace(), Name: a.GetName(), UID: a.GetUid()}
+		}
+		r.Events = append(r.Events, ev)
 	}
 	return r
 }

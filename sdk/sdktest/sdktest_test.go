@@ -3,6 +3,7 @@ package sdktest_test
 import (
 	"context"
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -32,6 +33,7 @@ func TestLifecycleDeliveriesReachTheirFunctions(t *testing.T) {
 	h := sdk.New("widgets", b.Options()...)
 	h.OnCreate(widgets, func(_ context.Context, ev *sdk.Event) error {
 		ev.SetLabel("seen", "yes")
+		ev.Record(sdk.Normal, "Seen", "a widget")
 		ev.PatchStatus(map[string]any{"phase": "Ready"})
 		ev.SetResult(map[string]any{"size": ev.Object().Object["spec"].(map[string]any)["size"]})
 		return nil
@@ -41,7 +43,10 @@ func TestLifecycleDeliveriesReachTheirFunctions(t *testing.T) {
 		diff = ev.Diff
 		return sdk.RetryAfter(errors.New("not yet"), time.Minute)
 	})
-	h.OnDelete(widgets, func(context.Context, *sdk.Event) error { return sdk.Permanent(errors.New("cannot clean up")) })
+	h.OnDelete(widgets, func(_ context.Context, ev *sdk.Event) error {
+		ev.RecordAbout(sdk.ObjectRef{APIVersion: "v1", Kind: "Pod", Namespace: "ns", Name: "p"}, sdk.Warning, "Stuck", "cannot evict")
+		return sdk.Permanent(errors.New("cannot clean up"))
+	})
 	b.Run(h)
 
 	got := b.Create(widget("w", 3, nil))
@@ -54,6 +59,9 @@ func TestLifecycleDeliveriesReachTheirFunctions(t *testing.T) {
 	if got.StatusPatch["phase"] != "Ready" || got.Result.(map[string]any)["size"] != float64(3) {
 		t.Errorf("create status %v, result %v", got.StatusPatch, got.Result)
 	}
+	if want := []sdktest.Event{{Type: sdk.Normal, Reason: "Seen", Message: "a widget"}}; !reflect.DeepEqual(got.Events, want) {
+		t.Errorf("create events %+v, want %+v", got.Events, want)
+	}
 
 	got = b.Update(widget("w", 3, nil), widget("w", 4, nil))
 	if got.Outcome != sdktest.Retry || got.RetryAfter != time.Minute || got.Message != "not yet" {
@@ -65,6 +73,10 @@ func TestLifecycleDeliveriesReachTheirFunctions(t *testing.T) {
 
 	if got = b.Delete(widget("w", 4, nil)); got.Outcome != sdktest.Fail || !strings.Contains(got.Message, "cannot clean up") {
 		t.Errorf("delete: %v, want a permanent failure", got)
+	}
+	pod := &sdk.ObjectRef{APIVersion: "v1", Kind: "Pod", Namespace: "ns", Name: "p"}
+	if want := []sdktest.Event{{Type: sdk.Warning, Reason: "Stuck", Message: "cannot evict", About: pod}}; !reflect.DeepEqual(got.Events, want) {
+		t.Errorf("delete events %+v, want %+v", got.Events, want)
 	}
 }
 
