@@ -2299,7 +2299,8 @@ type Ack struct {
 	// outcome: an Event the API server refuses, or that client-go's recorder
 	// drops or folds into an earlier one (repeats are counted, floods
 	// rate-limited), never changes what the ack does. At most 10 per ack
-	// (MaxAckEvents in the Go package); the broker drops the rest.
+	// (MaxAckEvents in the Go package); the broker drops the rest. An
+	// ADMISSION delivery's ack posts none: its events are ignored.
 	Events        []*HandlerEvent `protobuf:"bytes,9,rep,name=events,proto3" json:"events,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
