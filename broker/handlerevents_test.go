@@ -1,10 +1,14 @@
 package broker
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
+	"github.com/hashicorp/go-hclog"
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/rest"
 
 	tetherv1 "github.com/tether-dev/tether/proto/tether/v1"
 )
@@ -47,5 +51,37 @@ func TestAHandlerEventIsCheckedAgainstTheProtocolLimits(t *testing.T) {
 				t.Errorf("message is %d bytes", len(message))
 			}
 		})
+	}
+}
+
+func TestHandlerEventRecordersAreBoundedLeastRecentlyUsedFirst(t *testing.T) {
+	h, stop := newHandlerEvents(&rest.Config{Host: "http://127.0.0.1:1"}, true, hclog.NewNullLogger())
+	defer stop()
+	as := func(i int) *authenticationv1.UserInfo {
+		return &authenticationv1.UserInfo{Username: fmt.Sprintf("system:serviceaccount:ns:sa%d", i)}
+	}
+	for i := range maxHandlerRecorders {
+		if _, err := h.recorder("h", as(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	first, err := h.recorder("h", as(0)) // used again: now the second is the oldest
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.recorder("h", as(maxHandlerRecorders)); err != nil {
+		t.Fatal(err)
+	}
+	if len(h.recs) != maxHandlerRecorders {
+		t.Fatalf("%d recorders kept, want %d", len(h.recs), maxHandlerRecorders)
+	}
+	if again, _ := h.recorder("h", as(0)); again != first {
+		t.Errorf("the recorder used most recently was evicted")
+	}
+	if _, ok := h.recs["h\x00"+identityKey(impersonation(*as(1)))]; ok {
+		t.Errorf("the least recently used recorder was kept")
+	}
+	if _, err := h.recorder("h", nil); err == nil {
+		t.Errorf("an instance without an identity got a recorder")
 	}
 }
