@@ -75,10 +75,13 @@ func start(t *testing.T) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The broker's namespace is the test's: its presence Leases and its
-	// webhook certificates stay apart from other tests' brokers.
+	// The broker has a namespace of the test's own, apart from the one the
+	// handler binds: its presence Leases and webhook certificates stay apart
+	// from other tests' brokers, and no webhook is sent its namespace, which
+	// the handler's TTL webhook binds.
+	brokerNS := cp.Namespace(t)
 	broker, err := Start("broker", b.Broker, []string{"--kubeconfig", cp.KubeconfigPath(), "--listen", addr,
-		"--insecure", "--namespace", e.ns, "--default-backoff", "100ms", "--default-max-backoff", "1s",
+		"--insecure", "--namespace", brokerNS, "--default-backoff", "100ms", "--default-max-backoff", "1s",
 		"--admission-listen", admissionAddr},
 		testenv.LogWriter(t, "broker: "))
 	if err != nil {
@@ -98,7 +101,7 @@ func start(t *testing.T) *env {
 		}
 	})
 	eventually(t, "handler "+e.handler+" connected (its presence Lease counts 1 instance)", func() bool {
-		l, err := cp.Client().CoordinationV1().Leases(e.ns).Get(context.Background(), "tether-handler-"+e.handler, metav1.GetOptions{})
+		l, err := cp.Client().CoordinationV1().Leases(brokerNS).Get(context.Background(), "tether-handler-"+e.handler, metav1.GetOptions{})
 		return err == nil && l.Annotations["tether.dev/instances"] == "1"
 	})
 	return e
