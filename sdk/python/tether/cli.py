@@ -9,14 +9,12 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import importlib.util
 import logging
-import os
 import sys
 import traceback
 from collections.abc import Sequence
 
-from . import durations, limits, log, runner
+from . import durations, files, limits, log, runner
 from .errors import RejectedError
 from .hooks import ActivityError
 from .registry import get_default_registry
@@ -138,19 +136,7 @@ def load(paths: Sequence[str], modules: Sequence[str]) -> None:
     """Import the handler's code; a file's folder goes first on sys.path,
     as for ``python3 FILE``, so that it imports its siblings."""
     for path in paths:
-        path = os.path.abspath(path)
-        if not os.path.isfile(path):
-            raise FileNotFoundError(f"no such file: {path}")
-        folder = os.path.dirname(path)
-        if folder not in sys.path:
-            sys.path.insert(0, folder)
-        name = os.path.splitext(os.path.basename(path))[0]
-        spec = importlib.util.spec_from_file_location(name, path)
-        if spec is None or spec.loader is None:
-            raise ImportError(f"cannot import {path}")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
+        files.import_file(path)
     for name in modules:
         importlib.import_module(name)
 

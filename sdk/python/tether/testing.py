@@ -24,7 +24,6 @@ import asyncio
 import dataclasses
 import datetime
 import itertools
-import importlib.util
 import json
 import os
 import sys
@@ -33,7 +32,7 @@ import weakref
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
-from . import durations, essence, outcome
+from . import durations, essence, files, outcome
 from .bindings import Kind, Spec
 from .daemons import AsyncDaemonStopped, DaemonStopped, failure
 from .dispatch import Dispatcher
@@ -99,25 +98,11 @@ def load(path: str) -> Handler:
     ids colliding. As for ``python3 -m tether run``, the file's folder goes
     first on sys.path, so that it imports its siblings; the module is
     ``tether_testing_<n>_<file name>`` in sys.modules."""
-    path = os.path.abspath(path)
-    if not os.path.isfile(path):
-        raise FileNotFoundError(f"no such file: {path}")
-    folder = os.path.dirname(path)
-    if folder not in sys.path:
-        sys.path.insert(0, folder)
     name = f"tether_testing_{next(_loads)}_{os.path.splitext(os.path.basename(path))[0]}"
-    spec = importlib.util.spec_from_file_location(name, path)
-    if spec is None or spec.loader is None:
-        raise ImportError(f"cannot import {path}")
-    module = importlib.util.module_from_spec(spec)
     registry = Registry()
     previous = set_default_registry(registry)
-    sys.modules[name] = module
     try:
-        spec.loader.exec_module(module)
-    except BaseException:
-        del sys.modules[name]
-        raise
+        module = files.import_file(path, name)
     finally:
         set_default_registry(previous)
     return Handler(registry, module)
