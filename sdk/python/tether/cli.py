@@ -13,6 +13,7 @@ import logging
 import sys
 import traceback
 from collections.abc import Sequence
+from typing import Any
 
 from . import durations, files, limits, log, runner
 from .errors import RejectedError
@@ -102,6 +103,11 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("-n", "--namespace", action="append", default=[], metavar="NS",
                    help="serve only this namespace (repeatable; default all). A binding that names namespaces "
                         "keeps those of them listed here")
+    r.add_argument("-A", "--all-namespaces", action="store_true",
+                   help="serve every namespace, as without --namespace (Kopf's flag, so its commands work as they are)")
+    r.add_argument("--standalone", action="store_true",
+                   help="accepted for Kopf's sake and changes nothing: instances of a handler share its objects "
+                        "by UID, and there is no peering to leave")
     r.add_argument("--grace", type=_duration, metavar="D",
                    help="ask for this grace: how long the handler may have no instance connected before "
                         "objects being deleted are released (e.g. 30s; default the broker's)")
@@ -141,21 +147,9 @@ def load(paths: Sequence[str], modules: Sequence[str]) -> None:
         importlib.import_module(name)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    p = parser()
-    args = p.parse_args(argv)
-    if not args.paths and not args.module:
-        p.error("run: name the handler's files or modules (-m)")
-    if args.insecure and (args.tls_ca_file or args.tls_server_name):
-        p.error("run: --tls-ca-file and --tls-server-name make no sense with --insecure")
-    log.configure(args.log_format, args.verbose)
-    logger = logging.getLogger("tether")
-    try:
-        load(args.paths, args.module)
-    except Exception:
-        logger.error("cannot load the handler:\n%s", traceback.format_exc().rstrip())
-        return 1
-    settings = dict(
+def settings(args: argparse.Namespace) -> dict[str, Any]:
+    """tether.operator's keywords from the run command's flags."""
+    out = dict(
         name=args.name, broker=tuple(args.broker or (runner.DEFAULT_BROKER,)), window=args.window,
         insecure=args.insecure, token_file=args.token_file, tls_ca_file=args.tls_ca_file,
         tls_server_name=args.tls_server_name,
@@ -163,16 +157,51 @@ def main(argv: Sequence[str] | None = None) -> int:
         drain_timeout=args.drain_timeout, max_backoff=args.max_backoff, priority=priority(args),
         liveness=args.liveness)
     if args.instance_id:
-        settings["instance_id"] = args.instance_id
-    try:
-        runner.run(get_default_registry(), **settings)
-    except runner.ConfigError as e:
-        logger.error("invalid configuration of handler %r: %s", args.name, e)
+        out["instance_id"] = args.instance_id
+    return out
+
+
+def check(p: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """What the parser cannot check alone; exits through p.error."""
+    if not args.paths and not args.module:
+        p.error("run: name the handler's files or modules (-m)")
+    if args.insecure and (args.tls_ca_file or args.tls_server_name):
+        p.error("run: --tls-ca-file and --tls-server-name make no sense with --insecure")
+    if args.all_namespaces and args.namespace:
+        p.error("run: --all-namespaces and --namespace contradict each other")
+
+
+def exit_code(e: BaseException | None, name: str) -> int:
+    """The exit status of a handler that ended with e (None: stopped), with
+    the error logged: 2 for a configuration or a broker that refused it, 1
+    for a startup or cleanup function that failed for good."""
+    logger = logging.getLogger("tether")
+    if isinstance(e, runner.ConfigError):
+        logger.error("invalid configuration of handler %r: %s", name, e)
         return 2
-    except RejectedError as e:
+    if isinstance(e, RejectedError):
         logger.error("%s", e)
         return 2
-    except ActivityError as e:
+    if isinstance(e, ActivityError):
         logger.error("%s", e, exc_info=e.__cause__)
         return 1
+    if e is not None:
+        raise e
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = parser()
+    args = p.parse_args(argv)
+    check(p, args)
+    log.configure(args.log_format, args.verbose)
+    try:
+        load(args.paths, args.module)
+    except Exception:
+        logging.getLogger("tether").error("cannot load the handler:\n%s", traceback.format_exc().rstrip())
+        return 1
+    try:
+        runner.run(get_default_registry(), **settings(args))
+    except (runner.ConfigError, RejectedError, ActivityError) as e:
+        return exit_code(e, args.name)
     return 0
