@@ -44,22 +44,28 @@ func startSecure(t *testing.T, cp *controlplane.ControlPlane, tweaks ...func(*br
 // a Role and a RoleBinding both called name; revoke deletes the binding.
 func (s *secure) grant(t *testing.T, name, sa string, rules ...rbacv1.PolicyRule) (revoke func()) {
 	t.Helper()
+	return s.grantIn(t, s.ns, name, sa, rules...)
+}
+
+// grantIn is grant in namespace ns; sa is the test namespace's.
+func (s *secure) grantIn(t *testing.T, ns, name, sa string, rules ...rbacv1.PolicyRule) (revoke func()) {
+	t.Helper()
 	ctx := context.Background()
 	rbac := s.cp.Client().RbacV1()
-	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: s.ns}, Rules: rules}
-	if _, err := rbac.Roles(s.ns).Create(ctx, role, metav1.CreateOptions{}); err != nil {
+	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Rules: rules}
+	if _, err := rbac.Roles(ns).Create(ctx, role, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	rb := &rbacv1.RoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: s.ns},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
 		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: name},
 		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: sa, Namespace: s.ns}},
 	}
-	if _, err := rbac.RoleBindings(s.ns).Create(ctx, rb, metav1.CreateOptions{}); err != nil {
+	if _, err := rbac.RoleBindings(ns).Create(ctx, rb, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	return func() {
-		if err := rbac.RoleBindings(s.ns).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+		if err := rbac.RoleBindings(ns).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
 			t.Errorf("revoking %s: %v", name, err)
 		}
 	}
@@ -352,10 +358,15 @@ func TestHandlersPatchFacesOtherHandlersWebhooks(t *testing.T) {
 	dyn := cp.EnsureWidgetCRD(t)
 	s := startSecure(t, cp, func(o *broker.Options) { o.Admission = broker.Admission{Listen: "127.0.0.1:0"} })
 	objects := widgetRule("get", "list", "watch", "patch")
-	s.grant(t, "guard", "guard", objects, handlerRule("guard", "connect"))
+	// The widgets live apart from the broker's namespace, which no webhook
+	// is sent.
+	ns := cp.Namespace(t)
+	s.grant(t, "guard", "guard", handlerRule("guard", "connect"))
+	s.grantIn(t, ns, "guard", "guard", objects)
 	s.grantCluster(t, "guard", "guard", rbacv1.PolicyRule{APIGroups: []string{"admissionregistration.k8s.io"},
 		Resources: []string{"validatingwebhookconfigurations"}, Verbs: []string{"create"}})
-	s.grant(t, "writer", "writer", objects, handlerRule("writer", "connect"))
+	s.grant(t, "writer", "writer", handlerRule("writer", "connect"))
+	s.grantIn(t, ns, "writer", "writer", objects)
 
 	guard := s.handler("guard", s.token(t, "guard"))
 	guard.OnValidate(widgets, func(_ context.Context, r *sdk.Review) error {
@@ -363,7 +374,7 @@ func TestHandlersPatchFacesOtherHandlersWebhooks(t *testing.T) {
 			return sdk.Deny("the label forbidden is forbidden")
 		}
 		return nil
-	}, sdk.Namespaces(s.ns), sdk.Failure(sdk.FailClosed))
+	}, sdk.Namespaces(ns), sdk.Failure(sdk.FailClosed))
 	runHandler(t, guard, s.addr)
 	// The webhooks let the broker's own user through, and the test's
 	// client is that user: probe as another.
@@ -373,9 +384,9 @@ func TestHandlersPatchFacesOtherHandlersWebhooks(t *testing.T) {
 	probes := 0
 	eventually(t, "the guard's webhook to refuse a forbidden label", func() bool {
 		probes++
-		w := widget(s.ns, fmt.Sprint("probe-", probes), nil)
+		w := widget(ns, fmt.Sprint("probe-", probes), nil)
 		w.SetLabels(map[string]string{"forbidden": "yes"})
-		_, err := tester.Resource(widgetGVR).Namespace(s.ns).Create(context.Background(), w, metav1.CreateOptions{})
+		_, err := tester.Resource(widgetGVR).Namespace(ns).Create(context.Background(), w, metav1.CreateOptions{})
 		return err != nil && strings.Contains(err.Error(), "the label forbidden is forbidden")
 	})
 
@@ -383,15 +394,15 @@ func TestHandlersPatchFacesOtherHandlersWebhooks(t *testing.T) {
 	writer.OnCreate(widgets, func(_ context.Context, ev *sdk.Event) error {
 		ev.SetLabel("forbidden", "yes")
 		return nil
-	}, sdk.Namespaces(s.ns))
+	}, sdk.Namespaces(ns))
 	runHandler(t, writer, s.addr)
-	create(t, dyn, widgetGVR, widget(s.ns, "w", nil))
+	create(t, dyn, widgetGVR, widget(ns, "w", nil))
 
-	msg := invalidPatchEvent(t, cp, s.ns, "w", "writer")
+	msg := invalidPatchEvent(t, cp, ns, "w", "writer")
 	if !strings.Contains(msg, "the label forbidden is forbidden") {
 		t.Errorf("the Event %q does not carry the webhook's refusal", msg)
 	}
-	if l := get(t, dyn, widgetGVR, s.ns, "w").GetLabels(); l["forbidden"] != "" {
+	if l := get(t, dyn, widgetGVR, ns, "w").GetLabels(); l["forbidden"] != "" {
 		t.Errorf("labels %v: the writer's patch got past the guard's webhook", l)
 	}
 }
