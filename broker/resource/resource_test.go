@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	fakediscovery "k8s.io/client-go/discovery/fake"
 	clienttesting "k8s.io/client-go/testing"
+	"k8s.io/utils/clock"
 	clocktesting "k8s.io/utils/clock/testing"
 )
 
@@ -59,11 +60,7 @@ func gvr(group, version, resource string) schema.GroupVersionResource {
 }
 
 func TestResolve(t *testing.T) {
-	tests := []struct {
-		name string
-		q    Query
-		want Resource
-	}{
+	tests := resolves{
 		{
 			name: "by resource",
 			q:    Query{Version: "v1", Resource: "secrets"},
@@ -115,7 +112,18 @@ func TestResolve(t *testing.T) {
 			want: Resource{GroupVersionResource: gvr("test.tether.dev", "v1", "gadgets"), Kind: "Gadget"},
 		},
 	}
-	r := NewResolver(Options{Discovery: fakeDiscovery()})
+	checkResolves(t, NewResolver(Options{Discovery: fakeDiscovery()}), tests)
+}
+
+type resolves []struct {
+	name string
+	q    Query
+	want Resource
+}
+
+// checkResolves runs each query of tests through r as a subtest.
+func checkResolves(t *testing.T, r *Resolver, tests resolves) {
+	t.Helper()
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got, err := r.Resolve(context.Background(), tt.q)
@@ -287,11 +295,7 @@ func namedDiscovery() *fakediscovery.FakeDiscovery {
 func TestResolveByName(t *testing.T) {
 	kex := Resource{GroupVersionResource: gvr("kopf.dev", "v1", "kopfexamples"), Kind: "KopfExample", Namespaced: true, HasStatus: true}
 	pods := Resource{GroupVersionResource: gvr("", "v1", "pods"), Kind: "Pod", Namespaced: true, HasStatus: true}
-	tests := []struct {
-		name string
-		q    Query
-		want Resource
-	}{
+	tests := resolves{
 		{"the plural in any group", Query{Name: "kopfexamples"}, kex},
 		{"the singular", Query{Name: "kopfexample"}, kex},
 		{"a short name", Query{Name: "kex"}, kex},
@@ -310,18 +314,7 @@ func TestResolveByName(t *testing.T) {
 		{"a name two groups share, narrowed by the group", Query{Group: "other.example.com", Name: "gizmos"},
 			Resource{GroupVersionResource: gvr("other.example.com", "v1", "gizmos"), Kind: "Gizmo"}},
 	}
-	r := NewResolver(Options{Discovery: namedDiscovery()})
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got, err := r.Resolve(context.Background(), tt.q)
-			if err != nil {
-				t.Fatalf("Resolve(%+v): %v", tt.q, err)
-			}
-			if got != tt.want {
-				t.Errorf("Resolve(%+v)\n got %+v\nwant %+v", tt.q, got, tt.want)
-			}
-		})
-	}
+	checkResolves(t, NewResolver(Options{Discovery: namedDiscovery()}), tests)
 }
 
 func TestResolveByNameRefuses(t *testing.T) {
@@ -392,7 +385,7 @@ func TestResolveKeepsASnapshot(t *testing.T) {
 func TestResolveRefreshesAtMostOncePerInterval(t *testing.T) {
 	d := fakeDiscovery()
 	fetches := countingDiscovery(d)
-	clk := clocktesting.NewFakeClock(time.Unix(1000, 0))
+	clk := timerClock{FakeClock: clocktesting.NewFakeClock(time.Unix(1000, 0)), timers: make(chan struct{}, 1)}
 	r := NewResolver(Options{Discovery: d, Clock: clk, MinRefresh: time.Second})
 	ctx := context.Background()
 	if _, err := r.Resolve(ctx, Query{Name: "secrets"}); err != nil {
@@ -405,12 +398,10 @@ func TestResolveRefreshesAtMostOncePerInterval(t *testing.T) {
 		_, err := r.Resolve(ctx, Query{Name: "crons"})
 		done <- err
 	}()
-	deadline := time.Now().Add(10 * time.Second)
-	for !clk.HasWaiters() {
-		if time.Now().After(deadline) {
-			t.Fatal("the miss did not wait for the refresh interval")
-		}
-		time.Sleep(time.Millisecond)
+	select {
+	case <-clk.timers:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the miss did not wait for the refresh interval")
 	}
 	if *fetches != 1 {
 		t.Fatalf("the miss read discovery before the interval was over (%d reads)", *fetches)
@@ -426,6 +417,19 @@ func TestResolveRefreshesAtMostOncePerInterval(t *testing.T) {
 	if *fetches != 2 {
 		t.Errorf("discovery read %d times, want 2", *fetches)
 	}
+}
+
+// timerClock is a fake clock that says on timers when a timer is made, so
+// a test can wait for the code under test to start waiting.
+type timerClock struct {
+	*clocktesting.FakeClock
+	timers chan struct{}
+}
+
+func (c timerClock) NewTimer(d time.Duration) clock.Timer {
+	t := c.FakeClock.NewTimer(d)
+	c.timers <- struct{}{}
+	return t
 }
 
 func TestResolveGivesUpWaitingWithItsContext(t *testing.T) {

@@ -77,14 +77,22 @@ func TestAHelloForANameNotGrantedCompilesNothing(t *testing.T) {
 	}
 }
 
-// gate is an AuthorizeName that holds every Hello until opened.
+// gate is an AuthorizeName that holds every Hello until opened; each
+// Hello that reaches it is said on arrived.
 type gate struct {
-	calls atomic.Int32
-	open  chan struct{}
+	calls   atomic.Int32
+	open    chan struct{}
+	arrived chan struct{}
+	seen    int32 // arrivals await has taken
+}
+
+func newGate() *gate {
+	return &gate{open: make(chan struct{}), arrived: make(chan struct{}, 64)}
 }
 
 func (g *gate) authorizeName(ctx context.Context, _ string, _ int32) error {
 	g.calls.Add(1)
+	g.arrived <- struct{}{}
 	select {
 	case <-g.open:
 		return nil
@@ -93,14 +101,17 @@ func (g *gate) authorizeName(ctx context.Context, _ string, _ int32) error {
 	}
 }
 
+// await waits until calls Hellos in all have reached the gate.
 func (g *gate) await(t *testing.T, calls int32) {
 	t.Helper()
-	deadline := time.Now().Add(wait)
-	for g.calls.Load() < calls {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d Hellos reached the check, want %d", g.calls.Load(), calls)
+	deadline := time.After(wait)
+	for g.seen < calls {
+		select {
+		case <-g.arrived:
+			g.seen++
+		case <-deadline:
+			t.Fatalf("%d Hellos reached the check, want %d", g.seen, calls)
 		}
-		time.Sleep(time.Millisecond)
 	}
 }
 
@@ -109,7 +120,7 @@ func (g *gate) await(t *testing.T, calls int32) {
 // checked; one identity's Hellos do not hold back another's until the
 // broker's bound, and the places free when the Hellos are answered.
 func TestHellosUnderWayAreBoundedPerIdentityAndInAll(t *testing.T) {
-	g := &gate{open: make(chan struct{})}
+	g := newGate()
 	h := start(t, Options{AuthorizeName: g.authorizeName, MaxHellosPerIdentity: 2, MaxHellos: 3})
 	var held []*client
 	steps := []struct {
