@@ -12,39 +12,37 @@ import (
 // then, while the object's other bindings go on; the pass looks again when
 // the soonest is due.
 type tries struct {
-	n  map[string]int
-	at map[string]time.Time
+	byID map[string]try
+}
+
+// try is one binding's failed attempts: how many, and when it is due again.
+type try struct {
+	n   int
+	due time.Time
 }
 
 // attempts is how many attempts binding id made and failed.
-func (t *tries) attempts(id string) int { return t.n[id] }
+func (t *tries) attempts(id string) int { return t.byID[id].n }
 
 // left is how long binding id is still in backoff at now: zero when it is
-// due.
+// due (or never failed: due is then the zero time).
 func (t *tries) left(id string, now time.Time) time.Duration {
-	at, ok := t.at[id]
-	if !ok {
-		return 0
-	}
-	return max(at.Sub(now), 0)
+	return max(t.byID[id].due.Sub(now), 0)
 }
 
-// failed records binding id's n-th failed attempt, to be tried again at at.
-func (t *tries) failed(id string, n int, at time.Time) {
-	if t.n == nil {
+// failed records binding id's n-th failed attempt, to be tried again at due.
+func (t *tries) failed(id string, n int, due time.Time) {
+	if t.byID == nil {
 		// Made when first written: most bindings never fail.
-		t.n, t.at = map[string]int{}, map[string]time.Time{}
+		t.byID = map[string]try{}
 	}
-	t.n[id], t.at[id] = n, at
+	t.byID[id] = try{n: n, due: due}
 }
 
 // end forgets binding id's attempts: it is done, or the broker gave up.
-func (t *tries) end(id string) {
-	delete(t.n, id)
-	delete(t.at, id)
-}
+func (t *tries) end(id string) { delete(t.byID, id) }
 
-func (t *tries) empty() bool { return len(t.n) == 0 }
+func (t *tries) empty() bool { return len(t.byID) == 0 }
 
 // triesOf is where binding b's attempts are kept: an event binding's belong
 // to the raw event it is delivering, the others' to the cause (resetCause
