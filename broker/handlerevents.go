@@ -100,14 +100,14 @@ func handlerEvent(e *tetherv1.HandlerEvent, about corev1.ObjectReference) (ref c
 // recorder returns the recorder of handler acting as as, making it on
 // first use.
 func (h *handlerEvents) recorder(handler string, as *authenticationv1.UserInfo) (record.EventRecorder, error) {
-	cfg := rest.CopyConfig(h.cfg)
 	key := handler
+	var imp rest.ImpersonationConfig
 	if h.impersonate {
 		if as == nil {
 			return nil, errors.New("the instance has no identity to post as")
 		}
-		cfg.Impersonate = impersonation(*as)
-		key += "\x00" + identityKey(cfg.Impersonate)
+		imp = impersonation(*as)
+		key += "\x00" + identityKey(imp)
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -116,6 +116,10 @@ func (h *handlerEvents) recorder(handler string, as *authenticationv1.UserInfo) 
 		r.used = h.used
 		return r.rec, nil
 	}
+	// The config is copied only for a recorder that is made: most acks
+	// with Events find theirs.
+	cfg := rest.CopyConfig(h.cfg)
+	cfg.Impersonate = imp
 	kube, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("making a client that posts Events as handler %s: %w", handler, err)
