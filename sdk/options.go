@@ -23,7 +23,8 @@ const (
 	DefaultReconnectMin = 500 * time.Millisecond
 	// DefaultReconnectMax brings a handler back within about 2 s of the
 	// broker being ready again, so that a failover costs the lease and not
-	// the backoff (10 s had made it wait up to 13 s more: docs/bench.md);
+	// the backoff (a 10 s cap made a handler come back up to 13 s after the
+	// broker was ready, in the failover benchmark);
 	// a broker that stays away costs one connection attempt every 2 s. It
 	// is well inside the broker's default grace of 30 s, counted from when
 	// the broker is ready, in which a handler must be back before the
