@@ -65,7 +65,7 @@ type daemons struct {
 // process starts a daemon per matching daemon binding on the object's
 // owner, takes exit reports, restarts where the binding asks, and stops
 // daemons whose object no longer matches.
-func (ds *daemons) process(ctx context.Context, o *object) error {
+func (ds *daemons) process(ctx context.Context, o *object) result {
 	ds.takeExits(o)
 	for _, b := range ds.bindingsOf(o) {
 		if b.Kind != binding.Daemon {
@@ -76,7 +76,7 @@ func (ds *daemons) process(ctx context.Context, o *object) error {
 		ds.mu.Unlock()
 		if !ds.matchesCur(b, o) {
 			if err := ds.stop(ctx, o, b, "the object no longer matches"); err != nil {
-				return err
+				return failedWith(err)
 			}
 			continue
 		}
@@ -91,7 +91,7 @@ func (ds *daemons) process(ctx context.Context, o *object) error {
 			// The object moved to another instance: stop the daemon where it
 			// runs, then start it on the new owner.
 			if err := ds.stop(ctx, o, b, "the object moved to another instance"); err != nil {
-				return err
+				return failedWith(err)
 			}
 			d = nil
 		}
@@ -104,20 +104,20 @@ func (ds *daemons) process(ctx context.Context, o *object) error {
 		if d != nil {
 			d0.Attempt = uint32(d.failures) // the failed runs are attempts before this start's
 		}
-		ack, in, wait, err := ds.deliver.call(ctx, o, b, d0)
-		if err != nil {
-			return err
+		rep := ds.deliver.call(ctx, o, b, d0)
+		if rep.aborts() {
+			return rep.result
 		}
-		if wait > 0 {
-			ds.sched.Schedule(timer.Key{UID: o.uid, Name: restartKey(b.ID)}, ds.clock.Now().Add(wait))
+		if rep.after > 0 {
+			ds.sched.Schedule(timer.Key{UID: o.uid, Name: restartKey(b.ID)}, ds.clock.Now().Add(rep.after))
 			ds.set(o, b.ID, d.next(nil))
 			continue
 		}
-		if ack.GetOutcome() == tetherv1.Outcome_OUTCOME_OK {
-			ds.set(o, b.ID, d.next(in))
+		if rep.ack.GetOutcome() == tetherv1.Outcome_OUTCOME_OK {
+			ds.set(o, b.ID, d.next(rep.in))
 		}
 	}
-	return nil
+	return goOn
 }
 
 func (ds *daemons) set(o *object, id string, d *daemon) {

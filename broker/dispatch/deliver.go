@@ -34,38 +34,51 @@ func nextDeliveryID() string {
 	return deliveryPrefix + "-" + strconv.FormatUint(deliverySeq.Add(1), 10)
 }
 
-// errAbsent ends a wait for an instance once the handler is past its grace.
-var errAbsent = errors.New("handler is absent")
+// delivery is how a pass delivers to the handler's instances and awaits
+// their acks: the deliverer, or a fake in the unit tests of the pass.
+type delivery interface {
+	call(ctx context.Context, o *object, b *binding.Binding, d *tetherv1.Delivery) reply
+}
 
-// errObjectChanged ends a wait for an instance when the object changed.
-var errObjectChanged = errors.New("the object changed while waiting for an instance")
+// reply is how one delivery ended for its binding: ack, from instance in,
+// when the binding is done with the change (OK, or FAIL, which includes
+// retries running out); else its result says when to try again (a wait),
+// or why the pass stops.
+type reply struct {
+	ack *tetherv1.Ack
+	in  *session.Instance
+	result
+}
 
 // deliverer sends one handler's deliveries to the instance that owns the
 // object and turns the acks into outcomes: done, or try again after a delay.
 type deliverer struct{ *handler }
 
 // call delivers d for binding b to the object's owner and interprets the
-// ack. It returns the ack when the binding is finished with this change
-// (OK, or FAIL, which includes retries running out), or wait > 0 when it
-// must be tried again later: it asked to be retried now, or earlier and
-// its backoff has not run out (then nothing is sent). It waits while no
-// instance is connected; an instance that leaves before it acks does not
-// use up an attempt, the delivery goes to the next owner. in is the
-// instance that answered. d's Attempt, when set, counts attempts before
-// this delivery's first (a daemon's failed runs): the handler is told them,
-// retries do not count them.
-func (dl *deliverer) call(ctx context.Context, o *object, b *binding.Binding, d *tetherv1.Delivery) (ack *tetherv1.Ack, in *session.Instance, wait time.Duration, err error) {
+// ack. It replies with the ack when the binding is finished with this
+// change, or a wait when it must be tried again later: it asked to be
+// retried now, or earlier and its backoff has not run out (then nothing is
+// sent). It waits while no instance is connected; an instance that leaves
+// before it acks does not use up an attempt, the delivery goes to the next
+// owner. d's Attempt, when set, counts attempts before this delivery's
+// first (a daemon's failed runs): the handler is told them, retries do not
+// count them.
+func (dl *deliverer) call(ctx context.Context, o *object, b *binding.Binding, d *tetherv1.Delivery) reply {
 	tries := o.work.triesOf(b)
 	if left := tries.left(b.ID, dl.clock.Now()); left > 0 {
-		return nil, nil, left, nil
+		return reply{result: lookAgainIn(left)}
 	}
 	attempt := tries.attempts(b.ID) + 1
 	d.Attempt += uint32(attempt)
+	var ack *tetherv1.Ack
+	var in *session.Instance
 	for ack == nil {
 		var moved <-chan struct{}
-		if in, moved, err = dl.waitOwner(ctx, o); err != nil {
-			return nil, nil, 0, err
+		var res result
+		if in, moved, res = dl.waitOwner(ctx, o); res.stops() {
+			return reply{result: res}
 		}
+		var err error
 		ack, err = dl.deliverTo(ctx, in, o, b, d, b.Retry.Timeout, moved)
 		dl.postEvents(o, in, ack)
 		if ack.GetOutcome() == tetherv1.Outcome_OUTCOME_RETRY && in.Leaving() {
@@ -87,13 +100,13 @@ func (dl *deliverer) call(ctx context.Context, o *object, b *binding.Binding, d 
 		case errors.Is(err, session.ErrGone), errors.Is(err, session.ErrLeaving):
 			dl.log.Debug("instance left before acking; re-sending", "instance", in.ID, "delivery", d.Id)
 		case ctx.Err() != nil:
-			return nil, nil, 0, ctx.Err()
+			return reply{result: failedWith(ctx.Err())}
 		case err != nil:
 			ack = &tetherv1.Ack{Outcome: tetherv1.Outcome_OUTCOME_RETRY, Message: fmt.Sprintf("no ack within %v", b.Retry.Timeout)}
 		}
 	}
-	ack, wait = dl.judge(o, b, ack, attempt)
-	return ack, in, wait, nil
+	ack, wait := dl.judge(o, b, ack, attempt)
+	return reply{ack: ack, in: in, result: lookAgainIn(wait)}
 }
 
 // deliverTo makes one attempt to deliver d to in, waiting at most timeout
@@ -178,27 +191,27 @@ func (dl *deliverer) judge(o *object, b *binding.Binding, ack *tetherv1.Ack, att
 	return nil, wait
 }
 
-// waitOwner blocks until some instance can take the object, or returns
-// errAbsent once the handler is past its grace, or errObjectChanged when
-// the informer saw the object change meanwhile (deleted, say): what it
-// needs may be another thing now, and a worker waiting here must not keep
-// it from that. changed closes when the instances change, after which the
-// owner may be another.
-func (dl *deliverer) waitOwner(ctx context.Context, o *object) (in *session.Instance, changed <-chan struct{}, err error) {
+// waitOwner blocks until some instance can take the object. It cuts the
+// pass short once the handler is past its grace (cutAbsent), or when the
+// informer saw the object change meanwhile (cutChanged: deleted, say):
+// what it needs may be another thing now, and a worker waiting here must
+// not keep it from that. changed closes when the instances change, after
+// which the owner may be another.
+func (dl *deliverer) waitOwner(ctx context.Context, o *object) (in *session.Instance, changed <-chan struct{}, res result) {
 	for {
 		in, changed := dl.pool.owner(o.uid)
 		if in != nil {
-			return in, changed, nil
+			return in, changed, goOn
 		}
 		if dl.presence.now() >= contract.Absent {
-			return nil, nil, errAbsent
+			return nil, nil, result{cut: cutAbsent}
 		}
 		select {
 		case <-changed:
 		case <-o.seen:
-			return nil, nil, errObjectChanged
+			return nil, nil, result{cut: cutChanged}
 		case <-ctx.Done():
-			return nil, nil, ctx.Err()
+			return nil, nil, failedWith(ctx.Err())
 		}
 	}
 }

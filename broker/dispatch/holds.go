@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"github.com/tether-dev/tether/broker/hold"
-	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
@@ -73,18 +72,18 @@ func (r *reconciler) deletionWork(o *object, obj *unstructured.Unstructured) con
 // absent_release_after the hold is stripped (rule 3d), paced by the release
 // limiter, to be added again on return. Objects being deleted are
 // deletion's.
-func (r *reconciler) absent(ctx context.Context, o *object, obj *unstructured.Unstructured, p contract.Presence) (time.Duration, error) {
+func (r *reconciler) absent(ctx context.Context, o *object, obj *unstructured.Unstructured, p contract.Presence) result {
 	held := hold.Has(obj, r.name)
 	dec := contract.Decide(contract.Object{Held: held, Policy: r.policy(r.bindingsOf(o), obj)}, p)
 	if dec.Action != contract.Release {
-		return 0, nil
+		return goOn
 	}
 	if dec.Rule == contract.RuleLongAbsent {
 		// Waiting for the turn frees the worker (see WriteLimiter): releases
 		// of objects being deleted must not queue behind these.
-		if wait := r.writes.releaseTurn(o); wait > 0 {
-			return wait, nil
+		if wait := r.writer.releaseTurn(o); wait > 0 {
+			return lookAgainIn(wait)
 		}
 	}
-	return r.writes.apply(ctx, o, r.releaseWrite(dec.Rule))
+	return r.write(ctx, o, r.releaseWrite(dec.Rule))
 }

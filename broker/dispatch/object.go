@@ -31,11 +31,12 @@ type rawEvent struct {
 	seq uint64
 }
 
-// object is what one handler's runtime knows about one object (one UID).
-// Its fields are written by informer handlers and read by workers under
-// handler.mu, except the ones marked worker-owned, which belong to the one
-// worker that holds the UID (the queue never gives a UID to two workers at
-// once). Fields that hold pointers come first and the flags last, packed.
+// object is what one handler's runtime knows about one object (one UID),
+// in two parts: what the informer's handlers, the scheduler and the
+// instances write (observed), under handler.mu, and the rest, which only
+// the worker that holds the UID touches, without a lock: the queue never
+// gives a UID to two workers at once. A pass takes the observed part it
+// works on in one go, as a sight, at its start.
 //
 // An object with a timer or a daemon is kept between passes, so at 100,000
 // objects its size is the runtime's share of the heap that every garbage
@@ -44,26 +45,46 @@ type rawEvent struct {
 type object struct {
 	uid types.UID
 	res *resource.Resource // the subscription's, shared by its objects
-	obj *informer.Object   // latest state seen, in its cached form
+	observed
+
+	// The worker's own, from here on.
+
+	// cur is the state the current pass works on, and view its decoded
+	// form, made the first time a part of the pass needs more than cur's
+	// fields (a tick of an unchanged object mostly does not), and never
+	// changed. Both are dropped when the pass ends: between passes only
+	// the cache keeps the object, as JSON.
+	cur  *informer.Object
+	view *unstructured.Unstructured
+	// work is the worker's state of the change being handled and of the
+	// object's writes. A pass starts with one (begin) and drops it when it
+	// ends empty (endPass): between passes most objects have none.
+	work *objectWork
+	// timers are the timer bindings scheduled for this object.
+	timers idSet
+	// settled is the resourceVersion whose lifecycle handling is complete;
+	// a tick on an unchanged object need not work out the cause again.
+	settled string
+	// listed: the object was seen in an initial list (a broker start, the
+	// handler's return) and its timers have not been looked at since;
+	// their first ticks are spread over one interval.
+	listed bool
+	// daemonTimedOut: a daemon did not acknowledge stop while the object
+	// was being deleted, so its hold is released by that timeout.
+	daemonTimedOut bool
+}
+
+// observed is the part of an object written under handler.mu by the
+// informer's handlers, the scheduler and the instances' reports. Fields
+// that hold pointers come first and the flags last, packed.
+type observed struct {
+	obj *informer.Object // latest state seen, in its cached form
 
 	// seen gets a token (buffered, never blocks) on every informer
 	// notification during a pass, to end the worker's wait for an
 	// instance. It exists only while a pass runs: between passes the
 	// object keeps no channel.
 	seen chan struct{}
-	// cur (worker-owned) is the state the current pass works on, and view
-	// its decoded form, made the first time a part of the pass needs more
-	// than cur's fields (a tick of an unchanged object mostly does not),
-	// and never changed. Both are dropped when the pass ends: between passes only
-	// the cache keeps the object, as JSON.
-	cur  *informer.Object
-	view *unstructured.Unstructured
-	// work (worker-owned) is the worker's state of the change being handled
-	// and of the object's writes. A pass starts with one (begin) and drops
-	// it when it ends empty (endPass): between passes most objects have
-	// none.
-	work *objectWork
-
 	// exitEvent is the raw DELETED of an object a filtered informer said
 	// deleted (exited), for event bindings, delivered only if the object is
 	// really gone.
@@ -77,12 +98,6 @@ type object struct {
 	// due holds the ticks and restarts the scheduler fired, with when they
 	// were due.
 	due dueSet
-	// timers (worker-owned) are the timer bindings scheduled for this object.
-	timers idSet
-	// settled (worker-owned) is the resourceVersion whose lifecycle
-	// handling is complete; a tick on an unchanged object need not work out
-	// the cause again.
-	settled string
 	// changed is when the object last changed, for idle timers.
 	changed time.Time
 
@@ -95,14 +110,29 @@ type object struct {
 	// is at rest and forgotten.
 	outside bool
 	initial bool // seen in an initial list: resume applies
-	// listed (worker-owned): the object was seen in an initial list (a
-	// broker start, the handler's return) and its timers have not been
-	// looked at since; their first ticks are spread over one interval.
-	listed bool
-	// daemonTimedOut (worker-owned): a daemon did not acknowledge stop while
-	// the object was being deleted, so its hold is released by that
-	// timeout.
-	daemonTimedOut bool
+}
+
+// sight is what a pass takes of an object's observed part, in one go
+// under handler.mu: the state to work on and what the informer said of it.
+type sight struct {
+	obj     *informer.Object
+	gone    bool // the watch said deleted
+	confirm bool // it left a filtered informer, or is outside it: confirmExit reads it
+	initial bool // seen in an initial list
+	events  bool // raw events are queued
+}
+
+// sight is o's observed part as a pass sees it. o's lock (handler.mu) must
+// be held.
+func (o *object) sight() sight {
+	return sight{obj: o.obj, gone: o.gone, confirm: o.exited || o.outside, initial: o.initial, events: len(o.events) > 0}
+}
+
+// load makes c the state the pass works on.
+func (o *object) load(c *informer.Object) {
+	if c != o.cur {
+		o.cur, o.view = c, nil
+	}
 }
 
 // objectWork is what one object's worker keeps of the change it handles and

@@ -11,7 +11,7 @@ import (
 // at rest, so anything still to do for it must keep it.
 func TestObjectAtRestOnlyWhenNothingIsUnderWay(t *testing.T) {
 	rest := func() *object {
-		return &object{uid: "u", obj: &informer.Object{ResourceVersion: "5"}, settled: "5", work: &objectWork{}}
+		return &object{uid: "u", observed: observed{obj: &informer.Object{ResourceVersion: "5"}}, settled: "5", work: &objectWork{}}
 	}
 	if !rest().atRest() {
 		t.Fatal("a settled object with nothing to do is not at rest")

@@ -19,80 +19,104 @@ import (
 )
 
 // reconciler decides and does what one object of a handler needs, one
-// object at a time: the queue never hands a UID to two workers.
+// object at a time: the queue never hands a UID to two workers. It
+// delivers through deliver and writes through writer, which the unit tests
+// of the pass replace with fakes.
 type reconciler struct {
 	*handler
-	deliver *deliverer
+	deliver delivery
+	writer  writer
 	timers  *timers
 	daemons *daemons
 }
 
-// reconcile decides and does what one object needs now. It returns a delay
-// when it must look again later (a retry, or a write waiting for its turn
-// under the write limiter), or an error to be retried with the queue's rate
-// limit (a refused write). A write waiting for its turn stays pending on the
-// object and frees the worker: deliveries to other objects that write
-// nothing go on meanwhile.
+// writer makes the writes of a pass: the handler's objectWriter, or a fake
+// in the unit tests of the pass.
+type writer interface {
+	// apply makes w against the state the pass works on; it returns how
+	// long w still waits for its turn, or why it did not land.
+	apply(ctx context.Context, o *object, w *write) (time.Duration, error)
+	// releaseTurn is how long a release of a long-absent handler's hold
+	// still waits for its turn.
+	releaseTurn(o *object) time.Duration
+}
+
+// write makes w and says what the pass does next.
+func (r *reconciler) write(ctx context.Context, o *object, w *write) result {
+	wait, err := r.writer.apply(ctx, o, w)
+	return result{after: wait, err: err}
+}
+
+// reconcile decides and does what one object needs now. Its result looks
+// again later (a retry, or a write waiting for its turn under the write
+// limiter), or retries with the queue's rate limit (a refused write). A
+// write waiting for its turn stays pending on the object and frees the
+// worker: deliveries to other objects that write nothing go on meanwhile.
 //
 // The raw events go first, then the rest of the object's work. A binding
 // in backoff is passed over until it is due, and the pass goes on with the
-// others: the delay returned is the soonest one due.
-func (r *reconciler) reconcile(ctx context.Context, uid types.UID) (time.Duration, error) {
+// others: the wait returned is the soonest one due.
+func (r *reconciler) reconcile(ctx context.Context, uid types.UID) result {
 	r.mu.Lock()
 	o := r.objects[uid]
+	var s sight
+	if o != nil {
+		// Only what the informer sees from now on may end a wait for an
+		// instance (waitOwner): the notification that queued this pass is in.
+		o.seen = make(chan struct{}, 1)
+		o.begin()
+		s = o.sight()
+	}
 	r.mu.Unlock()
 	if o == nil {
-		return 0, nil
+		return goOn
 	}
-	// Only what the informer sees from now on may end a wait for an
-	// instance (waitOwner): the notification that queued this pass is in.
-	r.mu.Lock()
-	o.seen = make(chan struct{}, 1)
-	o.begin()
-	exited := o.exited || o.outside
-	r.mu.Unlock()
 	defer func() {
 		r.mu.Lock()
 		o.endPass()
 		r.mu.Unlock()
 	}()
-	if exited {
+	if s.confirm {
 		if err := r.confirmExit(ctx, o); err != nil {
-			return 0, err
+			return failedWith(err)
 		}
+		s = r.sight(o)
 	}
-	r.load(o)
+	o.load(s.obj)
 	pres := r.presence.now()
-	var events time.Duration
-	if pres >= contract.Absent {
+	events := goOn
+	switch {
+	case pres >= contract.Absent:
 		// Raw events are not kept for a handler past its grace: nothing
 		// would take them, and they must not stand before a release.
-		r.dropRawEvents(o)
-	} else {
-		var err error
-		if events, err = r.flushRawEvents(ctx, o); err != nil {
-			return 0, err
+		r.dropRawEvents(o, s.events)
+	case s.events:
+		if events = r.flushRawEvents(ctx, o); events.aborts() {
+			return events
 		}
+		// The informer may have seen more while they were delivered.
+		s = r.sight(o)
+		o.load(s.obj)
 	}
-	wait, err := r.lifecycle(ctx, o, pres)
-	if err != nil {
-		return 0, err
-	}
-	return sooner(wait, events), nil
+	return r.lifecycle(ctx, o, s, pres).sooner(events.after)
+}
+
+// sight takes what the informer saw of o since the pass began.
+func (r *reconciler) sight(o *object) sight {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return o.sight()
 }
 
 // lifecycle does the object's work but its raw events: a pending write,
-// the deletion work, the create, update or resume, ticks and daemons.
-func (r *reconciler) lifecycle(ctx context.Context, o *object, pres contract.Presence) (time.Duration, error) {
-	r.mu.Lock()
-	gone, initial := o.gone, o.initial
-	r.mu.Unlock()
-	r.load(o)
-	if initial {
+// the deletion work, the create, update or resume, ticks and daemons. s is
+// what the informer saw, taken at the pass's start.
+func (r *reconciler) lifecycle(ctx context.Context, o *object, s sight, pres contract.Presence) result {
+	if s.initial {
 		o.listed = true
 	}
-	if gone {
-		return 0, r.gone(ctx, o)
+	if s.gone {
+		return failedWith(r.gone(ctx, o))
 	}
 	if o.work.pending != nil {
 		// When a release of a deleted object removes its last finalizer,
@@ -101,23 +125,23 @@ func (r *reconciler) lifecycle(ctx context.Context, o *object, pres contract.Pre
 		// does when the release is made at once, or it would decide on
 		// that answer and release the hold again.
 		released := o.work.pending.removeHold && o.cur.Deleting
-		wait, err := r.writes.apply(ctx, o, o.work.pending)
+		res := r.write(ctx, o, o.work.pending)
 		switch {
-		case errors.Is(err, errRefused) && (o.cur.Deleting || pres >= contract.Absent):
+		case errors.Is(res.err, errRefused) && (o.cur.Deleting || pres >= contract.Absent):
 			// A write the API server keeps refusing must not keep the
 			// object from its deletion work or from a release.
 			o.work.pending = nil
-		case err != nil || wait > 0:
-			return wait, err
+		case res.stops():
+			return res
 		case released:
-			return 0, nil
+			return goOn
 		}
 		r.load(o)
 	}
 	if o.cur.Deleting {
 		if broken(breakTickDeleting) {
-			if wait, err := r.timers.process(ctx, o); wait > 0 || err != nil {
-				return wait, err
+			if res := r.timers.process(ctx, o); res.stops() {
+				return res
 			}
 		}
 		return r.deletion(ctx, o, o.decoded())
@@ -125,9 +149,9 @@ func (r *reconciler) lifecycle(ctx context.Context, o *object, pres contract.Pre
 	if pres >= contract.Absent {
 		return r.absent(ctx, o, o.decoded(), pres)
 	}
-	if initial || o.settled != o.cur.ResourceVersion {
-		if wait, err := r.live(ctx, o, o.decoded(), initial, pres); wait > 0 || err != nil {
-			return wait, err
+	if s.initial || o.settled != o.cur.ResourceVersion {
+		if res := r.live(ctx, o, o.decoded(), s.initial, pres); res.stops() {
+			return res
 		}
 		r.load(o)
 		if o.work.pending == nil {
@@ -136,10 +160,10 @@ func (r *reconciler) lifecycle(ctx context.Context, o *object, pres contract.Pre
 	}
 	// An unchanged object's ticks and daemons mostly need only cur's
 	// fields: they decode it when a filter or an answer needs more.
-	if wait, err := r.timers.process(ctx, o); wait > 0 || err != nil {
-		return wait, err
+	if res := r.timers.process(ctx, o); res.stops() {
+		return res
 	}
-	return 0, r.daemons.process(ctx, o)
+	return r.daemons.process(ctx, o)
 }
 
 // load makes the latest state the informer or a write gave the object the
@@ -148,9 +172,7 @@ func (r *reconciler) load(o *object) {
 	r.mu.Lock()
 	c := o.obj
 	r.mu.Unlock()
-	if c != o.cur {
-		o.cur, o.view = c, nil
-	}
+	o.load(c)
 }
 
 // gone forgets an object the watch says is deleted, after stopping
@@ -173,7 +195,7 @@ func (r *reconciler) gone(ctx context.Context, o *object) error {
 // live handles an object that is not being deleted: it works out
 // the cause (create, update, resume), delivers it to every matching binding,
 // and then writes the outcome with the hold in one patch.
-func (r *reconciler) live(ctx context.Context, o *object, obj *unstructured.Unstructured, initial bool, pres contract.Presence) (time.Duration, error) {
+func (r *reconciler) live(ctx context.Context, o *object, obj *unstructured.Unstructured, initial bool, pres contract.Presence) result {
 	bindings := r.bindingsOf(o)
 	dec := contract.Decide(contract.Object{Held: hold.Has(obj, r.name), Policy: r.policy(bindings, obj)}, pres)
 	old, handled, err := r.lastHandled(o, obj)
@@ -209,17 +231,16 @@ func (r *reconciler) live(ctx context.Context, o *object, obj *unstructured.Unst
 			o.markDone(b.ID)
 			continue
 		}
-		d := causeDelivery(o, b, kind, cause, obj, old, diff)
-		ack, in, w, err := r.deliver.call(ctx, o, b, d)
-		if err != nil {
-			return 0, err
+		rep := r.deliver.call(ctx, o, b, causeDelivery(o, b, kind, cause, obj, old, diff))
+		if rep.aborts() {
+			return rep.result
 		}
-		if w > 0 {
-			wait = sooner(wait, w) // in backoff: the others go on
+		if rep.after > 0 {
+			wait = sooner(wait, rep.after) // in backoff: the others go on
 			continue
 		}
-		if ack.GetOutcome() == tetherv1.Outcome_OUTCOME_OK {
-			if err := o.work.acc.add(b.ID, ack, in.User); err != nil {
+		if rep.ack.GetOutcome() == tetherv1.Outcome_OUTCOME_OK {
+			if err := o.work.acc.add(b.ID, rep.ack, rep.in.User); err != nil {
 				r.invalidPatch(obj, b, err)
 			}
 		}
@@ -230,17 +251,22 @@ func (r *reconciler) live(ctx context.Context, o *object, obj *unstructured.Unst
 		// retry: the object may be deleted while the handler fails, and
 		// its delete bindings must still run then.
 		if dec.Action == contract.Add && !hold.Has(obj, r.name) {
-			if paced, err := r.writes.apply(ctx, o, &write{addHold: true}); paced > 0 || err != nil {
-				return paced, err
+			if res := r.write(ctx, o, &write{addHold: true}); res.stops() {
+				return res
 			}
 		}
-		return wait, nil
+		return lookAgainIn(wait)
 	}
+	return r.outcome(ctx, o, obj, bindings, cause, dec, initial)
+}
 
+// outcome writes what the acks of a handled change asked for, with the
+// last-handled state and the hold as the contract decided, in one write.
+func (r *reconciler) outcome(ctx context.Context, o *object, obj *unstructured.Unstructured, bindings []*binding.Binding, cause string, dec contract.Decision, initial bool) result {
 	w := o.work.acc.write(r.name)
 	if cause != "" && r.tracksState(bindings, obj) {
 		if err := w.recordHandled(r.name, obj.Object); err != nil {
-			return 0, err
+			return failedWith(fmt.Errorf("recording %s/%s as handled: %w", obj.GetNamespace(), obj.GetName(), err))
 		}
 	}
 	switch held := hold.Has(obj, r.name); {
@@ -250,17 +276,21 @@ func (r *reconciler) live(ctx context.Context, o *object, obj *unstructured.Unst
 		r := r.releaseWrite(dec.Rule)
 		w.removeHold, w.release, w.landed = true, r.release, r.landed
 	}
-	r.mu.Lock()
-	o.initial = false
-	r.mu.Unlock()
-	if w.empty() {
-		return 0, nil
+	if initial {
+		// Only the initial list this pass saw is handled: one the informer
+		// or the handler's return marked since stays for the next pass.
+		r.mu.Lock()
+		o.initial = false
+		r.mu.Unlock()
 	}
-	if wait, err := r.writes.apply(ctx, o, w); wait > 0 || err != nil {
-		return wait, err
+	if w.empty() {
+		return goOn
+	}
+	if res := r.write(ctx, o, w); res.stops() {
+		return res
 	}
 	o.resetCause("")
-	return 0, nil
+	return goOn
 }
 
 // causeDelivery is the delivery of cause to binding b, as kind: an update
@@ -326,12 +356,12 @@ func (r *reconciler) tracksState(bindings []*binding.Binding, obj *unstructured.
 // its timers and daemons, deliver its delete bindings) and releases the
 // handler's hold when the contract says so: the work is done, a daemon
 // timed out, or the handler is past its grace.
-func (r *reconciler) deletion(ctx context.Context, o *object, obj *unstructured.Unstructured) (time.Duration, error) {
+func (r *reconciler) deletion(ctx context.Context, o *object, obj *unstructured.Unstructured) result {
 	if !broken(breakTickDeleting) {
 		r.timers.stopAll(o)
 	}
 	if err := r.daemons.stopAll(ctx, o, "the object is being deleted"); err != nil {
-		return 0, err
+		return failedWith(err)
 	}
 	o.resetCause("delete")
 	policy := r.policy(r.bindingsOf(o), obj)
@@ -340,16 +370,15 @@ func (r *reconciler) deletion(ctx context.Context, o *object, obj *unstructured.
 		dec := contract.Decide(state, r.presence.now())
 		if !dec.Deliver {
 			if dec.Action != contract.Release || broken(breakKeepHolds) {
-				return 0, nil
+				return goOn
 			}
-			return r.writes.apply(ctx, o, r.releaseWrite(dec.Rule))
+			return r.write(ctx, o, r.releaseWrite(dec.Rule))
 		}
-		wait, err := r.deliverDeletes(ctx, o, obj, state.Work)
-		switch {
-		case errors.Is(err, errAbsent):
+		switch res := r.deliverDeletes(ctx, o, obj, state.Work); {
+		case res.cut == cutAbsent:
 			// The grace ran out while it waited for an instance: decide again.
-		case wait > 0 || err != nil:
-			return wait, err
+		case res.stops():
+			return res
 		}
 	}
 }
@@ -359,7 +388,7 @@ func (r *reconciler) deletion(ctx context.Context, o *object, obj *unstructured.
 // all are done, some only because the broker gave up on them, and the
 // contract still wants the work (STRICT), those are tried again after the
 // longest backoff.
-func (r *reconciler) deliverDeletes(ctx context.Context, o *object, obj *unstructured.Unstructured, work contract.Work) (time.Duration, error) {
+func (r *reconciler) deliverDeletes(ctx context.Context, o *object, obj *unstructured.Unstructured, work contract.Work) result {
 	var again, wait time.Duration
 	for _, b := range r.bindingsOf(o) {
 		if b.Kind != binding.Delete || !r.matches(b, obj, nil) {
@@ -376,28 +405,27 @@ func (r *reconciler) deliverDeletes(ctx context.Context, o *object, obj *unstruc
 		}
 		if strict := b.Policy == binding.PolicyStrict; broken(breakSkipDeletes) && !strict || broken(breakSkipStrict) && strict {
 			o.markDone(b.ID)
-			return 0, nil
+			return goOn
 		}
-		d := &tetherv1.Delivery{Kind: tetherv1.DeliveryKind_DELIVERY_KIND_DELETE, Object: o.json()}
-		_, _, w, err := r.deliver.call(ctx, o, b, d)
-		if err != nil {
-			return 0, err
+		rep := r.deliver.call(ctx, o, b, &tetherv1.Delivery{Kind: tetherv1.DeliveryKind_DELIVERY_KIND_DELETE, Object: o.json()})
+		if rep.aborts() {
+			return rep.result
 		}
-		if w > 0 {
-			wait = sooner(wait, w) // in backoff: the others go on
+		if rep.after > 0 {
+			wait = sooner(wait, rep.after) // in backoff: the others go on
 			continue
 		}
 		o.markDone(b.ID)
-		return 0, nil
+		return goOn
 	}
 	if wait > 0 {
-		return wait, nil
+		return lookAgainIn(wait)
 	}
 	if again > 0 {
 		r.opts.Recorder.Event(obj, true, "HandlerRetrying", fmt.Sprintf(
 			"the delete bindings of handler %q ran out of retries, but a STRICT hold waits for the handler's answer: trying again in %v", r.name, again))
 	}
-	return again, nil
+	return lookAgainIn(again)
 }
 
 func digest(v map[string]any) string {

@@ -2,6 +2,7 @@ package dispatch
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/tether-dev/tether/broker/binding"
@@ -12,8 +13,8 @@ import (
 // the oldest first. Each binding gets them in order, so a binding in
 // backoff gets none after the one it is retrying; it holds up only
 // itself, the others go on with the later events. It returns how soon the
-// first binding in backoff is due (zero: none is).
-func (r *reconciler) flushRawEvents(ctx context.Context, o *object) (time.Duration, error) {
+// first binding in backoff is due (none: none is).
+func (r *reconciler) flushRawEvents(ctx context.Context, o *object) result {
 	var wait time.Duration
 	var waiting map[string]bool // the bindings in backoff
 	bindings := r.bindingsOf(o)
@@ -22,7 +23,7 @@ func (r *reconciler) flushRawEvents(ctx context.Context, o *object) (time.Durati
 		ev, ok := o.rawEventFrom(from)
 		r.mu.Unlock()
 		if !ok && from == 0 {
-			return 0, nil // none queued: the common pass
+			return goOn // none queued
 		}
 		if !ok {
 			break
@@ -30,7 +31,7 @@ func (r *reconciler) flushRawEvents(ctx context.Context, o *object) (time.Durati
 		from = ev.seq + 1
 		obj, err := ev.obj.Decode()
 		if err != nil {
-			return 0, err
+			return failedWith(fmt.Errorf("decoding the raw %s event of %s/%s: %w", ev.typ, ev.obj.Namespace, ev.obj.Name, err))
 		}
 		for _, b := range bindings {
 			if b.Kind != binding.Event || waiting[b.ID] || o.work.eventNext[b.ID] > ev.seq {
@@ -38,16 +39,16 @@ func (r *reconciler) flushRawEvents(ctx context.Context, o *object) (time.Durati
 			}
 			if r.matches(b, obj, nil) {
 				d := &tetherv1.Delivery{Kind: tetherv1.DeliveryKind_DELIVERY_KIND_EVENT, Object: ev.obj.Raw, EventType: ev.typ, Ref: ref(*o.res, ev.obj)}
-				_, _, w, err := r.deliver.call(ctx, o, b, d)
-				if err != nil {
-					return 0, err
+				rep := r.deliver.call(ctx, o, b, d)
+				if rep.aborts() {
+					return rep.result
 				}
-				if w > 0 {
+				if rep.after > 0 {
 					if waiting == nil {
 						waiting = map[string]bool{}
 					}
 					waiting[b.ID] = true
-					wait = sooner(wait, w)
+					wait = sooner(wait, rep.after)
 					continue
 				}
 			}
@@ -60,7 +61,7 @@ func (r *reconciler) flushRawEvents(ctx context.Context, o *object) (time.Durati
 	r.mu.Lock()
 	o.dropFinishedRaw(bindings)
 	r.mu.Unlock()
-	return wait, nil
+	return lookAgainIn(wait)
 }
 
 // rawEventFrom is the oldest queued raw event numbered seq or later. o's
@@ -106,13 +107,17 @@ func (o *object) finishedRaw(bindings []*binding.Binding, seq uint64) bool {
 	return true
 }
 
-// dropRawEvents forgets the raw events queued for o.
-func (r *reconciler) dropRawEvents(o *object) {
+// dropRawEvents forgets the raw events queued for o and what the event
+// bindings did of them; queued says the pass saw some.
+func (r *reconciler) dropRawEvents(o *object, queued bool) {
+	o.work.eventNext, o.work.eventTries = nil, tries{}
+	if !queued {
+		return
+	}
 	r.mu.Lock()
 	n := len(o.events)
 	o.events = nil
 	r.mu.Unlock()
-	o.work.eventNext, o.work.eventTries = nil, tries{}
 	if n > 0 {
 		r.log.Debug("raw events dropped: the handler is past its grace", "uid", o.uid, "events", n)
 	}

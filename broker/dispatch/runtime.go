@@ -2,7 +2,6 @@ package dispatch
 
 import (
 	"context"
-	"errors"
 	"slices"
 	"sync"
 	"time"
@@ -44,7 +43,7 @@ func newRuntime(m *Manager, name string, bindings []*binding.Binding, fp string,
 	h := newHandler(&m.opts, m.log.Named("handler").With("handler", name), name, bindings)
 	rt := &runtime{handler: h, fingerprint: fp}
 	dl := &deliverer{handler: h}
-	rt.reconciler = &reconciler{handler: h, deliver: dl, timers: &timers{handler: h, deliver: dl}, daemons: &daemons{handler: h, deliver: dl}}
+	rt.reconciler = &reconciler{handler: h, deliver: dl, writer: h.writes, timers: &timers{handler: h, deliver: dl}, daemons: &daemons{handler: h, deliver: dl}}
 	rt.reviews = &reviews{handler: h, deliver: dl}
 	if !m.opts.NoPushdown {
 		sweep = append(slices.Clone(sweep), pushdownScopes(bindings)...)
@@ -313,19 +312,19 @@ func (rt *runtime) processNext(ctx context.Context) bool {
 	}
 	defer rt.queue.Done(uid)
 	rt.sampleQueue()
-	after, err := rt.reconciler.reconcile(ctx, uid)
+	res := rt.reconciler.reconcile(ctx, uid)
 	switch {
 	case ctx.Err() != nil:
-	case errors.Is(err, errAbsent), errors.Is(err, errObjectChanged):
+	case res.cut != notCut:
 		// Looked at again when the handler returns, or at once: the
 		// informer's notification queued the object again.
 		rt.queue.Forget(uid)
-	case err != nil:
-		rt.log.Debug("object requeued", "uid", uid, "error", err)
+	case res.err != nil:
+		rt.log.Debug("object requeued", "uid", uid, "error", res.err)
 		rt.queue.AddRateLimited(uid)
-	case after > 0:
+	case res.after > 0:
 		rt.queue.Forget(uid)
-		rt.queue.AddAfter(uid, after)
+		rt.queue.AddAfter(uid, res.after)
 	default:
 		rt.queue.Forget(uid)
 		if !rt.rest(uid) {

@@ -55,7 +55,7 @@ func TestDaemonExitFloodIsBounded(t *testing.T) {
 		{ID: "d", Kind: binding.Daemon}, {ID: "c", Kind: binding.Create},
 	}}
 	running, other := &session.Instance{ID: "a"}, &session.Instance{ID: "b"}
-	o := &object{work: &objectWork{}, uid: "x", res: &res, daemons: map[string]*daemon{"d": {inst: running}}}
+	o := &object{work: &objectWork{}, uid: "x", res: &res, observed: observed{daemons: map[string]*daemon{"d": {inst: running}}}}
 	rt.objects["x"] = o
 	for range 10000 {
 		for _, in := range []*session.Instance{running, other} {

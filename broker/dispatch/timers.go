@@ -31,7 +31,7 @@ type timers struct {
 // handler was away, are spread over one interval by a fixed offset per
 // object, so that ten thousand objects do not tick in the same millisecond
 // and then stay in step.
-func (tm *timers) process(ctx context.Context, o *object) (time.Duration, error) {
+func (tm *timers) process(ctx context.Context, o *object) result {
 	listed := o.listed
 	o.listed = false
 	for _, b := range tm.bindingsOf(o) {
@@ -79,17 +79,17 @@ func (tm *timers) process(ctx context.Context, o *object) (time.Duration, error)
 		}
 		d := &tetherv1.Delivery{Kind: tetherv1.DeliveryKind_DELIVERY_KIND_TICK, Object: o.json(), Scheduled: timestamppb.New(due)}
 		sent := tm.clock.Now()
-		ack, in, wait, err := tm.deliver.call(ctx, o, b, d)
-		if err != nil || wait > 0 {
+		rep := tm.deliver.call(ctx, o, b, d)
+		if rep.stops() {
 			tm.markDue(o, b.ID, due) // the same tick, again
-			return wait, err
+			return rep.result
 		}
 		tm.sched.Schedule(key, nextTick(b.Timer, o.uid, due, sent, tm.clock.Now()))
-		if ack.GetOutcome() != tetherv1.Outcome_OUTCOME_OK {
+		if rep.ack.GetOutcome() != tetherv1.Outcome_OUTCOME_OK {
 			continue
 		}
 		var acc accumulated
-		if err := acc.add(b.ID, ack, in.User); err != nil {
+		if err := acc.add(b.ID, rep.ack, rep.in.User); err != nil {
 			tm.invalidPatch(o.decoded(), b, err)
 			continue
 		}
@@ -98,11 +98,11 @@ func (tm *timers) process(ctx context.Context, o *object) (time.Duration, error)
 		}
 		if w := acc.write(tm.name); !w.empty() {
 			if wait, err := tm.writes.apply(ctx, o, w); wait > 0 || err != nil {
-				return wait, err
+				return result{after: wait, err: err}
 			}
 		}
 	}
-	return 0, nil
+	return goOn
 }
 
 // nextTick is when the tick after one due at due, sent at sent and
