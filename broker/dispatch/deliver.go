@@ -52,7 +52,12 @@ type reply struct {
 
 // deliverer sends one handler's deliveries to the instance that owns the
 // object and turns the acks into outcomes: done, or try again after a delay.
-type deliverer struct{ *handler }
+type deliverer struct {
+	*handler
+	// send makes one attempt on an instance: the instance's own
+	// DeliverUnless, or a fake in the deliverer's unit tests.
+	send func(in *session.Instance, ctx context.Context, d *tetherv1.Delivery, abort <-chan struct{}, expired <-chan time.Time) (*tetherv1.Ack, error)
+}
 
 // call delivers d for binding b to the object's owner and interprets the
 // ack. It replies with the ack when the binding is finished with this
@@ -129,7 +134,7 @@ func (dl *deliverer) deliverTo(ctx context.Context, in *session.Instance, o *obj
 		expiries.Put(expiry)
 	}()
 	start := time.Now()
-	ack, err := in.DeliverUnless(ctx, d, moved, expiry.C)
+	ack, err := dl.send(in, ctx, d, moved, expiry.C)
 	if !errors.Is(err, session.ErrMoved) {
 		dl.observe(ctx, d, time.Since(start), ack, err)
 	}

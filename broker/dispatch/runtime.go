@@ -42,7 +42,7 @@ type runtime struct {
 func newRuntime(m *Manager, name string, bindings []*binding.Binding, fp string, sweep []presence.Scope) *runtime {
 	h := newHandler(&m.opts, m.log.Named("handler").With("handler", name), name, bindings)
 	rt := &runtime{handler: h, fingerprint: fp}
-	dl := &deliverer{handler: h}
+	dl := &deliverer{handler: h, send: (*session.Instance).DeliverUnless}
 	rt.reconciler = &reconciler{handler: h, deliver: dl, writer: h.writes, timers: &timers{handler: h, deliver: dl}, daemons: &daemons{handler: h, deliver: dl}}
 	rt.reviews = &reviews{handler: h, deliver: dl}
 	if !m.opts.NoPushdown {

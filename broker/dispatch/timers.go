@@ -17,7 +17,7 @@ import (
 // timers delivers one handler's ticks.
 type timers struct {
 	*handler
-	deliver *deliverer
+	deliver delivery
 }
 
 // process keeps one schedule per matching timer binding and delivers
