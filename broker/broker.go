@@ -62,7 +62,7 @@ type Options struct {
 	Workers int
 	// WriteQPS and WriteBurst pace the writes to objects (holds, progress,
 	// handlers' patches) at this many per second, in bursts of WriteBurst
-	// (default 100 and 200). A write waiting for its turn holds up no
+	// (default dispatch.DefaultWriteQPS and DefaultWriteBurst). A write waiting for its turn holds up no
 	// delivery that writes nothing. Config's QPS and Burst limit the
 	// broker's other requests.
 	WriteQPS   float64
@@ -72,8 +72,8 @@ type Options struct {
 	// handler's bindings of it can match (binding.Pushdown).
 	NoPushdown bool
 	// ReleaseQPS paces, more slowly still, the writes that strip the holds
-	// of a handler absent past absent_release_after (default 20 a second,
-	// in bursts of 50).
+	// of a handler absent past absent_release_after (default
+	// dispatch.DefaultReleaseQPS, in bursts of dispatch.ReleaseBurst).
 	ReleaseQPS float64
 	// DefaultWindow and MaxWindow bound instance windows (16 and 1024).
 	DefaultWindow, MaxWindow int
@@ -150,13 +150,13 @@ func New(opts Options) (*Broker, error) {
 		opts.MaxMessageSize = tetherv1.DefaultMaxMessageBytes
 	}
 	if opts.WriteQPS <= 0 {
-		opts.WriteQPS = 100
+		opts.WriteQPS = dispatch.DefaultWriteQPS
 	}
 	if opts.ReleaseQPS <= 0 {
-		opts.ReleaseQPS = 20
+		opts.ReleaseQPS = dispatch.DefaultReleaseQPS
 	}
 	if opts.WriteBurst <= 0 {
-		opts.WriteBurst = 200
+		opts.WriteBurst = dispatch.DefaultWriteBurst
 	}
 	if opts.Namespace == "" {
 		opts.Namespace = "tether-system"
@@ -295,7 +295,7 @@ func (b *Broker) Start(ctx context.Context) error {
 		Log: b.log, Client: writer, Writer: writeJSON, ActAs: writeAs, Informers: informers, Recorder: recorder, HandlerEvents: handlerEvents, Workers: b.opts.Workers,
 		Presence: store, Identity: b.opts.Identity, Absence: b.opts.Absence, Metrics: b.metrics,
 		WriteLimiter: dispatch.NewWriteLimiter(b.opts.WriteQPS, b.opts.WriteBurst), Webhooks: hooks, NoPushdown: b.opts.NoPushdown,
-		ReleaseLimiter: dispatch.NewWriteLimiter(b.opts.ReleaseQPS, max(int(b.opts.ReleaseQPS*2.5), 1)),
+		ReleaseLimiter: dispatch.NewWriteLimiter(b.opts.ReleaseQPS, dispatch.ReleaseBurst(b.opts.ReleaseQPS)),
 		Compile: func(ctx context.Context, bs []*tetherv1.Binding) ([]*binding.Binding, error) {
 			return binding.Compile(ctx, bs, resolver, b.opts.Defaults, kinds)
 		},

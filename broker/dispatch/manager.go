@@ -84,10 +84,12 @@ type Options struct {
 	// Compile validates bindings; it restores handlers from their Leases.
 	Compile func(ctx context.Context, bindings []*tetherv1.Binding) ([]*binding.Binding, error)
 	// ReleaseLimiter paces the writes that strip holds from live objects of
-	// a long-absent handler (default 20 per second, burst 50).
+	// a long-absent handler (default DefaultReleaseQPS, in bursts of
+	// ReleaseBurst).
 	ReleaseLimiter *WriteLimiter
-	// WriteLimiter paces every write to the objects (default 100 per
-	// second, burst 200) without holding up deliveries that write nothing;
+	// WriteLimiter paces every write to the objects (default
+	// DefaultWriteQPS, in bursts of DefaultWriteBurst) without holding up
+	// deliveries that write nothing;
 	// Client should then have no rate limit of its own.
 	WriteLimiter *WriteLimiter
 	// Metrics records what the handlers do; nil records nothing.
@@ -199,10 +201,10 @@ func New(opts Options) *Manager {
 	}
 	opts.Absence = opts.Absence.withDefaults()
 	if opts.ReleaseLimiter == nil {
-		opts.ReleaseLimiter = NewWriteLimiter(20, 50)
+		opts.ReleaseLimiter = NewWriteLimiter(DefaultReleaseQPS, ReleaseBurst(DefaultReleaseQPS))
 	}
 	if opts.WriteLimiter == nil {
-		opts.WriteLimiter = NewWriteLimiter(100, 200)
+		opts.WriteLimiter = NewWriteLimiter(DefaultWriteQPS, DefaultWriteBurst)
 	}
 	return &Manager{opts: opts, log: opts.Log, handlers: map[string]*runtime{}}
 }

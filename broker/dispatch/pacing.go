@@ -32,6 +32,20 @@ type WriteLimiter struct {
 	next time.Time
 }
 
+// The limiters' defaults: every write to the objects at DefaultWriteQPS a
+// second in bursts of DefaultWriteBurst, and the writes that strip a
+// long-absent handler's holds at DefaultReleaseQPS, in bursts of
+// ReleaseBurst of it.
+const (
+	DefaultWriteQPS   = 100
+	DefaultWriteBurst = 200
+	DefaultReleaseQPS = 20
+)
+
+// ReleaseBurst is the release limiter's burst at qps: two and a half
+// seconds' worth, at least one.
+func ReleaseBurst(qps float64) int { return max(int(qps*2.5), 1) }
+
 // NewWriteLimiter returns a limiter of qps writes a second with bursts of
 // burst (at least 1). A qps of zero or less does not limit.
 func NewWriteLimiter(qps float64, burst int) *WriteLimiter {

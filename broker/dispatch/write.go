@@ -239,10 +239,6 @@ type objectWriter struct {
 // the handler's Lease is not written yet.
 const unrecordedWait = 100 * time.Millisecond
 
-// errConflict marks a write the API server refused because the object moved;
-// it is retried on the next state.
-var errConflict = errors.New("object changed since it was read")
-
 // apply makes the write against the state the pass works on (o.cur): one
 // guarded JSON patch for the object and, when the resource has a status
 // subresource and the handler patched status, one merge patch for status.
@@ -460,7 +456,7 @@ func (ow *objectWriter) failed(o *object, w *write, err error) error {
 		o.work.pending = nil
 		return nil
 	case lostRace(err):
-		return fmt.Errorf("writing %s/%s: %w: %v", obj.GetNamespace(), obj.GetName(), errConflict, err)
+		return fmt.Errorf("writing %s/%s, which changed since it was read (written again on its next state): %w", obj.GetNamespace(), obj.GetName(), err)
 	case refused(err) && (len(w.handler) > 0 || len(w.status) > 0):
 		ow.opts.Recorder.Event(obj, true, "InvalidPatch",
 			fmt.Sprintf("the API server refused the patch of handler %q, which is dropped: %v", ow.handler, err))
@@ -468,7 +464,7 @@ func (ow *objectWriter) failed(o *object, w *write, err error) error {
 			o.work.pending = nil
 			return err
 		}
-		return fmt.Errorf("writing %s/%s without the handler's patch: %w", obj.GetNamespace(), obj.GetName(), errConflict)
+		return fmt.Errorf("writing %s/%s: the handler's patch was refused, and the rest is written again without it: %w", obj.GetNamespace(), obj.GetName(), err)
 	case refused(err):
 		ow.opts.Recorder.Event(obj, true, "WriteRejected",
 			fmt.Sprintf("the API server refused the broker's write for handler %q; retrying with backoff: %v", ow.handler, err))

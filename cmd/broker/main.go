@@ -105,7 +105,7 @@ func parseFlags(args []string, out io.Writer) (*config, error) {
 	fs.DurationVar(&c.grace, "grace", 30*time.Second, "how long a handler may have no instance before the objects being deleted that it holds are released")
 	fs.DurationVar(&c.maxGrace, "max-grace", time.Hour, "the longest grace a handler may ask for in Hello")
 	fs.DurationVar(&c.absentAfter, "absent-release-after", 10*time.Minute, "after this long absent, a handler's holds are stripped from every object until it returns (0: never)")
-	fs.Float64Var(&c.releaseQPS, "absent-release-qps", 20, "how many holds a second are stripped from the objects of a handler absent past --absent-release-after")
+	fs.Float64Var(&c.releaseQPS, "absent-release-qps", dispatch.DefaultReleaseQPS, "how many holds a second are stripped from the objects of a handler absent past --absent-release-after")
 	fs.DurationVar(&c.maxAbsent, "max-absent-release-after", 24*time.Hour, "the longest absent-release-after a handler may ask for in Hello")
 	fs.BoolVar(&c.leader.Enabled, "leader-elect", false, "elect a leader among broker replicas with a Lease in --namespace; only the leader watches, dispatches and writes")
 	fs.StringVar(&c.leader.LeaseName, "leader-elect-lease-name", "tether-broker-leader", "name of the leader Lease")
@@ -130,9 +130,9 @@ func parseFlags(args []string, out io.Writer) (*config, error) {
 	fs.StringVar(&c.grpcCerts.CAConfigMap, "tls-ca-configmap", broker.DefaultCAConfigMap, "ConfigMap in --namespace where the broker publishes the CA bundle handlers verify it with (key "+broker.CAConfigMapKey+"); - publishes none")
 	fs.StringVar(&c.audiences, "token-audience", "", "comma-separated audiences a handler's token must be meant for (TokenReview); empty: the API server's own")
 	fs.DurationVar(&c.recheckEvery, "recheck-permissions-every", 30*time.Second, "how often a connected handler's token and RBAC are checked again; a handler that lost them is disconnected")
-	fs.Float64Var(&c.qps, "kube-api-qps", 100, "writes per second to the API server: holds, progress and handlers' patches are paced to this rate\n"+
+	fs.Float64Var(&c.qps, "kube-api-qps", dispatch.DefaultWriteQPS, "writes per second to the API server: holds, progress and handlers' patches are paced to this rate\n"+
 		"without holding up deliveries that write nothing (timer ticks); the broker's other requests are limited to the same rate")
-	fs.IntVar(&c.burst, "kube-api-burst", 200, "how many writes (and other requests) may go at once before --kube-api-qps paces them")
+	fs.IntVar(&c.burst, "kube-api-burst", dispatch.DefaultWriteBurst, "how many writes (and other requests) may go at once before --kube-api-qps paces them")
 	fs.StringVar(&c.logLevel, "log-level", "info", "log level: trace, debug, info, warn, error")
 	fs.StringVar(&c.logFormat, "log-format", "auto", "log format: text, json, or auto (json inside a cluster)")
 	fs.BoolVar(&c.noPushdown, "no-label-pushdown", false, "cache every object of a resource a handler binds; by default, when all of a handler's bindings of a resource\n"+
