@@ -8,9 +8,16 @@
 //
 // Each handler has a runtime, the controller: it feeds a queue from the
 // informers, the instances, the timers and the daemons' exits, and its
-// workers hand each queued object to the reconciler, which returns when to
-// look again, as controller-runtime's Reconciler returns a Result. The
-// parts share the handler (handler.go) and each does one thing:
+// workers hand each queued object to the reconciler. A pass returns one
+// result (result.go), as controller-runtime's Reconciler returns a Result:
+// look again after a delay, retry with the queue's rate limit (an error),
+// or let go of the object until what cut the pass short queues it again.
+// The pass delivers through the delivery interface and writes through the
+// writer interface, which its unit tests replace with fakes. An object's
+// observed part is written under the handler's lock by the informers, the
+// scheduler and the instances; a pass takes it once, as a sight, and the
+// rest of the object is its worker's alone. The parts share the handler
+// (handler.go) and each does one thing:
 //
 //   - reconciler (process.go, holds.go): one pass over one object;
 //   - deliverer (deliver.go): a delivery to the object's owner, and its ack
