@@ -24,13 +24,34 @@ import (
 	"github.com/tether-dev/tether/test/controlplane"
 )
 
-// The controller's finalizer, its "result" annotation and the user agent of
-// its requests.
+// The controller's finalizer, its "result" annotation, the label and the
+// status field it sets, and the user agent of its requests.
 const (
 	Finalizer        = "bench.example.com/raw"
 	ResultAnnotation = "bench.example.com/result"
+	Label            = "bench.example.com/handled"
+	StatusField      = "handled"
 	UserAgent        = "tether-bench-raw"
 )
+
+// What the controller writes on each new Widget besides its finalizer:
+// the workloads of the bench's -workloads.
+const (
+	// WorkloadResult: the annotation ResultAnnotation, in the finalizer's
+	// patch (as the broker stores a handler's result).
+	WorkloadResult = "result"
+	// WorkloadLabel: the label Label, in the finalizer's patch (as a
+	// handler's patch of a label).
+	WorkloadLabel = "label"
+	// WorkloadStatus: status.handled, a merge patch of the status
+	// subresource after the finalizer's patch, which cannot carry it (the
+	// API server ignores status in writes to the object and everything but
+	// status in writes to /status).
+	WorkloadStatus = "status"
+)
+
+// Workloads lists every workload, in the bench's order.
+var Workloads = []string{WorkloadResult, WorkloadLabel, WorkloadStatus}
 
 // Defaults for the zero fields of Options: the bench's (and the broker's)
 // QPS and burst, and the bench's -raw-workers.
@@ -43,6 +64,9 @@ const (
 // Options configure a Controller; the zero value serves every namespace
 // with the defaults above and logs with the standard logger.
 type Options struct {
+	// Workload is what a new Widget gets besides the finalizer (one of
+	// Workloads; WorkloadResult when empty).
+	Workload string
 	// Namespace whose Widgets are handled; "" for all namespaces.
 	Namespace string
 	// QPS and Burst of the controller's client (DefaultQPS, DefaultBurst
@@ -65,10 +89,11 @@ type Controller struct {
 	store  cache.Store
 
 	mu sync.Mutex
-	// wroteFrom is, per object key, the resourceVersion our last write was
-	// made against: until the informer shows a newer one, there is nothing
-	// to do (the write's own watch event is on its way).
-	wroteFrom map[string]string
+	// wrote is, per object key, the resourceVersions our last sync wrote
+	// against or made on the way (the finalizer's patch before a status
+	// write): until the informer shows another one, there is nothing to do
+	// (the last write's own watch event is on its way).
+	wrote map[string][]string
 }
 
 // New makes a Controller that talks to the API server of cfg (which it does
@@ -82,6 +107,12 @@ func New(cfg *rest.Config, opts Options) (*Controller, error) {
 	}
 	if opts.Workers == 0 {
 		opts.Workers = DefaultWorkers
+	}
+	if opts.Workload == "" {
+		opts.Workload = WorkloadResult
+	}
+	if !slices.Contains(Workloads, opts.Workload) {
+		return nil, fmt.Errorf("raw controller: workload %q is none of %s", opts.Workload, strings.Join(Workloads, ", "))
 	}
 	if opts.Logf == nil {
 		opts.Logf = log.Printf
@@ -101,14 +132,28 @@ func New(cfg *rest.Config, opts Options) (*Controller, error) {
 	if err != nil {
 		return nil, fmt.Errorf("raw controller: making the client: %w", err)
 	}
-	return &Controller{opts: opts, dyn: dyn, client: dyn.Resource(controlplane.WidgetGVR), wroteFrom: map[string]string{}}, nil
+	return &Controller{opts: opts, dyn: dyn, client: dyn.Resource(controlplane.WidgetGVR), wrote: map[string][]string{}}, nil
 }
 
-// Done reports whether the controller has finished creating obj: it holds
-// the finalizer and has the result annotation.
-func Done(obj *unstructured.Unstructured) bool {
-	_, stored := obj.GetAnnotations()[ResultAnnotation]
-	return stored && slices.Contains(obj.GetFinalizers(), Finalizer)
+// Done reports whether the controller has finished creating obj for
+// workload: it holds the finalizer and has what workload writes.
+func Done(obj *unstructured.Unstructured, workload string) bool {
+	return slices.Contains(obj.GetFinalizers(), Finalizer) && hasWork(obj, workload)
+}
+
+// hasWork reports whether obj has what workload writes besides the
+// finalizer.
+func hasWork(obj *unstructured.Unstructured, workload string) bool {
+	switch workload {
+	case WorkloadLabel:
+		_, ok := obj.GetLabels()[Label]
+		return ok
+	case WorkloadStatus:
+		handled, _, _ := unstructured.NestedBool(obj.Object, "status", StatusField)
+		return handled
+	}
+	_, ok := obj.GetAnnotations()[ResultAnnotation]
+	return ok
 }
 
 // Start runs the controller until ctx ends, then waits for its workers and
@@ -166,7 +211,8 @@ func (c *Controller) processNext(ctx context.Context) bool {
 	return true
 }
 
-// sync makes the one write obj needs, if any.
+// sync makes the writes obj needs, if any: the guarded JSON patch, then
+// for WorkloadStatus the status write.
 func (c *Controller) sync(ctx context.Context, key string) error {
 	item, exists, err := c.store.GetByKey(key)
 	if err != nil {
@@ -174,43 +220,71 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	}
 	if !exists {
 		c.mu.Lock()
-		delete(c.wroteFrom, key)
+		delete(c.wrote, key)
 		c.mu.Unlock()
 		return nil
 	}
 	obj := item.(*unstructured.Unstructured)
 	c.mu.Lock()
-	stale := c.wroteFrom[key] == obj.GetResourceVersion()
+	stale := slices.Contains(c.wrote[key], obj.GetResourceVersion())
 	c.mu.Unlock()
 	if stale {
 		return nil
 	}
-	ops := patch(obj)
-	if ops == nil {
-		return nil
+	wrote := []string{obj.GetResourceVersion()}
+	if ops := patch(obj, c.opts.Workload); ops != nil {
+		data, err := json.Marshal(ops)
+		if err != nil {
+			return fmt.Errorf("encoding the patch: %w", err)
+		}
+		out, err := c.client.Namespace(obj.GetNamespace()).Patch(ctx, obj.GetName(), types.JSONPatchType, data, metav1.PatchOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		wrote = append(wrote, out.GetResourceVersion())
 	}
-	data, err := json.Marshal(ops)
-	if err != nil {
-		return fmt.Errorf("encoding the patch: %w", err)
+	if needsStatus(obj, c.opts.Workload) {
+		data := []byte(`{"status":{"` + StatusField + `":true}}`)
+		_, err := c.client.Namespace(obj.GetNamespace()).Patch(ctx, obj.GetName(), types.MergePatchType, data, metav1.PatchOptions{}, "status")
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		if err != nil {
+			if len(wrote) > 1 {
+				// The finalizer's patch landed: the informer showing
+				// its state brings the retry, which writes status only.
+				c.remember(key, wrote[:1])
+			}
+			return fmt.Errorf("writing status: %w", err)
+		}
+	} else if len(wrote) == 1 {
+		return nil // nothing written
 	}
-	_, err = c.client.Namespace(obj.GetNamespace()).Patch(ctx, obj.GetName(), types.JSONPatchType, data, metav1.PatchOptions{})
-	if apierrors.IsNotFound(err) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	c.mu.Lock()
-	c.wroteFrom[key] = obj.GetResourceVersion()
-	c.mu.Unlock()
+	c.remember(key, wrote)
 	return nil
+}
+
+// remember records the resourceVersions sync must not act on again.
+func (c *Controller) remember(key string, rvs []string) {
+	c.mu.Lock()
+	c.wrote[key] = rvs
+	c.mu.Unlock()
+}
+
+// needsStatus reports whether obj, live, still needs the status write of
+// workload.
+func needsStatus(obj *unstructured.Unstructured, workload string) bool {
+	return workload == WorkloadStatus && obj.GetDeletionTimestamp() == nil && !hasWork(obj, workload)
 }
 
 // patch is the JSON patch obj needs, or nil when it needs none: on a live
 // object, a test of its resourceVersion and the adds of the finalizer and
-// the result that are missing; on an object being deleted, a test and the
-// removal of the finalizer.
-func patch(obj *unstructured.Unstructured) []map[string]any {
+// of the result or the label (workload) that are missing; on an object
+// being deleted, a test and the removal of the finalizer.
+func patch(obj *unstructured.Unstructured, workload string) []map[string]any {
 	fins := obj.GetFinalizers()
 	i := slices.Index(fins, Finalizer)
 	if obj.GetDeletionTimestamp() != nil {
@@ -220,7 +294,8 @@ func patch(obj *unstructured.Unstructured) []map[string]any {
 		path := fmt.Sprintf("/metadata/finalizers/%d", i)
 		return []map[string]any{op("test", path, Finalizer), op("remove", path, nil)}
 	}
-	_, stored := obj.GetAnnotations()[ResultAnnotation]
+	// Status goes in a write of its own (needsStatus).
+	stored := workload == WorkloadStatus || hasWork(obj, workload)
 	if i >= 0 && stored {
 		return nil
 	}
@@ -232,14 +307,18 @@ func patch(obj *unstructured.Unstructured) []map[string]any {
 	default:
 		ops = append(ops, op("add", "/metadata/finalizers/-", Finalizer))
 	}
-	switch {
-	case stored:
-	case obj.GetAnnotations() == nil:
-		ops = append(ops, op("add", "/metadata/annotations", map[string]string{ResultAnnotation: `{"ok":true}`}))
-	default:
-		ops = append(ops, op("add", "/metadata/annotations/"+escape(ResultAnnotation), `{"ok":true}`))
+	if stored {
+		return ops
 	}
-	return ops
+	field, key, value := "annotations", ResultAnnotation, `{"ok":true}`
+	existing := obj.GetAnnotations()
+	if workload == WorkloadLabel {
+		field, key, value, existing = "labels", Label, "true", obj.GetLabels()
+	}
+	if existing == nil {
+		return append(ops, op("add", "/metadata/"+field, map[string]string{key: value}))
+	}
+	return append(ops, op("add", "/metadata/"+field+"/"+escape(key), value))
 }
 
 func op(kind, path string, value any) map[string]any {

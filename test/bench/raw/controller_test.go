@@ -21,27 +21,53 @@ func widget(finalizers []string, annotations map[string]string, deleting bool) *
 	return u
 }
 
+func labelled(u *unstructured.Unstructured, labels map[string]string) *unstructured.Unstructured {
+	u.SetLabels(labels)
+	return u
+}
+
+func withStatus(u *unstructured.Unstructured) *unstructured.Unstructured {
+	u.Object["status"] = map[string]any{StatusField: true}
+	return u
+}
+
 // TestPatch: one guarded patch per new object, one per deleted object, and
-// none when there is nothing to do.
+// none when there is nothing to do, for each workload; status is never in
+// the patch (it is a write of its own).
 func TestPatch(t *testing.T) {
 	result := map[string]string{ResultAnnotation: `{"ok":true}`}
+	const (
+		testRV     = `{"op":"test","path":"/metadata/resourceVersion","value":"7"}`
+		addFin     = `{"op":"add","path":"/metadata/finalizers","value":["bench.example.com/raw"]}`
+		appendFin  = `{"op":"add","path":"/metadata/finalizers/-","value":"bench.example.com/raw"}`
+		removeFin1 = `[{"op":"test","path":"/metadata/finalizers/1","value":"bench.example.com/raw"},{"op":"remove","path":"/metadata/finalizers/1"}]`
+	)
 	for _, tc := range []struct {
-		name string
-		obj  *unstructured.Unstructured
-		want string // the JSON patch, "null" for none
+		name     string
+		workload string
+		obj      *unstructured.Unstructured
+		want     string // the JSON patch, "null" for none
 	}{
-		{"new", widget(nil, nil, false),
-			`[{"op":"test","path":"/metadata/resourceVersion","value":"7"},{"op":"add","path":"/metadata/finalizers","value":["bench.example.com/raw"]},{"op":"add","path":"/metadata/annotations","value":{"bench.example.com/result":"{\"ok\":true}"}}]`},
-		{"others' finalizer and annotation", widget([]string{"x/y"}, map[string]string{"a": "b"}, false),
-			`[{"op":"test","path":"/metadata/resourceVersion","value":"7"},{"op":"add","path":"/metadata/finalizers/-","value":"bench.example.com/raw"},{"op":"add","path":"/metadata/annotations/bench.example.com~1result","value":"{\"ok\":true}"}]`},
-		{"held, no result", widget([]string{Finalizer}, nil, false),
-			`[{"op":"test","path":"/metadata/resourceVersion","value":"7"},{"op":"add","path":"/metadata/annotations","value":{"bench.example.com/result":"{\"ok\":true}"}}]`},
-		{"done", widget([]string{Finalizer}, result, false), `null`},
-		{"deleting", widget([]string{"x/y", Finalizer}, result, true),
-			`[{"op":"test","path":"/metadata/finalizers/1","value":"bench.example.com/raw"},{"op":"remove","path":"/metadata/finalizers/1"}]`},
-		{"deleting, released", widget([]string{"x/y"}, result, true), `null`},
+		{"new", WorkloadResult, widget(nil, nil, false),
+			`[` + testRV + `,` + addFin + `,{"op":"add","path":"/metadata/annotations","value":{"bench.example.com/result":"{\"ok\":true}"}}]`},
+		{"others' finalizer and annotation", WorkloadResult, widget([]string{"x/y"}, map[string]string{"a": "b"}, false),
+			`[` + testRV + `,` + appendFin + `,{"op":"add","path":"/metadata/annotations/bench.example.com~1result","value":"{\"ok\":true}"}]`},
+		{"held, no result", WorkloadResult, widget([]string{Finalizer}, nil, false),
+			`[` + testRV + `,{"op":"add","path":"/metadata/annotations","value":{"bench.example.com/result":"{\"ok\":true}"}}]`},
+		{"done", WorkloadResult, widget([]string{Finalizer}, result, false), `null`},
+		{"deleting", WorkloadResult, widget([]string{"x/y", Finalizer}, result, true), removeFin1},
+		{"deleting, released", WorkloadResult, widget([]string{"x/y"}, result, true), `null`},
+		{"label: new", WorkloadLabel, widget(nil, nil, false),
+			`[` + testRV + `,` + addFin + `,{"op":"add","path":"/metadata/labels","value":{"bench.example.com/handled":"true"}}]`},
+		{"label: others' label", WorkloadLabel, labelled(widget(nil, nil, false), map[string]string{"a": "b"}),
+			`[` + testRV + `,` + addFin + `,{"op":"add","path":"/metadata/labels/bench.example.com~1handled","value":"true"}]`},
+		{"label: done", WorkloadLabel, labelled(widget([]string{Finalizer}, nil, false), map[string]string{Label: "true"}), `null`},
+		{"label: deleting", WorkloadLabel, labelled(widget([]string{"x/y", Finalizer}, nil, true), map[string]string{Label: "true"}), removeFin1},
+		{"status: new, the finalizer only", WorkloadStatus, widget(nil, nil, false), `[` + testRV + `,` + addFin + `]`},
+		{"status: held, status missing", WorkloadStatus, widget([]string{Finalizer}, nil, false), `null`},
+		{"status: deleting", WorkloadStatus, withStatus(widget([]string{"x/y", Finalizer}, nil, true)), removeFin1},
 	} {
-		got, err := json.Marshal(patch(tc.obj))
+		got, err := json.Marshal(patch(tc.obj, tc.workload))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -51,12 +77,46 @@ func TestPatch(t *testing.T) {
 	}
 }
 
+// TestNeedsStatus: the status write is made for a live object of the
+// status workload that lacks it, held or not yet.
+func TestNeedsStatus(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		workload string
+		obj      *unstructured.Unstructured
+		want     bool
+	}{
+		{"new", WorkloadStatus, widget(nil, nil, false), true},
+		{"held", WorkloadStatus, widget([]string{Finalizer}, nil, false), true},
+		{"written", WorkloadStatus, withStatus(widget([]string{Finalizer}, nil, false)), false},
+		{"deleting", WorkloadStatus, widget([]string{Finalizer}, nil, true), false},
+		{"another workload", WorkloadLabel, widget(nil, nil, false), false},
+	} {
+		if got := needsStatus(tc.obj, tc.workload); got != tc.want {
+			t.Errorf("%s: needsStatus = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
 func TestDone(t *testing.T) {
 	result := map[string]string{ResultAnnotation: `{"ok":true}`}
-	if !Done(widget([]string{Finalizer}, result, false)) {
-		t.Error("held with a result: not done")
-	}
-	if Done(widget(nil, result, false)) || Done(widget([]string{Finalizer}, nil, false)) {
-		t.Error("done without the finalizer or without the result")
+	for _, tc := range []struct {
+		name     string
+		workload string
+		obj      *unstructured.Unstructured
+		want     bool
+	}{
+		{"held with a result", WorkloadResult, widget([]string{Finalizer}, result, false), true},
+		{"result, not held", WorkloadResult, widget(nil, result, false), false},
+		{"held, no result", WorkloadResult, widget([]string{Finalizer}, nil, false), false},
+		{"held with the label", WorkloadLabel, labelled(widget([]string{Finalizer}, nil, false), map[string]string{Label: "true"}), true},
+		{"held with a result, no label", WorkloadLabel, widget([]string{Finalizer}, result, false), false},
+		{"held with status", WorkloadStatus, withStatus(widget([]string{Finalizer}, nil, false)), true},
+		{"status, not held", WorkloadStatus, withStatus(widget(nil, nil, false)), false},
+		{"held, no status", WorkloadStatus, widget([]string{Finalizer}, nil, false), false},
+	} {
+		if got := Done(tc.obj, tc.workload); got != tc.want {
+			t.Errorf("%s: Done = %v, want %v", tc.name, got, tc.want)
+		}
 	}
 }

@@ -3,7 +3,7 @@
 // measures its CPU time and memory as it measures the broker's. It serves
 // until SIGTERM or SIGINT.
 //
-//	rawcontroller -kubeconfig kubeconfig -namespace bench-raw-1000-1 -qps 100 -burst 200 -workers 64
+//	rawcontroller -kubeconfig kubeconfig -namespace bench-raw-1000-1 -qps 100 -burst 200 -workers 64 -workload result
 package main
 
 import (
@@ -13,6 +13,7 @@ import (
 	"log"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"k8s.io/client-go/tools/clientcmd"
@@ -26,13 +27,14 @@ func main() {
 	qps := flag.Float64("qps", raw.DefaultQPS, "requests per second of the controller's client (client-go's rate limiter)")
 	burst := flag.Int("burst", raw.DefaultBurst, "burst of the controller's client")
 	workers := flag.Int("workers", raw.DefaultWorkers, "objects synced at once")
+	workload := flag.String("workload", raw.WorkloadResult, "what a new Widget gets besides the finalizer: "+strings.Join(raw.Workloads, ", "))
 	flag.Parse()
 	if flag.NArg() > 0 || *qps <= 0 || *burst <= 0 || *workers <= 0 {
 		fmt.Fprintln(os.Stderr, "rawcontroller: -qps, -burst and -workers must be positive and no arguments are accepted")
 		os.Exit(2)
 	}
 	log.SetPrefix("rawcontroller: ")
-	if err := run(*kubeconfig, raw.Options{Namespace: *namespace, QPS: *qps, Burst: *burst, Workers: *workers}); err != nil {
+	if err := run(*kubeconfig, raw.Options{Namespace: *namespace, QPS: *qps, Burst: *burst, Workers: *workers, Workload: *workload}); err != nil {
 		log.Print(err)
 		os.Exit(1)
 	}
@@ -51,6 +53,6 @@ func run(kubeconfig string, opts raw.Options) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	log.Printf("serving the Widgets of namespace %q at %s (QPS %g, burst %d, %d workers)", opts.Namespace, cfg.Host, opts.QPS, opts.Burst, opts.Workers)
+	log.Printf("serving the Widgets of namespace %q at %s (workload %s, QPS %g, burst %d, %d workers)", opts.Namespace, cfg.Host, opts.Workload, opts.QPS, opts.Burst, opts.Workers)
 	return c.Start(ctx)
 }
