@@ -1,9 +1,13 @@
 // Command handler is the Tether handler the create/delete benchmark
-// (test/bench) runs as a separate process: a create binding that stores a
-// small result on each Widget and a delete binding, so every Widget is held
-// with tether.dev/<name> until its deletion has been handled.
+// (test/bench) runs as a separate process: a create binding and a delete
+// binding, so every Widget is held with tether.dev/<name> until its
+// deletion has been handled. The create binding does what -workload says
+// (package test/bench/workload): result stores a small result
+// (ev.SetResult), label sets a label (ev.SetLabel), status sets a status
+// field (ev.PatchStatus). Its twin on the Python SDK is handler.py beside
+// this file.
 //
-//	handler -addr 127.0.0.1:7443 -name bench -namespace bench-broker-1000 -window 64
+//	handler -addr 127.0.0.1:7443 -name bench -namespace bench-broker-1000 -window 64 -workload result
 //
 // With several comma-separated -addr, it dials the broker replicas in turn
 // (sdk.RoundRobin), as the failover benchmark needs.
@@ -23,6 +27,7 @@ import (
 
 	"github.com/tether-dev/tether/sdk"
 	"github.com/tether-dev/tether/test/bench/cpuprofile"
+	"github.com/tether-dev/tether/test/bench/workload"
 )
 
 func main() {
@@ -34,9 +39,14 @@ func main() {
 	labels := flag.String("labels", "", "label selector of both bindings (empty: every Widget of -namespace)")
 	backoffMax := flag.Duration("backoff-max", time.Second, "longest wait between two connection attempts (the SDK's default is "+sdk.DefaultReconnectMax.String()+")")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this `file`")
+	work := flag.String("workload", workload.Result, "what the create binding does: "+strings.Join(workload.All, ", "))
 	flag.Parse()
 	if *namespace == "" || flag.NArg() > 0 {
 		fmt.Fprintln(os.Stderr, "handler: -namespace is required and no arguments are accepted")
+		os.Exit(2)
+	}
+	if err := workload.Check(*work); err != nil {
+		fmt.Fprintln(os.Stderr, "handler: -workload:", err)
 		os.Exit(2)
 	}
 
@@ -65,10 +75,7 @@ func main() {
 	if *labels != "" {
 		scope = append(scope, sdk.Labels(*labels))
 	}
-	h.OnCreate(widgets, func(_ context.Context, ev *sdk.Event) error {
-		ev.SetResult(map[string]any{"ok": true})
-		return nil
-	}, append(scope, sdk.ID("create"))...)
+	h.OnCreate(widgets, create(*work), append(scope, sdk.ID("create"))...)
 	h.OnDelete(widgets, func(context.Context, *sdk.Event) error { return nil },
 		append(scope, sdk.ID("delete"))...)
 
@@ -78,5 +85,25 @@ func main() {
 		fmt.Fprintln(os.Stderr, "handler:", err)
 		stopProfile()
 		os.Exit(1)
+	}
+}
+
+// create is the create binding's function for workload work.
+func create(work string) sdk.Func {
+	switch work {
+	case workload.Label:
+		return func(_ context.Context, ev *sdk.Event) error {
+			ev.SetLabel(workload.LabelKey, "true")
+			return nil
+		}
+	case workload.Status:
+		return func(_ context.Context, ev *sdk.Event) error {
+			ev.PatchStatus(map[string]any{workload.StatusField: true})
+			return nil
+		}
+	}
+	return func(_ context.Context, ev *sdk.Event) error {
+		ev.SetResult(map[string]any{"ok": true})
+		return nil
 	}
 }

@@ -21,37 +21,17 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 
+	"github.com/tether-dev/tether/test/bench/workload"
 	"github.com/tether-dev/tether/test/controlplane"
 )
 
-// The controller's finalizer, its "result" annotation, the label and the
-// status field it sets, and the user agent of its requests.
+// The controller's finalizer, its "result" annotation and the user agent of
+// its requests.
 const (
 	Finalizer        = "bench.example.com/raw"
 	ResultAnnotation = "bench.example.com/result"
-	Label            = "bench.example.com/handled"
-	StatusField      = "handled"
 	UserAgent        = "tether-bench-raw"
 )
-
-// What the controller writes on each new Widget besides its finalizer:
-// the workloads of the bench's -workloads.
-const (
-	// WorkloadResult: the annotation ResultAnnotation, in the finalizer's
-	// patch (as the broker stores a handler's result).
-	WorkloadResult = "result"
-	// WorkloadLabel: the label Label, in the finalizer's patch (as a
-	// handler's patch of a label).
-	WorkloadLabel = "label"
-	// WorkloadStatus: status.handled, a merge patch of the status
-	// subresource after the finalizer's patch, which cannot carry it (the
-	// API server ignores status in writes to the object and everything but
-	// status in writes to /status).
-	WorkloadStatus = "status"
-)
-
-// Workloads lists every workload, in the bench's order.
-var Workloads = []string{WorkloadResult, WorkloadLabel, WorkloadStatus}
 
 // Defaults for the zero fields of Options: the bench's (and the broker's)
 // QPS and burst, and the bench's -raw-workers.
@@ -65,7 +45,10 @@ const (
 // with the defaults above and logs with the standard logger.
 type Options struct {
 	// Workload is what a new Widget gets besides the finalizer (one of
-	// Workloads; WorkloadResult when empty).
+	// workload.All; workload.Result when empty). With workload.Status the
+	// finalizer's patch cannot carry it: the API server ignores status in
+	// writes to the object and everything but status in writes to
+	// /status.
 	Workload string
 	// Namespace whose Widgets are handled; "" for all namespaces.
 	Namespace string
@@ -109,10 +92,10 @@ func New(cfg *rest.Config, opts Options) (*Controller, error) {
 		opts.Workers = DefaultWorkers
 	}
 	if opts.Workload == "" {
-		opts.Workload = WorkloadResult
+		opts.Workload = workload.Result
 	}
-	if !slices.Contains(Workloads, opts.Workload) {
-		return nil, fmt.Errorf("raw controller: workload %q is none of %s", opts.Workload, strings.Join(Workloads, ", "))
+	if err := workload.Check(opts.Workload); err != nil {
+		return nil, fmt.Errorf("raw controller: %w", err)
 	}
 	if opts.Logf == nil {
 		opts.Logf = log.Printf
@@ -137,19 +120,19 @@ func New(cfg *rest.Config, opts Options) (*Controller, error) {
 
 // Done reports whether the controller has finished creating obj for
 // workload: it holds the finalizer and has what workload writes.
-func Done(obj *unstructured.Unstructured, workload string) bool {
-	return slices.Contains(obj.GetFinalizers(), Finalizer) && hasWork(obj, workload)
+func Done(obj *unstructured.Unstructured, work string) bool {
+	return slices.Contains(obj.GetFinalizers(), Finalizer) && hasWork(obj, work)
 }
 
 // hasWork reports whether obj has what workload writes besides the
 // finalizer.
-func hasWork(obj *unstructured.Unstructured, workload string) bool {
-	switch workload {
-	case WorkloadLabel:
-		_, ok := obj.GetLabels()[Label]
+func hasWork(obj *unstructured.Unstructured, work string) bool {
+	switch work {
+	case workload.Label:
+		_, ok := obj.GetLabels()[workload.LabelKey]
 		return ok
-	case WorkloadStatus:
-		handled, _, _ := unstructured.NestedBool(obj.Object, "status", StatusField)
+	case workload.Status:
+		handled, _, _ := unstructured.NestedBool(obj.Object, "status", workload.StatusField)
 		return handled
 	}
 	_, ok := obj.GetAnnotations()[ResultAnnotation]
@@ -247,7 +230,7 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 		wrote = append(wrote, out.GetResourceVersion())
 	}
 	if needsStatus(obj, c.opts.Workload) {
-		data := []byte(`{"status":{"` + StatusField + `":true}}`)
+		data := []byte(`{"status":{"` + workload.StatusField + `":true}}`)
 		_, err := c.client.Namespace(obj.GetNamespace()).Patch(ctx, obj.GetName(), types.MergePatchType, data, metav1.PatchOptions{}, "status")
 		if apierrors.IsNotFound(err) {
 			return nil
@@ -276,15 +259,15 @@ func (c *Controller) remember(key string, rvs []string) {
 
 // needsStatus reports whether obj, live, still needs the status write of
 // workload.
-func needsStatus(obj *unstructured.Unstructured, workload string) bool {
-	return workload == WorkloadStatus && obj.GetDeletionTimestamp() == nil && !hasWork(obj, workload)
+func needsStatus(obj *unstructured.Unstructured, work string) bool {
+	return work == workload.Status && obj.GetDeletionTimestamp() == nil && !hasWork(obj, work)
 }
 
 // patch is the JSON patch obj needs, or nil when it needs none: on a live
 // object, a test of its resourceVersion and the adds of the finalizer and
-// of the result or the label (workload) that are missing; on an object
+// of the result or the label (work) that are missing; on an object
 // being deleted, a test and the removal of the finalizer.
-func patch(obj *unstructured.Unstructured, workload string) []map[string]any {
+func patch(obj *unstructured.Unstructured, work string) []map[string]any {
 	fins := obj.GetFinalizers()
 	i := slices.Index(fins, Finalizer)
 	if obj.GetDeletionTimestamp() != nil {
@@ -295,7 +278,7 @@ func patch(obj *unstructured.Unstructured, workload string) []map[string]any {
 		return []map[string]any{op("test", path, Finalizer), op("remove", path, nil)}
 	}
 	// Status goes in a write of its own (needsStatus).
-	stored := workload == WorkloadStatus || hasWork(obj, workload)
+	stored := work == workload.Status || hasWork(obj, work)
 	if i >= 0 && stored {
 		return nil
 	}
@@ -312,8 +295,8 @@ func patch(obj *unstructured.Unstructured, workload string) []map[string]any {
 	}
 	field, key, value := "annotations", ResultAnnotation, `{"ok":true}`
 	existing := obj.GetAnnotations()
-	if workload == WorkloadLabel {
-		field, key, value, existing = "labels", Label, "true", obj.GetLabels()
+	if work == workload.Label {
+		field, key, value, existing = "labels", workload.LabelKey, "true", obj.GetLabels()
 	}
 	if existing == nil {
 		return append(ops, op("add", "/metadata/"+field, map[string]string{key: value}))

@@ -6,6 +6,8 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/tether-dev/tether/test/bench/workload"
 )
 
 func widget(finalizers []string, annotations map[string]string, deleting bool) *unstructured.Unstructured {
@@ -27,7 +29,7 @@ func labelled(u *unstructured.Unstructured, labels map[string]string) *unstructu
 }
 
 func withStatus(u *unstructured.Unstructured) *unstructured.Unstructured {
-	u.Object["status"] = map[string]any{StatusField: true}
+	u.Object["status"] = map[string]any{workload.StatusField: true}
 	return u
 }
 
@@ -43,31 +45,31 @@ func TestPatch(t *testing.T) {
 		removeFin1 = `[{"op":"test","path":"/metadata/finalizers/1","value":"bench.example.com/raw"},{"op":"remove","path":"/metadata/finalizers/1"}]`
 	)
 	for _, tc := range []struct {
-		name     string
-		workload string
-		obj      *unstructured.Unstructured
-		want     string // the JSON patch, "null" for none
+		name string
+		work string
+		obj  *unstructured.Unstructured
+		want string // the JSON patch, "null" for none
 	}{
-		{"new", WorkloadResult, widget(nil, nil, false),
+		{"new", workload.Result, widget(nil, nil, false),
 			`[` + testRV + `,` + addFin + `,{"op":"add","path":"/metadata/annotations","value":{"bench.example.com/result":"{\"ok\":true}"}}]`},
-		{"others' finalizer and annotation", WorkloadResult, widget([]string{"x/y"}, map[string]string{"a": "b"}, false),
+		{"others' finalizer and annotation", workload.Result, widget([]string{"x/y"}, map[string]string{"a": "b"}, false),
 			`[` + testRV + `,` + appendFin + `,{"op":"add","path":"/metadata/annotations/bench.example.com~1result","value":"{\"ok\":true}"}]`},
-		{"held, no result", WorkloadResult, widget([]string{Finalizer}, nil, false),
+		{"held, no result", workload.Result, widget([]string{Finalizer}, nil, false),
 			`[` + testRV + `,{"op":"add","path":"/metadata/annotations","value":{"bench.example.com/result":"{\"ok\":true}"}}]`},
-		{"done", WorkloadResult, widget([]string{Finalizer}, result, false), `null`},
-		{"deleting", WorkloadResult, widget([]string{"x/y", Finalizer}, result, true), removeFin1},
-		{"deleting, released", WorkloadResult, widget([]string{"x/y"}, result, true), `null`},
-		{"label: new", WorkloadLabel, widget(nil, nil, false),
+		{"done", workload.Result, widget([]string{Finalizer}, result, false), `null`},
+		{"deleting", workload.Result, widget([]string{"x/y", Finalizer}, result, true), removeFin1},
+		{"deleting, released", workload.Result, widget([]string{"x/y"}, result, true), `null`},
+		{"label: new", workload.Label, widget(nil, nil, false),
 			`[` + testRV + `,` + addFin + `,{"op":"add","path":"/metadata/labels","value":{"bench.example.com/handled":"true"}}]`},
-		{"label: others' label", WorkloadLabel, labelled(widget(nil, nil, false), map[string]string{"a": "b"}),
+		{"label: others' label", workload.Label, labelled(widget(nil, nil, false), map[string]string{"a": "b"}),
 			`[` + testRV + `,` + addFin + `,{"op":"add","path":"/metadata/labels/bench.example.com~1handled","value":"true"}]`},
-		{"label: done", WorkloadLabel, labelled(widget([]string{Finalizer}, nil, false), map[string]string{Label: "true"}), `null`},
-		{"label: deleting", WorkloadLabel, labelled(widget([]string{"x/y", Finalizer}, nil, true), map[string]string{Label: "true"}), removeFin1},
-		{"status: new, the finalizer only", WorkloadStatus, widget(nil, nil, false), `[` + testRV + `,` + addFin + `]`},
-		{"status: held, status missing", WorkloadStatus, widget([]string{Finalizer}, nil, false), `null`},
-		{"status: deleting", WorkloadStatus, withStatus(widget([]string{"x/y", Finalizer}, nil, true)), removeFin1},
+		{"label: done", workload.Label, labelled(widget([]string{Finalizer}, nil, false), map[string]string{workload.LabelKey: "true"}), `null`},
+		{"label: deleting", workload.Label, labelled(widget([]string{"x/y", Finalizer}, nil, true), map[string]string{workload.LabelKey: "true"}), removeFin1},
+		{"status: new, the finalizer only", workload.Status, widget(nil, nil, false), `[` + testRV + `,` + addFin + `]`},
+		{"status: held, status missing", workload.Status, widget([]string{Finalizer}, nil, false), `null`},
+		{"status: deleting", workload.Status, withStatus(widget([]string{"x/y", Finalizer}, nil, true)), removeFin1},
 	} {
-		got, err := json.Marshal(patch(tc.obj, tc.workload))
+		got, err := json.Marshal(patch(tc.obj, tc.work))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -81,18 +83,18 @@ func TestPatch(t *testing.T) {
 // status workload that lacks it, held or not yet.
 func TestNeedsStatus(t *testing.T) {
 	for _, tc := range []struct {
-		name     string
-		workload string
-		obj      *unstructured.Unstructured
-		want     bool
+		name string
+		work string
+		obj  *unstructured.Unstructured
+		want bool
 	}{
-		{"new", WorkloadStatus, widget(nil, nil, false), true},
-		{"held", WorkloadStatus, widget([]string{Finalizer}, nil, false), true},
-		{"written", WorkloadStatus, withStatus(widget([]string{Finalizer}, nil, false)), false},
-		{"deleting", WorkloadStatus, widget([]string{Finalizer}, nil, true), false},
-		{"another workload", WorkloadLabel, widget(nil, nil, false), false},
+		{"new", workload.Status, widget(nil, nil, false), true},
+		{"held", workload.Status, widget([]string{Finalizer}, nil, false), true},
+		{"written", workload.Status, withStatus(widget([]string{Finalizer}, nil, false)), false},
+		{"deleting", workload.Status, widget([]string{Finalizer}, nil, true), false},
+		{"another workload", workload.Label, widget(nil, nil, false), false},
 	} {
-		if got := needsStatus(tc.obj, tc.workload); got != tc.want {
+		if got := needsStatus(tc.obj, tc.work); got != tc.want {
 			t.Errorf("%s: needsStatus = %v, want %v", tc.name, got, tc.want)
 		}
 	}
@@ -101,21 +103,21 @@ func TestNeedsStatus(t *testing.T) {
 func TestDone(t *testing.T) {
 	result := map[string]string{ResultAnnotation: `{"ok":true}`}
 	for _, tc := range []struct {
-		name     string
-		workload string
-		obj      *unstructured.Unstructured
-		want     bool
+		name string
+		work string
+		obj  *unstructured.Unstructured
+		want bool
 	}{
-		{"held with a result", WorkloadResult, widget([]string{Finalizer}, result, false), true},
-		{"result, not held", WorkloadResult, widget(nil, result, false), false},
-		{"held, no result", WorkloadResult, widget([]string{Finalizer}, nil, false), false},
-		{"held with the label", WorkloadLabel, labelled(widget([]string{Finalizer}, nil, false), map[string]string{Label: "true"}), true},
-		{"held with a result, no label", WorkloadLabel, widget([]string{Finalizer}, result, false), false},
-		{"held with status", WorkloadStatus, withStatus(widget([]string{Finalizer}, nil, false)), true},
-		{"status, not held", WorkloadStatus, withStatus(widget(nil, nil, false)), false},
-		{"held, no status", WorkloadStatus, widget([]string{Finalizer}, nil, false), false},
+		{"held with a result", workload.Result, widget([]string{Finalizer}, result, false), true},
+		{"result, not held", workload.Result, widget(nil, result, false), false},
+		{"held, no result", workload.Result, widget([]string{Finalizer}, nil, false), false},
+		{"held with the label", workload.Label, labelled(widget([]string{Finalizer}, nil, false), map[string]string{workload.LabelKey: "true"}), true},
+		{"held with a result, no label", workload.Label, widget([]string{Finalizer}, result, false), false},
+		{"held with status", workload.Status, withStatus(widget([]string{Finalizer}, nil, false)), true},
+		{"status, not held", workload.Status, withStatus(widget(nil, nil, false)), false},
+		{"held, no status", workload.Status, widget([]string{Finalizer}, nil, false), false},
 	} {
-		if got := Done(tc.obj, tc.workload); got != tc.want {
+		if got := Done(tc.obj, tc.work); got != tc.want {
 			t.Errorf("%s: Done = %v, want %v", tc.name, got, tc.want)
 		}
 	}

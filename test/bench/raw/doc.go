@@ -4,9 +4,10 @@
 //
 // For every new Widget it makes one JSON patch, guarded by a test of the
 // resourceVersion, that adds the finalizer Finalizer and what its workload
-// writes: the annotation ResultAnnotation (WorkloadResult) or the label
-// Label (WorkloadLabel). With WorkloadStatus the patch adds the finalizer
-// only and a merge patch of the status subresource sets status.handled: the
+// (package test/bench/workload) writes: the annotation ResultAnnotation
+// (workload.Result) or the label workload.LabelKey (workload.Label). With
+// workload.Status the patch adds the finalizer only and a merge patch of
+// the status subresource sets status.handled: the
 // API server takes status only through /status and nothing else there, so
 // two requests are the least. For every Widget being deleted, one JSON
 // patch that tests and removes its finalizer. It never writes from a stale

@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/tether-dev/tether/test/bench/raw"
+	"github.com/tether-dev/tether/test/bench/workload"
 )
 
 func main() {
@@ -27,7 +28,7 @@ func main() {
 	qps := flag.Float64("qps", raw.DefaultQPS, "requests per second of the controller's client (client-go's rate limiter)")
 	burst := flag.Int("burst", raw.DefaultBurst, "burst of the controller's client")
 	workers := flag.Int("workers", raw.DefaultWorkers, "objects synced at once")
-	workload := flag.String("workload", raw.WorkloadResult, "what a new Widget gets besides the finalizer: "+strings.Join(raw.Workloads, ", "))
+	workload := flag.String("workload", workload.Result, "what a new Widget gets besides the finalizer: "+strings.Join(workload.All, ", "))
 	flag.Parse()
 	if flag.NArg() > 0 || *qps <= 0 || *burst <= 0 || *workers <= 0 {
 		fmt.Fprintln(os.Stderr, "rawcontroller: -qps, -burst and -workers must be positive and no arguments are accepted")
