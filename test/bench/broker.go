@@ -21,6 +21,7 @@ import (
 
 	"github.com/tether-dev/tether/broker/hold"
 	"github.com/tether-dev/tether/broker/progress"
+	"github.com/tether-dev/tether/test/bench/workload"
 )
 
 // handlerName is the bench handler's name; its hold is tether.dev/bench.
@@ -179,24 +180,42 @@ func (w *watchdog) cause(ctx context.Context, err error) error {
 type brokerController struct {
 	e               *env
 	bin             binaries
+	handlerKind     string // handlerGo or handlerPython
+	work            string // the workload
 	broker, handler *process
 	watchdog
 	pprofAddr string // with -profile
 }
 
-func newBrokerController(e *env, bin binaries) *brokerController {
-	return &brokerController{e: e, bin: bin}
+func newBrokerController(e *env, bin binaries, handler, work string) *brokerController {
+	return &brokerController{e: e, bin: bin, handlerKind: handler, work: work}
 }
 
-func (c *brokerController) name() string { return "broker" }
+func (c *brokerController) done(obj *unstructured.Unstructured) bool {
+	return handledFor(obj, c.work)
+}
 
-func (c *brokerController) done(obj *unstructured.Unstructured) bool { return handledByBench(obj) }
+// handledByBench reports whether the bench handler finished creating obj
+// on the result workload: its hold is on and its create's result stored.
+func handledByBench(obj *unstructured.Unstructured) bool { return handledFor(obj, workload.Result) }
 
-// handledByBench reports whether the bench handler finished creating obj:
-// its hold is on and its create's result stored.
-func handledByBench(obj *unstructured.Unstructured) bool {
+// handledFor reports whether the bench handler finished creating obj on
+// workload work: its hold is on and what its create binding writes is
+// there.
+func handledFor(obj *unstructured.Unstructured, work string) bool {
+	if !hold.Has(obj, handlerName) {
+		return false
+	}
+	switch work {
+	case workload.Label:
+		_, ok := obj.GetLabels()[workload.LabelKey]
+		return ok
+	case workload.Status:
+		handled, _, _ := unstructured.NestedBool(obj.Object, "status", workload.StatusField)
+		return handled
+	}
 	_, stored := obj.GetAnnotations()[progress.ResultKey(handlerName, "create")]
-	return stored && hold.Has(obj, handlerName)
+	return stored
 }
 
 func (c *brokerController) start(ctx context.Context, ns string) (context.Context, error) {
@@ -224,11 +243,8 @@ func (c *brokerController) start(ctx context.Context, ns string) (context.Contex
 	if err := waitServing(ctx, addr); err != nil {
 		return nil, c.cause(ctx, fmt.Errorf("waiting for the broker's gRPC health service: %w", err))
 	}
-	handlerArgs := []string{"-addr", addr, "-name", handlerName, "-namespace", ns, "-window", strconv.Itoa(c.e.window)}
-	if c.e.profile != "" {
-		handlerArgs = append(handlerArgs, "-cpuprofile", filepath.Join(c.e.profile, "handler-"+ns+"-cpu.pprof"))
-	}
-	if c.handler, err = startProcess(c.e, fmt.Sprintf("handler-%s", ns), c.bin.handler, handlerArgs...); err != nil {
+	prog, handlerArgs, handlerEnv := c.handlerCommand(addr, ns)
+	if c.handler, err = startProcessEnv(c.e, fmt.Sprintf("handler-%s", ns), prog, handlerEnv, handlerArgs...); err != nil {
 		return nil, err
 	}
 	go c.watch(c.handler)
@@ -236,6 +252,20 @@ func (c *brokerController) start(ctx context.Context, ns string) (context.Contex
 		return nil, c.cause(ctx, err)
 	}
 	return ctx, nil
+}
+
+// handlerCommand is how to start the bench handler of the case: the
+// program, its arguments and what to add to its environment.
+func (c *brokerController) handlerCommand(addr, ns string) (prog string, args, environ []string) {
+	if c.handlerKind == handlerPython {
+		return c.e.python, []string{filepath.Join(c.e.repo, benchHandlerPy), "--addr", addr, "--name", handlerName,
+			"--namespace", ns, "--window", strconv.Itoa(c.e.window), "--workload", c.work}, pythonEnv(c.e.repo)
+	}
+	args = []string{"-addr", addr, "-name", handlerName, "-namespace", ns, "-window", strconv.Itoa(c.e.window), "-workload", c.work}
+	if c.e.profile != "" {
+		args = append(args, "-cpuprofile", filepath.Join(c.e.profile, "handler-"+ns+"-cpu.pprof"))
+	}
+	return c.bin.handler, args, nil
 }
 
 func (c *brokerController) cpu() (time.Duration, error) {

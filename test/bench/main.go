@@ -1,29 +1,33 @@
 // Command bench is the create/delete benchmark of the Tether broker
-// (issue 3). It starts its own etcd and kube-apiserver, installs the Widget
-// CRD and, for each object count N, runs two scenarios against that API
-// server, each in its own namespace:
+// (issues 3 and 38). It starts its own etcd and kube-apiserver, installs the
+// Widget CRD and, for each object count N and each workload (-workloads),
+// runs these scenarios against that API server, each in its own namespace
+// and in turns within every round:
 //
-//   - broker: cmd/broker and a small SDK handler (test/bench/handler), both
-//     as real processes talking gRPC. The handler has a create binding that
-//     stores a result on the object and a delete binding, so every object
-//     is also held with the finalizer tether.dev/bench.
+//   - broker: cmd/broker and a bench handler as real processes talking
+//     gRPC, with the Go SDK (test/bench/handler) or the Python SDK
+//     (test/bench/handler/handler.py), as -handler says. The handler has a
+//     create binding that does the workload (result: stores a small result;
+//     label: patches a label; status: patches status) and a delete binding,
+//     so every object is also held with the finalizer tether.dev/bench.
 //   - raw: the limit a perfect operator reaches, a client-go controller
 //     (test/bench/raw) in a process of its own (test/bench/rawcontroller)
-//     that makes exactly one guarded JSON patch per object on create
-//     (finalizer and result annotation) and one on delete (finalizer
-//     removed), with the same client QPS and burst as the broker.
+//     that makes the same API writes: one guarded JSON patch per object on
+//     create (finalizer, and the result annotation or the label; for
+//     status the finalizer, then a status write) and one on delete
+//     (finalizer removed), with the same client QPS and burst as the broker.
 //
 // The bench process creates N Widgets with its own fast client, measures
-// until every one is handled (held and result stored), then deletes them all
-// and measures until every one is gone. For each phase it prints the time,
-// objects per second, the controller's API writes per object by verb (from
-// the API server's /metrics, the bench client's own requests taken out),
-// Event writes per object, the controller's CPU time per object and the
-// peak RSS and private memory of its processes, then compares the broker
-// with the raw limit against the goal: at least 80% of its objects per
-// second, with one write per object.
+// until every one is handled, then deletes them all and measures until
+// every one is gone. For each phase it prints the time, objects per second,
+// the controller's API writes per object by verb (from the API server's
+// /metrics, the bench client's own requests taken out), Event writes per
+// object, the controller's CPU time per object, the peak RSS and private
+// memory of its processes, and the machine's CPU steal and load average;
+// then it compares each broker case with raw on the same workload, round by
+// round, and judges the medians against the goals (report.go).
 //
-//	go run ./test/bench -n 1000,5000 -out bench.txt
+//	go run ./test/bench -n 2000 -workloads result,label,status -handler go,python -out bench.txt
 package main
 
 import (
@@ -36,12 +40,10 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
 	"syscall"
-	"text/tabwriter"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -51,6 +53,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/tether-dev/tether/sdk"
+	"github.com/tether-dev/tether/test/bench/workload"
 	"github.com/tether-dev/tether/test/controlplane"
 )
 
@@ -62,10 +65,6 @@ const (
 	exitGoalMiss = 3
 )
 
-// goal is the share of the raw limit's objects per second the broker must
-// reach.
-const goal = 0.80
-
 type config struct {
 	counts     []int
 	pairs      int
@@ -76,6 +75,10 @@ type config struct {
 	timeout    time.Duration
 	out        string
 	keep       bool
+	// workloads and handlers are -workloads and -handler: the cases of
+	// every round (cases.go).
+	workloads []string
+	handlers  []string
 
 	// scale is -scale (scale.go): both benchmarks and one table.
 	scale bool
@@ -123,12 +126,14 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
        go run ./test/bench -timers [-objects 10000] [-intervals 1s,10s] [-modes plain,sharp] [-duration 60s] [flags]
        go run ./test/bench -pushdown [-n 10000] [-labelled 1] [-pairs 3] [flags]
 
-The create/delete benchmark: the Tether broker with a handler process against
-a raw client-go controller that makes one JSON patch per object, on a control
-plane of its own. Progress goes to stderr, the table to stdout (and -out).
-Exit status: 0 when the broker meets the goal (>= 80% of the raw objects/s on
-create and delete, one write per object on create), 3 when it misses it, 1 when
-the run fails, 2 for bad flags.
+The create/delete benchmark: the Tether broker with a handler process (Go or
+Python, -handler) against a raw client-go controller making the same API
+writes, for each of -workloads, on a control plane of its own. Progress goes to
+stderr, the table to stdout (and -out). Exit status: 0 when every goal is met
+(result workload: the Go handler >= 95% of raw's objects/s on create and on
+delete and <= 1.2x its CPU per object, Python >= 85% and <= 2x; every
+workload: raw's writes per object on create), 3 when one is missed, 1 when the
+run fails, 2 for bad flags.
 
 With -timers, the timer benchmark instead: for each object count and interval,
 that many Widgets with a timer each, handled by an ack-only handler process
@@ -151,6 +156,9 @@ Flags:
 	fs.IntVar(&c.window, "window", 64, "deliveries the bench handler runs at once (its window); with -timers 256 unless given")
 	fs.IntVar(&c.rawWorkers, "raw-workers", 64, "workers of the raw controller (the broker runs 64 per handler, bounded by -window)")
 	fs.DurationVar(&c.timeout, "timeout", 10*time.Minute, "how long one phase (create or delete of N objects; with -timers, the warm-up) may take before the run fails")
+	workloads := fs.String("workloads", workload.Result, "comma-separated `workloads` of the create binding, each against raw doing the same writes:\n"+
+		"result (a small result stored by the broker), label (a label patched), status (status patched through /status)")
+	handlers := fs.String("handler", handlerGo, "comma-separated `handlers` of the broker: go (test/bench/handler) or python ("+benchHandlerPy+", run by -python)")
 	fs.StringVar(&c.out, "out", "", "also write the table to this `file`")
 	fs.BoolVar(&c.keep, "keep", false, "keep the work folder (binaries, broker, handler and raw controller logs) after a successful run; a failed run always keeps it")
 	fs.BoolVar(&c.brokerOnly, "broker-only", false, "run the broker scenario only: its memory and CPU at a count where a raw round takes too long; no comparison, so no verdict")
@@ -164,7 +172,7 @@ Flags:
 	fs.BoolVar(&c.spread, "spread", false, "-timers: create the Widgets after the handler connected, so their first ticks spread over the creation time (default: before the broker starts, as after a broker restart: all first ticks at once)")
 	fs.IntVar(&c.workers, "workers", 0, "-timers: the broker's --workers (0: its default, 64)")
 	fs.StringVar(&c.timerHandler, "timer-handler", timerHandlerGo, "-timers: the handler process: go (test/bench/timerhandler, Go SDK), python (test/bench/timerhandler/handler.py, Python SDK,\nan async function) or python-sync (the same with a plain function, run in the SDK's thread pool); every one only acks")
-	fs.StringVar(&c.python, "python", defaultPython, "-timers: the `interpreter` of the Python handler; it must import grpc and google.protobuf (Debian: python3-grpcio, python3-protobuf)")
+	fs.StringVar(&c.python, "python", defaultPython, "the `interpreter` of the Python handlers (-handler python, -timer-handler python); it must import grpc and google.protobuf (Debian: python3-grpcio, python3-protobuf)")
 	fs.BoolVar(&c.failover, "failover", false, "run the failover benchmark instead: at each -n (default "+failoverCounts+"), two broker replicas with --leader-elect and the bench handler;\n"+
 		"-pairs times each of -ways the leader is stopped while a Widget is created, and the table says when the other replica led, was ready,\n"+
 		"had the handler back and handled that Widget (goal: under "+failoverGoal.String()+", no hold lost)")
@@ -189,11 +197,22 @@ Flags:
 		}
 		c.profile = abs
 	}
-	nSet := false
+	nSet, casesSet := false, false
 	fs.Visit(func(f *flag.Flag) {
 		c.windowSet = c.windowSet || f.Name == "window"
 		nSet = nSet || f.Name == "n"
+		casesSet = casesSet || f.Name == "workloads" || f.Name == "handler"
 	})
+	if casesSet && (c.timers || c.scale || c.pushdown || c.failover) {
+		return nil, errors.New("-workloads and -handler are for the create/delete benchmark alone, not -timers, -scale, -pushdown or -failover")
+	}
+	var err error
+	if c.workloads, err = parseList("workloads", *workloads, workload.Check); err != nil {
+		return nil, err
+	}
+	if c.handlers, err = parseList("handler", *handlers, checkHandler); err != nil {
+		return nil, err
+	}
 	if c.timers && c.scale {
 		return nil, errors.New("-timers and -scale do not go together: -scale runs the timers it needs")
 	}
@@ -337,6 +356,11 @@ func (e *env) interrupted() bool { return e.sig.Err() != nil }
 
 // bench starts the control plane, runs every scenario and stops everything.
 func bench(ctx context.Context, cfg *config, stderr io.Writer) (rows []row, err error) {
+	if slices.Contains(cfg.handlers, handlerPython) {
+		if cfg.pythonVersion, err = checkPython(ctx, cfg.python); err != nil {
+			return nil, err
+		}
+	}
 	err = withEnv(ctx, cfg, stderr, "./test/bench/handler", func(e *env, bin binaries) error {
 		if cfg.profile != "" {
 			if err := os.MkdirAll(cfg.profile, 0o755); err != nil {
@@ -348,20 +372,15 @@ func bench(ctx context.Context, cfg *config, stderr io.Writer) (rows []row, err 
 		}
 		for _, n := range cfg.counts {
 			for round := 1; round <= cfg.rounds(n); round++ {
-				// In turns, so that neither always runs on a fresher API
-				// server, or behind the other's leftovers.
-				order := []controller{newBrokerController(e, bin), newRawController(e, bin)}
-				if cfg.brokerOnly {
-					order = order[:1]
-				}
-				if round%2 == 0 && len(order) == 2 {
-					order[0], order[1] = order[1], order[0]
-				}
-				for _, c := range order {
-					e.progressf("%s N=%d round %d/%d: starting", c.name(), n, round, cfg.rounds(n))
-					rs, err := runScenario(ctx, e, c, n, round)
+				for _, cs := range roundCases(cfg.workloads, cfg.handlers, cfg.brokerOnly, round) {
+					var c controller = newRawController(e, bin, cs.workload)
+					if cs.scenario == scenarioBroker {
+						c = newBrokerController(e, bin, cs.handler, cs.workload)
+					}
+					e.progressf("%s N=%d round %d/%d: starting", cs.id(), n, round, cfg.rounds(n))
+					rs, err := runScenario(ctx, e, c, cs, n, round)
 					if err != nil {
-						return fmt.Errorf("%s N=%d round %d: %w", c.name(), n, round, err)
+						return fmt.Errorf("%s N=%d round %d: %w", cs.id(), n, round, err)
 					}
 					rows = append(rows, rs...)
 				}
@@ -441,104 +460,4 @@ func withEnv(ctx context.Context, cfg *config, stderr io.Writer, handlerPkg stri
 // controller would queue behind the bench's own load.
 func ownConnection(cfg *rest.Config) {
 	cfg.Dial = (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext
-}
-
-// row is one line of the table.
-type row struct {
-	scenario string
-	n        int
-	round    int
-	phase    string
-	seconds  float64
-	writes   delta
-	cpu      time.Duration // the controller's processes' CPU time in the phase
-	mem      []memPeak     // per process, the controller's first
-}
-
-func (r row) rate() float64 { return float64(r.n) / r.seconds }
-
-// cpuPerObject is the controller's CPU time per object, in milliseconds.
-func (r row) cpuPerObject() float64 { return float64(r.cpu) / float64(time.Millisecond) / float64(r.n) }
-
-// report writes the table and the verdicts; it reports whether every goal
-// was met.
-func report(w io.Writer, cfg *config, rows []row) bool {
-	fmt.Fprintf(w, "Tether create/delete benchmark: kube-apiserver %s, %d CPUs, %s, client QPS %g burst %d, handler window %d, raw workers %d, %d rounds\n\n",
-		controlplane.KubernetesVersion, runtime.NumCPU(), runtime.Version(), cfg.qps, cfg.burst, cfg.window, cfg.rawWorkers, cfg.pairs)
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "scenario\tN\tround\tphase\tseconds\tobjects/s\twrites/object (controller)\trefused/object\tevents/object\tCPU ms/object\tpeak RSS MiB (private)")
-	for _, r := range rows {
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%.2f\t%.1f\t%s\t%.2f\t%.2f\t%.2f\t%s\n",
-			r.scenario, r.n, r.round, r.phase, r.seconds, r.rate(), r.writes.verbs(), r.writes.refused, r.writes.events, r.cpuPerObject(), formatMemory(r.mem))
-	}
-	tw.Flush()
-	fmt.Fprintln(w)
-	ok := true
-	find := func(scenario string, n, round int, phase string) *row {
-		for i := range rows {
-			if rows[i].scenario == scenario && rows[i].n == n && rows[i].round == round && rows[i].phase == phase {
-				return &rows[i]
-			}
-		}
-		return nil
-	}
-	for _, n := range cfg.counts {
-		for _, phase := range []string{"create", "delete"} {
-			// Each round's share compares broker and raw run back to back.
-			var shares, brokerRates, rawRates, writes, brokerCPU, rawCPU []float64
-			for round := 1; round <= cfg.pairs; round++ {
-				b, r := find("broker", n, round, phase), find("raw", n, round, phase)
-				if b == nil || r == nil {
-					continue
-				}
-				shares = append(shares, b.rate()/r.rate())
-				brokerRates, rawRates = append(brokerRates, b.rate()), append(rawRates, r.rate())
-				writes = append(writes, b.writes.controller/float64(n))
-				brokerCPU, rawCPU = append(brokerCPU, b.cpuPerObject()), append(rawCPU, r.cpuPerObject())
-			}
-			if len(shares) == 0 {
-				continue
-			}
-			share := median(shares)
-			ok = ok && share >= goal
-			line := fmt.Sprintf("N=%d %s: broker %.1f objects/s = %.0f%% %s of raw %.1f objects/s, medians of %d rounds (goal >= %.0f%%): %s",
-				n, phase, median(brokerRates), 100*share, spread(shares, 100), median(rawRates), len(shares), 100*goal, passFail(share >= goal))
-			one := slices.Min(writes) == 1 && slices.Max(writes) == 1
-			if phase == "create" {
-				ok = ok && one
-				line += fmt.Sprintf("; broker writes/object %.2f %s (goal 1 in every round): %s", median(writes), spread(writes, 1), passFail(one))
-			} else {
-				line += fmt.Sprintf("; broker writes/object %.2f %s", median(writes), spread(writes, 1))
-			}
-			fmt.Fprintln(w, line)
-			// CPU is compared, not judged: the goal is issue 3's.
-			fmt.Fprintf(w, "N=%d %s: CPU ms/object broker+handler %.2f %s, raw %.2f %s, medians of %d rounds\n",
-				n, phase, median(brokerCPU), spread(brokerCPU, 1), median(rawCPU), spread(rawCPU, 1), len(brokerCPU))
-		}
-	}
-	return ok
-}
-
-// median of xs, which must not be empty.
-func median(xs []float64) float64 {
-	s := slices.Sorted(slices.Values(xs))
-	if len(s)%2 == 1 {
-		return s[len(s)/2]
-	}
-	return (s[len(s)/2-1] + s[len(s)/2]) / 2
-}
-
-// spread is the range of xs scaled by k, "[lo-hi]".
-func spread(xs []float64, k float64) string {
-	if k == 1 {
-		return fmt.Sprintf("[%.2f-%.2f]", slices.Min(xs), slices.Max(xs))
-	}
-	return fmt.Sprintf("[%.0f-%.0f%%]", k*slices.Min(xs), k*slices.Max(xs))
-}
-
-func passFail(ok bool) string {
-	if ok {
-		return "PASS"
-	}
-	return "FAIL"
 }

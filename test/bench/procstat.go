@@ -96,10 +96,27 @@ func parseCPUTimes(stat string) (cpuTimes, error) {
 // stealShare is the share of the machine's CPU time between a and b that
 // was stolen, in percent, or "?" when either reading failed.
 func stealShare(a, b cpuTimes, errA, errB error) string {
-	if errA != nil || errB != nil || b.total <= a.total {
+	p, ok := stealPercent(a, b, errA, errB)
+	if !ok {
 		return "?"
 	}
-	return fmt.Sprintf("%.1f%%", 100*float64(b.steal-a.steal)/float64(b.total-a.total))
+	return fmt.Sprintf("%.1f%%", p)
+}
+
+// stealPercent is stealShare as a number; false when either reading failed.
+func stealPercent(a, b cpuTimes, errA, errB error) (float64, bool) {
+	if errA != nil || errB != nil || b.total <= a.total {
+		return 0, false
+	}
+	return 100 * float64(b.steal-a.steal) / float64(b.total-a.total), true
+}
+
+// load1 is the one-minute load average of a loadAverage string, false when
+// it has none.
+func load1(loadavg string) (float64, bool) {
+	f, _, _ := strings.Cut(loadavg, " ")
+	v, err := strconv.ParseFloat(f, 64)
+	return v, err == nil
 }
 
 // childPID finds a child of this process by its command name (as in

@@ -19,7 +19,6 @@ import (
 
 // controller is what a scenario benchmarks.
 type controller interface {
-	name() string
 	// start makes the controller serve the Widgets of ns and returns once
 	// it handles them, with a context that ends (with a cause) if the
 	// controller dies.
@@ -42,9 +41,11 @@ type controller interface {
 const loadWorkers = 16
 
 // runScenario creates n Widgets in a namespace of c's own, waits until c
-// handled them all, deletes them and waits until they are gone.
-func runScenario(ctx context.Context, e *env, c controller, n, round int) ([]row, error) {
-	ns := fmt.Sprintf("bench-%s-%d-%d", c.name(), n, round)
+// (the controller of case cs) handled them all, deletes them and waits
+// until they are gone. Each phase's row has the machine's CPU steal over
+// it and its load average at the end.
+func runScenario(ctx context.Context, e *env, c controller, cs benchCase, n, round int) ([]row, error) {
+	ns := fmt.Sprintf("bench-%s-%d-%d", cs.id(), n, round)
 	nsObj := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}
 	if _, err := e.kube.CoreV1().Namespaces().Create(ctx, nsObj, metav1.CreateOptions{}); err != nil {
 		return nil, fmt.Errorf("creating namespace %s: %w", ns, err)
@@ -61,7 +62,7 @@ func runScenario(ctx context.Context, e *env, c controller, n, round int) ([]row
 	}
 	var rows []row
 	for _, phase := range []string{"create", "delete"} {
-		label := fmt.Sprintf("%s N=%d %s", c.name(), n, phase)
+		label := fmt.Sprintf("%s N=%d %s", cs.id(), n, phase)
 		before, err := settledScrape(ctx, e.kube)
 		if err != nil {
 			return nil, err
@@ -71,11 +72,13 @@ func runScenario(ctx context.Context, e *env, c controller, n, round int) ([]row
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", label, err)
 		}
+		stat0, statErr0 := readCPUTimes()
 		start := time.Now()
 		own, last, err := loadAndWait(ctx, e, tr, ns, n, label, start, phase == "delete")
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", phase, err)
 		}
+		stat1, statErr1 := readCPUTimes()
 		after, err := settledScrape(ctx, e.kube)
 		if err != nil {
 			return nil, err
@@ -86,13 +89,15 @@ func runScenario(ctx context.Context, e *env, c controller, n, round int) ([]row
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", label, err)
 		}
-		r := row{scenario: c.name(), n: n, round: round, phase: phase, seconds: last.Sub(start).Seconds(),
-			writes: diff(before, after, own, n), cpu: cpu1 - cpu0, mem: c.memory()}
-		if err := c.profile(ctx, fmt.Sprintf("%d-%d-%s", n, round, phase)); err != nil {
+		r := row{scenario: cs.scenario, handler: cs.handler, workload: cs.workload, n: n, round: round, phase: phase,
+			seconds: last.Sub(start).Seconds(), writes: diff(before, after, own, n), cpu: cpu1 - cpu0, mem: c.memory(),
+			load: loadAverage()}
+		r.steal, r.stealOK = stealPercent(stat0, stat1, statErr0, statErr1)
+		if err := c.profile(ctx, fmt.Sprintf("%s-%d-%d-%s", cs.id(), n, round, phase)); err != nil {
 			return nil, fmt.Errorf("%s: -profile: %w", label, err)
 		}
-		e.progressf("%s: %d objects in %.2fs (%.1f/s), writes/object %s, CPU ms/object %.2f, peak RSS MiB (private) %s",
-			label, n, r.seconds, r.rate(), r.writes.verbs(), r.cpuPerObject(), formatMemory(r.mem))
+		e.progressf("%s: %d objects in %.2fs (%.1f/s), writes/object %s, CPU ms/object %.2f, peak RSS MiB (private) %s, CPU steal %s, load %s",
+			label, n, r.seconds, r.rate(), r.writes.verbs(), r.cpuPerObject(), formatMemory(r.mem), r.stealText(), r.load)
 		rows = append(rows, r)
 	}
 	return rows, nil
