@@ -112,8 +112,8 @@ chaos-selftest: controlplane ## show the chaos checker catches each broken rule 
 		$(GO) run ./test/chaos/cmd/chaos -seed $(SEED) -duration 60s -break $${b%%:*} -expect $${b##*:} || exit 1; \
 	done
 
-bench: ## create/delete benchmark: broker vs a raw client-go controller
-	$(GO) run ./test/bench $(BENCHFLAGS)
+bench: ## create/delete benchmark: the broker with a Go and a Python handler vs a raw client-go controller, on the result, label and status workloads (docs/bench.md)
+	$(GO) run ./test/bench -n 2000 -qps 1000 -burst 2000 -workloads result,label,status -handler go,python $(BENCHFLAGS)
 
 bench-timers: ## timer benchmark: 10,000 objects with a timer at 1s and 10s (docs/bench.md)
 	$(GO) run ./test/bench -timers $(BENCHFLAGS)
