@@ -170,8 +170,8 @@ func caseVerdict(w io.Writer, cfg *config, rows []row, n int, work, h string) bo
 			continue
 		}
 		share := median(shares)
-		line := fmt.Sprintf("%s %s: broker %.1f objects/s = %.0f%% of raw %.1f objects/s, median of %d rounds %s, spread %.0f points",
-			prefix, phase, median(bRates), 100*share, median(rRates), len(shares), spread(shares, 100), spreadPoints(shares))
+		line := fmt.Sprintf("%s %s: broker %.1f objects/s = %.0f%% of raw %.1f objects/s, median of %s %s, spread %.0f points",
+			prefix, phase, median(bRates), 100*share, median(rRates), roundsText(len(shares)), spread(shares, 100), spreadPoints(shares))
 		if judged {
 			pass := share >= shareGoal[h]
 			ok = ok && pass
@@ -216,8 +216,8 @@ func cpuVerdict(w io.Writer, cfg *config, rows []row, n int, broker, rawCase ben
 		return true
 	}
 	ratio := median(ratios)
-	line := fmt.Sprintf("%s: CPU ms/object (create and delete) broker+handler %.2f %s, raw %.2f %s: %.2fx raw %s, median of %d rounds",
-		prefix, median(bCPU), spread(bCPU, 1), median(rCPU), spread(rCPU, 1), ratio, spread(ratios, 1), len(ratios))
+	line := fmt.Sprintf("%s: CPU ms/object (create and delete) broker+handler %.2f %s, raw %.2f %s: %.2fx raw %s, median of %s",
+		prefix, median(bCPU), spread(bCPU, 1), median(rCPU), spread(rCPU, 1), ratio, spread(ratios, 1), roundsText(len(ratios)))
 	if broker.workload != goalWorkload {
 		fmt.Fprintln(w, line)
 		return true
@@ -248,6 +248,14 @@ func spread(xs []float64, k float64) string {
 // points, rounded to the nearest point.
 func spreadPoints(xs []float64) float64 {
 	return math.Round(100 * (slices.Max(xs) - slices.Min(xs)))
+}
+
+// roundsText is "1 round", "3 rounds".
+func roundsText(k int) string {
+	if k == 1 {
+		return "1 round"
+	}
+	return fmt.Sprintf("%d rounds", k)
 }
 
 func passFail(ok bool) string {

@@ -237,6 +237,22 @@ func TestWorkloadAndHandlerFlags(t *testing.T) {
 	}
 }
 
+// TestReportOneRound: a run of one round says so, in the singular.
+func TestReportOneRound(t *testing.T) {
+	cfg := resultConfig(handlerGo)
+	cfg.pairs = 1
+	rs := &rowsOf{n: 100}
+	rs.add(goResult, 1, 1, 1, 1, 100*time.Millisecond)
+	rs.add(rawResult, 1, 1, 1, 1, 100*time.Millisecond)
+	var out strings.Builder
+	report(&out, cfg, rs.rows)
+	for _, want := range []string{"= 100% of raw 100.0 objects/s, median of 1 round [100-100%], spread 0 points", "1.00x raw [1.00-1.00], median of 1 round (goal"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("the report does not say %q:\n%s", want, out.String())
+		}
+	}
+}
+
 func TestLoad1(t *testing.T) {
 	if v, ok := load1("1.95 1.20 0.80"); !ok || math.Abs(v-1.95) > 1e-9 {
 		t.Errorf("load1 = %v, %v", v, ok)
