@@ -143,6 +143,10 @@ type objectWork struct {
 	// passes the annotation of the latest state, which includes what the
 	// broker's writes returned (remember), has it.
 	lastHandled map[string]any
+	// wrote is the resourceVersion the API server gave this pass's last
+	// write: the state the pass's decision is recorded in, which the pass
+	// settles rather than a newer one the informer brought meanwhile.
+	wrote string
 	// cause identifies the change being handled; done, gaveUp and tries
 	// belong to it and are reset when it changes. gaveUp marks the bindings
 	// that are done because the broker gave up on them (retries ran out),
@@ -290,7 +294,7 @@ func (o *object) begin() {
 func (o *object) endPass() {
 	o.seen, o.cur, o.view = nil, nil, nil
 	if w := o.work; w != nil {
-		w.lastHandled = nil
+		w.lastHandled, w.wrote = nil, ""
 		if w.empty() {
 			*w = objectWork{}
 			objectWorks.Put(w)

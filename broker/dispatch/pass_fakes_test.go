@@ -147,6 +147,7 @@ func (f *fakeWriter) land(o *object, w *write) {
 	if err != nil {
 		panic(err)
 	}
+	o.work.wrote = c.ResourceVersion
 	f.h.mu.Lock()
 	defer f.h.mu.Unlock()
 	if c.NewerThan(o.obj) {

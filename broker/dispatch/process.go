@@ -150,12 +150,20 @@ func (r *reconciler) lifecycle(ctx context.Context, o *object, s sight, pres con
 		return r.absent(ctx, o, o.decoded(), pres)
 	}
 	if s.initial || o.settled != o.cur.ResourceVersion {
+		decided := o.cur.ResourceVersion
+		o.work.wrote = ""
 		if res := r.live(ctx, o, o.decoded(), s.initial, pres); res.stops() {
 			return res
 		}
+		if o.work.wrote != "" {
+			decided = o.work.wrote
+		}
 		r.load(o)
+		// What live decided on is settled, or the answer to its write; a
+		// newer state the informer brought meanwhile (a user's change
+		// while the update was delivered) gets a pass of its own.
 		if o.work.pending == nil {
-			o.settled = o.cur.ResourceVersion
+			o.settled = decided
 		}
 	}
 	// An unchanged object's ticks and daemons mostly need only cur's

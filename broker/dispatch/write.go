@@ -500,11 +500,13 @@ func refused(err error) bool {
 }
 
 // remember keeps the object the API server returned, unless the informer
-// already has a newer one.
+// already has a newer one, and notes its resourceVersion as the pass's
+// latest write.
 func (ow *objectWriter) remember(o *object, out *informer.Object) {
 	if out == nil {
 		return
 	}
+	o.work.wrote = out.ResourceVersion
 	ow.mu.Lock()
 	defer ow.mu.Unlock()
 	if o.obj == nil || out.NewerThan(o.obj) {
