@@ -38,6 +38,11 @@ type Instance struct {
 	// instances of the highest priority connected take the handler's work,
 	// so that a developer's instance can take over from the in-cluster ones.
 	Priority int32
+	// Capabilities are Hello.capabilities: what the instance's SDK has. A
+	// feature the broker sends the instance (not one it only receives)
+	// goes only to an instance that has it, or that lists none (Listed
+	// false: an SDK older than capabilities, served as before).
+	Capabilities Capabilities
 
 	send chan *tetherv1.ConnectResponse
 	done chan struct{} // closed when the session ends

@@ -130,6 +130,8 @@ type Server struct {
 	stopping chan struct{}
 	stopOnce sync.Once
 
+	offered Capabilities // in every Welcome
+
 	instances *limit.Counter // connected, per handler
 	hellos    *limit.Counter // under way, per identity
 	allHellos *limit.Counter // under way, in all, under ""
@@ -168,7 +170,7 @@ func NewServer(opts Options) *Server {
 		opts.MaxHellos = DefaultMaxHellos
 	}
 	return &Server{
-		opts: opts, log: opts.Log, stopping: make(chan struct{}),
+		opts: opts, log: opts.Log, stopping: make(chan struct{}), offered: offered(opts.Supported),
 		instances: &limit.Counter{PerKey: opts.MaxInstances},
 		hellos:    &limit.Counter{PerKey: opts.MaxHellosPerIdentity},
 		allHellos: &limit.Counter{PerKey: opts.MaxHellos},
@@ -205,6 +207,7 @@ func (s *Server) Connect(stream tetherv1.BrokerService_ConnectServer) error {
 	withdrawn := s.recheck(ctx, hello.GetHandler(), hello.GetPriority(), bindings)
 	in := newInstance(hello.GetHandler(), hello.GetInstanceId(), newSessionID(), hello.GetPriority(), window,
 		slices.ContainsFunc(bindings, func(b *binding.Binding) bool { return b.Kind.IsAdmission() }))
+	in.Capabilities = Capabilities(hello.GetCapabilities())
 	if u, ok := auth.User(ctx); ok {
 		in.User = &u
 	}
@@ -235,6 +238,7 @@ func (s *Server) Connect(stream tetherv1.BrokerService_ConnectServer) error {
 	welcome := &tetherv1.Welcome{
 		SessionId: in.SessionID, Window: uint32(window), BrokerVersion: s.opts.Version,
 		Grace: durationpb.New(att.Grace), AbsentReleaseAfter: durationpb.New(att.AbsentReleaseAfter),
+		Capabilities: s.offered,
 	}
 	for _, b := range bindings {
 		welcome.Resources = append(welcome.Resources, &tetherv1.Resource{
@@ -245,7 +249,8 @@ func (s *Server) Connect(stream tetherv1.BrokerService_ConnectServer) error {
 	if err := stream.Send(&tetherv1.ConnectResponse{Message: &tetherv1.ConnectResponse_Welcome{Welcome: welcome}}); err != nil {
 		return err
 	}
-	log.Info("handler instance connected", "bindings", len(bindings), "window", window, "priority", in.Priority, "sdk", hello.GetSdk())
+	log.Info("handler instance connected", "bindings", len(bindings), "window", window, "priority", in.Priority,
+		"sdk", hello.GetSdk(), "capabilities", capabilityNames(in.Capabilities))
 
 	recvDone = make(chan struct{})
 	go func() {

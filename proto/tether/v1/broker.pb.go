@@ -36,6 +36,83 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// Capability is a protocol feature that one side may have and the other
+// lack. Each side lists those it has in the handshake (Hello.capabilities,
+// Welcome.capabilities), and a feature is used only when both list it, so
+// a new SDK works with an old broker and an old SDK with a new broker.
+// Values are never reused; a value a peer does not know is ignored.
+type Capability int32
+
+const (
+	Capability_CAPABILITY_UNSPECIFIED Capability = 0
+	// CAPABILITY_CAPABILITIES: this side lists its capabilities, so one it
+	// does not list is one it lacks. Without it, an empty list means only
+	// that the peer predates capabilities.
+	Capability_CAPABILITY_CAPABILITIES Capability = 1
+	// CAPABILITY_HANDLER_EVENTS: Ack.events are posted as Kubernetes Events.
+	Capability_CAPABILITY_HANDLER_EVENTS Capability = 2
+	// CAPABILITY_RESOURCE_NAMES: Resource.name in a binding is resolved with
+	// discovery, as kubectl resolves a resource name.
+	Capability_CAPABILITY_RESOURCE_NAMES Capability = 3
+	// CAPABILITY_DAEMON_EXIT_RETRY_AFTER: DaemonExited.retry_after delays a
+	// failed daemon's restart instead of the binding's backoff.
+	Capability_CAPABILITY_DAEMON_EXIT_RETRY_AFTER Capability = 4
+	// CAPABILITY_PRIORITY: Hello.priority ranks the handler's instances.
+	Capability_CAPABILITY_PRIORITY Capability = 5
+	// CAPABILITY_ADMISSION: VALIDATE and MUTATE bindings are served (the
+	// broker runs its webhook server).
+	Capability_CAPABILITY_ADMISSION Capability = 6
+)
+
+// Enum value maps for Capability.
+var (
+	Capability_name = map[int32]string{
+		0: "CAPABILITY_UNSPECIFIED",
+		1: "CAPABILITY_CAPABILITIES",
+		2: "CAPABILITY_HANDLER_EVENTS",
+		3: "CAPABILITY_RESOURCE_NAMES",
+		4: "CAPABILITY_DAEMON_EXIT_RETRY_AFTER",
+		5: "CAPABILITY_PRIORITY",
+		6: "CAPABILITY_ADMISSION",
+	}
+	Capability_value = map[string]int32{
+		"CAPABILITY_UNSPECIFIED":             0,
+		"CAPABILITY_CAPABILITIES":            1,
+		"CAPABILITY_HANDLER_EVENTS":          2,
+		"CAPABILITY_RESOURCE_NAMES":          3,
+		"CAPABILITY_DAEMON_EXIT_RETRY_AFTER": 4,
+		"CAPABILITY_PRIORITY":                5,
+		"CAPABILITY_ADMISSION":               6,
+	}
+)
+
+func (x Capability) Enum() *Capability {
+	p := new(Capability)
+	*p = x
+	return p
+}
+
+func (x Capability) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (Capability) Descriptor() protoreflect.EnumDescriptor {
+	return file_tether_v1_broker_proto_enumTypes[0].Descriptor()
+}
+
+func (Capability) Type() protoreflect.EnumType {
+	return &file_tether_v1_broker_proto_enumTypes[0]
+}
+
+func (x Capability) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use Capability.Descriptor instead.
+func (Capability) EnumDescriptor() ([]byte, []int) {
+	return file_tether_v1_broker_proto_rawDescGZIP(), []int{0}
+}
+
 // BindingKind is what a binding subscribes to.
 type BindingKind int32
 
@@ -107,11 +184,11 @@ func (x BindingKind) String() string {
 }
 
 func (BindingKind) Descriptor() protoreflect.EnumDescriptor {
-	return file_tether_v1_broker_proto_enumTypes[0].Descriptor()
+	return file_tether_v1_broker_proto_enumTypes[1].Descriptor()
 }
 
 func (BindingKind) Type() protoreflect.EnumType {
-	return &file_tether_v1_broker_proto_enumTypes[0]
+	return &file_tether_v1_broker_proto_enumTypes[1]
 }
 
 func (x BindingKind) Number() protoreflect.EnumNumber {
@@ -120,7 +197,7 @@ func (x BindingKind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use BindingKind.Descriptor instead.
 func (BindingKind) EnumDescriptor() ([]byte, []int) {
-	return file_tether_v1_broker_proto_rawDescGZIP(), []int{0}
+	return file_tether_v1_broker_proto_rawDescGZIP(), []int{1}
 }
 
 // FinalizerPolicy says whether and how a binding holds objects.
@@ -167,11 +244,11 @@ func (x FinalizerPolicy) String() string {
 }
 
 func (FinalizerPolicy) Descriptor() protoreflect.EnumDescriptor {
-	return file_tether_v1_broker_proto_enumTypes[1].Descriptor()
+	return file_tether_v1_broker_proto_enumTypes[2].Descriptor()
 }
 
 func (FinalizerPolicy) Type() protoreflect.EnumType {
-	return &file_tether_v1_broker_proto_enumTypes[1]
+	return &file_tether_v1_broker_proto_enumTypes[2]
 }
 
 func (x FinalizerPolicy) Number() protoreflect.EnumNumber {
@@ -180,7 +257,7 @@ func (x FinalizerPolicy) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use FinalizerPolicy.Descriptor instead.
 func (FinalizerPolicy) EnumDescriptor() ([]byte, []int) {
-	return file_tether_v1_broker_proto_rawDescGZIP(), []int{1}
+	return file_tether_v1_broker_proto_rawDescGZIP(), []int{2}
 }
 
 // AdmissionOperation is an operation an admission binding intercepts.
@@ -223,11 +300,11 @@ func (x AdmissionOperation) String() string {
 }
 
 func (AdmissionOperation) Descriptor() protoreflect.EnumDescriptor {
-	return file_tether_v1_broker_proto_enumTypes[2].Descriptor()
+	return file_tether_v1_broker_proto_enumTypes[3].Descriptor()
 }
 
 func (AdmissionOperation) Type() protoreflect.EnumType {
-	return &file_tether_v1_broker_proto_enumTypes[2]
+	return &file_tether_v1_broker_proto_enumTypes[3]
 }
 
 func (x AdmissionOperation) Number() protoreflect.EnumNumber {
@@ -236,7 +313,7 @@ func (x AdmissionOperation) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use AdmissionOperation.Descriptor instead.
 func (AdmissionOperation) EnumDescriptor() ([]byte, []int) {
-	return file_tether_v1_broker_proto_rawDescGZIP(), []int{2}
+	return file_tether_v1_broker_proto_rawDescGZIP(), []int{3}
 }
 
 // FailurePolicy is what the API server does when the webhook cannot answer
@@ -278,11 +355,11 @@ func (x FailurePolicy) String() string {
 }
 
 func (FailurePolicy) Descriptor() protoreflect.EnumDescriptor {
-	return file_tether_v1_broker_proto_enumTypes[3].Descriptor()
+	return file_tether_v1_broker_proto_enumTypes[4].Descriptor()
 }
 
 func (FailurePolicy) Type() protoreflect.EnumType {
-	return &file_tether_v1_broker_proto_enumTypes[3]
+	return &file_tether_v1_broker_proto_enumTypes[4]
 }
 
 func (x FailurePolicy) Number() protoreflect.EnumNumber {
@@ -291,7 +368,7 @@ func (x FailurePolicy) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use FailurePolicy.Descriptor instead.
 func (FailurePolicy) EnumDescriptor() ([]byte, []int) {
-	return file_tether_v1_broker_proto_rawDescGZIP(), []int{3}
+	return file_tether_v1_broker_proto_rawDescGZIP(), []int{4}
 }
 
 // SideEffects says whether calling the handler has effects beyond its
@@ -332,11 +409,11 @@ func (x SideEffects) String() string {
 }
 
 func (SideEffects) Descriptor() protoreflect.EnumDescriptor {
-	return file_tether_v1_broker_proto_enumTypes[4].Descriptor()
+	return file_tether_v1_broker_proto_enumTypes[5].Descriptor()
 }
 
 func (SideEffects) Type() protoreflect.EnumType {
-	return &file_tether_v1_broker_proto_enumTypes[4]
+	return &file_tether_v1_broker_proto_enumTypes[5]
 }
 
 func (x SideEffects) Number() protoreflect.EnumNumber {
@@ -345,7 +422,7 @@ func (x SideEffects) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use SideEffects.Descriptor instead.
 func (SideEffects) EnumDescriptor() ([]byte, []int) {
-	return file_tether_v1_broker_proto_rawDescGZIP(), []int{4}
+	return file_tether_v1_broker_proto_rawDescGZIP(), []int{5}
 }
 
 // DeliveryKind is why a delivery was sent.
@@ -406,11 +483,11 @@ func (x DeliveryKind) String() string {
 }
 
 func (DeliveryKind) Descriptor() protoreflect.EnumDescriptor {
-	return file_tether_v1_broker_proto_enumTypes[5].Descriptor()
+	return file_tether_v1_broker_proto_enumTypes[6].Descriptor()
 }
 
 func (DeliveryKind) Type() protoreflect.EnumType {
-	return &file_tether_v1_broker_proto_enumTypes[5]
+	return &file_tether_v1_broker_proto_enumTypes[6]
 }
 
 func (x DeliveryKind) Number() protoreflect.EnumNumber {
@@ -419,7 +496,7 @@ func (x DeliveryKind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use DeliveryKind.Descriptor instead.
 func (DeliveryKind) EnumDescriptor() ([]byte, []int) {
-	return file_tether_v1_broker_proto_rawDescGZIP(), []int{5}
+	return file_tether_v1_broker_proto_rawDescGZIP(), []int{6}
 }
 
 // Outcome is how a delivery ended.
@@ -462,11 +539,11 @@ func (x Outcome) String() string {
 }
 
 func (Outcome) Descriptor() protoreflect.EnumDescriptor {
-	return file_tether_v1_broker_proto_enumTypes[6].Descriptor()
+	return file_tether_v1_broker_proto_enumTypes[7].Descriptor()
 }
 
 func (Outcome) Type() protoreflect.EnumType {
-	return &file_tether_v1_broker_proto_enumTypes[6]
+	return &file_tether_v1_broker_proto_enumTypes[7]
 }
 
 func (x Outcome) Number() protoreflect.EnumNumber {
@@ -475,7 +552,7 @@ func (x Outcome) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Outcome.Descriptor instead.
 func (Outcome) EnumDescriptor() ([]byte, []int) {
-	return file_tether_v1_broker_proto_rawDescGZIP(), []int{6}
+	return file_tether_v1_broker_proto_rawDescGZIP(), []int{7}
 }
 
 type AnnotationFilter_Operator int32
@@ -514,11 +591,11 @@ func (x AnnotationFilter_Operator) String() string {
 }
 
 func (AnnotationFilter_Operator) Descriptor() protoreflect.EnumDescriptor {
-	return file_tether_v1_broker_proto_enumTypes[7].Descriptor()
+	return file_tether_v1_broker_proto_enumTypes[8].Descriptor()
 }
 
 func (AnnotationFilter_Operator) Type() protoreflect.EnumType {
-	return &file_tether_v1_broker_proto_enumTypes[7]
+	return &file_tether_v1_broker_proto_enumTypes[8]
 }
 
 func (x AnnotationFilter_Operator) Number() protoreflect.EnumNumber {
@@ -566,11 +643,11 @@ func (x DiffEntry_Operation) String() string {
 }
 
 func (DiffEntry_Operation) Descriptor() protoreflect.EnumDescriptor {
-	return file_tether_v1_broker_proto_enumTypes[8].Descriptor()
+	return file_tether_v1_broker_proto_enumTypes[9].Descriptor()
 }
 
 func (DiffEntry_Operation) Type() protoreflect.EnumType {
-	return &file_tether_v1_broker_proto_enumTypes[8]
+	return &file_tether_v1_broker_proto_enumTypes[9]
 }
 
 func (x DiffEntry_Operation) Number() protoreflect.EnumNumber {
@@ -617,11 +694,11 @@ func (x HandlerEvent_Type) String() string {
 }
 
 func (HandlerEvent_Type) Descriptor() protoreflect.EnumDescriptor {
-	return file_tether_v1_broker_proto_enumTypes[9].Descriptor()
+	return file_tether_v1_broker_proto_enumTypes[10].Descriptor()
 }
 
 func (HandlerEvent_Type) Type() protoreflect.EnumType {
-	return &file_tether_v1_broker_proto_enumTypes[9]
+	return &file_tether_v1_broker_proto_enumTypes[10]
 }
 
 func (x HandlerEvent_Type) Number() protoreflect.EnumNumber {
@@ -908,7 +985,12 @@ type Hello struct {
 	// From 0, the default, to 1000 (MaxPriority in limits.go); a value out of
 	// range ends the stream with InvalidArgument. Above 0 the handler's
 	// identity needs the verb "takeover" on handlers.tether.dev/<handler>.
-	Priority      int32 `protobuf:"varint,9,opt,name=priority,proto3" json:"priority,omitempty"`
+	Priority int32 `protobuf:"varint,9,opt,name=priority,proto3" json:"priority,omitempty"`
+	// capabilities are the protocol features this instance has (see
+	// Capability). An instance that lists any lists CAPABILITY_CAPABILITIES
+	// too; the broker never sends it a feature it does not list. An instance
+	// that lists none is served as before capabilities existed.
+	Capabilities  []Capability `protobuf:"varint,10,rep,packed,name=capabilities,proto3,enum=tether.v1.Capability" json:"capabilities,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1006,6 +1088,13 @@ func (x *Hello) GetPriority() int32 {
 	return 0
 }
 
+func (x *Hello) GetCapabilities() []Capability {
+	if x != nil {
+		return x.Capabilities
+	}
+	return nil
+}
+
 // Welcome accepts a Hello.
 type Welcome struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1021,8 +1110,13 @@ type Welcome struct {
 	// grace and absent_release_after are the values that apply to the handler.
 	Grace              *durationpb.Duration `protobuf:"bytes,5,opt,name=grace,proto3" json:"grace,omitempty"`
 	AbsentReleaseAfter *durationpb.Duration `protobuf:"bytes,6,opt,name=absent_release_after,json=absentReleaseAfter,proto3" json:"absent_release_after,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// capabilities are the protocol features this broker offers the session,
+	// CAPABILITY_CAPABILITIES first. A feature it does not list, it does not
+	// have: the instance must not rely on it. A Welcome without any comes
+	// from a broker older than capabilities, which says nothing either way.
+	Capabilities  []Capability `protobuf:"varint,7,rep,packed,name=capabilities,proto3,enum=tether.v1.Capability" json:"capabilities,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Welcome) Reset() {
@@ -1093,6 +1187,13 @@ func (x *Welcome) GetGrace() *durationpb.Duration {
 func (x *Welcome) GetAbsentReleaseAfter() *durationpb.Duration {
 	if x != nil {
 		return x.AbsentReleaseAfter
+	}
+	return nil
+}
+
+func (x *Welcome) GetCapabilities() []Capability {
+	if x != nil {
+		return x.Capabilities
 	}
 	return nil
 }
@@ -2808,7 +2909,7 @@ const file_tether_v1_broker_proto_rawDesc = "" +
 	"\awelcome\x18\x01 \x01(\v2\x12.tether.v1.WelcomeH\x00R\awelcome\x121\n" +
 	"\bdelivery\x18\x02 \x01(\v2\x13.tether.v1.DeliveryH\x00R\bdelivery\x12+\n" +
 	"\x06cancel\x18\x03 \x01(\v2\x11.tether.v1.CancelH\x00R\x06cancelB\t\n" +
-	"\amessage\"\xe1\x02\n" +
+	"\amessage\"\x9c\x03\n" +
 	"\x05Hello\x12\x18\n" +
 	"\ahandler\x18\x01 \x01(\tR\ahandler\x12\x1f\n" +
 	"\vinstance_id\x18\x02 \x01(\tR\n" +
@@ -2819,7 +2920,9 @@ const file_tether_v1_broker_proto_rawDesc = "" +
 	"\x03sdk\x18\x06 \x01(\tR\x03sdk\x12/\n" +
 	"\x05grace\x18\a \x01(\v2\x19.google.protobuf.DurationR\x05grace\x12K\n" +
 	"\x14absent_release_after\x18\b \x01(\v2\x19.google.protobuf.DurationR\x12absentReleaseAfter\x12\x1a\n" +
-	"\bpriority\x18\t \x01(\x05R\bpriority\"\x98\x02\n" +
+	"\bpriority\x18\t \x01(\x05R\bpriority\x129\n" +
+	"\fcapabilities\x18\n" +
+	" \x03(\x0e2\x15.tether.v1.CapabilityR\fcapabilities\"\xd3\x02\n" +
 	"\aWelcome\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x16\n" +
@@ -2827,7 +2930,8 @@ const file_tether_v1_broker_proto_rawDesc = "" +
 	"\x0ebroker_version\x18\x03 \x01(\tR\rbrokerVersion\x121\n" +
 	"\tresources\x18\x04 \x03(\v2\x13.tether.v1.ResourceR\tresources\x12/\n" +
 	"\x05grace\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\x05grace\x12K\n" +
-	"\x14absent_release_after\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\x12absentReleaseAfter\"\x9e\x01\n" +
+	"\x14absent_release_after\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\x12absentReleaseAfter\x129\n" +
+	"\fcapabilities\x18\a \x03(\x0e2\x15.tether.v1.CapabilityR\fcapabilities\"\x9e\x01\n" +
 	"\bResource\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\tR\aversion\x12\x1a\n" +
@@ -2987,7 +3091,16 @@ const file_tether_v1_broker_proto_rawDesc = "" +
 	"\x06Cancel\x12\x1f\n" +
 	"\vdelivery_id\x18\x01 \x01(\tR\n" +
 	"deliveryId\x12\x16\n" +
-	"\x06reason\x18\x02 \x01(\tR\x06reason*\xa4\x02\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason*\xde\x01\n" +
+	"\n" +
+	"Capability\x12\x1a\n" +
+	"\x16CAPABILITY_UNSPECIFIED\x10\x00\x12\x1b\n" +
+	"\x17CAPABILITY_CAPABILITIES\x10\x01\x12\x1d\n" +
+	"\x19CAPABILITY_HANDLER_EVENTS\x10\x02\x12\x1d\n" +
+	"\x19CAPABILITY_RESOURCE_NAMES\x10\x03\x12&\n" +
+	"\"CAPABILITY_DAEMON_EXIT_RETRY_AFTER\x10\x04\x12\x17\n" +
+	"\x13CAPABILITY_PRIORITY\x10\x05\x12\x18\n" +
+	"\x14CAPABILITY_ADMISSION\x10\x06*\xa4\x02\n" +
 	"\vBindingKind\x12\x1c\n" +
 	"\x18BINDING_KIND_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13BINDING_KIND_CREATE\x10\x01\x12\x17\n" +
@@ -3054,103 +3167,106 @@ func file_tether_v1_broker_proto_rawDescGZIP() []byte {
 	return file_tether_v1_broker_proto_rawDescData
 }
 
-var file_tether_v1_broker_proto_enumTypes = make([]protoimpl.EnumInfo, 10)
+var file_tether_v1_broker_proto_enumTypes = make([]protoimpl.EnumInfo, 11)
 var file_tether_v1_broker_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
 var file_tether_v1_broker_proto_goTypes = []any{
-	(BindingKind)(0),               // 0: tether.v1.BindingKind
-	(FinalizerPolicy)(0),           // 1: tether.v1.FinalizerPolicy
-	(AdmissionOperation)(0),        // 2: tether.v1.AdmissionOperation
-	(FailurePolicy)(0),             // 3: tether.v1.FailurePolicy
-	(SideEffects)(0),               // 4: tether.v1.SideEffects
-	(DeliveryKind)(0),              // 5: tether.v1.DeliveryKind
-	(Outcome)(0),                   // 6: tether.v1.Outcome
-	(AnnotationFilter_Operator)(0), // 7: tether.v1.AnnotationFilter.Operator
-	(DiffEntry_Operation)(0),       // 8: tether.v1.DiffEntry.Operation
-	(HandlerEvent_Type)(0),         // 9: tether.v1.HandlerEvent.Type
-	(*ConnectRequest)(nil),         // 10: tether.v1.ConnectRequest
-	(*ConnectResponse)(nil),        // 11: tether.v1.ConnectResponse
-	(*Hello)(nil),                  // 12: tether.v1.Hello
-	(*Welcome)(nil),                // 13: tether.v1.Welcome
-	(*Resource)(nil),               // 14: tether.v1.Resource
-	(*Binding)(nil),                // 15: tether.v1.Binding
-	(*AnnotationFilter)(nil),       // 16: tether.v1.AnnotationFilter
-	(*TimerOptions)(nil),           // 17: tether.v1.TimerOptions
-	(*DaemonOptions)(nil),          // 18: tether.v1.DaemonOptions
-	(*MatchCondition)(nil),         // 19: tether.v1.MatchCondition
-	(*AdmissionOptions)(nil),       // 20: tether.v1.AdmissionOptions
-	(*ObjectRef)(nil),              // 21: tether.v1.ObjectRef
-	(*DiffEntry)(nil),              // 22: tether.v1.DiffEntry
-	(*Delivery)(nil),               // 23: tether.v1.Delivery
-	(*AdmissionRequest)(nil),       // 24: tether.v1.AdmissionRequest
-	(*AdmissionResponse)(nil),      // 25: tether.v1.AdmissionResponse
-	(*Ack)(nil),                    // 26: tether.v1.Ack
-	(*HandlerEvent)(nil),           // 27: tether.v1.HandlerEvent
-	(*EventObject)(nil),            // 28: tether.v1.EventObject
-	(*FlowControl)(nil),            // 29: tether.v1.FlowControl
-	(*Goodbye)(nil),                // 30: tether.v1.Goodbye
-	(*DaemonExited)(nil),           // 31: tether.v1.DaemonExited
-	(*Cancel)(nil),                 // 32: tether.v1.Cancel
-	(*durationpb.Duration)(nil),    // 33: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),  // 34: google.protobuf.Timestamp
+	(Capability)(0),                // 0: tether.v1.Capability
+	(BindingKind)(0),               // 1: tether.v1.BindingKind
+	(FinalizerPolicy)(0),           // 2: tether.v1.FinalizerPolicy
+	(AdmissionOperation)(0),        // 3: tether.v1.AdmissionOperation
+	(FailurePolicy)(0),             // 4: tether.v1.FailurePolicy
+	(SideEffects)(0),               // 5: tether.v1.SideEffects
+	(DeliveryKind)(0),              // 6: tether.v1.DeliveryKind
+	(Outcome)(0),                   // 7: tether.v1.Outcome
+	(AnnotationFilter_Operator)(0), // 8: tether.v1.AnnotationFilter.Operator
+	(DiffEntry_Operation)(0),       // 9: tether.v1.DiffEntry.Operation
+	(HandlerEvent_Type)(0),         // 10: tether.v1.HandlerEvent.Type
+	(*ConnectRequest)(nil),         // 11: tether.v1.ConnectRequest
+	(*ConnectResponse)(nil),        // 12: tether.v1.ConnectResponse
+	(*Hello)(nil),                  // 13: tether.v1.Hello
+	(*Welcome)(nil),                // 14: tether.v1.Welcome
+	(*Resource)(nil),               // 15: tether.v1.Resource
+	(*Binding)(nil),                // 16: tether.v1.Binding
+	(*AnnotationFilter)(nil),       // 17: tether.v1.AnnotationFilter
+	(*TimerOptions)(nil),           // 18: tether.v1.TimerOptions
+	(*DaemonOptions)(nil),          // 19: tether.v1.DaemonOptions
+	(*MatchCondition)(nil),         // 20: tether.v1.MatchCondition
+	(*AdmissionOptions)(nil),       // 21: tether.v1.AdmissionOptions
+	(*ObjectRef)(nil),              // 22: tether.v1.ObjectRef
+	(*DiffEntry)(nil),              // 23: tether.v1.DiffEntry
+	(*Delivery)(nil),               // 24: tether.v1.Delivery
+	(*AdmissionRequest)(nil),       // 25: tether.v1.AdmissionRequest
+	(*AdmissionResponse)(nil),      // 26: tether.v1.AdmissionResponse
+	(*Ack)(nil),                    // 27: tether.v1.Ack
+	(*HandlerEvent)(nil),           // 28: tether.v1.HandlerEvent
+	(*EventObject)(nil),            // 29: tether.v1.EventObject
+	(*FlowControl)(nil),            // 30: tether.v1.FlowControl
+	(*Goodbye)(nil),                // 31: tether.v1.Goodbye
+	(*DaemonExited)(nil),           // 32: tether.v1.DaemonExited
+	(*Cancel)(nil),                 // 33: tether.v1.Cancel
+	(*durationpb.Duration)(nil),    // 34: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),  // 35: google.protobuf.Timestamp
 }
 var file_tether_v1_broker_proto_depIdxs = []int32{
-	12, // 0: tether.v1.ConnectRequest.hello:type_name -> tether.v1.Hello
-	26, // 1: tether.v1.ConnectRequest.ack:type_name -> tether.v1.Ack
-	29, // 2: tether.v1.ConnectRequest.flow_control:type_name -> tether.v1.FlowControl
-	30, // 3: tether.v1.ConnectRequest.goodbye:type_name -> tether.v1.Goodbye
-	31, // 4: tether.v1.ConnectRequest.daemon_exited:type_name -> tether.v1.DaemonExited
-	13, // 5: tether.v1.ConnectResponse.welcome:type_name -> tether.v1.Welcome
-	23, // 6: tether.v1.ConnectResponse.delivery:type_name -> tether.v1.Delivery
-	32, // 7: tether.v1.ConnectResponse.cancel:type_name -> tether.v1.Cancel
-	15, // 8: tether.v1.Hello.bindings:type_name -> tether.v1.Binding
-	33, // 9: tether.v1.Hello.grace:type_name -> google.protobuf.Duration
-	33, // 10: tether.v1.Hello.absent_release_after:type_name -> google.protobuf.Duration
-	14, // 11: tether.v1.Welcome.resources:type_name -> tether.v1.Resource
-	33, // 12: tether.v1.Welcome.grace:type_name -> google.protobuf.Duration
-	33, // 13: tether.v1.Welcome.absent_release_after:type_name -> google.protobuf.Duration
-	0,  // 14: tether.v1.Binding.kind:type_name -> tether.v1.BindingKind
-	14, // 15: tether.v1.Binding.resource:type_name -> tether.v1.Resource
-	16, // 16: tether.v1.Binding.annotations:type_name -> tether.v1.AnnotationFilter
-	1,  // 17: tether.v1.Binding.finalizer:type_name -> tether.v1.FinalizerPolicy
-	33, // 18: tether.v1.Binding.timeout:type_name -> google.protobuf.Duration
-	33, // 19: tether.v1.Binding.backoff:type_name -> google.protobuf.Duration
-	33, // 20: tether.v1.Binding.max_backoff:type_name -> google.protobuf.Duration
-	17, // 21: tether.v1.Binding.timer:type_name -> tether.v1.TimerOptions
-	18, // 22: tether.v1.Binding.daemon:type_name -> tether.v1.DaemonOptions
-	20, // 23: tether.v1.Binding.admission:type_name -> tether.v1.AdmissionOptions
-	7,  // 24: tether.v1.AnnotationFilter.operator:type_name -> tether.v1.AnnotationFilter.Operator
-	33, // 25: tether.v1.TimerOptions.interval:type_name -> google.protobuf.Duration
-	33, // 26: tether.v1.TimerOptions.initial_delay:type_name -> google.protobuf.Duration
-	33, // 27: tether.v1.TimerOptions.idle:type_name -> google.protobuf.Duration
-	33, // 28: tether.v1.DaemonOptions.cancellation_timeout:type_name -> google.protobuf.Duration
-	2,  // 29: tether.v1.AdmissionOptions.operations:type_name -> tether.v1.AdmissionOperation
-	19, // 30: tether.v1.AdmissionOptions.match_conditions:type_name -> tether.v1.MatchCondition
-	33, // 31: tether.v1.AdmissionOptions.timeout:type_name -> google.protobuf.Duration
-	3,  // 32: tether.v1.AdmissionOptions.failure_policy:type_name -> tether.v1.FailurePolicy
-	4,  // 33: tether.v1.AdmissionOptions.side_effects:type_name -> tether.v1.SideEffects
-	14, // 34: tether.v1.ObjectRef.resource:type_name -> tether.v1.Resource
-	8,  // 35: tether.v1.DiffEntry.operation:type_name -> tether.v1.DiffEntry.Operation
-	5,  // 36: tether.v1.Delivery.kind:type_name -> tether.v1.DeliveryKind
-	21, // 37: tether.v1.Delivery.ref:type_name -> tether.v1.ObjectRef
-	22, // 38: tether.v1.Delivery.diff:type_name -> tether.v1.DiffEntry
-	34, // 39: tether.v1.Delivery.deadline:type_name -> google.protobuf.Timestamp
-	34, // 40: tether.v1.Delivery.scheduled:type_name -> google.protobuf.Timestamp
-	24, // 41: tether.v1.Delivery.admission:type_name -> tether.v1.AdmissionRequest
-	2,  // 42: tether.v1.AdmissionRequest.operation:type_name -> tether.v1.AdmissionOperation
-	6,  // 43: tether.v1.Ack.outcome:type_name -> tether.v1.Outcome
-	33, // 44: tether.v1.Ack.retry_after:type_name -> google.protobuf.Duration
-	25, // 45: tether.v1.Ack.admission:type_name -> tether.v1.AdmissionResponse
-	27, // 46: tether.v1.Ack.events:type_name -> tether.v1.HandlerEvent
-	9,  // 47: tether.v1.HandlerEvent.type:type_name -> tether.v1.HandlerEvent.Type
-	28, // 48: tether.v1.HandlerEvent.regarding:type_name -> tether.v1.EventObject
-	33, // 49: tether.v1.DaemonExited.retry_after:type_name -> google.protobuf.Duration
-	10, // 50: tether.v1.BrokerService.Connect:input_type -> tether.v1.ConnectRequest
-	11, // 51: tether.v1.BrokerService.Connect:output_type -> tether.v1.ConnectResponse
-	51, // [51:52] is the sub-list for method output_type
-	50, // [50:51] is the sub-list for method input_type
-	50, // [50:50] is the sub-list for extension type_name
-	50, // [50:50] is the sub-list for extension extendee
-	0,  // [0:50] is the sub-list for field type_name
+	13, // 0: tether.v1.ConnectRequest.hello:type_name -> tether.v1.Hello
+	27, // 1: tether.v1.ConnectRequest.ack:type_name -> tether.v1.Ack
+	30, // 2: tether.v1.ConnectRequest.flow_control:type_name -> tether.v1.FlowControl
+	31, // 3: tether.v1.ConnectRequest.goodbye:type_name -> tether.v1.Goodbye
+	32, // 4: tether.v1.ConnectRequest.daemon_exited:type_name -> tether.v1.DaemonExited
+	14, // 5: tether.v1.ConnectResponse.welcome:type_name -> tether.v1.Welcome
+	24, // 6: tether.v1.ConnectResponse.delivery:type_name -> tether.v1.Delivery
+	33, // 7: tether.v1.ConnectResponse.cancel:type_name -> tether.v1.Cancel
+	16, // 8: tether.v1.Hello.bindings:type_name -> tether.v1.Binding
+	34, // 9: tether.v1.Hello.grace:type_name -> google.protobuf.Duration
+	34, // 10: tether.v1.Hello.absent_release_after:type_name -> google.protobuf.Duration
+	0,  // 11: tether.v1.Hello.capabilities:type_name -> tether.v1.Capability
+	15, // 12: tether.v1.Welcome.resources:type_name -> tether.v1.Resource
+	34, // 13: tether.v1.Welcome.grace:type_name -> google.protobuf.Duration
+	34, // 14: tether.v1.Welcome.absent_release_after:type_name -> google.protobuf.Duration
+	0,  // 15: tether.v1.Welcome.capabilities:type_name -> tether.v1.Capability
+	1,  // 16: tether.v1.Binding.kind:type_name -> tether.v1.BindingKind
+	15, // 17: tether.v1.Binding.resource:type_name -> tether.v1.Resource
+	17, // 18: tether.v1.Binding.annotations:type_name -> tether.v1.AnnotationFilter
+	2,  // 19: tether.v1.Binding.finalizer:type_name -> tether.v1.FinalizerPolicy
+	34, // 20: tether.v1.Binding.timeout:type_name -> google.protobuf.Duration
+	34, // 21: tether.v1.Binding.backoff:type_name -> google.protobuf.Duration
+	34, // 22: tether.v1.Binding.max_backoff:type_name -> google.protobuf.Duration
+	18, // 23: tether.v1.Binding.timer:type_name -> tether.v1.TimerOptions
+	19, // 24: tether.v1.Binding.daemon:type_name -> tether.v1.DaemonOptions
+	21, // 25: tether.v1.Binding.admission:type_name -> tether.v1.AdmissionOptions
+	8,  // 26: tether.v1.AnnotationFilter.operator:type_name -> tether.v1.AnnotationFilter.Operator
+	34, // 27: tether.v1.TimerOptions.interval:type_name -> google.protobuf.Duration
+	34, // 28: tether.v1.TimerOptions.initial_delay:type_name -> google.protobuf.Duration
+	34, // 29: tether.v1.TimerOptions.idle:type_name -> google.protobuf.Duration
+	34, // 30: tether.v1.DaemonOptions.cancellation_timeout:type_name -> google.protobuf.Duration
+	3,  // 31: tether.v1.AdmissionOptions.operations:type_name -> tether.v1.AdmissionOperation
+	20, // 32: tether.v1.AdmissionOptions.match_conditions:type_name -> tether.v1.MatchCondition
+	34, // 33: tether.v1.AdmissionOptions.timeout:type_name -> google.protobuf.Duration
+	4,  // 34: tether.v1.AdmissionOptions.failure_policy:type_name -> tether.v1.FailurePolicy
+	5,  // 35: tether.v1.AdmissionOptions.side_effects:type_name -> tether.v1.SideEffects
+	15, // 36: tether.v1.ObjectRef.resource:type_name -> tether.v1.Resource
+	9,  // 37: tether.v1.DiffEntry.operation:type_name -> tether.v1.DiffEntry.Operation
+	6,  // 38: tether.v1.Delivery.kind:type_name -> tether.v1.DeliveryKind
+	22, // 39: tether.v1.Delivery.ref:type_name -> tether.v1.ObjectRef
+	23, // 40: tether.v1.Delivery.diff:type_name -> tether.v1.DiffEntry
+	35, // 41: tether.v1.Delivery.deadline:type_name -> google.protobuf.Timestamp
+	35, // 42: tether.v1.Delivery.scheduled:type_name -> google.protobuf.Timestamp
+	25, // 43: tether.v1.Delivery.admission:type_name -> tether.v1.AdmissionRequest
+	3,  // 44: tether.v1.AdmissionRequest.operation:type_name -> tether.v1.AdmissionOperation
+	7,  // 45: tether.v1.Ack.outcome:type_name -> tether.v1.Outcome
+	34, // 46: tether.v1.Ack.retry_after:type_name -> google.protobuf.Duration
+	26, // 47: tether.v1.Ack.admission:type_name -> tether.v1.AdmissionResponse
+	28, // 48: tether.v1.Ack.events:type_name -> tether.v1.HandlerEvent
+	10, // 49: tether.v1.HandlerEvent.type:type_name -> tether.v1.HandlerEvent.Type
+	29, // 50: tether.v1.HandlerEvent.regarding:type_name -> tether.v1.EventObject
+	34, // 51: tether.v1.DaemonExited.retry_after:type_name -> google.protobuf.Duration
+	11, // 52: tether.v1.BrokerService.Connect:input_type -> tether.v1.ConnectRequest
+	12, // 53: tether.v1.BrokerService.Connect:output_type -> tether.v1.ConnectResponse
+	53, // [53:54] is the sub-list for method output_type
+	52, // [52:53] is the sub-list for method input_type
+	52, // [52:52] is the sub-list for extension type_name
+	52, // [52:52] is the sub-list for extension extendee
+	0,  // [0:52] is the sub-list for field type_name
 }
 
 func init() { file_tether_v1_broker_proto_init() }
@@ -3176,7 +3292,7 @@ func file_tether_v1_broker_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tether_v1_broker_proto_rawDesc), len(file_tether_v1_broker_proto_rawDesc)),
-			NumEnums:      10,
+			NumEnums:      11,
 			NumMessages:   23,
 			NumExtensions: 0,
 			NumServices:   1,
