@@ -35,10 +35,12 @@ type fakeBroker struct {
 	tetherv1.UnimplementedBrokerServiceServer
 
 	// admit decides about a Hello; a non-nil error ends the stream with it.
-	admit    func(ctx context.Context, n int, hello *tetherv1.Hello) error
-	window   uint32
-	hellos   atomic.Int32
-	sessions chan *fakeSession
+	admit  func(ctx context.Context, n int, hello *tetherv1.Hello) error
+	window uint32
+	// capabilities go in Welcome.
+	capabilities []tetherv1.Capability
+	hellos       atomic.Int32
+	sessions     chan *fakeSession
 }
 
 // fakeSession is one accepted Connect stream, driven by the test.
@@ -83,7 +85,7 @@ func (f *fakeBroker) Connect(stream tetherv1.BrokerService_ConnectServer) error 
 		window = f.window
 	}
 	err = stream.Send(&tetherv1.ConnectResponse{Message: &tetherv1.ConnectResponse_Welcome{Welcome: &tetherv1.Welcome{
-		SessionId: "s1", Window: window, BrokerVersion: "fake",
+		SessionId: "s1", Window: window, BrokerVersion: "fake", Capabilities: f.capabilities,
 	}}})
 	if err != nil {
 		return err

@@ -50,6 +50,7 @@ type Handler struct {
 	bindings  []*binding
 	kindCount map[EventKind]int
 	running   bool
+	offered   BrokerCapabilities // by the last Welcome
 }
 
 // New returns a handler named name (a DNS-1123 label of at most 40
@@ -110,6 +111,7 @@ func (h *Handler) prepare() (*plan, error) {
 			Priority:        h.cfg.priority,
 			ProtocolVersion: protocolVersion,
 			Sdk:             sdkName(),
+			Capabilities:    capabilities,
 		},
 	}
 	if g := h.cfg.grace; g != nil {

@@ -78,8 +78,9 @@ type session struct {
 	idle    chan *call   // runners waiting for a function to run
 
 	window   int
-	queue    []outgoing       // messages waiting for the sender, in order
-	inflight map[string]*call // by delivery id
+	offered  BrokerCapabilities // by this session's Welcome
+	queue    []outgoing         // messages waiting for the sender, in order
+	inflight map[string]*call   // by delivery id
 	daemons  map[daemonKey]*daemon
 
 	pumps   sync.WaitGroup // receiver and sender
@@ -227,7 +228,10 @@ func (s *session) welcome(w *tetherv1.Welcome) {
 		s.window = n
 	}
 	s.log = s.log.With("session", w.GetSessionId())
-	s.log.Info("connected to broker", "broker_version", w.GetBrokerVersion(), "window", s.window)
+	s.offered = brokerCapabilities(w)
+	s.h.setBrokerCapabilities(s.offered)
+	s.log.Info("connected to broker", "broker_version", w.GetBrokerVersion(), "window", s.window,
+		"capabilities", capabilityNames(s.offered))
 	for i, r := range w.GetResources() {
 		if i < len(s.p.hello.Bindings) {
 			s.log.Debug("binding resolved", "binding", s.p.hello.Bindings[i].GetId(),
@@ -355,6 +359,10 @@ func (s *session) finish(r result) {
 		return // abandoned at the drain timeout and acked then
 	}
 	delete(s.inflight, id)
+	if len(r.ack.GetEvents()) > 0 && s.offered.Lacks(tetherv1.Capability_CAPABILITY_HANDLER_EVENTS) {
+		r.c.log.Warn("the broker does not post handler Events; dropping this delivery's", "events", len(r.ack.GetEvents()))
+		r.ack.Events = nil
+	}
 	s.ack(r.ack)
 }
 
