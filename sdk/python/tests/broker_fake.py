@@ -37,12 +37,14 @@ class Stream:
 
 class FakeBroker:
     """Start with start(); stop() at the end. reject=(code, details) ends
-    every stream before Welcome with that status; window caps Welcome's."""
+    every stream before Welcome with that status; window caps Welcome's;
+    capabilities go in Welcome."""
 
     def __init__(self, reject: tuple[grpc.StatusCode, str] | None = None, window: int = 1024,
-                 credentials: grpc.ServerCredentials | None = None):
+                 credentials: grpc.ServerCredentials | None = None, capabilities: tuple[int, ...] = ()):
         self.reject = reject
         self.window = window
+        self.capabilities = capabilities
         self.cond = threading.Condition()
         self.streams: list[Stream] = []
         self.acks: dict[str, pb.Ack] = {}
@@ -149,7 +151,7 @@ class _Servicer(pb_grpc.BrokerServiceServicer):
             index = len(b.streams)
         yield pb.ConnectResponse(welcome=pb.Welcome(
             session_id=f"fake-{index}", window=min(first.hello.window or 16, b.window), broker_version="fake",
-            resources=[x.resource for x in first.hello.bindings]))
+            resources=[x.resource for x in first.hello.bindings], capabilities=b.capabilities))
         with b.cond:
             b.streams.append(s)
             b.cond.notify_all()

@@ -13,6 +13,7 @@ with tether.testing.FakeBroker. See README.md.
 
 from . import on
 from .bindings import HOLD, NONE, STRICT, Finalizer
+from .capabilities import BrokerCapabilities, broker_capabilities
 from .daemons import AsyncDaemonStopped, DaemonStopped
 from .delivery import DiffItem, Resource
 from .errors import AdmissionError, ErrorsMode, PermanentError, RejectedError, TemporaryError
@@ -38,6 +39,7 @@ __all__ = [
     "HOLD", "STRICT", "NONE", "Finalizer", "PRESENT", "ABSENT",
     "TemporaryError", "PermanentError", "AdmissionError", "RejectedError", "ErrorsMode", "ConfigError", "ActivityError",
     "Registry", "get_default_registry", "set_default_registry", "run", "operator",
+    "BrokerCapabilities", "broker_capabilities",
     "Patch", "Resource", "DiffItem", "DaemonStopped", "AsyncDaemonStopped",
     "OperatorSettings", "SettingsError",
     "all_", "any_", "none_", "not_",

@@ -21,7 +21,7 @@ from typing import Any
 import grpc
 from google.protobuf import __version__ as protobuf_version
 
-from . import bindings, durations, hooks, limits, liveness
+from . import bindings, capabilities, durations, hooks, limits, liveness
 from .activities import Activity
 from .dispatch import Dispatcher
 from .memos import Memos
@@ -104,7 +104,7 @@ def hello(registry: Registry, cfg: Config) -> pb.Hello:
     if not len(registry):
         raise ConfigError("no bindings registered: decorate functions with @tether.on.create, ... first")
     msg = pb.Hello(handler=cfg.name, instance_id=cfg.instance_id, window=cfg.window, priority=cfg.priority,
-                   protocol_version="v1", sdk=SDK)
+                   protocol_version="v1", sdk=SDK, capabilities=capabilities.CAPABILITIES)
     try:
         scope = bindings.namespaces(cfg.namespaces)
     except ValueError as e:

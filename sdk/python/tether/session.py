@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 import grpc
 
-from . import outcome
+from . import capabilities, outcome
 from .daemons import SHUTTING_DOWN, DaemonSet
 from .dispatch import Dispatcher
 from .errors import RejectedError
@@ -73,6 +73,7 @@ class Session:
         self.drain_timeout = drain_timeout
         self.window = hello.window
         self.welcomed = False
+        self.offered = capabilities.BrokerCapabilities()  # by the Welcome
         self.draining = False
         self.inflight: dict[str, Call] = {}
         self.daemons = DaemonSet(self)
@@ -83,6 +84,10 @@ class Session:
         self.outbox.put_nowait(req)
 
     def ack(self, ack: pb.Ack) -> None:
+        if ack.events and self.offered.lacks(pb.CAPABILITY_HANDLER_EVENTS):
+            LOGGER.warning("the broker does not post handler events; dropping the %d of delivery %s",
+                           len(ack.events), ack.delivery_id)
+            del ack.events[:]
         self.send(outcome.request(ack))
 
     async def run(self, channel: grpc.aio.Channel, stopping: asyncio.Event) -> None:
@@ -134,12 +139,15 @@ class Session:
 
     def _welcome(self, w: pb.Welcome) -> None:
         self.welcomed = True
+        self.offered = capabilities.BrokerCapabilities.from_welcome(w)
+        capabilities._welcomed(self.offered)
         if self.on_welcome:
             self.on_welcome()
         if 0 < w.window < self.window:
             self.window = w.window
-        LOGGER.info("connected to the broker (version %s) as %s/%s: session %s, window %d",
-                    w.broker_version or "?", self.hello.handler, self.hello.instance_id, w.session_id, self.window)
+        LOGGER.info("connected to the broker (version %s) as %s/%s: session %s, window %d, capabilities %s",
+                    w.broker_version or "?", self.hello.handler, self.hello.instance_id, w.session_id, self.window,
+                    ", ".join(self.offered.names()))
         for b, r in zip(self.hello.bindings, w.resources):
             LOGGER.debug("binding %s: %s/%s %s (kind %s, namespaced %s)", b.id, r.group or "core", r.version,
                          r.resource, r.kind, r.namespaced)

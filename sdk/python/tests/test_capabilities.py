@@ -1,0 +1,45 @@
+"""Capabilities in the handshake: the SDK lists its own in Hello, exposes
+what the broker offered, and sends an ack's events only to a broker that
+has them or that predates capabilities."""
+
+import unittest
+
+import tether
+from tether.v1 import broker_pb2 as pb
+
+from broker_fake import FakeBroker, Runner
+from test_runner import W, delivery
+
+BOOTSTRAP, EVENTS = pb.CAPABILITY_CAPABILITIES, pb.CAPABILITY_HANDLER_EVENTS
+
+
+class Capabilities(unittest.TestCase):
+    def test_capabilities_are_negotiated_in_the_handshake(self):
+        cases = [
+            ("a broker older than capabilities gets the events", (), False, 1),
+            ("a broker that offers events gets them", (BOOTSTRAP, EVENTS), True, 1),
+            ("a broker that lists its capabilities without events gets none", (BOOTSTRAP,), True, 0),
+            ("a list without the bootstrap says nothing", (pb.CAPABILITY_PRIORITY,), False, 1),
+        ]
+        for name, offered, listed, events in cases:
+            with self.subTest(name):
+                reg = tether.Registry()
+
+                @tether.on.create(*W, registry=reg, id="create")
+                def created(body, **_):
+                    tether.info(body, reason="Done", message="done")
+
+                broker = FakeBroker(capabilities=offered).start()
+                self.addCleanup(broker.stop)
+                r = Runner(reg, broker=broker.address).start()
+                s = broker.connected()
+                for c in (BOOTSTRAP, EVENTS, pb.CAPABILITY_DAEMON_EXIT_RETRY_AFTER):
+                    self.assertIn(c, s.hello.capabilities)
+                ack = broker.deliver(delivery("create"))
+                self.assertEqual(ack.outcome, pb.OUTCOME_OK, ack.message)
+                self.assertEqual(len(ack.events), events)
+                got = tether.broker_capabilities()
+                self.assertEqual((got.listed, got.offered), (listed, offered))
+                self.assertEqual(got.lacks(EVENTS), events == 0)
+                r.stop()
+                self.assertIsNone(r.error)
