@@ -1,0 +1,71 @@
+// Command go is the Go SDK's handler for the conformance kit: the bindings
+// and answers of test/conformance/README.md, on the Go SDK.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/tether-dev/tether/sdk"
+)
+
+var widgets = sdk.GVR("test.tether.dev", "v1", "widgets")
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	opts := []sdk.Option{}
+	if os.Getenv("TETHER_INSECURE") == "true" {
+		opts = append(opts, sdk.WithInsecure())
+	}
+	h := sdk.New(os.Getenv("TETHER_HANDLER"), opts...)
+	ns := sdk.Namespaces(os.Getenv("TETHER_NAMESPACE"))
+	h.OnCreate(widgets, create, sdk.ID("create"), ns)
+	h.OnDelete(widgets, func(context.Context, *sdk.Event) error { return nil }, sdk.ID("delete"), ns)
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	return h.Run(ctx, os.Getenv("TETHER_BROKER"))
+}
+
+// create answers by the widget's spec.scenario.
+func create(_ context.Context, ev *sdk.Event) error {
+	scenario, _, _ := unstructuredString(ev, "spec", "scenario")
+	switch scenario {
+	case "ok":
+		ev.SetResult(map[string]any{"scenario": "ok"})
+	case "retry":
+		if ev.Attempt == 1 {
+			return sdk.RetryAfter(errors.New("conformance: try again"), time.Second)
+		}
+		ev.SetResult(map[string]any{"attempt": ev.Attempt})
+	case "fail":
+		return sdk.Permanent(errors.New("conformance: permanent failure"))
+	case "patch":
+		ev.SetLabel("conformance.tether.dev/patched", "yes")
+		ev.PatchStatus(map[string]any{"phase": "Patched"})
+	}
+	return nil
+}
+
+func unstructuredString(ev *sdk.Event, path ...string) (string, bool, error) {
+	obj := ev.Object().Object
+	for _, p := range path[:len(path)-1] {
+		m, ok := obj[p].(map[string]any)
+		if !ok {
+			return "", false, nil
+		}
+		obj = m
+	}
+	s, ok := obj[path[len(path)-1]].(string)
+	return s, ok, nil
+}

@@ -1,0 +1,55 @@
+#!/usr/bin/python3
+"""The Python SDK's handler for the conformance kit: the bindings and
+answers of test/conformance/README.md, on the Python SDK (sdk/python).
+
+  /usr/bin/python3 -I -B -u test/conformance/handlers/python/handler.py
+"""
+
+import os
+import sys
+
+# The SDK of this source tree: run with python3 -I, neither this folder nor
+# $PYTHONPATH is on sys.path.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "..", "sdk", "python"))
+
+import tether  # noqa: E402
+
+WIDGETS = ("test.tether.dev", "v1", "widgets")
+registry = tether.Registry()
+
+
+@tether.on.create(*WIDGETS, registry=registry, id="create")
+def create(spec, patch, retry, **_):
+    scenario = spec.get("scenario")
+    if scenario == "ok":
+        return {"scenario": "ok"}
+    if scenario == "retry":
+        if retry == 0:
+            raise tether.TemporaryError("conformance: try again", delay=1)
+        return {"attempt": retry + 1}
+    if scenario == "fail":
+        raise tether.PermanentError("conformance: permanent failure")
+    if scenario == "patch":
+        patch.metadata.labels["conformance.tether.dev/patched"] = "yes"
+        patch.status["phase"] = "Patched"
+    return None
+
+
+@tether.on.delete(*WIDGETS, registry=registry, id="delete")
+def delete(**_):
+    pass
+
+
+def main():
+    try:
+        tether.run(registry, name=os.environ["TETHER_HANDLER"], broker=os.environ["TETHER_BROKER"],
+                   insecure=os.environ.get("TETHER_INSECURE") == "true",
+                   namespaces=(os.environ["TETHER_NAMESPACE"],))
+    except (tether.RejectedError, tether.ConfigError) as e:
+        print(f"conformance handler: {e}", file=sys.stderr, flush=True)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

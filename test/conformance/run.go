@@ -1,0 +1,160 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/tether-dev/tether/broker"
+	"github.com/tether-dev/tether/broker/binding"
+	"github.com/tether-dev/tether/test/controlplane"
+)
+
+// The environment of the handler under test (test/conformance/README.md).
+const (
+	envBroker    = "TETHER_BROKER"
+	envInsecure  = "TETHER_INSECURE"
+	envHandler   = "TETHER_HANDLER"
+	envNamespace = "TETHER_NAMESPACE"
+)
+
+const (
+	handlerName = "conformance"
+	namespace   = "conformance"
+	// waitFor bounds every wait of a scenario; nothing waits this long when
+	// the handler follows the protocol.
+	waitFor = 30 * time.Second
+)
+
+// options say what to run the kit against.
+type options struct {
+	command  []string  // starts the handler under test
+	dir      string    // logs: the control plane's, the broker's, the handler's
+	progress io.Writer // a line per step, and one per rule
+}
+
+// kit is one run: the cluster, the broker, the proxy and the handler.
+type kit struct {
+	opts    options
+	dyn     dynamic.Interface
+	client  kubernetes.Interface
+	wire    *wire
+	handler *exec.Cmd
+	done    chan struct{} // closed when the handler has exited
+	exitErr error         // how it exited, once done is closed
+}
+
+// run starts a control plane, the broker and the handler under test, plays
+// every scenario and returns the report; everything it started is stopped
+// before it returns.
+func run(ctx context.Context, opts options) (*report, error) {
+	if err := os.MkdirAll(opts.dir, 0o755); err != nil {
+		return nil, fmt.Errorf("making the log folder: %w", err)
+	}
+	fmt.Fprintf(opts.progress, "conformance: logs in %s\n", opts.dir)
+	cp, err := controlplane.Start(ctx, controlplane.Options{Dir: filepath.Join(opts.dir, "controlplane"), Progress: opts.progress})
+	if err != nil {
+		return nil, err
+	}
+	defer cp.Stop()
+	k := &kit{opts: opts, client: cp.Client()}
+	if k.dyn, err = dynamic.NewForConfig(cp.RESTConfig()); err != nil {
+		return nil, fmt.Errorf("making a client: %w", err)
+	}
+	if err := controlplane.InstallWidgetCRD(ctx, k.dyn, waitFor); err != nil {
+		return nil, err
+	}
+	if _, err := k.client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}, metav1.CreateOptions{}); err != nil {
+		return nil, fmt.Errorf("creating the namespace %s: %w", namespace, err)
+	}
+	stopBroker, brokerAddr, err := startBroker(ctx, cp, opts.dir)
+	if err != nil {
+		return nil, err
+	}
+	defer stopBroker()
+	if k.wire, err = newWire(brokerAddr); err != nil {
+		return nil, err
+	}
+	defer k.wire.stop()
+	if err := k.startHandler(); err != nil {
+		return nil, err
+	}
+	defer k.killHandler()
+	return k.play(ctx), nil
+}
+
+// startBroker runs the broker in this process, plain text, with short
+// backoffs so that retries come quickly.
+func startBroker(ctx context.Context, cp *controlplane.ControlPlane, dir string) (stop func(), addr string, err error) {
+	logFile, err := os.Create(filepath.Join(dir, "broker.log"))
+	if err != nil {
+		return nil, "", fmt.Errorf("creating the broker's log: %w", err)
+	}
+	b, err := broker.New(broker.Options{
+		Log:      hclog.New(&hclog.LoggerOptions{Name: "broker", Level: hclog.Debug, Output: logFile}),
+		Config:   cp.RESTConfig(),
+		Listen:   "127.0.0.1:0",
+		Insecure: true,
+		Defaults: binding.Defaults{Backoff: 100 * time.Millisecond, MaxBackoff: time.Second, Timeout: 10 * time.Second},
+	})
+	if err == nil {
+		err = b.Listen()
+	}
+	if err != nil {
+		logFile.Close()
+		return nil, "", fmt.Errorf("starting the broker: %w", err)
+	}
+	bctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- b.Start(bctx) }()
+	return func() {
+		cancel()
+		<-done
+		logFile.Close()
+	}, b.Addr().String(), nil
+}
+
+// startHandler runs the command under test with the environment the
+// README promises, its output in handler.log.
+func (k *kit) startHandler() error {
+	out, err := os.Create(filepath.Join(k.opts.dir, "handler.log"))
+	if err != nil {
+		return fmt.Errorf("creating the handler's log: %w", err)
+	}
+	cmd := exec.Command(k.opts.command[0], k.opts.command[1:]...)
+	cmd.Env = append(os.Environ(), envBroker+"="+k.wire.addr, envInsecure+"=true", envHandler+"="+handlerName,
+		envNamespace+"="+namespace)
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		out.Close()
+		return fmt.Errorf("starting the handler %q: %w", k.opts.command, err)
+	}
+	k.handler, k.done = cmd, make(chan struct{})
+	go func() {
+		k.exitErr = cmd.Wait()
+		out.Close()
+		close(k.done)
+	}()
+	return nil
+}
+
+// killHandler ends the handler if it still runs.
+func (k *kit) killHandler() {
+	select {
+	case <-k.done:
+	default:
+		_ = k.handler.Process.Signal(syscall.SIGKILL)
+		<-k.done
+	}
+}

@@ -1,0 +1,215 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+
+	tetherv1 "github.com/tether-dev/tether/proto/tether/v1"
+)
+
+// wire is a gRPC proxy between the handler under test and the broker: it
+// forwards every message both ways unchanged and records it, so that the
+// scenarios judge what the handler sent, not only what the broker made of
+// it. The broker's status at the end of a stream reaches the handler as is.
+type wire struct {
+	tetherv1.UnimplementedBrokerServiceServer
+	upstream tetherv1.BrokerServiceClient
+	conn     *grpc.ClientConn
+	srv      *grpc.Server
+	addr     string
+
+	mu      sync.Mutex
+	changed chan struct{} // closed and replaced at every record
+	streams []*stream
+	// beforeAck, when set, runs before an ack is forwarded to the broker,
+	// with the delivery it answers: a scenario looks at the cluster while
+	// the broker has not seen the ack yet.
+	beforeAck func(d *tetherv1.Delivery, a *tetherv1.Ack)
+}
+
+// stream is one Connect stream as the proxy saw it.
+type stream struct {
+	first      *tetherv1.ConnectRequest // the handler's first message
+	hello      *tetherv1.Hello
+	welcome    *tetherv1.Welcome
+	deliveries []delivery
+	acks       map[string]ackAt // by delivery id
+	goodbye    time.Time        // zero until the handler says Goodbye
+	ended      bool
+	endStatus  *status.Status // how the broker ended it (OK for a clean end)
+}
+
+type delivery struct {
+	d  *tetherv1.Delivery
+	at time.Time
+}
+
+type ackAt struct {
+	a  *tetherv1.Ack
+	at time.Time
+}
+
+// newWire listens on a free loopback port and forwards to the broker at
+// brokerAddr (plain text).
+func newWire(brokerAddr string) (*wire, error) {
+	conn, err := grpc.NewClient(brokerAddr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20), grpc.MaxCallSendMsgSize(64<<20)))
+	if err != nil {
+		return nil, fmt.Errorf("connecting the proxy to the broker: %w", err)
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("listening for the handler: %w", err)
+	}
+	w := &wire{upstream: tetherv1.NewBrokerServiceClient(conn), conn: conn, addr: lis.Addr().String(),
+		changed: make(chan struct{}), srv: grpc.NewServer(grpc.MaxRecvMsgSize(64 << 20))}
+	tetherv1.RegisterBrokerServiceServer(w.srv, w)
+	go func() { _ = w.srv.Serve(lis) }()
+	return w, nil
+}
+
+func (w *wire) stop() {
+	w.srv.Stop()
+	w.conn.Close()
+}
+
+// Connect forwards one stream.
+func (w *wire) Connect(down tetherv1.BrokerService_ConnectServer) error {
+	ctx, cancel := context.WithCancel(down.Context())
+	defer cancel()
+	up, err := w.upstream.Connect(ctx)
+	if err != nil {
+		return err
+	}
+	s := &stream{acks: map[string]ackAt{}}
+	w.record(func() { w.streams = append(w.streams, s) })
+	go w.fromHandler(s, down, up)
+	for {
+		msg, err := up.Recv()
+		if err != nil {
+			st := status.Convert(err)
+			if errors.Is(err, io.EOF) {
+				st, err = status.New(0, ""), nil
+			}
+			w.record(func() { s.ended, s.endStatus = true, st })
+			return err
+		}
+		w.record(func() {
+			switch m := msg.GetMessage().(type) {
+			case *tetherv1.ConnectResponse_Welcome:
+				s.welcome = m.Welcome
+			case *tetherv1.ConnectResponse_Delivery:
+				s.deliveries = append(s.deliveries, delivery{m.Delivery, time.Now()})
+			}
+		})
+		if err := down.Send(msg); err != nil {
+			return err
+		}
+	}
+}
+
+// fromHandler forwards the handler's messages until its side ends.
+func (w *wire) fromHandler(s *stream, down tetherv1.BrokerService_ConnectServer, up tetherv1.BrokerService_ConnectClient) {
+	for {
+		msg, err := down.Recv()
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				_ = up.CloseSend()
+			}
+			return
+		}
+		var answered *tetherv1.Delivery
+		w.record(func() {
+			if s.first == nil {
+				s.first = msg
+			}
+			switch m := msg.GetMessage().(type) {
+			case *tetherv1.ConnectRequest_Hello:
+				if s.hello == nil {
+					s.hello = m.Hello
+				}
+			case *tetherv1.ConnectRequest_Ack:
+				s.acks[m.Ack.GetDeliveryId()] = ackAt{m.Ack, time.Now()}
+				answered = s.deliveryLocked(m.Ack.GetDeliveryId())
+			case *tetherv1.ConnectRequest_Goodbye:
+				s.goodbye = time.Now()
+			}
+		})
+		if a := msg.GetAck(); a != nil && answered != nil {
+			w.mu.Lock()
+			before := w.beforeAck
+			w.mu.Unlock()
+			if before != nil {
+				before(answered, a)
+			}
+		}
+		if err := up.Send(msg); err != nil {
+			return
+		}
+	}
+}
+
+func (s *stream) deliveryLocked(id string) *tetherv1.Delivery {
+	for _, d := range s.deliveries {
+		if d.d.GetId() == id {
+			return d.d
+		}
+	}
+	return nil
+}
+
+// record changes what was seen, under the lock, and wakes the waiters.
+func (w *wire) record(change func()) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	change()
+	close(w.changed)
+	w.changed = make(chan struct{})
+}
+
+// await waits until cond, evaluated under the lock at every record, holds,
+// or until timeout; it reports whether cond held.
+func (w *wire) await(ctx context.Context, timeout time.Duration, cond func() bool) bool {
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	for {
+		w.mu.Lock()
+		ok, changed := cond(), w.changed
+		w.mu.Unlock()
+		if ok {
+			return true
+		}
+		select {
+		case <-changed:
+		case <-deadline.C:
+			return false
+		case <-ctx.Done():
+			return false
+		}
+	}
+}
+
+// exchanges are the deliveries of kind for the object named name, with
+// their acks (zero when not yet answered), in the order sent, over every
+// stream; w.mu must be held.
+func (w *wire) exchangesLocked(name string, kind tetherv1.DeliveryKind) (ds []delivery, acks []ackAt) {
+	for _, s := range w.streams {
+		for _, d := range s.deliveries {
+			if d.d.GetKind() == kind && d.d.GetRef().GetName() == name {
+				ds = append(ds, d)
+				acks = append(acks, s.acks[d.d.GetId()])
+			}
+		}
+	}
+	return ds, acks
+}
