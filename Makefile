@@ -9,7 +9,7 @@ BUF     := $(BIN)/buf
 TESTFLAGS ?= -race -count=1 -timeout 30m -p 2
 
 .PHONY: fuzz all build test check vet fmt fmt-check proto proto-lint proto-check \
-        proto-breaking proto-python docs controlplane test-binaries cluster node image demo chaos chaos-selftest bench bench-timers bench-scale bench-pushdown bench-failover bench-admission clean help
+        proto-breaking proto-python docs conformance controlplane test-binaries cluster node image demo chaos chaos-selftest bench bench-timers bench-scale bench-pushdown bench-failover bench-admission clean help
 
 all: build
 
@@ -96,6 +96,17 @@ proto-breaking: $(BUF) ## fail when proto/ breaks the wire of the main branch (b
 	@if git rev-parse -q --verify main >/dev/null; then \
 		cd proto && $(BUF) breaking --against '../.git#branch=main,subdir=proto'; \
 	else echo "proto-breaking: no local main branch to compare with; skipped"; fi
+
+# The handler each SDK provides to the conformance kit's spec
+# (test/conformance/README.md), as a command.
+SDK ?= go
+CONFORMANCE_go     = $(BIN)/conformance-go
+CONFORMANCE_python = /usr/bin/python3 -I -B -u test/conformance/handlers/python/handler.py
+
+conformance: controlplane ## check an SDK's handler against docs/protocol.md, a line per rule and a JSON report (SDK=go|python)
+	@case "$(SDK)" in go|python) ;; *) echo "conformance: SDK must be go or python, not $(SDK)"; exit 2 ;; esac
+	@if [ "$(SDK)" = go ]; then $(GO) build -o $(BIN)/conformance-go ./test/conformance/handlers/go; fi
+	$(GO) run ./test/conformance -- $(CONFORMANCE_$(SDK))
 
 clean:
 	rm -rf $(BIN) .dev

@@ -29,7 +29,7 @@ func mainErr(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("conformance", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	jsonPath := fs.String("json", "", "write the JSON report to this file (default: standard output, after the lines)")
-	dir := fs.String("dir", "", "folder for the logs of the control plane, the broker and the handler (default: a new temporary one)")
+	dir := fs.String("dir", "", "folder for the logs of the control plane, the broker and the handler (default: a new temporary one, removed when every rule passes)")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: go run ./test/conformance [-json FILE] [-dir DIR] -- <command that starts the handler>")
 		fs.PrintDefaults()
@@ -41,7 +41,8 @@ func mainErr(args []string, stdout, stderr io.Writer) int {
 		fs.Usage()
 		return 2
 	}
-	if *dir == "" {
+	temporary := *dir == ""
+	if temporary {
 		d, err := os.MkdirTemp("", "tether-conformance-")
 		if err != nil {
 			fmt.Fprintln(stderr, "conformance:", err)
@@ -68,5 +69,8 @@ func mainErr(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	fmt.Fprintln(stderr, "conformance: every rule passed")
+	if temporary {
+		_ = os.RemoveAll(*dir) // the logs of a run that passed tell nothing
+	}
 	return 0
 }

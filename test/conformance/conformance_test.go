@@ -1,0 +1,65 @@
+package main
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/tether-dev/tether/test/gobin"
+	"github.com/tether-dev/tether/test/pyinterp"
+)
+
+// TestTheKitJudgesEachSDKsHandler runs the kit against the Go and Python
+// SDKs' handlers, which must pass every rule, and against a handler that
+// breaks two rules on purpose, which must fail those two and only those.
+func TestTheKitJudgesEachSDKsHandler(t *testing.T) {
+	tests := []struct {
+		name       string
+		command    func(t *testing.T) []string
+		wantFailed []string
+	}{
+		{name: "go", command: func(t *testing.T) []string {
+			return []string{gobin.Build(t, "github.com/tether-dev/tether/test/conformance/handlers/go")}
+		}},
+		{name: "python", command: func(t *testing.T) []string {
+			if why := pyinterp.PythonMissing(); why != "" {
+				t.Skip(why)
+			}
+			return []string{pyinterp.Python, "-I", "-B", "-u", "handlers/python/handler.py"}
+		}},
+		{name: "broken", command: func(t *testing.T) []string {
+			return []string{gobin.Build(t, "github.com/tether-dev/tether/test/conformance/testdata/broken")}
+		}, wantFailed: []string{"ack.retry", "ack.fail"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+			defer cancel()
+			rep, err := run(ctx, options{command: tt.command(t), dir: t.TempDir(), progress: testWriter{t}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var failed []string
+			for _, r := range rep.Results {
+				if !r.Pass {
+					failed = append(failed, r.Rule)
+				}
+			}
+			if len(rep.Results) != len(scenarios) || !slices.Equal(failed, tt.wantFailed) {
+				t.Errorf("%d rules judged, failed %v; want %d, failed %v", len(rep.Results), failed, len(scenarios), tt.wantFailed)
+			}
+			if rep.Passed != (len(tt.wantFailed) == 0) {
+				t.Errorf("report passed = %v with %v failed", rep.Passed, failed)
+			}
+		})
+	}
+}
+
+// testWriter sends the kit's lines to the test log.
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(string(p))
+	return len(p), nil
+}
