@@ -2,7 +2,10 @@ package main
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -11,17 +14,24 @@ import (
 )
 
 // TestTheKitJudgesEachSDKsHandler runs the kit against the Go and Python
-// SDKs' handlers, which must pass every rule, and against a handler that
-// breaks two rules on purpose, which must fail those two and only those.
+// SDKs' handlers, which must pass every rule (the Go one also with the
+// capabilities hidden from both sides: an SDK and a broker older than
+// capabilities still work together), and against a handler that breaks two
+// rules on purpose, which must fail those two and only those.
 func TestTheKitJudgesEachSDKsHandler(t *testing.T) {
 	tests := []struct {
 		name       string
 		command    func(t *testing.T) []string
 		wantFailed []string
+		// hide: neither side sees the other's capabilities.
+		hide bool
 	}{
 		{name: "go", command: func(t *testing.T) []string {
 			return []string{gobin.Build(t, "github.com/tether-dev/tether/test/conformance/handlers/go")}
 		}},
+		{name: "go, each side meeting a peer older than capabilities", command: func(t *testing.T) []string {
+			return []string{gobin.Build(t, "github.com/tether-dev/tether/test/conformance/handlers/go")}
+		}, hide: true},
 		{name: "python", command: func(t *testing.T) []string {
 			if why := pyinterp.PythonMissing(); why != "" {
 				t.Skip(why)
@@ -36,9 +46,18 @@ func TestTheKitJudgesEachSDKsHandler(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 			defer cancel()
-			rep, err := run(ctx, options{command: tt.command(t), dir: t.TempDir(), progress: testWriter{t}})
+			dir := t.TempDir()
+			rep, err := run(ctx, options{command: tt.command(t), dir: dir, progress: testWriter{t}, hideCapabilities: tt.hide})
 			if err != nil {
 				t.Fatal(err)
+			}
+			if tt.hide {
+				// Each side logs the other's capabilities at the handshake.
+				for file, want := range map[string]string{"broker.log": "none listed", "handler.log": "a broker older than capabilities"} {
+					if b, err := os.ReadFile(filepath.Join(dir, file)); err != nil || !strings.Contains(string(b), want) {
+						t.Errorf("%s does not say %q (%v): the capabilities were not hidden", file, want, err)
+					}
+				}
 			}
 			var failed []string
 			for _, r := range rep.Results {

@@ -42,6 +42,9 @@ type options struct {
 	command  []string  // starts the handler under test
 	dir      string    // logs: the control plane's, the broker's, the handler's
 	progress io.Writer // a line per step, and one per rule
+	// hideCapabilities makes the handler and the broker each meet a peer
+	// older than capabilities (wire.hideCapabilities).
+	hideCapabilities bool
 }
 
 // kit is one run: the cluster, the broker, the proxy and the handler.
@@ -83,7 +86,7 @@ func run(ctx context.Context, opts options) (*report, error) {
 		return nil, err
 	}
 	defer stopBroker()
-	if k.wire, err = newWire(brokerAddr); err != nil {
+	if k.wire, err = newWire(brokerAddr, opts.hideCapabilities); err != nil {
 		return nil, err
 	}
 	defer k.wire.stop()

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	tetherv1 "github.com/tether-dev/tether/proto/tether/v1"
 )
@@ -34,6 +35,10 @@ type wire struct {
 	// with the delivery it answers: a scenario looks at the cluster while
 	// the broker has not seen the ack yet.
 	beforeAck func(d *tetherv1.Delivery, a *tetherv1.Ack)
+	// hideCapabilities takes the capabilities out of the Hello the broker
+	// gets and the Welcome the handler gets (they are recorded as sent):
+	// each side then meets a peer older than capabilities.
+	hideCapabilities bool
 }
 
 // stream is one Connect stream as the proxy saw it.
@@ -60,7 +65,7 @@ type ackAt struct {
 
 // newWire listens on a free loopback port and forwards to the broker at
 // brokerAddr (plain text).
-func newWire(brokerAddr string) (*wire, error) {
+func newWire(brokerAddr string, hideCapabilities bool) (*wire, error) {
 	conn, err := grpc.NewClient(brokerAddr, grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20), grpc.MaxCallSendMsgSize(64<<20)))
 	if err != nil {
@@ -72,7 +77,7 @@ func newWire(brokerAddr string) (*wire, error) {
 		return nil, fmt.Errorf("listening for the handler: %w", err)
 	}
 	w := &wire{upstream: tetherv1.NewBrokerServiceClient(conn), conn: conn, addr: lis.Addr().String(),
-		changed: make(chan struct{}), srv: grpc.NewServer(grpc.MaxRecvMsgSize(64 << 20))}
+		hideCapabilities: hideCapabilities, changed: make(chan struct{}), srv: grpc.NewServer(grpc.MaxRecvMsgSize(64 << 20))}
 	tetherv1.RegisterBrokerServiceServer(w.srv, w)
 	go func() { _ = w.srv.Serve(lis) }()
 	return w, nil
@@ -112,6 +117,10 @@ func (w *wire) Connect(down tetherv1.BrokerService_ConnectServer) error {
 				s.deliveries = append(s.deliveries, delivery{m.Delivery, time.Now()})
 			}
 		})
+		if w.hideCapabilities && msg.GetWelcome() != nil {
+			msg = proto.Clone(msg).(*tetherv1.ConnectResponse)
+			msg.GetWelcome().Capabilities = nil
+		}
 		if err := down.Send(msg); err != nil {
 			return err
 		}
@@ -152,6 +161,10 @@ func (w *wire) fromHandler(s *stream, down tetherv1.BrokerService_ConnectServer,
 			if before != nil {
 				before(answered, a)
 			}
+		}
+		if w.hideCapabilities && msg.GetHello() != nil {
+			msg = proto.Clone(msg).(*tetherv1.ConnectRequest)
+			msg.GetHello().Capabilities = nil
 		}
 		if err := up.Send(msg); err != nil {
 			return
