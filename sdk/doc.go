@@ -42,7 +42,10 @@
 // They travel in the ack, and the broker posts them as the handler's own
 // identity, so its RBAC needs create and patch on events; repeats are
 // counted into one Event and floods rate-limited, as client-go's recorder
-// does. At most 10 per delivery; a daemon has no ack and posts none.
+// does. At most 10 per delivery; a daemon has no ack and posts none. A
+// broker that lists its capabilities without HANDLER_EVENTS posts none
+// either: the SDK drops them with a warning. Handler.BrokerCapabilities
+// says what the broker offered (docs/protocol.md, "Capabilities").
 //
 // Functions run concurrently, at most the window (WithWindow) at once, one
 // at a time per object (daemons aside: see below). The context ends at the
