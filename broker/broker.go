@@ -29,6 +29,7 @@ import (
 	"github.com/tether-dev/tether/broker/binding"
 	"github.com/tether-dev/tether/broker/certs"
 	"github.com/tether-dev/tether/broker/dispatch"
+	"github.com/tether-dev/tether/broker/index"
 	"github.com/tether-dev/tether/broker/informer"
 	"github.com/tether-dev/tether/broker/metrics"
 	"github.com/tether-dev/tether/broker/presence"
@@ -318,6 +319,7 @@ func (b *Broker) Start(ctx context.Context) error {
 		Defaults: b.opts.Defaults, HelloTimeout: b.opts.HelloTimeout, Supported: kinds, ExcludedNamespaces: excluded,
 		DefaultWindow: b.opts.DefaultWindow, MaxWindow: b.opts.MaxWindow, Version: b.opts.Version,
 		Metrics: b.metrics, Authorize: authorize, AuthorizeName: authorizeName, RecheckEvery: b.opts.RecheckEvery,
+		Index: index.Streamer{Informers: informers, Log: b.log.Named("index")}.Stream,
 	})
 	opts := b.serverOptions(tlsConfig)
 	if authz != nil {

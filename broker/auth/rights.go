@@ -109,7 +109,7 @@ func verbs(b *binding.Binding) []string {
 	switch {
 	case b.Holds():
 		return []string{"list", "watch", "patch"}
-	case b.Kind == binding.Event, b.Kind == binding.Delete, b.Kind == binding.Daemon, b.Kind == binding.Validate:
+	case b.Kind == binding.Event, b.Kind == binding.Index, b.Kind == binding.Delete, b.Kind == binding.Daemon, b.Kind == binding.Validate:
 		return []string{"list", "watch"}
 	default:
 		return []string{"list", "watch", "patch"}

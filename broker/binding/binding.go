@@ -288,6 +288,11 @@ func compileOne(ctx context.Context, pb *tetherv1.Binding, res Resolver, def Def
 	if b.Policy, err = policy(b.Kind, pb.GetFinalizer()); err != nil {
 		return nil, fieldErr("finalizer", err)
 	}
+	if b.Kind == Index {
+		if err := indexOptions(pb); err != nil {
+			return nil, err
+		}
+	}
 	if b.Retry, err = retryPolicy(pb, def); err != nil {
 		return nil, err
 	}

@@ -15,11 +15,15 @@ const (
 	Daemon
 	Validate
 	Mutate
+	// Index is served by the session, not the dispatcher: each instance
+	// gets every matching object (IndexStream).
+	Index
 )
 
 var kindNames = map[Kind]string{
 	Create: "create", Update: "update", Delete: "delete", Resume: "resume", Field: "field",
 	Event: "event", Timer: "timer", Daemon: "daemon", Validate: "validate", Mutate: "mutate",
+	Index: "index",
 }
 
 func (k Kind) String() string {

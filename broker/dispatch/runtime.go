@@ -40,6 +40,9 @@ type runtime struct {
 // newRuntime makes the runtime of a handler; sweep are the scopes it
 // dropped that are still to be swept of its holds.
 func newRuntime(m *Manager, name string, bindings []*binding.Binding, fp string, sweep []presence.Scope) *runtime {
+	// Index bindings are each session's own stream (package index), not
+	// the handler's shared work.
+	bindings = slices.DeleteFunc(slices.Clone(bindings), func(b *binding.Binding) bool { return b.Kind == binding.Index })
 	h := newHandler(&m.opts, m.log.Named("handler").With("handler", name), name, bindings)
 	rt := &runtime{handler: h, fingerprint: fp}
 	dl := &deliverer{handler: h, send: (*session.Instance).DeliverUnless}

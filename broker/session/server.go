@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -91,6 +92,9 @@ type Options struct {
 	// either is told ResourceExhausted, which SDKs retry, before any review
 	// or compile.
 	MaxHellosPerIdentity, MaxHellos int
+	// Index streams an index binding's objects to the instance (package
+	// index) until ctx ends; nil refuses index bindings as unsupported.
+	Index func(ctx context.Context, b *binding.Binding, send func(*tetherv1.Indexed) error) error
 	// Version is the broker's build version, sent in Welcome.
 	Version string
 	// Metrics counts sessions; nil counts nothing.
@@ -110,7 +114,7 @@ const (
 var LifecycleKinds = map[binding.Kind]bool{
 	binding.Create: true, binding.Update: true, binding.Delete: true,
 	binding.Resume: true, binding.Field: true, binding.Event: true,
-	binding.Timer: true, binding.Daemon: true,
+	binding.Timer: true, binding.Daemon: true, binding.Index: true,
 }
 
 // AllKinds are LifecycleKinds and admission: the kinds of a broker that
@@ -118,7 +122,7 @@ var LifecycleKinds = map[binding.Kind]bool{
 var AllKinds = map[binding.Kind]bool{
 	binding.Create: true, binding.Update: true, binding.Delete: true,
 	binding.Resume: true, binding.Field: true, binding.Event: true,
-	binding.Timer: true, binding.Daemon: true, binding.Validate: true, binding.Mutate: true,
+	binding.Timer: true, binding.Daemon: true, binding.Validate: true, binding.Mutate: true, binding.Index: true,
 }
 
 // Server implements tetherv1.BrokerServiceServer.
@@ -144,6 +148,10 @@ func NewServer(opts Options) *Server {
 	}
 	if opts.Supported == nil {
 		opts.Supported = LifecycleKinds
+	}
+	if opts.Index == nil && opts.Supported[binding.Index] {
+		opts.Supported = maps.Clone(opts.Supported)
+		delete(opts.Supported, binding.Index)
 	}
 	if opts.HelloTimeout <= 0 {
 		opts.HelloTimeout = 10 * time.Second
@@ -252,6 +260,7 @@ func (s *Server) Connect(stream tetherv1.BrokerService_ConnectServer) error {
 	log.Info("handler instance connected", "bindings", len(bindings), "window", window, "priority", in.Priority,
 		"sdk", hello.GetSdk(), "capabilities", capabilityNames(in.Capabilities))
 
+	s.streamIndexes(ctx, in, bindings, log)
 	recvDone = make(chan struct{})
 	go func() {
 		defer close(recvDone)

@@ -141,6 +141,13 @@ const (
 	// VALIDATE and MUTATE: admission reviews.
 	BindingKind_BINDING_KIND_VALIDATE BindingKind = 9
 	BindingKind_BINDING_KIND_MUTATE   BindingKind = 10
+	// INDEX: every object that matches the binding, streamed to each instance
+	// of the handler on its own (not shared by UID) as Indexed messages: the
+	// objects that match when the session begins, then Indexed.synced, then
+	// each change. An object that is deleted or stops matching is sent as
+	// DELETED. For in-memory views of a resource (Kopf's indices), rebuilt by
+	// every session. Never holds; takes the filters, no delivery options.
+	BindingKind_BINDING_KIND_INDEX BindingKind = 11
 )
 
 // Enum value maps for BindingKind.
@@ -157,6 +164,7 @@ var (
 		8:  "BINDING_KIND_DAEMON",
 		9:  "BINDING_KIND_VALIDATE",
 		10: "BINDING_KIND_MUTATE",
+		11: "BINDING_KIND_INDEX",
 	}
 	BindingKind_value = map[string]int32{
 		"BINDING_KIND_UNSPECIFIED": 0,
@@ -170,6 +178,7 @@ var (
 		"BINDING_KIND_DAEMON":      8,
 		"BINDING_KIND_VALIDATE":    9,
 		"BINDING_KIND_MUTATE":      10,
+		"BINDING_KIND_INDEX":       11,
 	}
 )
 
@@ -849,6 +858,7 @@ type ConnectResponse struct {
 	//	*ConnectResponse_Welcome
 	//	*ConnectResponse_Delivery
 	//	*ConnectResponse_Cancel
+	//	*ConnectResponse_Indexed
 	Message       isConnectResponse_Message `protobuf_oneof:"message"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -918,6 +928,15 @@ func (x *ConnectResponse) GetCancel() *Cancel {
 	return nil
 }
 
+func (x *ConnectResponse) GetIndexed() *Indexed {
+	if x != nil {
+		if x, ok := x.Message.(*ConnectResponse_Indexed); ok {
+			return x.Indexed
+		}
+	}
+	return nil
+}
+
 type isConnectResponse_Message interface {
 	isConnectResponse_Message()
 }
@@ -938,11 +957,19 @@ type ConnectResponse_Cancel struct {
 	Cancel *Cancel `protobuf:"bytes,3,opt,name=cancel,proto3,oneof"`
 }
 
+type ConnectResponse_Indexed struct {
+	// Indexed carries an INDEX binding's objects (see BindingKind). It is
+	// not a delivery: it takes no window slot and no ack.
+	Indexed *Indexed `protobuf:"bytes,4,opt,name=indexed,proto3,oneof"`
+}
+
 func (*ConnectResponse_Welcome) isConnectResponse_Message() {}
 
 func (*ConnectResponse_Delivery) isConnectResponse_Message() {}
 
 func (*ConnectResponse_Cancel) isConnectResponse_Message() {}
+
+func (*ConnectResponse_Indexed) isConnectResponse_Message() {}
 
 // Hello opens a session. It must be the first message, sent within the
 // broker's Hello deadline.
@@ -2893,6 +2920,82 @@ func (x *Cancel) GetReason() string {
 	return ""
 }
 
+// Indexed is one change of an INDEX binding's view, or the mark that the
+// view is complete.
+type Indexed struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	BindingId string                 `protobuf:"bytes,1,opt,name=binding_id,json=bindingId,proto3" json:"binding_id,omitempty"`
+	// event_type is ADDED (the object enters the view: new, or matching
+	// again), MODIFIED (it changed and still matches) or DELETED (it is gone,
+	// or stopped matching). Empty with synced.
+	EventType string `protobuf:"bytes,2,opt,name=event_type,json=eventType,proto3" json:"event_type,omitempty"`
+	// object is the object as JSON; for DELETED, its last state.
+	Object []byte `protobuf:"bytes,3,opt,name=object,proto3" json:"object,omitempty"`
+	// synced: every object that matched when the session began has been sent
+	// before this message. Sent once per binding and session.
+	Synced        bool `protobuf:"varint,4,opt,name=synced,proto3" json:"synced,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Indexed) Reset() {
+	*x = Indexed{}
+	mi := &file_tether_v1_broker_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Indexed) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Indexed) ProtoMessage() {}
+
+func (x *Indexed) ProtoReflect() protoreflect.Message {
+	mi := &file_tether_v1_broker_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Indexed.ProtoReflect.Descriptor instead.
+func (*Indexed) Descriptor() ([]byte, []int) {
+	return file_tether_v1_broker_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *Indexed) GetBindingId() string {
+	if x != nil {
+		return x.BindingId
+	}
+	return ""
+}
+
+func (x *Indexed) GetEventType() string {
+	if x != nil {
+		return x.EventType
+	}
+	return ""
+}
+
+func (x *Indexed) GetObject() []byte {
+	if x != nil {
+		return x.Object
+	}
+	return nil
+}
+
+func (x *Indexed) GetSynced() bool {
+	if x != nil {
+		return x.Synced
+	}
+	return false
+}
+
 var File_tether_v1_broker_proto protoreflect.FileDescriptor
 
 const file_tether_v1_broker_proto_rawDesc = "" +
@@ -2904,11 +3007,12 @@ const file_tether_v1_broker_proto_rawDesc = "" +
 	"\fflow_control\x18\x03 \x01(\v2\x16.tether.v1.FlowControlH\x00R\vflowControl\x12.\n" +
 	"\agoodbye\x18\x04 \x01(\v2\x12.tether.v1.GoodbyeH\x00R\agoodbye\x12>\n" +
 	"\rdaemon_exited\x18\x05 \x01(\v2\x17.tether.v1.DaemonExitedH\x00R\fdaemonExitedB\t\n" +
-	"\amessage\"\xac\x01\n" +
+	"\amessage\"\xdc\x01\n" +
 	"\x0fConnectResponse\x12.\n" +
 	"\awelcome\x18\x01 \x01(\v2\x12.tether.v1.WelcomeH\x00R\awelcome\x121\n" +
 	"\bdelivery\x18\x02 \x01(\v2\x13.tether.v1.DeliveryH\x00R\bdelivery\x12+\n" +
-	"\x06cancel\x18\x03 \x01(\v2\x11.tether.v1.CancelH\x00R\x06cancelB\t\n" +
+	"\x06cancel\x18\x03 \x01(\v2\x11.tether.v1.CancelH\x00R\x06cancel\x12.\n" +
+	"\aindexed\x18\x04 \x01(\v2\x12.tether.v1.IndexedH\x00R\aindexedB\t\n" +
 	"\amessage\"\x9c\x03\n" +
 	"\x05Hello\x12\x18\n" +
 	"\ahandler\x18\x01 \x01(\tR\ahandler\x12\x1f\n" +
@@ -3091,7 +3195,14 @@ const file_tether_v1_broker_proto_rawDesc = "" +
 	"\x06Cancel\x12\x1f\n" +
 	"\vdelivery_id\x18\x01 \x01(\tR\n" +
 	"deliveryId\x12\x16\n" +
-	"\x06reason\x18\x02 \x01(\tR\x06reason*\xde\x01\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\"w\n" +
+	"\aIndexed\x12\x1d\n" +
+	"\n" +
+	"binding_id\x18\x01 \x01(\tR\tbindingId\x12\x1d\n" +
+	"\n" +
+	"event_type\x18\x02 \x01(\tR\teventType\x12\x16\n" +
+	"\x06object\x18\x03 \x01(\fR\x06object\x12\x16\n" +
+	"\x06synced\x18\x04 \x01(\bR\x06synced*\xde\x01\n" +
 	"\n" +
 	"Capability\x12\x1a\n" +
 	"\x16CAPABILITY_UNSPECIFIED\x10\x00\x12\x1b\n" +
@@ -3100,7 +3211,7 @@ const file_tether_v1_broker_proto_rawDesc = "" +
 	"\x19CAPABILITY_RESOURCE_NAMES\x10\x03\x12&\n" +
 	"\"CAPABILITY_DAEMON_EXIT_RETRY_AFTER\x10\x04\x12\x17\n" +
 	"\x13CAPABILITY_PRIORITY\x10\x05\x12\x18\n" +
-	"\x14CAPABILITY_ADMISSION\x10\x06*\xa4\x02\n" +
+	"\x14CAPABILITY_ADMISSION\x10\x06*\xbc\x02\n" +
 	"\vBindingKind\x12\x1c\n" +
 	"\x18BINDING_KIND_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13BINDING_KIND_CREATE\x10\x01\x12\x17\n" +
@@ -3113,7 +3224,8 @@ const file_tether_v1_broker_proto_rawDesc = "" +
 	"\x13BINDING_KIND_DAEMON\x10\b\x12\x19\n" +
 	"\x15BINDING_KIND_VALIDATE\x10\t\x12\x17\n" +
 	"\x13BINDING_KIND_MUTATE\x10\n" +
-	"*\x86\x01\n" +
+	"\x12\x16\n" +
+	"\x12BINDING_KIND_INDEX\x10\v*\x86\x01\n" +
 	"\x0fFinalizerPolicy\x12 \n" +
 	"\x1cFINALIZER_POLICY_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15FINALIZER_POLICY_HOLD\x10\x01\x12\x1b\n" +
@@ -3168,7 +3280,7 @@ func file_tether_v1_broker_proto_rawDescGZIP() []byte {
 }
 
 var file_tether_v1_broker_proto_enumTypes = make([]protoimpl.EnumInfo, 11)
-var file_tether_v1_broker_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
+var file_tether_v1_broker_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
 var file_tether_v1_broker_proto_goTypes = []any{
 	(Capability)(0),                // 0: tether.v1.Capability
 	(BindingKind)(0),               // 1: tether.v1.BindingKind
@@ -3204,8 +3316,9 @@ var file_tether_v1_broker_proto_goTypes = []any{
 	(*Goodbye)(nil),                // 31: tether.v1.Goodbye
 	(*DaemonExited)(nil),           // 32: tether.v1.DaemonExited
 	(*Cancel)(nil),                 // 33: tether.v1.Cancel
-	(*durationpb.Duration)(nil),    // 34: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),  // 35: google.protobuf.Timestamp
+	(*Indexed)(nil),                // 34: tether.v1.Indexed
+	(*durationpb.Duration)(nil),    // 35: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),  // 36: google.protobuf.Timestamp
 }
 var file_tether_v1_broker_proto_depIdxs = []int32{
 	13, // 0: tether.v1.ConnectRequest.hello:type_name -> tether.v1.Hello
@@ -3216,57 +3329,58 @@ var file_tether_v1_broker_proto_depIdxs = []int32{
 	14, // 5: tether.v1.ConnectResponse.welcome:type_name -> tether.v1.Welcome
 	24, // 6: tether.v1.ConnectResponse.delivery:type_name -> tether.v1.Delivery
 	33, // 7: tether.v1.ConnectResponse.cancel:type_name -> tether.v1.Cancel
-	16, // 8: tether.v1.Hello.bindings:type_name -> tether.v1.Binding
-	34, // 9: tether.v1.Hello.grace:type_name -> google.protobuf.Duration
-	34, // 10: tether.v1.Hello.absent_release_after:type_name -> google.protobuf.Duration
-	0,  // 11: tether.v1.Hello.capabilities:type_name -> tether.v1.Capability
-	15, // 12: tether.v1.Welcome.resources:type_name -> tether.v1.Resource
-	34, // 13: tether.v1.Welcome.grace:type_name -> google.protobuf.Duration
-	34, // 14: tether.v1.Welcome.absent_release_after:type_name -> google.protobuf.Duration
-	0,  // 15: tether.v1.Welcome.capabilities:type_name -> tether.v1.Capability
-	1,  // 16: tether.v1.Binding.kind:type_name -> tether.v1.BindingKind
-	15, // 17: tether.v1.Binding.resource:type_name -> tether.v1.Resource
-	17, // 18: tether.v1.Binding.annotations:type_name -> tether.v1.AnnotationFilter
-	2,  // 19: tether.v1.Binding.finalizer:type_name -> tether.v1.FinalizerPolicy
-	34, // 20: tether.v1.Binding.timeout:type_name -> google.protobuf.Duration
-	34, // 21: tether.v1.Binding.backoff:type_name -> google.protobuf.Duration
-	34, // 22: tether.v1.Binding.max_backoff:type_name -> google.protobuf.Duration
-	18, // 23: tether.v1.Binding.timer:type_name -> tether.v1.TimerOptions
-	19, // 24: tether.v1.Binding.daemon:type_name -> tether.v1.DaemonOptions
-	21, // 25: tether.v1.Binding.admission:type_name -> tether.v1.AdmissionOptions
-	8,  // 26: tether.v1.AnnotationFilter.operator:type_name -> tether.v1.AnnotationFilter.Operator
-	34, // 27: tether.v1.TimerOptions.interval:type_name -> google.protobuf.Duration
-	34, // 28: tether.v1.TimerOptions.initial_delay:type_name -> google.protobuf.Duration
-	34, // 29: tether.v1.TimerOptions.idle:type_name -> google.protobuf.Duration
-	34, // 30: tether.v1.DaemonOptions.cancellation_timeout:type_name -> google.protobuf.Duration
-	3,  // 31: tether.v1.AdmissionOptions.operations:type_name -> tether.v1.AdmissionOperation
-	20, // 32: tether.v1.AdmissionOptions.match_conditions:type_name -> tether.v1.MatchCondition
-	34, // 33: tether.v1.AdmissionOptions.timeout:type_name -> google.protobuf.Duration
-	4,  // 34: tether.v1.AdmissionOptions.failure_policy:type_name -> tether.v1.FailurePolicy
-	5,  // 35: tether.v1.AdmissionOptions.side_effects:type_name -> tether.v1.SideEffects
-	15, // 36: tether.v1.ObjectRef.resource:type_name -> tether.v1.Resource
-	9,  // 37: tether.v1.DiffEntry.operation:type_name -> tether.v1.DiffEntry.Operation
-	6,  // 38: tether.v1.Delivery.kind:type_name -> tether.v1.DeliveryKind
-	22, // 39: tether.v1.Delivery.ref:type_name -> tether.v1.ObjectRef
-	23, // 40: tether.v1.Delivery.diff:type_name -> tether.v1.DiffEntry
-	35, // 41: tether.v1.Delivery.deadline:type_name -> google.protobuf.Timestamp
-	35, // 42: tether.v1.Delivery.scheduled:type_name -> google.protobuf.Timestamp
-	25, // 43: tether.v1.Delivery.admission:type_name -> tether.v1.AdmissionRequest
-	3,  // 44: tether.v1.AdmissionRequest.operation:type_name -> tether.v1.AdmissionOperation
-	7,  // 45: tether.v1.Ack.outcome:type_name -> tether.v1.Outcome
-	34, // 46: tether.v1.Ack.retry_after:type_name -> google.protobuf.Duration
-	26, // 47: tether.v1.Ack.admission:type_name -> tether.v1.AdmissionResponse
-	28, // 48: tether.v1.Ack.events:type_name -> tether.v1.HandlerEvent
-	10, // 49: tether.v1.HandlerEvent.type:type_name -> tether.v1.HandlerEvent.Type
-	29, // 50: tether.v1.HandlerEvent.regarding:type_name -> tether.v1.EventObject
-	34, // 51: tether.v1.DaemonExited.retry_after:type_name -> google.protobuf.Duration
-	11, // 52: tether.v1.BrokerService.Connect:input_type -> tether.v1.ConnectRequest
-	12, // 53: tether.v1.BrokerService.Connect:output_type -> tether.v1.ConnectResponse
-	53, // [53:54] is the sub-list for method output_type
-	52, // [52:53] is the sub-list for method input_type
-	52, // [52:52] is the sub-list for extension type_name
-	52, // [52:52] is the sub-list for extension extendee
-	0,  // [0:52] is the sub-list for field type_name
+	34, // 8: tether.v1.ConnectResponse.indexed:type_name -> tether.v1.Indexed
+	16, // 9: tether.v1.Hello.bindings:type_name -> tether.v1.Binding
+	35, // 10: tether.v1.Hello.grace:type_name -> google.protobuf.Duration
+	35, // 11: tether.v1.Hello.absent_release_after:type_name -> google.protobuf.Duration
+	0,  // 12: tether.v1.Hello.capabilities:type_name -> tether.v1.Capability
+	15, // 13: tether.v1.Welcome.resources:type_name -> tether.v1.Resource
+	35, // 14: tether.v1.Welcome.grace:type_name -> google.protobuf.Duration
+	35, // 15: tether.v1.Welcome.absent_release_after:type_name -> google.protobuf.Duration
+	0,  // 16: tether.v1.Welcome.capabilities:type_name -> tether.v1.Capability
+	1,  // 17: tether.v1.Binding.kind:type_name -> tether.v1.BindingKind
+	15, // 18: tether.v1.Binding.resource:type_name -> tether.v1.Resource
+	17, // 19: tether.v1.Binding.annotations:type_name -> tether.v1.AnnotationFilter
+	2,  // 20: tether.v1.Binding.finalizer:type_name -> tether.v1.FinalizerPolicy
+	35, // 21: tether.v1.Binding.timeout:type_name -> google.protobuf.Duration
+	35, // 22: tether.v1.Binding.backoff:type_name -> google.protobuf.Duration
+	35, // 23: tether.v1.Binding.max_backoff:type_name -> google.protobuf.Duration
+	18, // 24: tether.v1.Binding.timer:type_name -> tether.v1.TimerOptions
+	19, // 25: tether.v1.Binding.daemon:type_name -> tether.v1.DaemonOptions
+	21, // 26: tether.v1.Binding.admission:type_name -> tether.v1.AdmissionOptions
+	8,  // 27: tether.v1.AnnotationFilter.operator:type_name -> tether.v1.AnnotationFilter.Operator
+	35, // 28: tether.v1.TimerOptions.interval:type_name -> google.protobuf.Duration
+	35, // 29: tether.v1.TimerOptions.initial_delay:type_name -> google.protobuf.Duration
+	35, // 30: tether.v1.TimerOptions.idle:type_name -> google.protobuf.Duration
+	35, // 31: tether.v1.DaemonOptions.cancellation_timeout:type_name -> google.protobuf.Duration
+	3,  // 32: tether.v1.AdmissionOptions.operations:type_name -> tether.v1.AdmissionOperation
+	20, // 33: tether.v1.AdmissionOptions.match_conditions:type_name -> tether.v1.MatchCondition
+	35, // 34: tether.v1.AdmissionOptions.timeout:type_name -> google.protobuf.Duration
+	4,  // 35: tether.v1.AdmissionOptions.failure_policy:type_name -> tether.v1.FailurePolicy
+	5,  // 36: tether.v1.AdmissionOptions.side_effects:type_name -> tether.v1.SideEffects
+	15, // 37: tether.v1.ObjectRef.resource:type_name -> tether.v1.Resource
+	9,  // 38: tether.v1.DiffEntry.operation:type_name -> tether.v1.DiffEntry.Operation
+	6,  // 39: tether.v1.Delivery.kind:type_name -> tether.v1.DeliveryKind
+	22, // 40: tether.v1.Delivery.ref:type_name -> tether.v1.ObjectRef
+	23, // 41: tether.v1.Delivery.diff:type_name -> tether.v1.DiffEntry
+	36, // 42: tether.v1.Delivery.deadline:type_name -> google.protobuf.Timestamp
+	36, // 43: tether.v1.Delivery.scheduled:type_name -> google.protobuf.Timestamp
+	25, // 44: tether.v1.Delivery.admission:type_name -> tether.v1.AdmissionRequest
+	3,  // 45: tether.v1.AdmissionRequest.operation:type_name -> tether.v1.AdmissionOperation
+	7,  // 46: tether.v1.Ack.outcome:type_name -> tether.v1.Outcome
+	35, // 47: tether.v1.Ack.retry_after:type_name -> google.protobuf.Duration
+	26, // 48: tether.v1.Ack.admission:type_name -> tether.v1.AdmissionResponse
+	28, // 49: tether.v1.Ack.events:type_name -> tether.v1.HandlerEvent
+	10, // 50: tether.v1.HandlerEvent.type:type_name -> tether.v1.HandlerEvent.Type
+	29, // 51: tether.v1.HandlerEvent.regarding:type_name -> tether.v1.EventObject
+	35, // 52: tether.v1.DaemonExited.retry_after:type_name -> google.protobuf.Duration
+	11, // 53: tether.v1.BrokerService.Connect:input_type -> tether.v1.ConnectRequest
+	12, // 54: tether.v1.BrokerService.Connect:output_type -> tether.v1.ConnectResponse
+	54, // [54:55] is the sub-list for method output_type
+	53, // [53:54] is the sub-list for method input_type
+	53, // [53:53] is the sub-list for extension type_name
+	53, // [53:53] is the sub-list for extension extendee
+	0,  // [0:53] is the sub-list for field type_name
 }
 
 func init() { file_tether_v1_broker_proto_init() }
@@ -3285,6 +3399,7 @@ func file_tether_v1_broker_proto_init() {
 		(*ConnectResponse_Welcome)(nil),
 		(*ConnectResponse_Delivery)(nil),
 		(*ConnectResponse_Cancel)(nil),
+		(*ConnectResponse_Indexed)(nil),
 	}
 	file_tether_v1_broker_proto_msgTypes[5].OneofWrappers = []any{}
 	type x struct{}
@@ -3293,7 +3408,7 @@ func file_tether_v1_broker_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tether_v1_broker_proto_rawDesc), len(file_tether_v1_broker_proto_rawDesc)),
 			NumEnums:      11,
-			NumMessages:   23,
+			NumMessages:   24,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
