@@ -23,7 +23,7 @@ from .hierarchies import (adjust_namespace, adopt, append_owner_reference, build
                           remove_owner_reference)
 from .hooks import ActivityError
 from .kopfonly import missing
-from .on import daemon, timer
+from .on import daemon, index, timer
 from .patch import Patch
 from .registry import Registry, get_default_registry, set_default_registry
 from .runner import ConfigError, operator, run
@@ -35,7 +35,7 @@ from .types import (Annotations, Body, BodyEssence, Diff, DiffOperation, Index, 
 from .version import __version__
 
 __all__ = [
-    "on", "timer", "daemon",
+    "on", "timer", "daemon", "index",
     "HOLD", "STRICT", "NONE", "Finalizer", "PRESENT", "ABSENT",
     "TemporaryError", "PermanentError", "AdmissionError", "RejectedError", "ErrorsMode", "ConfigError", "ActivityError",
     "Registry", "get_default_registry", "set_default_registry", "run", "operator",

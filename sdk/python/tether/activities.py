@@ -140,10 +140,11 @@ def _hook(activity: Activity, fn: Callable[..., Any] | None, id: str | None, ret
             hook_id = id if id is not None else getattr(f, "__name__", "")
             if not isinstance(hook_id, str) or not hook_id:
                 raise ValueError("the function has no name: pass id=")
-            wants = kwargs.declared(f, ARGUMENTS, f"{activity.value} functions")
+            reg = registry if registry is not None else get_default_registry()
+            wants = kwargs.declared(f, ARGUMENTS + reg.index_names(), f"{activity.value} functions")
             is_async = inspect.iscoroutinefunction(f) or inspect.iscoroutinefunction(getattr(f, "__call__", None))
             hook = Hook(hook_id, activity, f, is_async, wants, retries, first, most)
-            (registry if registry is not None else get_default_registry()).add_hook(hook)
+            reg.add_hook(hook)
         except (TypeError, ValueError) as e:
             raise type(e)(f"{where} on {getattr(f, '__qualname__', f)!s}: {e}") from None
         return f

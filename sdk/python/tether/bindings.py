@@ -29,6 +29,7 @@ class Kind(enum.Enum):
     DAEMON = "daemon"
     VALIDATE = "validate"
     MUTATE = "mutate"
+    INDEX = "index"
 
     @property
     def admission(self) -> bool:

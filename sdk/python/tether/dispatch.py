@@ -15,6 +15,7 @@ from typing import Any
 from . import admission, durations, filters, hierarchies, kwargs, log, outcome
 from .bindings import Kind
 from .delivery import Cause, MalformedDelivery, decode
+from .indexing import Indices
 from .memos import Memos
 from .errors import AdmissionError, PermanentError, TemporaryError
 from .patch import Patch, pruned
@@ -26,15 +27,16 @@ class Dispatcher:
     """Runs functions; executor runs the sync ones (None: the event loop's
     default executor); memos keeps each object's memo."""
 
-    def __init__(self, executor: Executor | None = None, memos: Memos | None = None):
+    def __init__(self, executor: Executor | None = None, memos: Memos | None = None, indices: Indices | None = None):
         self.executor = executor
         self.memos = memos if memos is not None else Memos()
+        self.indices = indices  # passed to functions by name
 
     def prepare(self, reg: Registration, d: pb.Delivery, **extra: Any) -> tuple[Cause, log.ObjectLogger, dict[str, Any]]:
         """The cause, the object's logger and the function's keyword
         arguments; raises MalformedDelivery."""
         cause, logger, values = self._values(reg, d, **extra)
-        return cause, logger, kwargs.select(reg.wants, reg.spec.kind, values)
+        return cause, logger, kwargs.select(reg.wants, reg.spec.kind, values, self._indices())
 
     def _values(self, reg: Registration, d: pb.Delivery,
                 **extra: Any) -> tuple[Cause, log.ObjectLogger, dict[str, Any]]:
@@ -45,6 +47,9 @@ class Dispatcher:
         extra.setdefault("patch", Patch())
         extra.setdefault("memo", self.memos.of(cause.uid))
         return cause, logger, kwargs.values(cause, logger=logger, **extra)
+
+    def _indices(self) -> dict[str, Any]:
+        return self.indices.kwargs() if self.indices is not None else {}
 
     def _filtered(self, reg: Registration, cause: Cause, logger: log.ObjectLogger, values: dict[str, Any]) -> bool:
         """Whether a filter callable says no; raises what the callable raises."""
@@ -84,7 +89,7 @@ class Dispatcher:
         try:
             if self._filtered(reg, cause, logger, values):
                 return outcome.ok(d.id)
-            value = await self.call(reg, kwargs.select(reg.wants, reg.spec.kind, values), d, events)
+            value = await self.call(reg, kwargs.select(reg.wants, reg.spec.kind, values, self._indices()), d, events)
         except asyncio.CancelledError:
             ack = outcome.retry(d.id, "cancelled")
         except Exception as e:
@@ -108,7 +113,7 @@ class Dispatcher:
         try:
             # A review the filters pass over is allowed, as one no binding matches.
             if not self._filtered(reg, cause, logger, values):
-                await self.call(reg, kwargs.select(reg.wants, reg.spec.kind, values), d)
+                await self.call(reg, kwargs.select(reg.wants, reg.spec.kind, values, self._indices()), d)
             resp = admission.allowed(reg.spec.kind, cause.original, pruned(patch), warnings)
         except AdmissionError as e:
             resp = admission.refusal(e, warnings)

@@ -44,19 +44,20 @@ async def run(activity: Activity, registry: Registry, *, memo: Memo, settings: O
     succeeds; False when stopping was set while one waited to be retried
     (the later ones do not run). Raises ActivityError."""
     for hook in registry.hooks(activity):
-        if not await _until_done(hook, memo, settings, stopping):
+        if not await _until_done(hook, memo, settings, stopping, registry.indices.kwargs()):
             return False
     return True
 
 
-async def _until_done(hook: Hook, memo: Memo, settings: OperatorSettings, stopping: asyncio.Event | None) -> bool:
+async def _until_done(hook: Hook, memo: Memo, settings: OperatorSettings, stopping: asyncio.Event | None,
+                      indices: dict[str, Any]) -> bool:
     logger = logging.getLogger(f"tether.activities.{hook.activity.value}")
     what = f"{hook.activity.value} function {hook.id}"
     first, delays = _now(), _backoff(hook)
     retry = 0
     while True:
         try:
-            if await _attempt(hook, _arguments(hook, logger, memo, settings, retry, first), stopping) is _STOPPED:
+            if await _attempt(hook, _arguments(hook, logger, memo, settings, retry, first, indices), stopping) is _STOPPED:
                 logger.info("stopping: %s cancelled", what)
                 return False
             logger.debug("%s succeeded", what)
@@ -118,7 +119,8 @@ async def probe(registry: Registry, memo: Memo, settings: OperatorSettings) -> t
     healthy = True
     for hook in registry.hooks(Activity.PROBE):
         try:
-            results[hook.id] = await call(hook, _arguments(hook, logger, memo, settings, 0, _now()))
+            results[hook.id] = await call(hook, _arguments(hook, logger, memo, settings, 0, _now(),
+                                                                registry.indices.kwargs()))
         except Exception as e:
             healthy = False
             results[hook.id] = {"error": outcome.describe(e)}
@@ -136,9 +138,9 @@ async def call(hook: Hook, kw: dict[str, Any]) -> Any:
 
 
 def _arguments(hook: Hook, logger: logging.Logger, memo: Memo, settings: OperatorSettings, retry: int,
-               first: datetime.datetime) -> dict[str, Any]:
+               first: datetime.datetime, indices: dict[str, Any]) -> dict[str, Any]:
     """As Kopf's: started is when the first attempt started, runtime the
     time since."""
     values = {"logger": logger, "memo": memo, "settings": settings, "retry": retry, "started": first,
-              "runtime": _now() - first, "activity": hook.activity.value}
+              "runtime": _now() - first, "activity": hook.activity.value, **indices}
     return values if hook.wants is None else {k: values[k] for k in hook.wants}

@@ -4,8 +4,6 @@ AttributeError saying what to do instead, not a bare "no attribute"."""
 
 from __future__ import annotations
 
-_INDICES = ("Tether keeps no in-memory indices: deliveries for an object may go to any instance; read other "
-            "objects from the API in the function, or bind to their resource as well")
 _STEPS = ("one function per binding: split the steps into bindings of their own, or do them idempotently in "
           "one function")
 _ORDER = "the broker delivers each binding on its own, so there is no order of handlers to choose"
@@ -22,7 +20,6 @@ _STORAGE = ("the broker keeps the progress and last-handled records in annotatio
 _DICTS = "Tether passes and takes plain dicts: annotate with dict[str, Any]"
 
 WHY = {
-    "index": _INDICES,
     "subhandler": _STEPS, "register": _STEPS, "execute": _STEPS,
     "lifecycles": _ORDER, "get_default_lifecycle": _ORDER, "set_default_lifecycle": _ORDER,
     "configure": _LOGGING, "LogFormat": _LOGGING,
@@ -56,7 +53,7 @@ WHY = {
 
 
 # kopf.on's decorators that tether.on has no counterpart for
-WHY_ON = {"index": _INDICES, "this": _STEPS, "subhandler": _STEPS}
+WHY_ON = {"this": _STEPS, "subhandler": _STEPS}
 
 
 def missing(name: str, module: str = "tether", why: dict[str, str] = WHY) -> AttributeError:

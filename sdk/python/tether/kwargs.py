@@ -23,6 +23,9 @@ EXTRA = {
     Kind.VALIDATE: ("operation", "dryrun", "subresource", "userinfo", "warnings", "request"),
     Kind.MUTATE: ("operation", "dryrun", "subresource", "userinfo", "warnings", "request"),
 }
+# What an index function gets: the object, as Kopf's do.
+INDEX = ("body", "spec", "meta", "status", "name", "namespace", "uid", "labels", "annotations", "logger", "type",
+         "event")
 # Arguments of COMMON that a kind of binding is not given, and what to do
 # instead: declaring one is an error even with a default.
 WITHOUT = {
@@ -36,7 +39,7 @@ _KOPF_ONLY = {
     "param": "Tether's decorators have no param= (the protocol has no field for it): close over the value",
     "runtime": "use started (when this attempt started) and retry",
     "settings": "startup functions (@tether.on.startup) get the settings; the runner's flags set them too",
-    "indices": "Tether has no in-memory indices",
+    "indices": "each index is passed under its own name: declare @tether.index functions before those that use them",
     "headers": "the broker does not forward the webhook's HTTP request",
     "sslpeer": "the broker does not forward the webhook's HTTP request",
 }
@@ -44,15 +47,17 @@ _KOPF_ONLY = {
 
 def names(kind: Kind) -> tuple[str, ...]:
     """The keyword arguments Tether passes to functions of a kind of binding."""
+    if kind is Kind.INDEX:
+        return INDEX
     without = WITHOUT.get(kind, {})
     return tuple(n for n in COMMON if n not in without) + EXTRA.get(kind, ())
 
 
-def accepted(fn: Callable[..., Any], kind: Kind) -> frozenset[str] | None:
-    """The names fn declares among those a kind passes; None when it takes
-    **kwargs (then it gets them all). A parameter without a default that
-    Tether cannot pass is a TypeError."""
-    return declared(fn, names(kind), f"{kind.value} functions", WITHOUT.get(kind, {}))
+def accepted(fn: Callable[..., Any], kind: Kind, indices: tuple[str, ...] = ()) -> frozenset[str] | None:
+    """The names fn declares among those a kind passes and the indices;
+    None when it takes **kwargs (then it gets them all). A parameter
+    without a default that Tether cannot pass is a TypeError."""
+    return declared(fn, names(kind) + indices, f"{kind.value} functions", WITHOUT.get(kind, {}))
 
 
 def declared(fn: Callable[..., Any], available: tuple[str, ...], what: str,
@@ -99,9 +104,15 @@ def values(cause: Cause, *, patch: Patch, logger: logging.LoggerAdapter, **extra
     return out
 
 
-def select(wants: frozenset[str] | None, kind: Kind, all_values: dict[str, Any]) -> dict[str, Any]:
-    """The arguments for one call: those fn declared, or all of the kind's."""
-    return {k: all_values[k] for k in (names(kind) if wants is None else wants)}
+def select(wants: frozenset[str] | None, kind: Kind, all_values: dict[str, Any],
+           indices: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The arguments for one call: those fn declared, or all of the kind's,
+    and the indices it declared (all with **kwargs), which win over
+    Tether's arguments of the same name, as in Kopf."""
+    indices = indices or {}
+    out = {k: all_values[k] for k in (names(kind) if wants is None else wants) if k not in indices}
+    out.update(indices if wants is None else {k: v for k, v in indices.items() if k in wants})
+    return out
 
 
 def _name(fn: Callable[..., Any]) -> str:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar, Union
 
-from . import bindings, fieldfilters, filters
+from . import bindings, durations, fieldfilters, filters, indexing
 from .activities import cleanup, login, probe, startup  # noqa: F401  (tether.on.startup, ...)
 from .bindings import Finalizer, Kind
 from .errors import ErrorsMode
@@ -267,6 +267,60 @@ def _admission(kind: Kind, args: dict[str, Any]) -> Callable[[F], F]:
 
 
 def __getattr__(name: str) -> object:
-    """kopf.on's decorators that Tether has no counterpart for (index, this):
+    """kopf.on's decorators that Tether has no counterpart for (this):
     an AttributeError that says why."""
     raise missing(name, "tether.on", WHY_ON)
+
+
+def index(*resource: str, group: str | None = None, version: str | None = None,
+          plural: str | None = None, singular: str | None = None, shortcut: str | None = None,
+          kind: str | None = None, id: str | None = None, labels: Selector = None,
+          annotations: Mapping[str, Any] | None = None, when: When = None,
+          namespaces: Iterable[str] | None = None, field_selector: str | None = None,
+          errors: ErrorsMode | None = None, backoff: float | None = None,
+          registry: Registry | None = None, **unsupported: Any) -> Callable[[F], F]:
+    """An in-memory index of the resource (Kopf's @kopf.index): the function
+    is called for every object that matches, in this process, and what it
+    returns is kept under its name (or id=), which functions declared after
+    it take as a keyword argument. Deliveries wait until the index has every
+    object. errors= is IGNORED by default (the stale values stay)."""
+    unsupported = dict(unsupported)
+    field_filter = {k: unsupported.pop(k) for k in ("value",) if k in unsupported}
+    path = unsupported.pop("field", None)
+    if unsupported:
+        name = sorted(unsupported)[0]
+        why = {"retries": "an index function is not retried: its errors= decides",
+               "timeout": "an index function is not timed out: keep it quick"}.get(name)
+        raise TypeError(f"@tether.index() got an unexpected keyword argument {name!r}" + (f": {why}" if why else ""))
+
+    def decorator(fn: F) -> F:
+        where = f"@tether.index() on {getattr(fn, '__qualname__', fn)!s}"
+        reg = registry if registry is not None else get_default_registry()
+        try:
+            name = id if id is not None else getattr(fn, "__name__", "")
+            if not isinstance(name, str) or not name.isidentifier():
+                raise ValueError(f"the index's name {name!r} is not a Python identifier: pass id=")
+            field_when, more = fieldfilters.build(Kind.INDEX, path, **field_filter)
+            spec = bindings.build(Kind.INDEX, fn, resource, dict(
+                group=group, version=version, plural=plural, singular=singular, shortcut=shortcut, kind=kind,
+                id=None if id is None else bindings.default_id(Kind.INDEX, _named(id)), labels=labels,
+                annotations=annotations, when=when, namespaces=namespaces, field_selector=field_selector,
+                field_when=field_when))
+            checks = filters.collect(Kind.INDEX, labels, annotations, when, more)
+            registration = reg.register(spec, fn, checks)
+            mode = bindings._errors_mode(errors) if errors is not None else ErrorsMode.IGNORED
+            reg.add_index(indexing.Indexer(name, spec.id, indexing.caller(registration), mode,
+                                           durations.seconds("backoff", backoff) if backoff is not None else None))
+        except (TypeError, ValueError) as e:
+            raise type(e)(f"{where}: {e}") from None
+        return fn
+
+    return decorator
+
+
+def _named(name: str) -> Callable[..., Any]:
+    """A stand-in with __name__, for the binding id of an index named by id=."""
+    def fn() -> None:
+        pass
+    fn.__name__ = name
+    return fn

@@ -14,6 +14,7 @@ from .bindings import Spec
 
 if TYPE_CHECKING:
     from .activities import Activity, Hook
+    from .indexing import Indexer, Indices
     from .filters import Check
 
 
@@ -37,6 +38,8 @@ class Registry:
         self._by_id: dict[str, Registration] = {}
         # startup, cleanup and probe functions: the process's, not bindings
         self._hooks: list[Hook] = []
+        self._indexers: list[Indexer] = []
+        self._indices: Indices | None = None
 
     def register(self, spec: Spec, fn: Callable[..., Any], checks: tuple[Check, ...] = ()) -> Registration:
         if not callable(fn):
@@ -48,9 +51,28 @@ class Registry:
             raise ValueError(f"binding id {spec.id!r} is already used by the {other.spec.kind.value} binding of "
                              f"{getattr(other.fn, '__qualname__', other.fn)}(); give one of them id=")
         is_async = inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(getattr(fn, "__call__", None))
-        reg = Registration(spec, fn, is_async, kwargs.accepted(fn, spec.kind), checks)
+        reg = Registration(spec, fn, is_async, kwargs.accepted(fn, spec.kind, self.index_names()), checks)
         self._by_id[spec.id] = reg
         return reg
+
+    def add_index(self, indexer: Indexer) -> None:
+        """An index, kept from the stream of its binding (registered too)."""
+        if indexer.name in self.index_names():
+            raise ValueError(f"an index named {indexer.name!r} is already registered; give one of them id=")
+        self._indexers.append(indexer)
+        self._indices = None
+
+    def index_names(self) -> tuple[str, ...]:
+        """The indices' names: functions declared after them may take them."""
+        return tuple(i.name for i in self._indexers)
+
+    @property
+    def indices(self) -> Indices:
+        """The process's indices, made once from those registered."""
+        if self._indices is None:
+            from .indexing import Indices
+            self._indices = Indices(list(self._indexers))
+        return self._indices
 
     def add_hook(self, hook: Hook) -> None:
         for other in self._hooks:

@@ -8,8 +8,10 @@ takes the broker's messages, the writer task is the only one that writes."""
 from __future__ import annotations
 
 import asyncio
+import json
 import dataclasses
 from collections.abc import Callable
+from typing import Any
 
 import grpc
 
@@ -79,6 +81,9 @@ class Session:
         self.daemons = DaemonSet(self)
         self.outbox: asyncio.Queue = asyncio.Queue()
         self.changed = asyncio.Event()  # an ack went out or a daemon returned: the drain looks again
+        self.indices = registry.indices
+        self.indexed: asyncio.Queue = asyncio.Queue()  # the index streams' messages, taken in order
+        self.side: set[asyncio.Task] = set()  # the index work and what waits for it; cancelled at teardown
 
     def send(self, req: object) -> None:
         self.outbox.put_nowait(req)
@@ -141,8 +146,17 @@ class Session:
         self.welcomed = True
         self.offered = capabilities.BrokerCapabilities.from_welcome(w)
         capabilities._welcomed(self.offered)
+        # Deliveries, and the readiness on_welcome tells, wait until every
+        # index has the whole list (Kopf's guarantee).
+        self.indices.begin()
+        self._side(self._index())
         if self.on_welcome:
-            self.on_welcome()
+            on_welcome = self.on_welcome
+            if self.indices.complete.is_set():
+                on_welcome()
+            else:
+                self._side(self.indices.complete.wait()).add_done_callback(
+                    lambda t: on_welcome() if not t.cancelled() else None)
         if 0 < w.window < self.window:
             self.window = w.window
         LOGGER.info("connected to the broker (version %s) as %s/%s: session %s, window %d, capabilities %s",
@@ -166,6 +180,8 @@ class Session:
                 self._accept(msg.delivery)
             elif which == "cancel":
                 self._cancel(msg.cancel)
+            elif which == "indexed":
+                self.indexed.put_nowait(msg.indexed)
             else:
                 LOGGER.warning("ignoring a %s message", which or "message this SDK does not know")
 
@@ -208,6 +224,9 @@ class Session:
             self.ack(outcome.fail(d.id, f"binding {reg.spec.id!r} is a {reg.spec.kind.value} binding; "
                                         f"it does not take {_kind_name(d.kind)} deliveries"))
             return
+        if not self.indices.complete.is_set():
+            self._side(self._when_indexed(d))
+            return
         if d.kind == pb.DELIVERY_KIND_DAEMON_START:
             self.daemons.start(d, reg, log)
         elif d.kind == pb.DELIVERY_KIND_DAEMON_STOP:
@@ -217,6 +236,26 @@ class Session:
         elif not self.full(d.id, log):
             call = self.track(d, reg, log)
             call.task = asyncio.create_task(self._work(call))
+
+    def _side(self, coro: Any) -> asyncio.Task:
+        task = asyncio.get_running_loop().create_task(coro)
+        self.side.add(task)
+        task.add_done_callback(self.side.discard)
+        return task
+
+    async def _when_indexed(self, d: pb.Delivery) -> None:
+        await self.indices.complete.wait()
+        self._accept(d)
+
+    async def _index(self) -> None:
+        """Apply the index streams' messages one at a time, in order."""
+        while True:
+            m = await self.indexed.get()
+            try:
+                body = json.loads(m.object) if m.object else {}
+                await self.indices.take(m.binding_id, m.event_type, body, m.synced)
+            except Exception:
+                LOGGER.exception("internal error applying an index message for binding %s", m.binding_id)
 
     def full(self, delivery_id: str, log: ObjectLogger) -> bool:
         """Ack RETRY when the window is full (the broker should not send more)."""
@@ -310,7 +349,7 @@ class Session:
         """End the stream, stop the daemons (waiting up to the drain
         timeout) and cancel the async functions still running; sync ones
         are left to finish in their threads, their acks unsent."""
-        for task in (writer, reader):
+        for task in (writer, reader, *self.side):
             if task:
                 task.cancel()
         call.cancel()

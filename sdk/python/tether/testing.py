@@ -123,7 +123,8 @@ class FakeBroker:
     def __init__(self, registry: Registry | None = None, *, memo: Memo | None = None):
         self.registry = registry if registry is not None else get_default_registry()
         self._ids = itertools.count(1)
-        self._dispatcher = Dispatcher(memos=Memos(memo))
+        self._dispatcher = Dispatcher(memos=Memos(memo), indices=self.registry.indices)
+        self.registry.indices.complete.set()  # nothing waits: the test feeds the indices itself
         # One event loop for all the deliveries, made at the first: tasks a
         # function starts live on to the next, until close().
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -145,6 +146,21 @@ class FakeBroker:
     @property
     def binding_ids(self) -> list[str]:
         return [reg.spec.id for reg in self.registry]
+
+    def index(self, obj: dict[str, Any], type: str = "ADDED", *, index: str | None = None) -> None:
+        """What the broker's stream of an index binding sends: obj enters or
+        changes in (ADDED, MODIFIED) or leaves (DELETED) the indices of its
+        resource, or the one named index; the functions then get them."""
+        indexers = [i for i in self.registry.indices.by_binding.values() if index in (None, i.name)]
+        if not indexers:
+            raise LookupError(f"no index named {index!r}" if index else "no index registered")
+        for i in indexers:
+            self._run(self.registry.indices.take(i.binding_id, type, obj, False))
+
+    @property
+    def indices(self) -> dict[str, Any]:
+        """The indices by name, as the functions get them."""
+        return self.registry.indices.kwargs()
 
     def create(self, obj: dict[str, Any], *, binding: str | None = None, attempt: int = 1) -> Result:
         return self._lifecycle(Kind.CREATE, obj, binding, attempt)

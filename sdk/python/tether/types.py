@@ -99,11 +99,11 @@ V = TypeVar("V")
 
 
 class Store(Collection[V], Generic[V]):
-    """Kopf's values under one index key. Tether keeps no indices, so it
-    never passes one; the name is here for annotations that mention it."""
+    """Kopf's values under one index key: a read-only collection, never
+    empty (tether.index keeps them; see indexing.py)."""
 
 
 class Index(Mapping[K, Store[V]], Generic[K, V]):
-    """Kopf's in-memory index of objects. Tether keeps none (a function that
-    requires an index argument is refused when decorated); the name is here
-    for annotations that mention it."""
+    """Kopf's in-memory index: a read-only mapping of keys to Stores, kept
+    by the SDK from the broker's stream of the indexed resource and passed
+    to functions under the index function's name."""
