@@ -1,0 +1,93 @@
+package pyhandler
+
+import (
+	"context"
+	"encoding/json"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/tether-dev/tether/broker/progress"
+	"github.com/tether-dev/tether/test/controlplane"
+)
+
+// TestAnIndexIsCompleteBeforeDeliveriesAndRebuiltByANewProcess runs
+// index_handler.py (an index of labelled ConfigMaps by namespace, and a
+// create that returns what the index holds for the widget's namespace)
+// against a real broker. A widget there before the handler is created with
+// both ConfigMaps there before it in its result: the delivery waited for
+// the index's whole list. A ConfigMap added or deleted later shows in the
+// next widget's result, and a new process (the first one killed) builds
+// the index again from the broker's stream, though the objects in it were
+// all listed to the first.
+func TestAnIndexIsCompleteBeforeDeliveriesAndRebuiltByANewProcess(t *testing.T) {
+	needPython(t)
+	cp := controlplane.Get(t)
+	dyn := cp.EnsureWidgetCRD(t)
+	ns := cp.Namespace(t)
+	kube := kubernetes.NewForConfigOrDie(cp.RESTConfig())
+	b := startBroker(t, cp, "127.0.0.1:0")
+	const name = "py-index"
+	colour := func(cm, c string) {
+		t.Helper()
+		obj := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: cm, Namespace: ns,
+			Labels: map[string]string{"test.tether.dev/colour": c}}}
+		if _, err := kube.CoreV1().ConfigMaps(ns).Create(context.Background(), obj, metav1.CreateOptions{}); err != nil {
+			t.Fatalf("creating ConfigMap %s: %v", cm, err)
+		}
+	}
+	wantColours := func(widget string, want ...string) {
+		t.Helper()
+		var got struct{ Colours []string }
+		waitWidget(t, dyn, ns, widget, "created with a result", func(o *unstructured.Unstructured) bool {
+			raw := ""
+			if o != nil {
+				raw = o.GetAnnotations()[progress.ResultKey(name, "create")]
+			}
+			return raw != "" && json.Unmarshal([]byte(raw), &got) == nil
+		})
+		if !reflect.DeepEqual(got.Colours, want) {
+			t.Errorf("widget %s: the index held %v for its namespace, want %v", widget, got.Colours, want)
+		}
+	}
+	run := func() *handlerProcess {
+		script, err := filepath.Abs("index_handler.py")
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command(python, "-E", "-s", "-B", "-u", "-m", "tether", "run", script, "--broker", b.addr,
+			"--insecure", "--name", name, "--namespace", ns)
+		cmd.Dir = sdkDir
+		return startProcess(t, name, cmd)
+	}
+
+	colour("a", "red")
+	colour("b", "blue")
+	createWidget(t, dyn, ns, "first", nil)
+	h := run()
+	wantColours("first", "blue", "red")
+
+	colour("c", "green")
+	createWidget(t, dyn, ns, "second", nil)
+	wantColours("second", "blue", "green", "red")
+
+	if err := kube.CoreV1().ConfigMaps(ns).Delete(context.Background(), "a", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	createWidget(t, dyn, ns, "third", nil)
+	wantColours("third", "blue", "green")
+
+	if err := h.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	<-h.done
+	run()
+	createWidget(t, dyn, ns, "fourth", nil)
+	wantColours("fourth", "blue", "green")
+}
