@@ -109,7 +109,7 @@ class Startup(Case):
     def test_a_permanent_error_stops_the_process_before_it_connects(self):
         cases = [
             (dict(), tether.PermanentError("no database"), "startup function broken failed permanently: no database", 1),
-            (dict(retries=1), ValueError("bad"), "startup function broken failed after 2 attempts: ValueError: bad", 2),
+            (dict(retries=2), ValueError("bad"), "startup function broken failed after 2 attempts: ValueError: bad", 2),
             (dict(), None, "settings.posting.level: Kopf's setting has no counterpart", 1),
         ]
         for options, error, words, attempts in cases:

@@ -43,7 +43,7 @@ MAPPING = [
         id="mine", labels={"app": "web", "tier": tether.PRESENT, "legacy": tether.ABSENT},
         annotations={"a.example.com/x": "1", "b.example.com/y": tether.PRESENT, "c.example.com/z": tether.ABSENT},
         when="object.spec.size > 3", namespaces=["ns1", "ns2"], field_selector="metadata.name=w",
-        retries=3, timeout=2.5, backoff=1, max_backoff=datetime.timedelta(minutes=1)),
+        retries=4, timeout=2.5, backoff=1, max_backoff=datetime.timedelta(minutes=1)),
      f'''id: "mine" kind: BINDING_KIND_CREATE {RESOURCE} namespaces: "ns1" namespaces: "ns2"
          label_selector: "app=web,tier,!legacy" field_selector: "metadata.name=w"
          annotations {{ key: "a.example.com/x" operator: OPERATOR_EQUALS value: "1" }}
@@ -55,7 +55,7 @@ MAPPING = [
      f'id: "create-fn" kind: BINDING_KIND_CREATE {RESOURCE} namespaces: "{"n" * 63}"'),
     ("labels as a selector string", tether.on.update, (), dict(labels="app in (a,b),!x"),
      f'id: "update-fn" kind: BINDING_KIND_UPDATE {RESOURCE} label_selector: "app in (a,b),!x"'),
-    ("retries 0 is sent", tether.on.resume, (), dict(retries=0),
+    ("retries=1, Kopf's single attempt, is no retry", tether.on.resume, (), dict(retries=1),
      f'id: "resume-fn" kind: BINDING_KIND_RESUME {RESOURCE} retries: 0'),
     ("negative retries mean forever", tether.on.resume, (), dict(retries=-5),
      f'id: "resume-fn" kind: BINDING_KIND_RESUME {RESOURCE} retries: -1'),

@@ -13,7 +13,7 @@ import inspect
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from . import durations, kwargs
+from . import bindings, durations, kwargs
 from .log import LOGGER
 from .registry import Registry, get_default_registry
 
@@ -143,7 +143,8 @@ def _hook(activity: Activity, fn: Callable[..., Any] | None, id: str | None, ret
             reg = registry if registry is not None else get_default_registry()
             wants = kwargs.declared(f, ARGUMENTS + reg.index_names(), f"{activity.value} functions")
             is_async = inspect.iscoroutinefunction(f) or inspect.iscoroutinefunction(getattr(f, "__call__", None))
-            hook = Hook(hook_id, activity, f, is_async, wants, retries, first, most)
+            after_first = None if retries is None else bindings.retries_after_first(retries)
+            hook = Hook(hook_id, activity, f, is_async, wants, after_first, first, most)
             reg.add_hook(hook)
         except (TypeError, ValueError) as e:
             raise type(e)(f"{where} on {getattr(f, '__qualname__', f)!s}: {e}") from None
@@ -155,8 +156,8 @@ def _hook(activity: Activity, fn: Callable[..., Any] | None, id: str | None, ret
 
 def _backoff(retries: Any, backoff: Any, max_backoff: Any) -> tuple[float, float]:
     """Check retries=, and backoff= and max_backoff= in seconds (0: unset)."""
-    if retries is not None and (isinstance(retries, bool) or not isinstance(retries, int)):
-        raise TypeError(f"retries= takes an int (0: never retry, negative: forever), not {retries!r}")
+    if retries is not None:
+        bindings.retries_after_first(retries)  # checked here; _hook converts it
     first = durations.seconds("backoff", backoff) if backoff is not None else 0.0
     most = durations.seconds("max_backoff", max_backoff) if max_backoff is not None else 0.0
     if first and most and first > most:

@@ -232,10 +232,19 @@ def _finalizer(value: Any) -> Finalizer:
     return value
 
 
-def _retries(value: Any) -> int:
+def retries_after_first(value: Any) -> int:
+    """Kopf's retries=, the attempts in all (retries=3 runs the function at
+    most 3 times; negative: forever), as the protocol's Binding.retries, the
+    retries after the first attempt."""
     if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"retries= takes an int (0: never retry, negative: forever), not {value!r}")
-    return min(max(value, -1), 2**31 - 1)
+        raise TypeError(f"retries= takes an int, the attempts in all as in Kopf (negative: forever), not {value!r}")
+    if value == 0:
+        raise ValueError("retries=0 would never run the function (retries= counts the attempts in all, as in "
+                         "Kopf): give 1 for a single attempt")
+    return -1 if value < 0 else min(value - 1, 2**31 - 1)
+
+
+_retries = retries_after_first
 
 
 def _operations(operations: Any, operation: Any) -> tuple[str, ...]:
