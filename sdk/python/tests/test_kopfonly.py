@@ -36,7 +36,7 @@ class KopfNames(unittest.TestCase):
     def test_the_reasons_point_to_what_to_do(self):
         for name, words in (("subhandler", "split the steps"),
                             ("login_via_client", "--token-file"),
-                            ("WebhookServer", "no server, certificate or tunnel"), ("EVERYTHING", "one resource"),
+                            ("WebhookClientConfig", "no server, certificate or tunnel"), ("EVERYTHING", "one resource"),
                             ("HandlerRetriesError", "retries=")):
             with self.subTest(name=name):
                 with self.assertRaises(AttributeError) as caught:

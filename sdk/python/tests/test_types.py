@@ -118,7 +118,7 @@ class Settings(unittest.TestCase):
             (lambda: setattr(s.posting, "enabled", True), "settings.posting.enabled", "Events"),
             (lambda: setattr(s.persistence, "finalizer", "x/y"), "settings.persistence.finalizer", "--name"),
             (lambda: setattr(s.peering, "standalone", False), "settings.peering.standalone", "by UID"),
-            (lambda: setattr(s.admission, "server", object()), "settings.admission.server", "--admission-listen"),
+            (lambda: setattr(s.admission, "strict", True), "settings.admission.strict", "--admission-listen"),
             (lambda: s.watching.server_timeout, "settings.watching.server_timeout", "broker watches"),
             (lambda: setattr(s, "posting", None), "settings.posting is a section", ""),
             (lambda: setattr(s, "windw", 3), "settings.windw: Tether has no such setting", "window, priority"),

@@ -30,8 +30,10 @@ from .runner import ConfigError, operator, run
 from .selectors import ABSENT, PRESENT
 from .settings import OperatorSettings, SettingsError
 from .activities import ConnectionInfo
-from .types import (Annotations, Body, BodyEssence, Diff, DiffOperation, Index, Labels, Logger, Memo, Meta, Operation,
-                    RawBody, RawEvent, RawEventType, Reason, Spec, Status, Store, UserInfo)
+from .types import (Annotations, Body, BodyEssence, Diff, DiffOperation, Headers, Index, Labels, Logger, Memo, Meta,
+                    Operation, RawBody, RawEvent, RawEventType, Reason, Spec, SSLPeer, Status, Store, UserInfo)
+from .webhooks import (WebhookAutoServer, WebhookAutoTunnel, WebhookDockerDesktopServer, WebhookK3dServer,
+                       WebhookMinikubeServer, WebhookNgrokTunnel, WebhookServer)
 from .version import __version__
 
 __all__ = [
@@ -49,6 +51,9 @@ __all__ = [
     # Kopf's type names, for annotations
     "Body", "RawBody", "Spec", "Meta", "Status", "Labels", "Annotations", "BodyEssence", "Diff", "DiffOperation",
     "Logger", "RawEvent", "RawEventType", "Operation", "UserInfo", "Reason", "Memo", "Index", "Store", "ConnectionInfo",
+    "Headers", "SSLPeer",
+    "WebhookServer", "WebhookAutoServer", "WebhookAutoTunnel", "WebhookK3dServer", "WebhookMinikubeServer",
+    "WebhookDockerDesktopServer", "WebhookNgrokTunnel",
     "__version__",
 ]
 

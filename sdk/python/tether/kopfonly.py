@@ -27,12 +27,10 @@ WHY = {
     "login_with_kubeconfig": _LOGIN, "login_with_service_account": _LOGIN, "LoginError": _LOGIN,
     "AiohttpSession": _LOGIN,
     "spawn_tasks": _RUN, "run_tasks": _RUN,
-    "WebhookServer": _WEBHOOKS, "WebhookAutoServer": _WEBHOOKS, "WebhookAutoTunnel": _WEBHOOKS,
-    "WebhookMinikubeServer": _WEBHOOKS, "WebhookDockerDesktopServer": _WEBHOOKS, "WebhookK3dServer": _WEBHOOKS,
-    "WebhookNgrokTunnel": _WEBHOOKS, "WebhookServerProtocol": _WEBHOOKS, "WebhookClientConfig": _WEBHOOKS,
+    
+    
+    "WebhookServerProtocol": _WEBHOOKS, "WebhookClientConfig": _WEBHOOKS,
     "WebhookClientConfigService": _WEBHOOKS, "WebhookFn": _WEBHOOKS,
-    "Headers": "the broker does not forward the webhook's HTTP request",
-    "SSLPeer": "the broker does not forward the webhook's HTTP request",
     "HandlerTimeoutError": _LIMITS, "HandlerRetriesError": _LIMITS,
     "DiffBaseStorage": _STORAGE, "AnnotationsDiffBaseStorage": _STORAGE, "StatusDiffBaseStorage": _STORAGE,
     "MultiDiffBaseStorage": _STORAGE, "ProgressRecord": _STORAGE, "ProgressStorage": _STORAGE,

@@ -20,8 +20,8 @@ EXTRA = {
     Kind.EVENT: ("type", "event"),
     Kind.TIMER: ("scheduled",),
     Kind.DAEMON: ("stopped",),
-    Kind.VALIDATE: ("operation", "dryrun", "subresource", "userinfo", "warnings", "request"),
-    Kind.MUTATE: ("operation", "dryrun", "subresource", "userinfo", "warnings", "request"),
+    Kind.VALIDATE: ("operation", "dryrun", "subresource", "userinfo", "warnings", "request", "headers", "sslpeer"),
+    Kind.MUTATE: ("operation", "dryrun", "subresource", "userinfo", "warnings", "request", "headers", "sslpeer"),
 }
 # What an index function gets: the object, as Kopf's do.
 INDEX = ("body", "spec", "meta", "status", "name", "namespace", "uid", "labels", "annotations", "logger", "type",
@@ -40,8 +40,6 @@ _KOPF_ONLY = {
     "runtime": "use started (when this attempt started) and retry",
     "settings": "startup functions (@tether.on.startup) get the settings; the runner's flags set them too",
     "indices": "each index is passed under its own name: declare @tether.index functions before those that use them",
-    "headers": "the broker does not forward the webhook's HTTP request",
-    "sslpeer": "the broker does not forward the webhook's HTTP request",
 }
 
 
@@ -99,6 +97,10 @@ def values(cause: Cause, *, patch: Patch, logger: logging.LoggerAdapter, **extra
         "type": cause.event_type, "event": {"type": cause.event_type, "object": body},
         "operation": cause.operation, "dryrun": cause.dryrun, "subresource": cause.subresource,
         "userinfo": cause.userinfo, "request": cause.request, "scheduled": cause.scheduled,
+        # The API server's HTTP request ends at the broker, which forwards
+        # the review and not its headers or TLS peer: both are empty, as
+        # Kopf's sslpeer is for a server that asks for no client certificate.
+        "headers": {}, "sslpeer": {},
     }
     out.update(extra)
     return out

@@ -11,7 +11,7 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
-from . import durations
+from . import durations, webhooks
 from .errors import PermanentError
 
 
@@ -46,6 +46,9 @@ FIELDS: dict[str, Callable[[str, Any], Any]] = {
 _KOPF_FIELDS = {("execution", "max_workers"): "window", ("peering", "priority"): "priority"}
 # Kopf's settings whose value asks for what Tether does anyway: accepted.
 _ALREADY = {("peering", "standalone"): True, ("posting", "enabled"): False}
+# Kopf's webhook settings: accepted, with a line that says the broker serves
+# the webhooks.
+_WEBHOOKS = {("admission", "server"), ("admission", "managed")}
 # Kopf's sections, and why their other settings have no counterpart.
 _KOPF_SECTIONS = {
     "process": "on SIGTERM the handler drains for settings.drain_timeout (--drain-timeout) and exits",
@@ -134,6 +137,8 @@ class _Section:
             setattr(self._settings, _KOPF_FIELDS[key], value)
         elif key in _ALREADY and value == _ALREADY[key]:
             return
+        elif key in _WEBHOOKS:
+            webhooks.ignored(field, value)
         else:
             raise SettingsError(self._why(field))
 

@@ -107,3 +107,9 @@ class Index(Mapping[K, Store[V]], Generic[K, V]):
     """Kopf's in-memory index: a read-only mapping of keys to Stores, kept
     by the SDK from the broker's stream of the indexed resource and passed
     to functions under the index function's name."""
+
+
+# A review's HTTP headers and TLS peer (Kopf's webhook arguments): both
+# empty in Tether, where the API server's request ends at the broker.
+Headers = Mapping[str, str]
+SSLPeer = Mapping[str, Any]
