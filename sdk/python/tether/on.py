@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar, Union
 
-from . import bindings, durations, fieldfilters, filters, indexing
+from . import bindings, durations, fieldcreate, fieldfilters, filters, indexing
 from .activities import cleanup, login, probe, startup  # noqa: F401  (tether.on.startup, ...)
 from .bindings import Finalizer, Kind
 from .errors import ErrorsMode
@@ -84,7 +84,10 @@ def _register(kind: Kind, registry: Registry | None, resource: tuple[Any, ...],
             spec = bindings.build(kind, fn, resource, {**options, "field_when": field_when})
             checks = filters.collect(kind, options.get("labels"), options.get("annotations"), options.get("when"),
                                      more)
-            (registry if registry is not None else get_default_registry()).register(spec, fn, checks)
+            reg = registry if registry is not None else get_default_registry()
+            reg.register(spec, fn, checks)
+            if kind is Kind.FIELD:
+                fieldcreate.register(reg, fn, resource, spec, options, field_filter)
         except (TypeError, ValueError) as e:
             raise type(e)(f"{where}: {e}") from None
         return fn
