@@ -43,6 +43,8 @@ type Binding struct {
 	Daemon DaemonOptions
 	// Admission is set for validate and mutate bindings.
 	Admission AdmissionOptions
+	// Results says where results are stored.
+	Results Results
 }
 
 // MinInterval is the shortest timer interval a binding may ask for.
@@ -305,6 +307,9 @@ func compileOne(ctx context.Context, pb *tetherv1.Binding, res Resolver, def Def
 	if b.Admission, err = admissionOptions(b, pb); err != nil {
 		return nil, err
 	}
+	if b.Results, err = resultsOf(b, pb); err != nil {
+		return nil, err
+	}
 	return b, nil
 }
 
@@ -394,8 +399,8 @@ func Fingerprint(bs []*Binding) string {
 		if x.When != nil {
 			when = x.When.String()
 		}
-		fmt.Fprintf(&b, "%s|%s|%s|%v|%s|%s|%+v|%s|%v|%v|%v|%+v|%+v|%+v|%+v\n", x.ID, x.Kind, x.Resource, x.Namespaces,
-			x.Labels, x.Fields, x.Annotations, when, x.FieldPath, x.Optional, x.Policy, x.Retry, x.Timer, x.Daemon, x.Admission.String())
+		fmt.Fprintf(&b, "%s|%s|%s|%v|%s|%s|%+v|%s|%v|%v|%v|%+v|%+v|%+v|%+v|%+v\n", x.ID, x.Kind, x.Resource, x.Namespaces,
+			x.Labels, x.Fields, x.Annotations, when, x.FieldPath, x.Optional, x.Policy, x.Retry, x.Timer, x.Daemon, x.Admission.String(), x.Results)
 	}
 	return b.String()
 }

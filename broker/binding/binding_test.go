@@ -181,6 +181,25 @@ func TestCompileReportsTheBindingAndField(t *testing.T) {
 		{name: "daemon options on a create binding", bad: pb(func(b *tetherv1.Binding) {
 			b.Daemon = &tetherv1.DaemonOptions{Restart: true}
 		}), field: "daemon", msg: "only for daemon bindings"},
+		{name: "result key without status results", bad: pb(func(b *tetherv1.Binding) { b.ResultKey = "create_fn" }),
+			field: "result_key", msg: "only for results stored in status"},
+		{name: "unknown result store", bad: pb(func(b *tetherv1.Binding) { b.Results = tetherv1.ResultStore(7) }),
+			field: "results", msg: "unknown result store"},
+		{name: "status results on an admission binding", bad: pb(withKind(tetherv1.BindingKind_BINDING_KIND_VALIDATE), func(b *tetherv1.Binding) {
+			b.Results = tetherv1.ResultStore_RESULT_STORE_STATUS
+		}), field: "results", msg: "store no results"},
+		{name: "result key too long", bad: pb(func(b *tetherv1.Binding) {
+			b.Results, b.ResultKey = tetherv1.ResultStore_RESULT_STORE_STATUS, strings.Repeat("k", tetherv1.MaxResultKeyBytes+1)
+		}), field: "result_key", msg: "254 bytes, more than 253"},
+		{name: "result key with a space", bad: pb(func(b *tetherv1.Binding) {
+			b.Results, b.ResultKey = tetherv1.ResultStore_RESULT_STORE_STATUS, "create fn"
+		}), field: "result_key", msg: "not printable ASCII"},
+		{name: "result key with a control character", bad: pb(func(b *tetherv1.Binding) {
+			b.Results, b.ResultKey = tetherv1.ResultStore_RESULT_STORE_STATUS, "a\nb"
+		}), field: "result_key", msg: "not printable ASCII"},
+		{name: "result key not ASCII", bad: pb(func(b *tetherv1.Binding) {
+			b.Results, b.ResultKey = tetherv1.ResultStore_RESULT_STORE_STATUS, "résultat"
+		}), field: "result_key", msg: "not printable ASCII"},
 		{name: "negative daemon cancellation timeout", bad: pb(withKind(tetherv1.BindingKind_BINDING_KIND_DAEMON), func(b *tetherv1.Binding) {
 			b.Daemon = &tetherv1.DaemonOptions{CancellationTimeout: dur(-time.Second)}
 		}), field: "daemon.cancellation_timeout"},
@@ -613,6 +632,10 @@ func TestFingerprintDiffersWhenAnyOptionDiffers(t *testing.T) {
 		{"field path", func(b *tetherv1.Binding) {
 			b.Kind, b.Finalizer, b.Field = tetherv1.BindingKind_BINDING_KIND_FIELD, 0, "spec.a"
 		}},
+		{"results", func(b *tetherv1.Binding) { b.Results = tetherv1.ResultStore_RESULT_STORE_STATUS }},
+		{"result key", func(b *tetherv1.Binding) {
+			b.Results, b.ResultKey = tetherv1.ResultStore_RESULT_STORE_STATUS, "other"
+		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -706,6 +729,37 @@ func TestCompileFillsInTimerAndDaemonOptions(t *testing.T) {
 			b := mustCompile(t, pb(withKind(tetherv1.BindingKind_BINDING_KIND_DAEMON), func(b *tetherv1.Binding) { b.Daemon = tt.opts }), tt.def)
 			if b.Daemon != tt.want {
 				t.Errorf("Daemon = %+v, want %+v", b.Daemon, tt.want)
+			}
+		})
+	}
+}
+
+func TestCompileSetsWhereResultsGo(t *testing.T) {
+	status := tetherv1.ResultStore_RESULT_STORE_STATUS
+	tests := []struct {
+		name string
+		pb   *tetherv1.Binding
+		want Results
+	}{
+		{"unspecified: the annotation", pb(withID("create-fn")), Results{}},
+		{"annotation", pb(withID("create-fn"), func(b *tetherv1.Binding) { b.Results = tetherv1.ResultStore_RESULT_STORE_ANNOTATION }), Results{}},
+		{"status under the binding id", pb(withID("create-fn"), func(b *tetherv1.Binding) { b.Results = status }),
+			Results{Status: true, Key: "create-fn"}},
+		{"status under Kopf's handler id", pb(withID("create-fn"), func(b *tetherv1.Binding) {
+			b.Results, b.ResultKey = status, "Kex.create_fn/spec.field"
+		}), Results{Status: true, Key: "Kex.create_fn/spec.field"}},
+		{"a key of the longest length", pb(withID("create-fn"), func(b *tetherv1.Binding) {
+			b.Results, b.ResultKey = status, strings.Repeat("k", tetherv1.MaxResultKeyBytes)
+		}), Results{Status: true, Key: strings.Repeat("k", tetherv1.MaxResultKeyBytes)}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			out, err := Compile(context.Background(), []*tetherv1.Binding{tt.pb}, fakeResolver{}, Defaults{}, allKinds)
+			if err != nil {
+				t.Fatalf("Compile: %v", err)
+			}
+			if got := out[0].Results; got != tt.want {
+				t.Errorf("Results = %+v, want %+v", got, tt.want)
 			}
 		})
 	}

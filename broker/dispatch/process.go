@@ -248,7 +248,7 @@ func (r *reconciler) live(ctx context.Context, o *object, obj *unstructured.Unst
 			continue
 		}
 		if rep.ack.GetOutcome() == tetherv1.Outcome_OUTCOME_OK {
-			if err := o.work.acc.add(b.ID, rep.ack, rep.in.User); err != nil {
+			if err := o.work.acc.add(b, rep.ack, rep.in.User); err != nil {
 				r.invalidPatch(obj, b, err)
 			}
 		}

@@ -89,7 +89,7 @@ func (tm *timers) process(ctx context.Context, o *object) result {
 			continue
 		}
 		var acc accumulated
-		if err := acc.add(b.ID, rep.ack, rep.in.User); err != nil {
+		if err := acc.add(b, rep.ack, rep.in.User); err != nil {
 			tm.invalidPatch(o.decoded(), b, err)
 			continue
 		}

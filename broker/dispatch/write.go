@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/tether-dev/tether/broker/binding"
 	"github.com/tether-dev/tether/broker/hold"
 	"github.com/tether-dev/tether/broker/informer"
 	"github.com/tether-dev/tether/broker/jsonpatch"
@@ -28,17 +29,17 @@ const FieldManager = "tether-broker"
 // accumulated collects what the acks of one change asked to write.
 type accumulated struct {
 	merge   map[string]any    // merge patch for the object
-	status  map[string]any    // merge patch for status
-	results map[string]string // binding id -> result JSON
+	status  map[string]any    // merge patch for status, with the results stored there
+	results map[string]string // binding id -> result JSON, for the annotations
 	// as is the identity of the instance whose ack asked for the last of
 	// it; nil in insecure mode.
 	as *authenticationv1.UserInfo
 }
 
-// add takes the patch, status patch and result of an OK ack. A patch that
-// is not a JSON object, or that touches what a handler may not write, is an
-// error and nothing of the ack is taken.
-func (a *accumulated) add(bindingID string, ack *tetherv1.Ack, as *authenticationv1.UserInfo) error {
+// add takes the patch, status patch and result of an OK ack of b. A patch
+// that is not a JSON object, or that touches what a handler may not write,
+// is an error and nothing of the ack is taken.
+func (a *accumulated) add(b *binding.Binding, ack *tetherv1.Ack, as *authenticationv1.UserInfo) error {
 	merge, err := jsonpatch.DecodeMerge(ack.GetPatch())
 	if err != nil {
 		return fmt.Errorf("patch: %w", err)
@@ -58,19 +59,23 @@ func (a *accumulated) add(bindingID string, ack *tetherv1.Ack, as *authenticatio
 		status = jsonpatch.ComposeMerge(sm, status)
 		delete(merge, "status")
 	}
-	if r := ack.GetResult(); len(r) > 0 {
-		if !json.Valid(r) {
-			return errors.New("result: not valid JSON")
+	r := ack.GetResult()
+	if len(r) > 0 {
+		if err := checkResult(r); err != nil {
+			return err
 		}
-		if len(r) > tetherv1.MaxResultBytes {
-			return fmt.Errorf("result: %d bytes, more than the %d a result may have", len(r), tetherv1.MaxResultBytes)
+		if b.Results.Status {
+			// After the handler's own status patch, as Kopf stores a
+			// return value after the patch its function made.
+			status = jsonpatch.ComposeMerge(status, statusResult(b.Results.Key, r))
+		} else {
+			if a.results == nil {
+				a.results = map[string]string{}
+			}
+			a.results[b.ID] = string(r)
 		}
-		if a.results == nil {
-			a.results = map[string]string{}
-		}
-		a.results[bindingID] = string(r)
 	}
-	if len(merge) > 0 || len(status) > 0 || len(ack.GetResult()) > 0 {
+	if len(merge) > 0 || len(status) > 0 || len(r) > 0 {
 		a.as = as
 	}
 	if len(merge) > 0 {
@@ -80,6 +85,29 @@ func (a *accumulated) add(bindingID string, ack *tetherv1.Ack, as *authenticatio
 		a.status = jsonpatch.ComposeMerge(a.status, status)
 	}
 	return nil
+}
+
+// checkResult bounds a result and checks that it is JSON.
+func checkResult(r []byte) error {
+	if len(r) > tetherv1.MaxResultBytes {
+		return fmt.Errorf("result: %d bytes, more than the %d a result may have", len(r), tetherv1.MaxResultBytes)
+	}
+	if !json.Valid(r) {
+		return errors.New("result: not valid JSON")
+	}
+	return nil
+}
+
+// statusResult is the merge patch for status that stores the valid JSON r
+// under key: an object is merged into what key holds, any other value
+// replaces it, and null stores nothing (nil), as Kopf skips a None.
+func statusResult(key string, r []byte) map[string]any {
+	var v any
+	_ = json.Unmarshal(r, &v) // checked by checkResult
+	if v == nil {
+		return nil
+	}
+	return map[string]any{key: v}
 }
 
 // empty reports whether the acks added nothing to write.

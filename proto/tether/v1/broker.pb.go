@@ -269,6 +269,69 @@ func (FinalizerPolicy) EnumDescriptor() ([]byte, []int) {
 	return file_tether_v1_broker_proto_rawDescGZIP(), []int{2}
 }
 
+// ResultStore is where the broker stores a binding's results (Ack.result,
+// DaemonExited.result).
+type ResultStore int32
+
+const (
+	// RESULT_STORE_UNSPECIFIED: RESULT_STORE_ANNOTATION.
+	ResultStore_RESULT_STORE_UNSPECIFIED ResultStore = 0
+	// RESULT_STORE_ANNOTATION: the result's JSON, as a string, in the
+	// annotation <handler>.tether.dev/result.<binding id>.
+	ResultStore_RESULT_STORE_ANNOTATION ResultStore = 1
+	// RESULT_STORE_STATUS: the result's JSON as the value of
+	// status.<result_key>, where Kopf keeps a handler's return value and a
+	// CRD's printer columns can read it. It is written as a JSON merge patch
+	// of the status subresource when the resource has one, else of the
+	// object, as the handler (its RBAC must allow the write): an object
+	// result is merged into what the key holds, any other value replaces it,
+	// and a null result writes nothing. A CRD whose schema does not keep
+	// unknown fields prunes a key it does not declare. If the API server
+	// refuses the write, it is dropped as Ack.result says.
+	ResultStore_RESULT_STORE_STATUS ResultStore = 2
+)
+
+// Enum value maps for ResultStore.
+var (
+	ResultStore_name = map[int32]string{
+		0: "RESULT_STORE_UNSPECIFIED",
+		1: "RESULT_STORE_ANNOTATION",
+		2: "RESULT_STORE_STATUS",
+	}
+	ResultStore_value = map[string]int32{
+		"RESULT_STORE_UNSPECIFIED": 0,
+		"RESULT_STORE_ANNOTATION":  1,
+		"RESULT_STORE_STATUS":      2,
+	}
+)
+
+func (x ResultStore) Enum() *ResultStore {
+	p := new(ResultStore)
+	*p = x
+	return p
+}
+
+func (x ResultStore) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ResultStore) Descriptor() protoreflect.EnumDescriptor {
+	return file_tether_v1_broker_proto_enumTypes[3].Descriptor()
+}
+
+func (ResultStore) Type() protoreflect.EnumType {
+	return &file_tether_v1_broker_proto_enumTypes[3]
+}
+
+func (x ResultStore) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ResultStore.Descriptor instead.
+func (ResultStore) EnumDescriptor() ([]byte, []int) {
+	return file_tether_v1_broker_proto_rawDescGZIP(), []int{3}
+}
+
 // AdmissionOperation is an operation an admission binding intercepts.
 type AdmissionOperation int32
 
@@ -309,11 +372,11 @@ func (x AdmissionOperation) String() string {
 }
 
 func (AdmissionOperation) Descriptor() protoreflect.EnumDescriptor {
-	return file_tether_v1_broker_proto_enumTypes[3].Descriptor()
+	return file_tether_v1_broker_proto_enumTypes[4].Descriptor()
 }
 
 func (AdmissionOperation) Type() protoreflect.EnumType {
-	return &file_tether_v1_broker_proto_enumTypes[3]
+	return &file_tether_v1_broker_proto_enumTypes[4]
 }
 
 func (x AdmissionOperation) Number() protoreflect.EnumNumber {
@@ -322,7 +385,7 @@ func (x AdmissionOperation) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use AdmissionOperation.Descriptor instead.
 func (AdmissionOperation) EnumDescriptor() ([]byte, []int) {
-	return file_tether_v1_broker_proto_rawDescGZIP(), []int{3}
+	return file_tether_v1_broker_proto_rawDescGZIP(), []int{4}
 }
 
 // FailurePolicy is what the API server does when the webhook cannot answer
@@ -364,11 +427,11 @@ func (x FailurePolicy) String() string {
 }
 
 func (FailurePolicy) Descriptor() protoreflect.EnumDescriptor {
-	return file_tether_v1_broker_proto_enumTypes[4].Descriptor()
+	return file_tether_v1_broker_proto_enumTypes[5].Descriptor()
 }
 
 func (FailurePolicy) Type() protoreflect.EnumType {
-	return &file_tether_v1_broker_proto_enumTypes[4]
+	return &file_tether_v1_broker_proto_enumTypes[5]
 }
 
 func (x FailurePolicy) Number() protoreflect.EnumNumber {
@@ -377,7 +440,7 @@ func (x FailurePolicy) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use FailurePolicy.Descriptor instead.
 func (FailurePolicy) EnumDescriptor() ([]byte, []int) {
-	return file_tether_v1_broker_proto_rawDescGZIP(), []int{4}
+	return file_tether_v1_broker_proto_rawDescGZIP(), []int{5}
 }
 
 // SideEffects says whether calling the handler has effects beyond its
@@ -418,11 +481,11 @@ func (x SideEffects) String() string {
 }
 
 func (SideEffects) Descriptor() protoreflect.EnumDescriptor {
-	return file_tether_v1_broker_proto_enumTypes[5].Descriptor()
+	return file_tether_v1_broker_proto_enumTypes[6].Descriptor()
 }
 
 func (SideEffects) Type() protoreflect.EnumType {
-	return &file_tether_v1_broker_proto_enumTypes[5]
+	return &file_tether_v1_broker_proto_enumTypes[6]
 }
 
 func (x SideEffects) Number() protoreflect.EnumNumber {
@@ -431,7 +494,7 @@ func (x SideEffects) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use SideEffects.Descriptor instead.
 func (SideEffects) EnumDescriptor() ([]byte, []int) {
-	return file_tether_v1_broker_proto_rawDescGZIP(), []int{5}
+	return file_tether_v1_broker_proto_rawDescGZIP(), []int{6}
 }
 
 // DeliveryKind is why a delivery was sent.
@@ -492,11 +555,11 @@ func (x DeliveryKind) String() string {
 }
 
 func (DeliveryKind) Descriptor() protoreflect.EnumDescriptor {
-	return file_tether_v1_broker_proto_enumTypes[6].Descriptor()
+	return file_tether_v1_broker_proto_enumTypes[7].Descriptor()
 }
 
 func (DeliveryKind) Type() protoreflect.EnumType {
-	return &file_tether_v1_broker_proto_enumTypes[6]
+	return &file_tether_v1_broker_proto_enumTypes[7]
 }
 
 func (x DeliveryKind) Number() protoreflect.EnumNumber {
@@ -505,7 +568,7 @@ func (x DeliveryKind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use DeliveryKind.Descriptor instead.
 func (DeliveryKind) EnumDescriptor() ([]byte, []int) {
-	return file_tether_v1_broker_proto_rawDescGZIP(), []int{6}
+	return file_tether_v1_broker_proto_rawDescGZIP(), []int{7}
 }
 
 // Outcome is how a delivery ended.
@@ -548,11 +611,11 @@ func (x Outcome) String() string {
 }
 
 func (Outcome) Descriptor() protoreflect.EnumDescriptor {
-	return file_tether_v1_broker_proto_enumTypes[7].Descriptor()
+	return file_tether_v1_broker_proto_enumTypes[8].Descriptor()
 }
 
 func (Outcome) Type() protoreflect.EnumType {
-	return &file_tether_v1_broker_proto_enumTypes[7]
+	return &file_tether_v1_broker_proto_enumTypes[8]
 }
 
 func (x Outcome) Number() protoreflect.EnumNumber {
@@ -561,7 +624,7 @@ func (x Outcome) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Outcome.Descriptor instead.
 func (Outcome) EnumDescriptor() ([]byte, []int) {
-	return file_tether_v1_broker_proto_rawDescGZIP(), []int{7}
+	return file_tether_v1_broker_proto_rawDescGZIP(), []int{8}
 }
 
 type AnnotationFilter_Operator int32
@@ -600,11 +663,11 @@ func (x AnnotationFilter_Operator) String() string {
 }
 
 func (AnnotationFilter_Operator) Descriptor() protoreflect.EnumDescriptor {
-	return file_tether_v1_broker_proto_enumTypes[8].Descriptor()
+	return file_tether_v1_broker_proto_enumTypes[9].Descriptor()
 }
 
 func (AnnotationFilter_Operator) Type() protoreflect.EnumType {
-	return &file_tether_v1_broker_proto_enumTypes[8]
+	return &file_tether_v1_broker_proto_enumTypes[9]
 }
 
 func (x AnnotationFilter_Operator) Number() protoreflect.EnumNumber {
@@ -652,11 +715,11 @@ func (x DiffEntry_Operation) String() string {
 }
 
 func (DiffEntry_Operation) Descriptor() protoreflect.EnumDescriptor {
-	return file_tether_v1_broker_proto_enumTypes[9].Descriptor()
+	return file_tether_v1_broker_proto_enumTypes[10].Descriptor()
 }
 
 func (DiffEntry_Operation) Type() protoreflect.EnumType {
-	return &file_tether_v1_broker_proto_enumTypes[9]
+	return &file_tether_v1_broker_proto_enumTypes[10]
 }
 
 func (x DiffEntry_Operation) Number() protoreflect.EnumNumber {
@@ -703,11 +766,11 @@ func (x HandlerEvent_Type) String() string {
 }
 
 func (HandlerEvent_Type) Descriptor() protoreflect.EnumDescriptor {
-	return file_tether_v1_broker_proto_enumTypes[10].Descriptor()
+	return file_tether_v1_broker_proto_enumTypes[11].Descriptor()
 }
 
 func (HandlerEvent_Type) Type() protoreflect.EnumType {
-	return &file_tether_v1_broker_proto_enumTypes[10]
+	return &file_tether_v1_broker_proto_enumTypes[11]
 }
 
 func (x HandlerEvent_Type) Number() protoreflect.EnumNumber {
@@ -1368,7 +1431,17 @@ type Binding struct {
 	// daemon options, for DAEMON bindings.
 	Daemon *DaemonOptions `protobuf:"bytes,17,opt,name=daemon,proto3" json:"daemon,omitempty"`
 	// admission options, for VALIDATE and MUTATE bindings.
-	Admission     *AdmissionOptions `protobuf:"bytes,18,opt,name=admission,proto3" json:"admission,omitempty"`
+	Admission *AdmissionOptions `protobuf:"bytes,18,opt,name=admission,proto3" json:"admission,omitempty"`
+	// results says where the binding's results are stored; unspecified means
+	// RESULT_STORE_ANNOTATION. VALIDATE and MUTATE bindings store none and
+	// take no other value.
+	Results ResultStore `protobuf:"varint,19,opt,name=results,proto3,enum=tether.v1.ResultStore" json:"results,omitempty"`
+	// result_key, with RESULT_STORE_STATUS, is the key under status; empty
+	// means the binding's id. It is one key, never a path: dots and slashes
+	// are part of it (Kopf's handler ids, such as "create_fn" or
+	// "parent/child", name their keys). At most 253 bytes (MaxResultKeyBytes in
+	// the Go package) of printable ASCII without spaces.
+	ResultKey     string `protobuf:"bytes,20,opt,name=result_key,json=resultKey,proto3" json:"result_key,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1527,6 +1600,20 @@ func (x *Binding) GetAdmission() *AdmissionOptions {
 		return x.Admission
 	}
 	return nil
+}
+
+func (x *Binding) GetResults() ResultStore {
+	if x != nil {
+		return x.Results
+	}
+	return ResultStore_RESULT_STORE_UNSPECIFIED
+}
+
+func (x *Binding) GetResultKey() string {
+	if x != nil {
+		return x.ResultKey
+	}
+	return ""
 }
 
 // AnnotationFilter matches objects by one annotation.
@@ -2409,8 +2496,10 @@ type Ack struct {
 	Patch []byte `protobuf:"bytes,5,opt,name=patch,proto3" json:"patch,omitempty"`
 	// status_patch is a JSON merge patch for the status subresource.
 	StatusPatch []byte `protobuf:"bytes,6,opt,name=status_patch,json=statusPatch,proto3" json:"status_patch,omitempty"`
-	// result is JSON the broker stores on the object under the handler's key
-	// for this binding, at most 16 KiB (MaxResultBytes in the Go package);
+	// result is JSON the broker stores on the object where the binding's
+	// results go (Binding.results: an annotation under the handler's key for
+	// this binding, or status.<result_key>), at most 16 KiB (MaxResultBytes in
+	// the Go package);
 	// a larger one is refused like an invalid patch. If the API server refuses
 	// the write (a policy, a webhook, the size of annotations), the patch,
 	// status_patch and result are dropped with a Warning Event and the rest
@@ -2797,7 +2886,18 @@ type DaemonExited struct {
 	Message string `protobuf:"bytes,4,opt,name=message,proto3" json:"message,omitempty"`
 	// retry_after, with failed, is the delay before the restart instead of
 	// the binding's backoff (a temporary error's delay).
-	RetryAfter    *durationpb.Duration `protobuf:"bytes,5,opt,name=retry_after,json=retryAfter,proto3" json:"retry_after,omitempty"`
+	RetryAfter *durationpb.Duration `protobuf:"bytes,5,opt,name=retry_after,json=retryAfter,proto3" json:"retry_after,omitempty"`
+	// patch, status_patch and result are what the daemon's run asked to
+	// write on its object, failed or not, as Kopf writes a daemon's patch at
+	// the end of each run. They are checked and written as an OK ack's are
+	// (Ack.patch, Ack.status_patch, Ack.result): a patch that touches what
+	// handlers may not write is refused with a Warning Event and nothing of it
+	// is written, and what the API server refuses is dropped with a Warning
+	// Event. They are written only while the daemon's report is taken: not
+	// for an object being deleted or one the daemon no longer runs for.
+	Patch         []byte `protobuf:"bytes,6,opt,name=patch,proto3" json:"patch,omitempty"`
+	StatusPatch   []byte `protobuf:"bytes,7,opt,name=status_patch,json=statusPatch,proto3" json:"status_patch,omitempty"`
+	Result        []byte `protobuf:"bytes,8,opt,name=result,proto3" json:"result,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2863,6 +2963,27 @@ func (x *DaemonExited) GetMessage() string {
 func (x *DaemonExited) GetRetryAfter() *durationpb.Duration {
 	if x != nil {
 		return x.RetryAfter
+	}
+	return nil
+}
+
+func (x *DaemonExited) GetPatch() []byte {
+	if x != nil {
+		return x.Patch
+	}
+	return nil
+}
+
+func (x *DaemonExited) GetStatusPatch() []byte {
+	if x != nil {
+		return x.StatusPatch
+	}
+	return nil
+}
+
+func (x *DaemonExited) GetResult() []byte {
+	if x != nil {
+		return x.Result
 	}
 	return nil
 }
@@ -3044,7 +3165,7 @@ const file_tether_v1_broker_proto_rawDesc = "" +
 	"\n" +
 	"namespaced\x18\x05 \x01(\bR\n" +
 	"namespaced\x12\x12\n" +
-	"\x04name\x18\x06 \x01(\tR\x04name\"\x90\x06\n" +
+	"\x04name\x18\x06 \x01(\tR\x04name\"\xe1\x06\n" +
 	"\aBinding\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12*\n" +
 	"\x04kind\x18\x02 \x01(\x0e2\x16.tether.v1.BindingKindR\x04kind\x12/\n" +
@@ -3067,7 +3188,10 @@ const file_tether_v1_broker_proto_rawDesc = "" +
 	"maxBackoff\x12-\n" +
 	"\x05timer\x18\x10 \x01(\v2\x17.tether.v1.TimerOptionsR\x05timer\x120\n" +
 	"\x06daemon\x18\x11 \x01(\v2\x18.tether.v1.DaemonOptionsR\x06daemon\x129\n" +
-	"\tadmission\x18\x12 \x01(\v2\x1b.tether.v1.AdmissionOptionsR\tadmissionB\n" +
+	"\tadmission\x18\x12 \x01(\v2\x1b.tether.v1.AdmissionOptionsR\tadmission\x120\n" +
+	"\aresults\x18\x13 \x01(\x0e2\x16.tether.v1.ResultStoreR\aresults\x12\x1d\n" +
+	"\n" +
+	"result_key\x18\x14 \x01(\tR\tresultKeyB\n" +
 	"\n" +
 	"\b_retries\"\xe2\x01\n" +
 	"\x10AnnotationFilter\x12\x10\n" +
@@ -3183,7 +3307,7 @@ const file_tether_v1_broker_proto_rawDesc = "" +
 	"\vFlowControl\x12\x16\n" +
 	"\x06window\x18\x01 \x01(\rR\x06window\"!\n" +
 	"\aGoodbye\x12\x16\n" +
-	"\x06reason\x18\x01 \x01(\tR\x06reason\"\xad\x01\n" +
+	"\x06reason\x18\x01 \x01(\tR\x06reason\"\xfe\x01\n" +
 	"\fDaemonExited\x12\x1d\n" +
 	"\n" +
 	"binding_id\x18\x01 \x01(\tR\tbindingId\x12\x10\n" +
@@ -3191,7 +3315,10 @@ const file_tether_v1_broker_proto_rawDesc = "" +
 	"\x06failed\x18\x03 \x01(\bR\x06failed\x12\x18\n" +
 	"\amessage\x18\x04 \x01(\tR\amessage\x12:\n" +
 	"\vretry_after\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\n" +
-	"retryAfter\"A\n" +
+	"retryAfter\x12\x14\n" +
+	"\x05patch\x18\x06 \x01(\fR\x05patch\x12!\n" +
+	"\fstatus_patch\x18\a \x01(\fR\vstatusPatch\x12\x16\n" +
+	"\x06result\x18\b \x01(\fR\x06result\"A\n" +
 	"\x06Cancel\x12\x1f\n" +
 	"\vdelivery_id\x18\x01 \x01(\tR\n" +
 	"deliveryId\x12\x16\n" +
@@ -3230,7 +3357,11 @@ const file_tether_v1_broker_proto_rawDesc = "" +
 	"\x1cFINALIZER_POLICY_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15FINALIZER_POLICY_HOLD\x10\x01\x12\x1b\n" +
 	"\x17FINALIZER_POLICY_STRICT\x10\x02\x12\x19\n" +
-	"\x15FINALIZER_POLICY_NONE\x10\x03*\xba\x01\n" +
+	"\x15FINALIZER_POLICY_NONE\x10\x03*a\n" +
+	"\vResultStore\x12\x1c\n" +
+	"\x18RESULT_STORE_UNSPECIFIED\x10\x00\x12\x1b\n" +
+	"\x17RESULT_STORE_ANNOTATION\x10\x01\x12\x17\n" +
+	"\x13RESULT_STORE_STATUS\x10\x02*\xba\x01\n" +
 	"\x12AdmissionOperation\x12#\n" +
 	"\x1fADMISSION_OPERATION_UNSPECIFIED\x10\x00\x12\x1e\n" +
 	"\x1aADMISSION_OPERATION_CREATE\x10\x01\x12\x1e\n" +
@@ -3279,108 +3410,110 @@ func file_tether_v1_broker_proto_rawDescGZIP() []byte {
 	return file_tether_v1_broker_proto_rawDescData
 }
 
-var file_tether_v1_broker_proto_enumTypes = make([]protoimpl.EnumInfo, 11)
+var file_tether_v1_broker_proto_enumTypes = make([]protoimpl.EnumInfo, 12)
 var file_tether_v1_broker_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
 var file_tether_v1_broker_proto_goTypes = []any{
 	(Capability)(0),                // 0: tether.v1.Capability
 	(BindingKind)(0),               // 1: tether.v1.BindingKind
 	(FinalizerPolicy)(0),           // 2: tether.v1.FinalizerPolicy
-	(AdmissionOperation)(0),        // 3: tether.v1.AdmissionOperation
-	(FailurePolicy)(0),             // 4: tether.v1.FailurePolicy
-	(SideEffects)(0),               // 5: tether.v1.SideEffects
-	(DeliveryKind)(0),              // 6: tether.v1.DeliveryKind
-	(Outcome)(0),                   // 7: tether.v1.Outcome
-	(AnnotationFilter_Operator)(0), // 8: tether.v1.AnnotationFilter.Operator
-	(DiffEntry_Operation)(0),       // 9: tether.v1.DiffEntry.Operation
-	(HandlerEvent_Type)(0),         // 10: tether.v1.HandlerEvent.Type
-	(*ConnectRequest)(nil),         // 11: tether.v1.ConnectRequest
-	(*ConnectResponse)(nil),        // 12: tether.v1.ConnectResponse
-	(*Hello)(nil),                  // 13: tether.v1.Hello
-	(*Welcome)(nil),                // 14: tether.v1.Welcome
-	(*Resource)(nil),               // 15: tether.v1.Resource
-	(*Binding)(nil),                // 16: tether.v1.Binding
-	(*AnnotationFilter)(nil),       // 17: tether.v1.AnnotationFilter
-	(*TimerOptions)(nil),           // 18: tether.v1.TimerOptions
-	(*DaemonOptions)(nil),          // 19: tether.v1.DaemonOptions
-	(*MatchCondition)(nil),         // 20: tether.v1.MatchCondition
-	(*AdmissionOptions)(nil),       // 21: tether.v1.AdmissionOptions
-	(*ObjectRef)(nil),              // 22: tether.v1.ObjectRef
-	(*DiffEntry)(nil),              // 23: tether.v1.DiffEntry
-	(*Delivery)(nil),               // 24: tether.v1.Delivery
-	(*AdmissionRequest)(nil),       // 25: tether.v1.AdmissionRequest
-	(*AdmissionResponse)(nil),      // 26: tether.v1.AdmissionResponse
-	(*Ack)(nil),                    // 27: tether.v1.Ack
-	(*HandlerEvent)(nil),           // 28: tether.v1.HandlerEvent
-	(*EventObject)(nil),            // 29: tether.v1.EventObject
-	(*FlowControl)(nil),            // 30: tether.v1.FlowControl
-	(*Goodbye)(nil),                // 31: tether.v1.Goodbye
-	(*DaemonExited)(nil),           // 32: tether.v1.DaemonExited
-	(*Cancel)(nil),                 // 33: tether.v1.Cancel
-	(*Indexed)(nil),                // 34: tether.v1.Indexed
-	(*durationpb.Duration)(nil),    // 35: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),  // 36: google.protobuf.Timestamp
+	(ResultStore)(0),               // 3: tether.v1.ResultStore
+	(AdmissionOperation)(0),        // 4: tether.v1.AdmissionOperation
+	(FailurePolicy)(0),             // 5: tether.v1.FailurePolicy
+	(SideEffects)(0),               // 6: tether.v1.SideEffects
+	(DeliveryKind)(0),              // 7: tether.v1.DeliveryKind
+	(Outcome)(0),                   // 8: tether.v1.Outcome
+	(AnnotationFilter_Operator)(0), // 9: tether.v1.AnnotationFilter.Operator
+	(DiffEntry_Operation)(0),       // 10: tether.v1.DiffEntry.Operation
+	(HandlerEvent_Type)(0),         // 11: tether.v1.HandlerEvent.Type
+	(*ConnectRequest)(nil),         // 12: tether.v1.ConnectRequest
+	(*ConnectResponse)(nil),        // 13: tether.v1.ConnectResponse
+	(*Hello)(nil),                  // 14: tether.v1.Hello
+	(*Welcome)(nil),                // 15: tether.v1.Welcome
+	(*Resource)(nil),               // 16: tether.v1.Resource
+	(*Binding)(nil),                // 17: tether.v1.Binding
+	(*AnnotationFilter)(nil),       // 18: tether.v1.AnnotationFilter
+	(*TimerOptions)(nil),           // 19: tether.v1.TimerOptions
+	(*DaemonOptions)(nil),          // 20: tether.v1.DaemonOptions
+	(*MatchCondition)(nil),         // 21: tether.v1.MatchCondition
+	(*AdmissionOptions)(nil),       // 22: tether.v1.AdmissionOptions
+	(*ObjectRef)(nil),              // 23: tether.v1.ObjectRef
+	(*DiffEntry)(nil),              // 24: tether.v1.DiffEntry
+	(*Delivery)(nil),               // 25: tether.v1.Delivery
+	(*AdmissionRequest)(nil),       // 26: tether.v1.AdmissionRequest
+	(*AdmissionResponse)(nil),      // 27: tether.v1.AdmissionResponse
+	(*Ack)(nil),                    // 28: tether.v1.Ack
+	(*HandlerEvent)(nil),           // 29: tether.v1.HandlerEvent
+	(*EventObject)(nil),            // 30: tether.v1.EventObject
+	(*FlowControl)(nil),            // 31: tether.v1.FlowControl
+	(*Goodbye)(nil),                // 32: tether.v1.Goodbye
+	(*DaemonExited)(nil),           // 33: tether.v1.DaemonExited
+	(*Cancel)(nil),                 // 34: tether.v1.Cancel
+	(*Indexed)(nil),                // 35: tether.v1.Indexed
+	(*durationpb.Duration)(nil),    // 36: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),  // 37: google.protobuf.Timestamp
 }
 var file_tether_v1_broker_proto_depIdxs = []int32{
-	13, // 0: tether.v1.ConnectRequest.hello:type_name -> tether.v1.Hello
-	27, // 1: tether.v1.ConnectRequest.ack:type_name -> tether.v1.Ack
-	30, // 2: tether.v1.ConnectRequest.flow_control:type_name -> tether.v1.FlowControl
-	31, // 3: tether.v1.ConnectRequest.goodbye:type_name -> tether.v1.Goodbye
-	32, // 4: tether.v1.ConnectRequest.daemon_exited:type_name -> tether.v1.DaemonExited
-	14, // 5: tether.v1.ConnectResponse.welcome:type_name -> tether.v1.Welcome
-	24, // 6: tether.v1.ConnectResponse.delivery:type_name -> tether.v1.Delivery
-	33, // 7: tether.v1.ConnectResponse.cancel:type_name -> tether.v1.Cancel
-	34, // 8: tether.v1.ConnectResponse.indexed:type_name -> tether.v1.Indexed
-	16, // 9: tether.v1.Hello.bindings:type_name -> tether.v1.Binding
-	35, // 10: tether.v1.Hello.grace:type_name -> google.protobuf.Duration
-	35, // 11: tether.v1.Hello.absent_release_after:type_name -> google.protobuf.Duration
+	14, // 0: tether.v1.ConnectRequest.hello:type_name -> tether.v1.Hello
+	28, // 1: tether.v1.ConnectRequest.ack:type_name -> tether.v1.Ack
+	31, // 2: tether.v1.ConnectRequest.flow_control:type_name -> tether.v1.FlowControl
+	32, // 3: tether.v1.ConnectRequest.goodbye:type_name -> tether.v1.Goodbye
+	33, // 4: tether.v1.ConnectRequest.daemon_exited:type_name -> tether.v1.DaemonExited
+	15, // 5: tether.v1.ConnectResponse.welcome:type_name -> tether.v1.Welcome
+	25, // 6: tether.v1.ConnectResponse.delivery:type_name -> tether.v1.Delivery
+	34, // 7: tether.v1.ConnectResponse.cancel:type_name -> tether.v1.Cancel
+	35, // 8: tether.v1.ConnectResponse.indexed:type_name -> tether.v1.Indexed
+	17, // 9: tether.v1.Hello.bindings:type_name -> tether.v1.Binding
+	36, // 10: tether.v1.Hello.grace:type_name -> google.protobuf.Duration
+	36, // 11: tether.v1.Hello.absent_release_after:type_name -> google.protobuf.Duration
 	0,  // 12: tether.v1.Hello.capabilities:type_name -> tether.v1.Capability
-	15, // 13: tether.v1.Welcome.resources:type_name -> tether.v1.Resource
-	35, // 14: tether.v1.Welcome.grace:type_name -> google.protobuf.Duration
-	35, // 15: tether.v1.Welcome.absent_release_after:type_name -> google.protobuf.Duration
+	16, // 13: tether.v1.Welcome.resources:type_name -> tether.v1.Resource
+	36, // 14: tether.v1.Welcome.grace:type_name -> google.protobuf.Duration
+	36, // 15: tether.v1.Welcome.absent_release_after:type_name -> google.protobuf.Duration
 	0,  // 16: tether.v1.Welcome.capabilities:type_name -> tether.v1.Capability
 	1,  // 17: tether.v1.Binding.kind:type_name -> tether.v1.BindingKind
-	15, // 18: tether.v1.Binding.resource:type_name -> tether.v1.Resource
-	17, // 19: tether.v1.Binding.annotations:type_name -> tether.v1.AnnotationFilter
+	16, // 18: tether.v1.Binding.resource:type_name -> tether.v1.Resource
+	18, // 19: tether.v1.Binding.annotations:type_name -> tether.v1.AnnotationFilter
 	2,  // 20: tether.v1.Binding.finalizer:type_name -> tether.v1.FinalizerPolicy
-	35, // 21: tether.v1.Binding.timeout:type_name -> google.protobuf.Duration
-	35, // 22: tether.v1.Binding.backoff:type_name -> google.protobuf.Duration
-	35, // 23: tether.v1.Binding.max_backoff:type_name -> google.protobuf.Duration
-	18, // 24: tether.v1.Binding.timer:type_name -> tether.v1.TimerOptions
-	19, // 25: tether.v1.Binding.daemon:type_name -> tether.v1.DaemonOptions
-	21, // 26: tether.v1.Binding.admission:type_name -> tether.v1.AdmissionOptions
-	8,  // 27: tether.v1.AnnotationFilter.operator:type_name -> tether.v1.AnnotationFilter.Operator
-	35, // 28: tether.v1.TimerOptions.interval:type_name -> google.protobuf.Duration
-	35, // 29: tether.v1.TimerOptions.initial_delay:type_name -> google.protobuf.Duration
-	35, // 30: tether.v1.TimerOptions.idle:type_name -> google.protobuf.Duration
-	35, // 31: tether.v1.DaemonOptions.cancellation_timeout:type_name -> google.protobuf.Duration
-	3,  // 32: tether.v1.AdmissionOptions.operations:type_name -> tether.v1.AdmissionOperation
-	20, // 33: tether.v1.AdmissionOptions.match_conditions:type_name -> tether.v1.MatchCondition
-	35, // 34: tether.v1.AdmissionOptions.timeout:type_name -> google.protobuf.Duration
-	4,  // 35: tether.v1.AdmissionOptions.failure_policy:type_name -> tether.v1.FailurePolicy
-	5,  // 36: tether.v1.AdmissionOptions.side_effects:type_name -> tether.v1.SideEffects
-	15, // 37: tether.v1.ObjectRef.resource:type_name -> tether.v1.Resource
-	9,  // 38: tether.v1.DiffEntry.operation:type_name -> tether.v1.DiffEntry.Operation
-	6,  // 39: tether.v1.Delivery.kind:type_name -> tether.v1.DeliveryKind
-	22, // 40: tether.v1.Delivery.ref:type_name -> tether.v1.ObjectRef
-	23, // 41: tether.v1.Delivery.diff:type_name -> tether.v1.DiffEntry
-	36, // 42: tether.v1.Delivery.deadline:type_name -> google.protobuf.Timestamp
-	36, // 43: tether.v1.Delivery.scheduled:type_name -> google.protobuf.Timestamp
-	25, // 44: tether.v1.Delivery.admission:type_name -> tether.v1.AdmissionRequest
-	3,  // 45: tether.v1.AdmissionRequest.operation:type_name -> tether.v1.AdmissionOperation
-	7,  // 46: tether.v1.Ack.outcome:type_name -> tether.v1.Outcome
-	35, // 47: tether.v1.Ack.retry_after:type_name -> google.protobuf.Duration
-	26, // 48: tether.v1.Ack.admission:type_name -> tether.v1.AdmissionResponse
-	28, // 49: tether.v1.Ack.events:type_name -> tether.v1.HandlerEvent
-	10, // 50: tether.v1.HandlerEvent.type:type_name -> tether.v1.HandlerEvent.Type
-	29, // 51: tether.v1.HandlerEvent.regarding:type_name -> tether.v1.EventObject
-	35, // 52: tether.v1.DaemonExited.retry_after:type_name -> google.protobuf.Duration
-	11, // 53: tether.v1.BrokerService.Connect:input_type -> tether.v1.ConnectRequest
-	12, // 54: tether.v1.BrokerService.Connect:output_type -> tether.v1.ConnectResponse
-	54, // [54:55] is the sub-list for method output_type
-	53, // [53:54] is the sub-list for method input_type
-	53, // [53:53] is the sub-list for extension type_name
-	53, // [53:53] is the sub-list for extension extendee
-	0,  // [0:53] is the sub-list for field type_name
+	36, // 21: tether.v1.Binding.timeout:type_name -> google.protobuf.Duration
+	36, // 22: tether.v1.Binding.backoff:type_name -> google.protobuf.Duration
+	36, // 23: tether.v1.Binding.max_backoff:type_name -> google.protobuf.Duration
+	19, // 24: tether.v1.Binding.timer:type_name -> tether.v1.TimerOptions
+	20, // 25: tether.v1.Binding.daemon:type_name -> tether.v1.DaemonOptions
+	22, // 26: tether.v1.Binding.admission:type_name -> tether.v1.AdmissionOptions
+	3,  // 27: tether.v1.Binding.results:type_name -> tether.v1.ResultStore
+	9,  // 28: tether.v1.AnnotationFilter.operator:type_name -> tether.v1.AnnotationFilter.Operator
+	36, // 29: tether.v1.TimerOptions.interval:type_name -> google.protobuf.Duration
+	36, // 30: tether.v1.TimerOptions.initial_delay:type_name -> google.protobuf.Duration
+	36, // 31: tether.v1.TimerOptions.idle:type_name -> google.protobuf.Duration
+	36, // 32: tether.v1.DaemonOptions.cancellation_timeout:type_name -> google.protobuf.Duration
+	4,  // 33: tether.v1.AdmissionOptions.operations:type_name -> tether.v1.AdmissionOperation
+	21, // 34: tether.v1.AdmissionOptions.match_conditions:type_name -> tether.v1.MatchCondition
+	36, // 35: tether.v1.AdmissionOptions.timeout:type_name -> google.protobuf.Duration
+	5,  // 36: tether.v1.AdmissionOptions.failure_policy:type_name -> tether.v1.FailurePolicy
+	6,  // 37: tether.v1.AdmissionOptions.side_effects:type_name -> tether.v1.SideEffects
+	16, // 38: tether.v1.ObjectRef.resource:type_name -> tether.v1.Resource
+	10, // 39: tether.v1.DiffEntry.operation:type_name -> tether.v1.DiffEntry.Operation
+	7,  // 40: tether.v1.Delivery.kind:type_name -> tether.v1.DeliveryKind
+	23, // 41: tether.v1.Delivery.ref:type_name -> tether.v1.ObjectRef
+	24, // 42: tether.v1.Delivery.diff:type_name -> tether.v1.DiffEntry
+	37, // 43: tether.v1.Delivery.deadline:type_name -> google.protobuf.Timestamp
+	37, // 44: tether.v1.Delivery.scheduled:type_name -> google.protobuf.Timestamp
+	26, // 45: tether.v1.Delivery.admission:type_name -> tether.v1.AdmissionRequest
+	4,  // 46: tether.v1.AdmissionRequest.operation:type_name -> tether.v1.AdmissionOperation
+	8,  // 47: tether.v1.Ack.outcome:type_name -> tether.v1.Outcome
+	36, // 48: tether.v1.Ack.retry_after:type_name -> google.protobuf.Duration
+	27, // 49: tether.v1.Ack.admission:type_name -> tether.v1.AdmissionResponse
+	29, // 50: tether.v1.Ack.events:type_name -> tether.v1.HandlerEvent
+	11, // 51: tether.v1.HandlerEvent.type:type_name -> tether.v1.HandlerEvent.Type
+	30, // 52: tether.v1.HandlerEvent.regarding:type_name -> tether.v1.EventObject
+	36, // 53: tether.v1.DaemonExited.retry_after:type_name -> google.protobuf.Duration
+	12, // 54: tether.v1.BrokerService.Connect:input_type -> tether.v1.ConnectRequest
+	13, // 55: tether.v1.BrokerService.Connect:output_type -> tether.v1.ConnectResponse
+	55, // [55:56] is the sub-list for method output_type
+	54, // [54:55] is the sub-list for method input_type
+	54, // [54:54] is the sub-list for extension type_name
+	54, // [54:54] is the sub-list for extension extendee
+	0,  // [0:54] is the sub-list for field type_name
 }
 
 func init() { file_tether_v1_broker_proto_init() }
@@ -3407,7 +3540,7 @@ func file_tether_v1_broker_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tether_v1_broker_proto_rawDesc), len(file_tether_v1_broker_proto_rawDesc)),
-			NumEnums:      11,
+			NumEnums:      12,
 			NumMessages:   24,
 			NumExtensions: 0,
 			NumServices:   1,

@@ -39,3 +39,8 @@ const MaxEventReasonBytes = 128
 // MaxEventMessageBytes bounds HandlerEvent.message, as the events API
 // bounds an Event's note; a longer message is cut with an ellipsis.
 const MaxEventMessageBytes = 1024
+
+// MaxResultKeyBytes bounds Binding.result_key: a status key as long as the
+// longest Kubernetes name, which Kopf's handler ids (a function's qualified
+// name, a field's path, a parent's id) stay well within.
+const MaxResultKeyBytes = 253
