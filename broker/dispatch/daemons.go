@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/tether-dev/tether/broker/binding"
 	"github.com/tether-dev/tether/broker/session"
@@ -64,9 +65,14 @@ type daemons struct {
 
 // process starts a daemon per matching daemon binding on the object's
 // owner, takes exit reports, restarts where the binding asks, and stops
-// daemons whose object no longer matches.
+// daemons whose object no longer matches. It looks again later when the
+// write an exit report asked for waits for its turn.
 func (ds *daemons) process(ctx context.Context, o *object) result {
-	ds.takeExits(o)
+	if wait, err := ds.takeExits(ctx, o); err != nil {
+		return failedWith(err)
+	} else if wait > 0 {
+		return lookAgainIn(wait)
+	}
 	for _, b := range ds.bindingsOf(o) {
 		if b.Kind != binding.Daemon {
 			continue
@@ -149,14 +155,16 @@ func (o *object) wantsExit(bindings []*binding.Binding, in *session.Instance, bi
 }
 
 // takeExits applies the exit reports: the daemon is no longer running, a
-// failure becomes a Warning Event, and a restart is scheduled where the
+// failure becomes a Warning Event, a restart is scheduled where the
 // binding asks for one: after the delay the failure asked for (a
-// TemporaryError's), or else with backoff.
-func (ds *daemons) takeExits(o *object) {
+// TemporaryError's), or else with backoff; and what the run asked to write
+// on the object is written, as the instance that ran it.
+func (ds *daemons) takeExits(ctx context.Context, o *object) (time.Duration, error) {
 	ds.mu.Lock()
 	exits := o.exits
 	o.exits = nil
 	ds.mu.Unlock()
+	var acc accumulated
 	for _, x := range exits {
 		b := ds.bindingByID(o, x.msg.GetBindingId())
 		ds.mu.Lock()
@@ -170,6 +178,9 @@ func (ds *daemons) takeExits(o *object) {
 			ds.opts.Recorder.Event(o.decoded(), true, "DaemonFailed", fmt.Sprintf("%s returned an error: %s", what, x.msg.GetMessage()))
 		} else {
 			ds.log.Info("daemon returned", "binding", b.ID, "namespace", o.cur.Namespace, "name", o.cur.Name)
+		}
+		if err := acc.add(b, exitWrite(x.msg), x.inst.User); err != nil {
+			ds.invalidPatch(o.decoded(), b, err)
 		}
 		next := d.next(nil)
 		next.restarts++
@@ -186,6 +197,16 @@ func (ds *daemons) takeExits(o *object) {
 			ds.sched.Schedule(timer.Key{UID: o.uid, Name: restartKey(b.ID)}, ds.clock.Now().Add(wait))
 		}
 	}
+	if acc.empty() {
+		return 0, nil
+	}
+	return ds.writes.apply(ctx, o, acc.write(ds.name))
+}
+
+// exitWrite is what a daemon's exit report asks to write, in the form of
+// the ack whose checks it passes.
+func exitWrite(m *tetherv1.DaemonExited) *tetherv1.Ack {
+	return &tetherv1.Ack{Outcome: tetherv1.Outcome_OUTCOME_OK, Patch: m.GetPatch(), StatusPatch: m.GetStatusPatch(), Result: m.GetResult()}
 }
 
 // stop asks the instance running b's daemon to stop it and waits for
