@@ -45,14 +45,14 @@ func TestACallableWhenSkipsTheFunctionAndAcksTheDelivery(t *testing.T) {
 	if got := large.GetLabels()["filters.tether.dev/big"]; got != "yes" {
 		t.Errorf("the large widget's label is %q, want the function's \"yes\"", got)
 	}
-	if got := large.GetAnnotations()[progress.ResultKey(name, "create-big")]; got != `{"big":true}` {
-		t.Errorf("the large widget's result is %q, want the function's", got)
+	if got, _, _ := unstructured.NestedBool(large.Object, "status", "big", "big"); !got {
+		t.Errorf("the large widget's status is %v, want the function's result in status.big", large.Object["status"])
 	}
 	if _, ok := small.GetLabels()["filters.tether.dev/big"]; ok {
 		t.Error("the small widget has the function's label: the callable did not stop it")
 	}
-	if got, ok := small.GetAnnotations()[progress.ResultKey(name, "create-big")]; ok {
-		t.Errorf("the small widget has a result %q: the function ran", got)
+	if got, ok, _ := unstructured.NestedFieldNoCopy(small.Object, "status", "big"); ok {
+		t.Errorf("the small widget has a result %v: the function ran", got)
 	}
 	if n := h.stdout.count("big saw small"); n != 0 {
 		t.Errorf("the function ran for the small widget %d times", n)

@@ -16,7 +16,6 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"github.com/tether-dev/tether/broker/progress"
 	"github.com/tether-dev/tether/test/controlplane"
 )
 
@@ -58,7 +57,11 @@ func TestStartupRunsBeforeTheFirstDeliveryAndProbesAnswer(t *testing.T) {
 	}
 
 	waitWidget(t, dyn, ns, "early", "created by the handler", func(o *unstructured.Unstructured) bool {
-		return o != nil && o.GetAnnotations()[progress.ResultKey(name, "create")] != ""
+		if o == nil {
+			return false
+		}
+		_, stored, _ := unstructured.NestedFieldNoCopy(o.Object, "status", "create")
+		return stored
 	})
 	text := h.stderr.text()
 	startup, connected := strings.Index(text, "startup done after"), strings.Index(text, welcomed)

@@ -2,7 +2,6 @@ package pyhandler
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net"
 	"os"
@@ -24,7 +23,6 @@ import (
 	"github.com/tether-dev/tether/broker"
 	"github.com/tether-dev/tether/broker/binding"
 	"github.com/tether-dev/tether/broker/hold"
-	"github.com/tether-dev/tether/broker/progress"
 	"github.com/tether-dev/tether/test/controlplane"
 	"github.com/tether-dev/tether/test/pyinterp"
 	"github.com/tether-dev/tether/test/testenv"
@@ -71,13 +69,15 @@ func TestCreateTickDelete(t *testing.T) {
 
 	createWidget(t, dyn, ns, "w1", map[string]any{"size": int64(1)})
 	obj := waitWidget(t, dyn, ns, "w1", "labelled, held and with a result", func(o *unstructured.Unstructured) bool {
-		return o != nil && o.GetLabels()[createdLabel] == "true" && hold.Has(o, name) &&
-			o.GetAnnotations()[progress.ResultKey(name, "create")] != ""
+		if o == nil {
+			return false
+		}
+		_, stored, _ := unstructured.NestedFieldNoCopy(o.Object, "status", "create")
+		return o.GetLabels()[createdLabel] == "true" && hold.Has(o, name) && stored
 	})
-	var result map[string]any
-	raw := obj.GetAnnotations()[progress.ResultKey(name, "create")]
-	if err := json.Unmarshal([]byte(raw), &result); err != nil || !reflect.DeepEqual(result, map[string]any{"lang": "python"}) {
-		t.Errorf("stored result = %s (%v), want {\"lang\":\"python\"}", raw, err)
+	// Stored where Kopf stores it: status.<handler id>, the id= given.
+	if result, _, _ := unstructured.NestedMap(obj.Object, "status", "create"); !reflect.DeepEqual(result, map[string]any{"lang": "python"}) {
+		t.Errorf("status.create = %v, want {\"lang\":\"python\"}", result)
 	}
 
 	waitWidget(t, dyn, ns, "w1", "ticked twice", func(o *unstructured.Unstructured) bool {

@@ -2,6 +2,7 @@
 field, and what the protocol has no field for is refused at decoration."""
 
 import datetime
+import functools
 import unittest
 
 from google.protobuf import text_format
@@ -35,16 +36,25 @@ def proto(text):
 
 RESOURCE = 'resource { group: "test.tether.dev" version: "v1" name: "widgets" }'
 
+
+def status(key):
+    """Results in status under key, Kopf's id of the handler."""
+    return f'results: RESULT_STORE_STATUS result_key: "{key}"'
+
+
+# The default for Kopf's handler id of fn.
+STATUS = status("fn")
+
 # (name, decorator, positional args (default W), options, expected Binding in text format)
 MAPPING = [
     ("create defaults", tether.on.create, (), {},
-     f'id: "create-fn" kind: BINDING_KIND_CREATE {RESOURCE}'),
+     f'id: "create-fn" kind: BINDING_KIND_CREATE {STATUS} {RESOURCE}'),
     ("create with every common option", tether.on.create, (), dict(
         id="mine", labels={"app": "web", "tier": tether.PRESENT, "legacy": tether.ABSENT},
         annotations={"a.example.com/x": "1", "b.example.com/y": tether.PRESENT, "c.example.com/z": tether.ABSENT},
         when="object.spec.size > 3", namespaces=["ns1", "ns2"], field_selector="metadata.name=w",
         retries=4, timeout=2.5, backoff=1, max_backoff=datetime.timedelta(minutes=1)),
-     f'''id: "mine" kind: BINDING_KIND_CREATE {RESOURCE} namespaces: "ns1" namespaces: "ns2"
+     f'''id: "mine" kind: BINDING_KIND_CREATE {status("mine")} {RESOURCE} namespaces: "ns1" namespaces: "ns2"
          label_selector: "app=web,tier,!legacy" field_selector: "metadata.name=w"
          annotations {{ key: "a.example.com/x" operator: OPERATOR_EQUALS value: "1" }}
          annotations {{ key: "b.example.com/y" operator: OPERATOR_PRESENT }}
@@ -52,38 +62,42 @@ MAPPING = [
          when: "object.spec.size > 3" retries: 3 timeout {{ seconds: 2 nanos: 500000000 }}
          backoff {{ seconds: 1 }} max_backoff {{ seconds: 60 }}'''),
     ("a single namespace, and a long one", tether.on.create, (), dict(namespaces="n" * 63),
-     f'id: "create-fn" kind: BINDING_KIND_CREATE {RESOURCE} namespaces: "{"n" * 63}"'),
+     f'id: "create-fn" kind: BINDING_KIND_CREATE {STATUS} {RESOURCE} namespaces: "{"n" * 63}"'),
     ("labels as a selector string", tether.on.update, (), dict(labels="app in (a,b),!x"),
-     f'id: "update-fn" kind: BINDING_KIND_UPDATE {RESOURCE} label_selector: "app in (a,b),!x"'),
+     f'id: "update-fn" kind: BINDING_KIND_UPDATE {STATUS} {RESOURCE} label_selector: "app in (a,b),!x"'),
     ("retries=1, Kopf's single attempt, is no retry", tether.on.resume, (), dict(retries=1),
-     f'id: "resume-fn" kind: BINDING_KIND_RESUME {RESOURCE} retries: 0'),
+     f'id: "resume-fn" kind: BINDING_KIND_RESUME {STATUS} {RESOURCE} retries: 0'),
     ("negative retries mean forever", tether.on.resume, (), dict(retries=-5),
-     f'id: "resume-fn" kind: BINDING_KIND_RESUME {RESOURCE} retries: -1'),
+     f'id: "resume-fn" kind: BINDING_KIND_RESUME {STATUS} {RESOURCE} retries: -1'),
     ("kind instead of plural", tether.on.create, ("apps", "v1"), dict(kind="Deployment"),
-     'id: "create-fn" kind: BINDING_KIND_CREATE resource { group: "apps" version: "v1" kind: "Deployment" }'),
+     f'id: "create-fn" kind: BINDING_KIND_CREATE {STATUS} resource {{ group: "apps" version: "v1" kind: "Deployment" }}'),
     ("Kopf's core group form", tether.on.create, ("v1", "secrets"), {},
-     'id: "create-fn" kind: BINDING_KIND_CREATE resource { version: "v1" name: "secrets" }'),
+     f'id: "create-fn" kind: BINDING_KIND_CREATE {STATUS} resource {{ version: "v1" name: "secrets" }}'),
     ("delete optional", tether.on.delete, (), dict(optional=True),
-     f'id: "delete-fn" kind: BINDING_KIND_DELETE {RESOURCE} optional: true'),
+     f'id: "delete-fn" kind: BINDING_KIND_DELETE {STATUS} {RESOURCE} optional: true'),
     ("delete strict", tether.on.delete, (), dict(finalizer=tether.STRICT),
-     f'id: "delete-fn" kind: BINDING_KIND_DELETE {RESOURCE} finalizer: FINALIZER_POLICY_STRICT'),
+     f'id: "delete-fn" kind: BINDING_KIND_DELETE {STATUS} {RESOURCE} finalizer: FINALIZER_POLICY_STRICT'),
     ("field", tether.on.field, (), dict(field="spec.size"),
-     f'id: "field-fn" kind: BINDING_KIND_FIELD {RESOURCE} field: "spec.size"'),
+     f'id: "field-fn" kind: BINDING_KIND_FIELD {status("fn/spec.size")} {RESOURCE} field: "spec.size"'),
     ("field as a tuple", tether.on.field, (), dict(field=("spec", "size")),
-     f'id: "field-fn" kind: BINDING_KIND_FIELD {RESOURCE} field: "spec.size"'),
+     f'id: "field-fn" kind: BINDING_KIND_FIELD {status("fn/spec.size")} {RESOURCE} field: "spec.size"'),
     ("event", tether.on.event, (), {},
-     f'id: "event-fn" kind: BINDING_KIND_EVENT {RESOURCE}'),
+     f'id: "event-fn" kind: BINDING_KIND_EVENT {STATUS} {RESOURCE}'),
     ("timer", tether.timer, (), dict(interval=60, initial_delay=5, idle=10.5, sharp=True, finalizer=tether.NONE),
-     f'''id: "timer-fn" kind: BINDING_KIND_TIMER {RESOURCE} finalizer: FINALIZER_POLICY_NONE
+     f'''id: "timer-fn" kind: BINDING_KIND_TIMER {STATUS} {RESOURCE} finalizer: FINALIZER_POLICY_NONE
          timer {{ interval {{ seconds: 60 }} initial_delay {{ seconds: 5 }} idle {{ seconds: 10 nanos: 500000000 }}
          sharp: true }}'''),
     ("timer via tether.on", tether.on.timer, (), dict(interval=0.1),
-     f'id: "timer-fn" kind: BINDING_KIND_TIMER {RESOURCE} timer {{ interval {{ nanos: 100000000 }} }}'),
+     f'id: "timer-fn" kind: BINDING_KIND_TIMER {STATUS} {RESOURCE} timer {{ interval {{ nanos: 100000000 }} }}'),
     ("daemon", tether.daemon, (), dict(cancellation_timeout=30, restart=True, finalizer=tether.HOLD),
-     f'''id: "daemon-fn" kind: BINDING_KIND_DAEMON {RESOURCE} finalizer: FINALIZER_POLICY_HOLD
+     f'''id: "daemon-fn" kind: BINDING_KIND_DAEMON {STATUS} {RESOURCE} finalizer: FINALIZER_POLICY_HOLD
          daemon {{ cancellation_timeout {{ seconds: 30 }} restart: true }}'''),
     ("daemon defaults still carry daemon options", tether.daemon, (), {},
-     f'id: "daemon-fn" kind: BINDING_KIND_DAEMON {RESOURCE} daemon {{ }}'),
+     f'id: "daemon-fn" kind: BINDING_KIND_DAEMON {STATUS} {RESOURCE} daemon {{ }}'),
+    ("results in the annotation", tether.on.create, (), dict(results="annotation"),
+     f'id: "create-fn" kind: BINDING_KIND_CREATE {RESOURCE}'),
+    ("results in status, under Kopf's id", tether.on.update, (), dict(results="status", id="mine"),
+     f'id: "mine" kind: BINDING_KIND_UPDATE {RESOURCE} {status("mine")}'),
     ("validate", tether.on.validate, (), dict(
         operations=["create", "UPDATE"], failure_policy="fail", side_effects=True, subresource="status",
         namespace_selector="env=prod", match_conditions={"not-system": "request.userInfo.username != 'x'"},
@@ -153,9 +167,62 @@ REFUSED = [
      ["100"]),
     ("a finalizer that is no policy", tether.on.delete, dict(finalizer="HOLD"), TypeError, ["tether.HOLD"]),
     ("a bad subresource", tether.on.validate, dict(subresource="Status!"), ValueError, ["subresource"]),
+    ("results on a review", tether.on.validate, dict(results="status"), TypeError,
+     ["results=", "lifecycle, timer and daemon"]),
+    ("results in an unknown store", tether.on.create, dict(results="spec"), ValueError, ["'status'", "'annotation'"]),
     ("duplicate match conditions", tether.on.validate, dict(match_conditions=[("a", "true"), ("a", "false")]),
      ValueError, ["twice"]),
 ]
+
+
+class KopfIds(unittest.TestCase):
+    """Results in status go under the id Kopf gives the handler."""
+
+    def key(self, decorator, f, **options):
+        r = tether.Registry()
+        decorator(*W, registry=r, **options)(f)
+        (reg,) = list(r)
+        return bindings.to_proto(reg.spec).result_key
+
+    def test_the_key_is_kopfs_handler_id(self):
+        class Kex:
+            @staticmethod
+            def create_fn(**_):
+                pass
+
+        def wrapper(**kw):
+            return fn(**kw)
+
+        wrapper.__wrapped__ = fn
+        qualname = "KopfIds.test_the_key_is_kopfs_handler_id.<locals>.Kex.create_fn"
+        cases = [
+            ("a function: its qualified name", tether.on.create, Kex.create_fn, {}, qualname),
+            ("id= given", tether.on.create, fn, dict(id="mine"), "mine"),
+            ("a field binding: the field after a slash", tether.on.field, fn, dict(field="spec.size"), "fn/spec.size"),
+            ("a field filter likewise", tether.on.update, fn, dict(field=("spec", "x"), id="upd"), "upd/spec.x"),
+            ("a wrapped function: the wrapped one's", tether.on.create, wrapper, {}, "fn"),
+        ]
+        for name, decorator, f, options, want in cases:
+            with self.subTest(name):
+                self.assertEqual(self.key(decorator, f, **options), want)
+
+    def test_a_partial_without_id_is_named_by_its_function(self):
+        self.assertEqual(bindings.kopf_id(functools.partial(fn), None, None), "fn")
+
+    def test_a_lambda_is_named_by_its_file_and_line(self):
+        f = lambda **_: None  # noqa: E731
+        self.assertEqual(bindings.kopf_id(f, None, None), f"lambda:{__file__}:{f.__code__.co_firstlineno}")
+
+    def test_a_key_that_is_not_printable_ascii_asks_for_id(self):
+        def f(**_):
+            pass
+
+        f.__qualname__ = "with space"
+        with self.assertRaises(ValueError) as caught:
+            tether.on.create(*W, registry=tether.Registry())(f)
+        for words in ("'with space'", "id=", "results='annotation'"):
+            self.assertIn(words, str(caught.exception))
+        self.assertEqual(self.key(tether.on.create, f, results="annotation"), "")
 
 
 class DecoratorsToBindings(unittest.TestCase):

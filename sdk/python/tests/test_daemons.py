@@ -4,6 +4,7 @@ that returns by itself is reported, and stopping the handler stops its
 daemons before it says goodbye. Sync and async daemons alike."""
 
 import asyncio
+import json
 import threading
 import unittest
 
@@ -282,16 +283,44 @@ class Failures(unittest.TestCase):
         self.assertEqual(seen, [3])
 
 
-class Refused(unittest.TestCase):
-    def test_a_daemon_is_given_no_patch(self):
-        def follow(patch, **_):
-            patch.status["phase"] = "watching"
+class Carried(unittest.TestCase):
+    """What a daemon's run writes goes with its exit report, failed or not."""
 
-        with self.assertRaises(TypeError) as caught:
-            tether.daemon(*W, registry=tether.Registry())(follow)
-        for what in ("'patch'", "daemon", "no ack"):
-            self.assertIn(what, str(caught.exception))
-        self.assertNotIn("patch", kwargs.names(Kind.DAEMON))
+    def exited(self, fn):
+        return Failures.exited(self, fn)
+
+    def test_the_patch_goes_with_a_temporary_error(self):
+        def follow(patch, retry, **_):
+            patch.status["message"] = f"failed {retry + 1} times"
+            patch.metadata.labels["watched"] = "no"
+            raise tether.TemporaryError("not yet", delay=1)
+
+        exited = self.exited(follow)
+        self.assertTrue(exited.failed)
+        self.assertEqual(json.loads(exited.patch),
+                         {"status": {"message": "failed 1 times"}, "metadata": {"labels": {"watched": "no"}}})
+        self.assertEqual(exited.result, b"")
+
+    def test_the_patch_and_the_return_value_go_with_a_return(self):
+        async def follow(patch, **_):
+            patch.status["message"] = "finished"
+            return {"runs": 1}
+
+        exited = self.exited(follow)
+        self.assertFalse(exited.failed)
+        self.assertEqual(json.loads(exited.patch), {"status": {"message": "finished"}})
+        self.assertEqual(json.loads(exited.result), {"runs": 1})
+
+    def test_a_return_value_that_is_not_json_sends_nothing_of_the_run(self):
+        def follow(patch, **_):
+            patch.status["message"] = "finished"
+            return object()
+
+        exited = self.exited(follow)
+        self.assertEqual((exited.patch, exited.result), (b"", b""))
+
+    def test_a_daemon_may_take_patch(self):
+        self.assertIn("patch", kwargs.names(Kind.DAEMON))
 
 
 class StoppedFlags(unittest.TestCase):

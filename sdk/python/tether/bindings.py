@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import functools
 import hashlib
 import re
+import types
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -65,6 +67,10 @@ STRICT = Finalizer.STRICT
 NONE = Finalizer.NONE
 """Never held: timers and daemons stop when the broker sees the object gone."""
 
+# Where a binding's results go (results=): status.<Kopf's handler id>, as
+# Kopf keeps them, or the broker's annotation for the binding.
+STATUS_RESULTS = "status"
+ANNOTATION_RESULTS = "annotation"
 OPERATIONS = ("CREATE", "UPDATE", "DELETE", "CONNECT")
 FAILURE_POLICIES = ("Ignore", "Fail")
 _DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -115,6 +121,10 @@ class Spec:
     match_conditions: tuple[tuple[str, str], ...] = ()
     failure_policy: str = ""
     side_effects: bool | None = None
+    # where results go: "status" (under status.<result_key>) or "annotation"
+    results: str = STATUS_RESULTS
+    # the key under status: Kopf's handler id (kopf_id)
+    result_key: str = ""
 
 
 def check_name(what: str, name: str, max_length: int = limits.MAX_NAME_LENGTH) -> None:
@@ -145,6 +155,41 @@ def default_id(kind: Kind, fn: Callable[..., Any]) -> str:
     return candidate
 
 
+def kopf_id(fn: Callable[..., Any], id: str | None, field: str | None) -> str:
+    """The id Kopf gives the handler, the key of status its results are
+    stored under: id= if given, else the function's qualified name (a
+    lambda's file and line), with "/<field>" when the binding names a
+    field."""
+    if id is None:
+        while True:
+            if isinstance(fn, functools.partial):
+                fn = fn.func
+            elif hasattr(fn, "__wrapped__"):
+                fn = fn.__wrapped__
+            else:
+                break
+        if isinstance(fn, types.FunctionType) and fn.__name__ == "<lambda>":
+            id = f"lambda:{fn.__code__.co_filename}:{fn.__code__.co_firstlineno}"
+        else:
+            id = str(getattr(fn, "__qualname__", getattr(fn, "__name__", repr(fn))))
+    return f"{id}/{field}" if field else id
+
+
+def _results(value: Any) -> str:
+    if value not in (STATUS_RESULTS, ANNOTATION_RESULTS):
+        raise ValueError(f"results={value!r} is not {STATUS_RESULTS!r} (status.<handler id>, as Kopf stores them) "
+                         f"or {ANNOTATION_RESULTS!r} (the broker's annotation for the binding)")
+    return value
+
+
+def _result_key(key: str) -> str:
+    if len(key.encode()) > limits.MAX_RESULT_KEY_BYTES or not all(" " < c <= "~" for c in key):
+        raise ValueError(f"the results go to status[{key!r}] (Kopf's handler id), which is not printable ASCII "
+                         f"without spaces of at most {limits.MAX_RESULT_KEY_BYTES} bytes: pass id=, or "
+                         f"results={ANNOTATION_RESULTS!r}")
+    return key
+
+
 def build(kind: Kind, fn: Callable[..., Any], resource: tuple[Any, ...], options: Mapping[str, Any]) -> Spec:
     """Check a decorator's arguments and make its Spec: resource holds its
     positional arguments, options the keyword arguments it takes, None for
@@ -153,8 +198,16 @@ def build(kind: Kind, fn: Callable[..., Any], resource: tuple[Any, ...], options
     named = resources.parse(resource, **{k: opts.pop(k, None) for k in _RESOURCE_KEYWORDS})
     fields: dict[str, Any] = {"kind": kind, "group": named.group, "version": named.version, "plural": named.plural,
                               "resource_kind": named.kind, "name": named.name}
-    fields["id"] = opts.pop("id", None) or default_id(kind, fn)
+    given_id = opts.pop("id", None)
+    fields["id"] = given_id or default_id(kind, fn)
     check_name("binding id", fields["id"])
+    field = opts.pop("result_field", None)
+    if "results" in opts:
+        fields["results"] = _results(opts.pop("results"))
+    if kind.admission:
+        fields["results"] = ANNOTATION_RESULTS  # a review stores no results
+    elif fields.get("results", STATUS_RESULTS) == STATUS_RESULTS:
+        fields["result_key"] = _result_key(kopf_id(fn, given_id, field))
     fields["namespaces"] = namespaces(opts.pop("namespaces", ()))
     fields["label_selector"] = selectors.label_selector(opts.pop("labels", None))
     fields["annotations"] = selectors.annotation_filters(opts.pop("annotations", None))
@@ -337,6 +390,8 @@ def to_proto(s: Spec, namespaces: tuple[str, ...] | None = None) -> pb.Binding:
         b.annotations.add(key=key, operator=pb.AnnotationFilter.Operator.Value("OPERATOR_" + op.upper()), value=value)
     if s.retries is not None:
         b.retries = s.retries
+    if s.result_key:
+        b.results, b.result_key = pb.RESULT_STORE_STATUS, s.result_key
     for name in ("backoff", "max_backoff") + (() if s.kind.admission else ("timeout",)):
         if d := durations.optional(getattr(s, name)):
             getattr(b, name).CopyFrom(d)

@@ -3,8 +3,9 @@ and stopped by the broker, as in the Go SDK. DAEMON_START is acked as soon
 as the function runs; DAEMON_STOP sets its ``stopped`` flag and is acked
 when the function has returned; when the broker stops waiting for that
 (the cancellation timeout passed, and it sends Cancel for the stop), an
-async daemon is cancelled. A daemon that returns by itself is reported with
-DaemonExited. A sync daemon runs in a thread of its own and an async one in
+async daemon is cancelled. A daemon that returns or raises by itself is
+reported with DaemonExited, which carries what its run put in ``patch`` and
+its return value, as Kopf writes them after each run of a daemon. A sync daemon runs in a thread of its own and an async one in
 a task, so daemons never take the window's threads."""
 
 from __future__ import annotations
@@ -14,10 +15,11 @@ import dataclasses
 import threading
 from typing import TYPE_CHECKING, Any
 
-from . import durations, hierarchies, outcome
+from . import durations, hierarchies, limits, outcome
 from .delivery import MalformedDelivery
 from .errors import ErrorsMode, PermanentError, TemporaryError
 from .log import LOGGER, ObjectLogger
+from .patch import Patch, pruned
 from .registry import Registration
 from .v1 import broker_pb2 as pb
 
@@ -83,8 +85,9 @@ class AsyncDaemonStopped:
 class Daemon:
     key: tuple[str, str]  # (binding id, object UID)
     stopped: DaemonStopped | AsyncDaemonStopped
-    done: asyncio.Future  # the function's exception, or None
+    done: asyncio.Future  # (the function's exception or None, its return value)
     log: ObjectLogger
+    patch: Patch  # the function's patch, sent when it returns by itself
     task: asyncio.Task | None = None  # an async daemon's
     stopping: bool = False  # stopped on purpose
     stops: list[str] = dataclasses.field(default_factory=list)  # DAEMON_STOP ids to ack at the end
@@ -124,15 +127,16 @@ class DaemonSet:
         if s.full(d.id, log):
             return
         stopped = AsyncDaemonStopped() if reg.is_async else DaemonStopped()
+        patch = Patch()
         try:
-            _, dlog, kw = s.dispatcher.prepare(reg, d, stopped=stopped)
+            _, dlog, kw = s.dispatcher.prepare(reg, d, stopped=stopped, patch=patch)
         except MalformedDelivery as e:
             log.error("malformed delivery: %s", e)
             s.ack(outcome.fail(d.id, f"malformed delivery: {e}"))
             return
         loop = asyncio.get_running_loop()
         owner = hierarchies.delivered_body(d.object)
-        dm = Daemon(key=key, stopped=stopped, done=loop.create_future(), log=dlog)
+        dm = Daemon(key=key, stopped=stopped, done=loop.create_future(), log=dlog, patch=patch)
         if reg.is_async:
             dm.task = loop.create_task(_run_async(reg, kw, dm.done, owner))
         else:
@@ -210,8 +214,11 @@ class DaemonSet:
             return  # abandoned
         del self.running[dm.key]
         s.changed.set()
-        err = dm.done.result()
+        err, value = dm.done.result()
         if dm.stopping:
+            if pruned(dm.patch) or value is not None:
+                dm.log.warning("daemon %s was stopped: its patch and return value are not written (only a daemon "
+                               "that returns by itself reports them)", dm.key[0])
             message = ""
             if err is not None:
                 message = outcome.truncate(outcome.describe(err))
@@ -225,6 +232,7 @@ class DaemonSet:
                     s.ack(ack)
             return
         exited = pb.DaemonExited(binding_id=dm.key[0], uid=dm.key[1])
+        self._carry(exited, dm, value)
         if err is not None:
             exited.failed, exited.message = True, outcome.truncate(outcome.describe(err))
             if isinstance(err, TemporaryError) and err.delay is not None:
@@ -233,6 +241,20 @@ class DaemonSet:
         else:
             dm.log.info("daemon %s returned by itself", dm.key[0])
         s.send(pb.ConnectRequest(daemon_exited=exited))
+
+    @staticmethod
+    def _carry(exited: pb.DaemonExited, dm: Daemon, value: Any) -> None:
+        """Put the run's patch and return value in its exit report, as an ack
+        carries a function's; what cannot be sent is logged and left out."""
+        ack = outcome.of_return("", pruned(dm.patch), value)
+        if ack.outcome != pb.OUTCOME_OK:
+            dm.log.error("daemon %s: nothing of its run is written: %s", dm.key[0], ack.message)
+            return
+        exited.patch, exited.result = ack.patch, ack.result
+        if exited.ByteSize() > limits.DEFAULT_MAX_MESSAGE_BYTES - limits.MAX_MESSAGE:
+            dm.log.error("daemon %s: its patch and return value are %d bytes, more than the broker takes in one "
+                         "message; nothing of its run is written", dm.key[0], exited.ByteSize())
+            exited.patch, exited.result = b"", b""
 
 
 def failure(reg: Registration, e: Exception) -> Exception | None:
@@ -246,30 +268,32 @@ def failure(reg: Registration, e: Exception) -> Exception | None:
 
 async def _run_async(reg: Registration, kw: dict[str, Any], done: asyncio.Future,
                      owner: hierarchies.Owner) -> None:
+    value = None
     try:
         with hierarchies.handling(owner):
-            await reg.fn(**kw)
+            value = await reg.fn(**kw)
         result = None
     except asyncio.CancelledError:
         result = None  # cancelled at the end of the session: a stop, not a failure
     except Exception as e:
         result = failure(reg, e)
     if not done.done():
-        done.set_result(result)
+        done.set_result((result, value))
 
 
 def _run_sync(reg: Registration, kw: dict[str, Any], done: asyncio.Future, loop: asyncio.AbstractEventLoop,
               owner: hierarchies.Owner) -> None:
+    value = None
     try:
         with hierarchies.handling(owner):
-            reg.fn(**kw)
+            value = reg.fn(**kw)
         result = None
     except Exception as e:
         result = failure(reg, e)
 
     def resolve() -> None:
         if not done.done():
-            done.set_result(result)
+            done.set_result((result, value))
 
     try:
         loop.call_soon_threadsafe(resolve)

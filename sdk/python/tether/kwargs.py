@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import inspect
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
 from .bindings import Kind
@@ -26,14 +26,6 @@ EXTRA = {
 # What an index function gets: the object, as Kopf's do.
 INDEX = ("body", "spec", "meta", "status", "name", "namespace", "uid", "labels", "annotations", "logger", "type",
          "event")
-# Arguments of COMMON that a kind of binding is not given, and what to do
-# instead: declaring one is an error even with a default.
-WITHOUT = {
-    Kind.DAEMON: {
-        "patch": "a daemon has no ack to carry a patch (its start is acked as it begins, its end is reported "
-                 "without one); write to the object with a Kubernetes client, or from a timer's patch",
-    },
-}
 # Kopf's arguments that have no Tether counterpart, and what to do instead.
 _KOPF_ONLY = {
     "param": "Tether's decorators have no param= (the protocol has no field for it): close over the value",
@@ -47,30 +39,23 @@ def names(kind: Kind) -> tuple[str, ...]:
     """The keyword arguments Tether passes to functions of a kind of binding."""
     if kind is Kind.INDEX:
         return INDEX
-    without = WITHOUT.get(kind, {})
-    return tuple(n for n in COMMON if n not in without) + EXTRA.get(kind, ())
+    return COMMON + EXTRA.get(kind, ())
 
 
 def accepted(fn: Callable[..., Any], kind: Kind, indices: tuple[str, ...] = ()) -> frozenset[str] | None:
     """The names fn declares among those a kind passes and the indices;
     None when it takes **kwargs (then it gets them all). A parameter
     without a default that Tether cannot pass is a TypeError."""
-    return declared(fn, names(kind) + indices, f"{kind.value} functions", WITHOUT.get(kind, {}))
+    return declared(fn, names(kind) + indices, f"{kind.value} functions")
 
 
-def declared(fn: Callable[..., Any], available: tuple[str, ...], what: str,
-             without: Mapping[str, str] | None = None) -> frozenset[str] | None:
+def declared(fn: Callable[..., Any], available: tuple[str, ...], what: str) -> frozenset[str] | None:
     """The names fn declares among available, the arguments Tether passes to
-    what (say "create functions"); None when it takes **kwargs. Declaring a
-    name of without, even with a default, is a TypeError that says why."""
-    without = without or {}
+    what (say "create functions"); None when it takes **kwargs."""
     wants = set()
     for p in inspect.signature(fn).parameters.values():
         if p.kind is p.VAR_KEYWORD:
             return None
-        if p.name in without:
-            raise TypeError(f"{_name(fn)}() takes {p.name!r}, which Tether does not pass to {what}: "
-                            f"{without[p.name]}")
         if p.kind is p.VAR_POSITIONAL or p.default is not p.empty and p.name not in available:
             continue
         if p.kind is p.POSITIONAL_ONLY:

@@ -4,6 +4,8 @@ says why, instead of sending what would end the session."""
 
 # Ack.result is stored in an annotation; annotations share 256 KiB per object.
 MAX_RESULT_BYTES = 16 << 10
+# Binding.result_key: a key of status, as long as the longest Kubernetes name.
+MAX_RESULT_KEY_BYTES = 253
 # Binding.namespaces; each costs the broker a watch and access reviews.
 MAX_NAMESPACES = 100
 # The namespaces of all the bindings of one Hello, counted once per binding.

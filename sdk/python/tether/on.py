@@ -44,7 +44,7 @@ _ONLY = {
     "operation": "validate and mutate", "failure_policy": "validate and mutate",
     "ignore_failures": "validate and mutate", "side_effects": "validate and mutate",
     "subresource": "validate and mutate", "namespace_selector": "validate and mutate",
-    "match_conditions": "validate and mutate",
+    "match_conditions": "validate and mutate", "results": "lifecycle, timer and daemon",
 }
 
 
@@ -81,7 +81,9 @@ def _register(kind: Kind, registry: Registry | None, resource: tuple[Any, ...],
         where = f"{_where(kind)} on {getattr(fn, '__qualname__', fn)!s}"
         try:
             field_when, more = fieldfilters.build(kind, path, **field_filter)
-            spec = bindings.build(kind, fn, resource, {**options, "field_when": field_when})
+            result_field = bindings.field_path(path) if path else None
+            spec = bindings.build(kind, fn, resource,
+                                  {**options, "field_when": field_when, "result_field": result_field})
             checks = filters.collect(kind, options.get("labels"), options.get("annotations"), options.get("when"),
                                      more)
             reg = registry if registry is not None else get_default_registry()
@@ -101,13 +103,14 @@ def create(*resource: str, group: str | None = None, version: str | None = None,
            when: When = None, namespaces: Iterable[str] | None = None, field_selector: str | None = None,
            retries: int | None = None,
            errors: ErrorsMode | None = None, timeout: float | None = None, backoff: float | None = None,
-           max_backoff: float | None = None, registry: Registry | None = None, **unsupported: Any) -> Callable[[F], F]:
+           max_backoff: float | None = None, results: str | None = None, registry: Registry | None = None,
+           **unsupported: Any) -> Callable[[F], F]:
     """Objects the handler has not handled before."""
     return _register(Kind.CREATE, registry, resource, unsupported, dict(
         group=group, version=version, plural=plural, singular=singular, shortcut=shortcut,
         kind=kind, id=id, labels=labels, annotations=annotations, when=when, namespaces=namespaces,
         field_selector=field_selector, retries=retries,
-        errors=errors, timeout=timeout, backoff=backoff, max_backoff=max_backoff))
+        errors=errors, timeout=timeout, backoff=backoff, max_backoff=max_backoff, results=results))
 
 
 def update(*resource: str, group: str | None = None, version: str | None = None,
@@ -116,14 +119,15 @@ def update(*resource: str, group: str | None = None, version: str | None = None,
            when: When = None, namespaces: Iterable[str] | None = None, field_selector: str | None = None,
            retries: int | None = None,
            errors: ErrorsMode | None = None, timeout: float | None = None, backoff: float | None = None,
-           max_backoff: float | None = None, registry: Registry | None = None, **unsupported: Any) -> Callable[[F], F]:
+           max_backoff: float | None = None, results: str | None = None, registry: Registry | None = None,
+           **unsupported: Any) -> Callable[[F], F]:
     """A change of an object's essence (everything but status) since the
     handler last finished with it: old, new and diff say what changed."""
     return _register(Kind.UPDATE, registry, resource, unsupported, dict(
         group=group, version=version, plural=plural, singular=singular, shortcut=shortcut,
         kind=kind, id=id, labels=labels, annotations=annotations, when=when, namespaces=namespaces,
         field_selector=field_selector, retries=retries,
-        errors=errors, timeout=timeout, backoff=backoff, max_backoff=max_backoff))
+        errors=errors, timeout=timeout, backoff=backoff, max_backoff=max_backoff, results=results))
 
 
 def delete(*resource: str, group: str | None = None, version: str | None = None,
@@ -133,7 +137,7 @@ def delete(*resource: str, group: str | None = None, version: str | None = None,
            optional: bool | None = None, finalizer: Finalizer | None = None, retries: int | None = None,
            errors: ErrorsMode | None = None,
            timeout: float | None = None, backoff: float | None = None, max_backoff: float | None = None,
-           registry: Registry | None = None, **unsupported: Any) -> Callable[[F], F]:
+           results: str | None = None, registry: Registry | None = None, **unsupported: Any) -> Callable[[F], F]:
     """An object being deleted. The broker holds it (tether.HOLD) until the
     function succeeds or fails permanently, unless optional=True or
     finalizer=tether.NONE."""
@@ -142,7 +146,7 @@ def delete(*resource: str, group: str | None = None, version: str | None = None,
         kind=kind, id=id, labels=labels, annotations=annotations, when=when, namespaces=namespaces,
         field_selector=field_selector, optional=optional, finalizer=finalizer, retries=retries,
         errors=errors, timeout=timeout,
-        backoff=backoff, max_backoff=max_backoff))
+        backoff=backoff, max_backoff=max_backoff, results=results))
 
 
 def resume(*resource: str, group: str | None = None, version: str | None = None,
@@ -151,14 +155,15 @@ def resume(*resource: str, group: str | None = None, version: str | None = None,
            when: When = None, namespaces: Iterable[str] | None = None, field_selector: str | None = None,
            retries: int | None = None,
            errors: ErrorsMode | None = None, timeout: float | None = None, backoff: float | None = None,
-           max_backoff: float | None = None, registry: Registry | None = None, **unsupported: Any) -> Callable[[F], F]:
+           max_backoff: float | None = None, results: str | None = None, registry: Registry | None = None,
+           **unsupported: Any) -> Callable[[F], F]:
     """Objects already handled, seen again after a broker start or the
     handler's return."""
     return _register(Kind.RESUME, registry, resource, unsupported, dict(
         group=group, version=version, plural=plural, singular=singular, shortcut=shortcut,
         kind=kind, id=id, labels=labels, annotations=annotations, when=when, namespaces=namespaces,
         field_selector=field_selector, retries=retries,
-        errors=errors, timeout=timeout, backoff=backoff, max_backoff=max_backoff))
+        errors=errors, timeout=timeout, backoff=backoff, max_backoff=max_backoff, results=results))
 
 
 def field(*resource: str, group: str | None = None, version: str | None = None,
@@ -168,14 +173,14 @@ def field(*resource: str, group: str | None = None, version: str | None = None,
           namespaces: Iterable[str] | None = None, field_selector: str | None = None, retries: int | None = None,
           errors: ErrorsMode | None = None,
           timeout: float | None = None, backoff: float | None = None, max_backoff: float | None = None,
-          registry: Registry | None = None, **unsupported: Any) -> Callable[[F], F]:
+          results: str | None = None, registry: Registry | None = None, **unsupported: Any) -> Callable[[F], F]:
     """A change of the value at field (a dotted path): old and new are the
     field's values."""
     return _register(Kind.FIELD, registry, resource, unsupported, dict(
         group=group, version=version, plural=plural, singular=singular, shortcut=shortcut,
         field=field, kind=kind, id=id, labels=labels, annotations=annotations, when=when, namespaces=namespaces,
         field_selector=field_selector, retries=retries,
-        errors=errors, timeout=timeout, backoff=backoff, max_backoff=max_backoff))
+        errors=errors, timeout=timeout, backoff=backoff, max_backoff=max_backoff, results=results))
 
 
 def event(*resource: str, group: str | None = None, version: str | None = None,
@@ -184,13 +189,14 @@ def event(*resource: str, group: str | None = None, version: str | None = None,
           when: When = None, namespaces: Iterable[str] | None = None, field_selector: str | None = None,
           retries: int | None = None,
           errors: ErrorsMode | None = None, timeout: float | None = None, backoff: float | None = None,
-          max_backoff: float | None = None, registry: Registry | None = None, **unsupported: Any) -> Callable[[F], F]:
+          max_backoff: float | None = None, results: str | None = None, registry: Registry | None = None,
+           **unsupported: Any) -> Callable[[F], F]:
     """Every raw watch event (type is ADDED, MODIFIED or DELETED). Never holds."""
     return _register(Kind.EVENT, registry, resource, unsupported, dict(
         group=group, version=version, plural=plural, singular=singular, shortcut=shortcut,
         kind=kind, id=id, labels=labels, annotations=annotations, when=when, namespaces=namespaces,
         field_selector=field_selector, retries=retries,
-        errors=errors, timeout=timeout, backoff=backoff, max_backoff=max_backoff))
+        errors=errors, timeout=timeout, backoff=backoff, max_backoff=max_backoff, results=results))
 
 
 def timer(*resource: str, group: str | None = None, version: str | None = None,
@@ -201,8 +207,8 @@ def timer(*resource: str, group: str | None = None, version: str | None = None,
           namespaces: Iterable[str] | None = None, field_selector: str | None = None,
           finalizer: Finalizer | None = None, retries: int | None = None,
           errors: ErrorsMode | None = None, timeout: float | None = None,
-          backoff: float | None = None, max_backoff: float | None = None, registry: Registry | None = None,
-          **unsupported: Any) -> Callable[[F], F]:
+          backoff: float | None = None, max_backoff: float | None = None, results: str | None = None,
+          registry: Registry | None = None, **unsupported: Any) -> Callable[[F], F]:
     """Every interval seconds (at least 0.1) per object, scheduled by the
     broker one tick at a time. Holds each object (tether.HOLD) unless
     finalizer=tether.NONE."""
@@ -211,7 +217,7 @@ def timer(*resource: str, group: str | None = None, version: str | None = None,
         interval=interval, initial_delay=initial_delay, idle=idle, sharp=sharp, kind=kind, id=id, labels=labels,
         annotations=annotations, when=when, namespaces=namespaces, field_selector=field_selector,
         finalizer=finalizer, retries=retries,
-        errors=errors, timeout=timeout, backoff=backoff, max_backoff=max_backoff))
+        errors=errors, timeout=timeout, backoff=backoff, max_backoff=max_backoff, results=results))
 
 
 def daemon(*resource: str, group: str | None = None, version: str | None = None,
@@ -221,8 +227,8 @@ def daemon(*resource: str, group: str | None = None, version: str | None = None,
            when: When = None, namespaces: Iterable[str] | None = None, field_selector: str | None = None,
            finalizer: Finalizer | None = None, retries: int | None = None,
            errors: ErrorsMode | None = None, timeout: float | None = None,
-           backoff: float | None = None, max_backoff: float | None = None, registry: Registry | None = None,
-           **unsupported: Any) -> Callable[[F], F]:
+           backoff: float | None = None, max_backoff: float | None = None, results: str | None = None,
+           registry: Registry | None = None, **unsupported: Any) -> Callable[[F], F]:
     """A long-running function per object, until its ``stopped`` flag is
     set. restart=True has the broker start it again (with backoff) when it
     returns by itself. Holds each object (tether.HOLD) unless finalizer=tether.NONE."""
@@ -231,7 +237,7 @@ def daemon(*resource: str, group: str | None = None, version: str | None = None,
         cancellation_timeout=cancellation_timeout, restart=restart, kind=kind, id=id, labels=labels,
         annotations=annotations, when=when, namespaces=namespaces, field_selector=field_selector,
         finalizer=finalizer, retries=retries,
-        errors=errors, timeout=timeout, backoff=backoff, max_backoff=max_backoff))
+        errors=errors, timeout=timeout, backoff=backoff, max_backoff=max_backoff, results=results))
 
 
 def validate(*resource: str, group: str | None = None, version: str | None = None,
