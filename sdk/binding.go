@@ -92,6 +92,9 @@ type binding struct {
 	// daemons
 	cancellationTimeout time.Duration
 	restart             bool
+	// resultKey, when resultsInStatus, is the key under status results go to
+	resultsInStatus bool
+	resultKey       string
 	// validate and mutate: the function and the webhook's options
 	review    AdmissionFunc
 	admission admissionOptions
@@ -243,6 +246,22 @@ func Restart() BindingOption {
 	return func(b *binding) {
 		b.only("Restart", DaemonStart)
 		b.restart = true
+	}
+}
+
+// ResultsInStatus stores the binding's results (Event.SetResult) as the
+// value of status.<key> on the object, where Kopf keeps a handler's return
+// value and a CRD's printer columns can read it, instead of in the broker's
+// annotation for the binding. An empty key means the binding's id. The key
+// is one key, dots and slashes included, of printable ASCII without spaces
+// and at most 253 bytes. The broker writes it as the handler: its RBAC must
+// allow patching the resource's status subresource, when it has one. An
+// object result is merged into what the key holds; any other replaces it.
+// Not for validate and mutate bindings, which store no results.
+func ResultsInStatus(key string) BindingOption {
+	return func(b *binding) {
+		b.only("ResultsInStatus", Create, Update, Delete, Resume, Field, Watch, Tick, DaemonStart)
+		b.resultsInStatus, b.resultKey = true, key
 	}
 }
 
@@ -422,8 +441,24 @@ func (b *binding) check() error {
 	if holds && b.optional {
 		errs = append(errs, fmt.Errorf("finalizer %s contradicts Optional", b.finalizer))
 	}
+	if err := checkResultKey(b.resultKey); err != nil {
+		errs = append(errs, err)
+	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("binding %q (%s %s): %w", b.id, b.kind, b.resource, err)
+	}
+	return nil
+}
+
+// checkResultKey checks a ResultsInStatus key as the broker does.
+func checkResultKey(key string) error {
+	if len(key) > tetherv1.MaxResultKeyBytes {
+		return fmt.Errorf("ResultsInStatus: key of %d bytes, more than %d", len(key), tetherv1.MaxResultKeyBytes)
+	}
+	for i := 0; i < len(key); i++ {
+		if c := key[i]; c <= ' ' || c > '~' {
+			return fmt.Errorf("ResultsInStatus: key %q: byte %d is not printable ASCII other than a space", key, i)
+		}
 	}
 	return nil
 }
@@ -448,6 +483,9 @@ func (b *binding) proto() *tetherv1.Binding {
 		Timeout:       duration(b.timeout),
 		Backoff:       duration(b.backoff),
 		MaxBackoff:    duration(b.maxBackoff),
+	}
+	if b.resultsInStatus {
+		pb.Results, pb.ResultKey = tetherv1.ResultStore_RESULT_STORE_STATUS, b.resultKey
 	}
 	switch b.kind {
 	case Tick:

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	tetherv1 "github.com/tether-dev/tether/proto/tether/v1"
@@ -26,6 +27,9 @@ type daemon struct {
 	log    hclog.Logger
 	done   chan struct{}
 	err    error // what the function returned; read after done
+	// ev is the function's event: the patches and result it leaves there
+	// go with its exit report.
+	ev *Event
 
 	stopping bool    // its context was cancelled on purpose
 	stops    []*call // DAEMON_STOP deliveries acked when it returns
@@ -79,7 +83,7 @@ func (s *session) startDaemon(d *tetherv1.Delivery, b *binding, log hclog.Logger
 	ev.Deadline = time.Time{} // the daemon outlives its start delivery
 	ev.daemon = true
 	ctx, cancel := context.WithCancelCause(s.ctx)
-	dm := &daemon{key: key, ctx: ctx, cancel: cancel, log: dlog, done: make(chan struct{})}
+	dm := &daemon{key: key, ctx: ctx, cancel: cancel, log: dlog, done: make(chan struct{}), ev: ev}
 	s.daemons[key] = dm
 	go s.runDaemon(dm, b.fn, ev)
 	dlog.Debug("daemon started", "delivery", id)
@@ -129,6 +133,9 @@ func (s *session) daemonReturned(dm *daemon) {
 	}
 	delete(s.daemons, dm.key)
 	if dm.stopping {
+		if dm.ev.wrote() {
+			dm.log.Warn("the daemon was stopped: its patches and result are not written (only a daemon that returns by itself reports them)")
+		}
 		msg := ""
 		if dm.err != nil && !stoppedByContext(dm) {
 			msg = truncate(dm.err.Error())
@@ -150,6 +157,7 @@ func (s *session) daemonReturned(dm *daemon) {
 		return
 	}
 	exited := &tetherv1.DaemonExited{BindingId: dm.key.binding, Uid: dm.key.uid}
+	carry(exited, dm)
 	if dm.err != nil {
 		exited.Failed, exited.Message = true, truncate(dm.err.Error())
 		if _, _, after := classify(dm.err); after > 0 {
@@ -160,6 +168,22 @@ func (s *session) daemonReturned(dm *daemon) {
 		dm.log.Info("daemon returned by itself")
 	}
 	s.enqueue(&tetherv1.ConnectRequest{Message: &tetherv1.ConnectRequest_DaemonExited{DaemonExited: exited}})
+}
+
+// carry puts what the daemon's run left on its event in its exit report,
+// as an ack carries a function's; what cannot be sent is logged and left
+// out.
+func carry(exited *tetherv1.DaemonExited, dm *daemon) {
+	var ack tetherv1.Ack
+	if err := dm.ev.encode(&ack); err != nil {
+		dm.log.Error("nothing of the daemon's run is written", "error", err)
+		return
+	}
+	exited.Patch, exited.StatusPatch, exited.Result = ack.Patch, ack.StatusPatch, ack.Result
+	if n := proto.Size(exited); n > tetherv1.DefaultMaxMessageBytes-maxAckMessage {
+		dm.log.Error("nothing of the daemon's run is written: its patches and result are more than the broker takes in one message", "bytes", n)
+		exited.Patch, exited.StatusPatch, exited.Result = nil, nil, nil
+	}
 }
 
 // stoppedByContext tells whether a stopped daemon's error only says that

@@ -296,25 +296,46 @@ func TestDaemonThatReturnsReportsExited(t *testing.T) {
 	}
 }
 
-func TestDaemonPatchesAreIgnored(t *testing.T) {
-	hs := newHarness(t, nil)
-	h := sdk.New("secret-ttl", hs.options()...)
-	h.OnDaemon(configMaps, func(_ context.Context, ev *sdk.Event) error {
-		ev.SetLabel("a", "b")
-		ev.PatchStatus(map[string]any{"phase": "Watching"})
-		ev.SetResult("r")
-		return nil
-	})
-	hs.run(h)
-	s := hs.session()
-	s.deliver(t, daemonStart("s1", "uid-a"))
-	if ack := wantAck(t, s, "s1", tetherv1.Outcome_OUTCOME_OK); ack.Patch != nil || ack.StatusPatch != nil || ack.Result != nil {
-		t.Errorf("start ack = %v, want a bare OK", ack)
+// TestADaemonsRunSendsItsPatchesWithItsExit: what a daemon's function left
+// on its event goes with its exit report, failed or not, as an ack carries
+// a function's; Kubernetes Events are ignored, and a stopped daemon's
+// patches are not sent.
+func TestADaemonsRunSendsItsPatchesWithItsExit(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		err    error
+		failed bool
+	}{
+		{name: "returned", err: nil},
+		{name: "failed", err: sdk.RetryAfter(errors.New("not yet"), time.Second), failed: true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			hs := newHarness(t, nil)
+			h := sdk.New("secret-ttl", hs.options()...)
+			h.OnDaemon(configMaps, func(_ context.Context, ev *sdk.Event) error {
+				ev.SetLabel("a", "b")
+				ev.PatchStatus(map[string]any{"phase": "Watching"})
+				ev.SetResult("r")
+				ev.Record(sdk.Normal, "Watching", "started")
+				return tt.err
+			})
+			hs.run(h)
+			s := hs.session()
+			s.deliver(t, daemonStart("s1", "uid-a"))
+			if ack := wantAck(t, s, "s1", tetherv1.Outcome_OUTCOME_OK); ack.Patch != nil || ack.StatusPatch != nil || ack.Result != nil {
+				t.Errorf("start ack = %v, want a bare OK", ack)
+			}
+			exited := s.next(t).GetDaemonExited()
+			if exited == nil || exited.GetFailed() != tt.failed {
+				t.Fatalf("got %v, want DaemonExited with failed %v", exited, tt.failed)
+			}
+			if string(exited.GetPatch()) != `{"metadata":{"labels":{"a":"b"}}}` || string(exited.GetStatusPatch()) != `{"phase":"Watching"}` ||
+				string(exited.GetResult()) != `"r"` {
+				t.Errorf("DaemonExited carries patch %s, status patch %s, result %s", exited.GetPatch(), exited.GetStatusPatch(), exited.GetResult())
+			}
+			hs.logs.waitFor(t, "ignoring Kubernetes Events recorded by a daemon")
+		})
 	}
-	if exited := s.next(t).GetDaemonExited(); exited == nil || exited.GetFailed() {
-		t.Fatalf("got %v, want DaemonExited without failure", exited)
-	}
-	hs.logs.waitFor(t, "ignoring patches and results set by a daemon")
 }
 
 func TestSessionEndStopsDaemons(t *testing.T) {

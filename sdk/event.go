@@ -167,7 +167,9 @@ type Change struct {
 // Event is one delivery, as a handler function sees it. The fields are
 // read-only; the methods collect the patches and the result that are sent
 // back when the function returns nil. The methods are safe for concurrent
-// use. A daemon's event has no ack to carry patches: there they are ignored.
+// use. A daemon's patches and result are sent when it returns or fails by
+// itself (DaemonExited), whatever it returned; its Kubernetes Events are
+// ignored.
 type Event struct {
 	Kind EventKind
 	// ID is the delivery id, unique per broker process.
@@ -194,7 +196,7 @@ type Event struct {
 	WatchType string
 
 	log hclog.Logger
-	// daemon events ignore patches and results.
+	// daemon events ignore Kubernetes Events (Record).
 	daemon bool
 	// object and old are decoded when the function first asks for them:
 	// one that only acks (a tick, say) never pays for it.
@@ -282,9 +284,6 @@ func metaPatch(field, k string, v any) map[string]any {
 // accumulate: later values win. The status subresource is patched with
 // PatchStatus instead.
 func (e *Event) Patch(mergePatch map[string]any) {
-	if e.ignore("Patch") {
-		return
-	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.patch = mergeInto(e.patch, mergePatch)
@@ -293,22 +292,16 @@ func (e *Event) Patch(mergePatch map[string]any) {
 // PatchStatus merges a JSON merge patch into the patch for the status
 // subresource, given without the "status" key: {"phase": "Ready"}.
 func (e *Event) PatchStatus(mergePatch map[string]any) {
-	if e.ignore("PatchStatus") {
-		return
-	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.statusPatch = mergeInto(e.statusPatch, mergePatch)
 }
 
 // SetResult records v, encoded as JSON, as the result the broker stores on
-// the object for this binding. A value that cannot be encoded, or whose
-// JSON is larger than 16 KiB (results live in annotations, which are
-// small), makes the delivery fail permanently.
+// the object for this binding: in its annotation, or in status with
+// ResultsInStatus. A value that cannot be encoded, or whose JSON is larger
+// than 16 KiB (annotations are small), makes the delivery fail permanently.
 func (e *Event) SetResult(v any) {
-	if e.ignore("SetResult") {
-		return
-	}
 	raw, err := json.Marshal(v)
 	if err == nil && len(raw) > tetherv1.MaxResultBytes {
 		err = fmt.Errorf("the result is %d bytes of JSON, more than the %d the broker stores", len(raw), tetherv1.MaxResultBytes)
@@ -318,15 +311,15 @@ func (e *Event) SetResult(v any) {
 	e.result, e.resultErr = raw, err
 }
 
-// ignore tells whether the event drops patches and results (a daemon's
-// event), warning of the first one dropped: the function meant to write.
+// ignore tells whether the event drops Kubernetes Events (a daemon's
+// event), warning of the first one dropped: the function meant to post it.
 func (e *Event) ignore(method string) bool {
 	if !e.daemon {
 		return false
 	}
 	e.ignoredOnce.Do(func() {
-		e.Logger().Warn("ignoring patches and results set by a daemon: a daemon has no ack to carry them; "+
-			"write to the object with a Kubernetes client", "method", method)
+		e.Logger().Warn("ignoring Kubernetes Events recorded by a daemon: its exit report carries none; "+
+			"record them from a timer", "method", method)
 	})
 	return true
 }
@@ -368,6 +361,13 @@ func copyJSON(v any) any {
 	default:
 		return v
 	}
+}
+
+// wrote tells whether the function left patches or a result on the event.
+func (e *Event) wrote() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return len(e.patch) > 0 || len(e.statusPatch) > 0 || e.result != nil || e.resultErr != nil
 }
 
 // encode puts what the function left on the event into an OK ack.

@@ -85,6 +85,16 @@ func TestHelloDescribesTheRegisteredBindingsInOrder(t *testing.T) {
 		register: func(h *sdk.Handler) { h.OnEvent(configMaps, noop, sdk.Namespaces("kube-system")) },
 		want: &tetherv1.Binding{Id: "event-0", Kind: tetherv1.BindingKind_BINDING_KIND_EVENT, Resource: cm,
 			Namespaces: []string{"kube-system"}},
+	}, {
+		name:     "results in status under the binding id",
+		register: func(h *sdk.Handler) { h.OnResume(configMaps, noop, sdk.ResultsInStatus("")) },
+		want: &tetherv1.Binding{Id: "resume-1", Kind: tetherv1.BindingKind_BINDING_KIND_RESUME, Resource: cm,
+			Results: tetherv1.ResultStore_RESULT_STORE_STATUS},
+	}, {
+		name:     "results in status under a key of Kopf's",
+		register: func(h *sdk.Handler) { h.OnCreate(configMaps, noop, sdk.ResultsInStatus("create_fn")) },
+		want: &tetherv1.Binding{Id: "create-2", Kind: tetherv1.BindingKind_BINDING_KIND_CREATE, Resource: cm,
+			Results: tetherv1.ResultStore_RESULT_STORE_STATUS, ResultKey: "create_fn"},
 	}}
 
 	hs := newHarness(t, nil)
@@ -172,6 +182,13 @@ func TestInvalidConfigurationFailsRunBeforeConnecting(t *testing.T) {
 		{name: "backoff above its maximum", setup: func(h *sdk.Handler) {
 			h.OnCreate(configMaps, noop, sdk.Backoff(time.Minute, time.Second))
 		}, want: "initial <= max"},
+		{name: "results in status on a webhook", setup: func(h *sdk.Handler) {
+			h.OnValidate(configMaps, func(context.Context, *sdk.Review) error { return nil }, sdk.ResultsInStatus(""))
+		}, want: "ResultsInStatus applies to"},
+		{name: "a result key with a space", setup: func(h *sdk.Handler) { h.OnCreate(configMaps, noop, sdk.ResultsInStatus("a b")) }, want: "not printable ASCII"},
+		{name: "a result key too long", setup: func(h *sdk.Handler) {
+			h.OnCreate(configMaps, noop, sdk.ResultsInStatus(strings.Repeat("k", 254)))
+		}, want: "key of 254 bytes, more than 253"},
 		{name: "zero window", opts: []sdk.Option{sdk.WithWindow(0)}, want: "WithWindow"},
 		{name: "negative priority", opts: []sdk.Option{sdk.WithPriority(-1)}, want: "WithPriority: priority -1 out of range 0..1000"},
 		{name: "priority above the maximum", opts: []sdk.Option{sdk.WithPriority(1001)}, want: "WithPriority: priority 1001 out of range"},
