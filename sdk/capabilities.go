@@ -15,6 +15,8 @@ var capabilities = []tetherv1.Capability{
 	tetherv1.Capability_CAPABILITY_DAEMON_EXIT_RETRY_AFTER,
 	tetherv1.Capability_CAPABILITY_PRIORITY,
 	tetherv1.Capability_CAPABILITY_ADMISSION,
+	tetherv1.Capability_CAPABILITY_RESULTS_IN_STATUS,
+	tetherv1.Capability_CAPABILITY_DAEMON_EXIT_PATCH,
 }
 
 // BrokerCapabilities are the protocol features the broker offered in its

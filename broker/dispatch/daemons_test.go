@@ -73,7 +73,7 @@ func TestADaemonsExitReportWritesWhatItsRunAsked(t *testing.T) {
 			ds := &daemons{handler: h}
 			tt.exit.BindingId, tt.exit.Uid = "follow", "x"
 			o := &object{work: &objectWork{}, uid: "x", res: &widgets, cur: cached(t, widget("1")),
-				daemons: map[string]*daemon{"follow": {inst: running}}, exits: []daemonExit{{inst: tt.from, msg: tt.exit}}}
+				observed: observed{daemons: map[string]*daemon{"follow": {inst: running}}, exits: []daemonExit{{inst: tt.from, msg: tt.exit}}}}
 			if wait, err := ds.takeExits(context.Background(), o); wait > 0 || err != nil {
 				t.Fatalf("takeExits: wait %v, err %v", wait, err)
 			}

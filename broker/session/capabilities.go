@@ -25,7 +25,7 @@ func (c Capabilities) Has(cap tetherv1.Capability) bool {
 
 // offered is what a broker serving the kinds supported offers in Welcome:
 // every feature it has, with admission only when it runs its webhook
-// server.
+// server and indexes only when it has their streams.
 func offered(supported map[binding.Kind]bool) Capabilities {
 	c := Capabilities{
 		tetherv1.Capability_CAPABILITY_CAPABILITIES,
@@ -33,9 +33,14 @@ func offered(supported map[binding.Kind]bool) Capabilities {
 		tetherv1.Capability_CAPABILITY_RESOURCE_NAMES,
 		tetherv1.Capability_CAPABILITY_DAEMON_EXIT_RETRY_AFTER,
 		tetherv1.Capability_CAPABILITY_PRIORITY,
+		tetherv1.Capability_CAPABILITY_RESULTS_IN_STATUS,
+		tetherv1.Capability_CAPABILITY_DAEMON_EXIT_PATCH,
 	}
 	if supported[binding.Validate] || supported[binding.Mutate] {
 		c = append(c, tetherv1.Capability_CAPABILITY_ADMISSION)
+	}
+	if supported[binding.Index] {
+		c = append(c, tetherv1.Capability_CAPABILITY_INDEXES)
 	}
 	return c
 }

@@ -62,6 +62,15 @@ const (
 	// CAPABILITY_ADMISSION: VALIDATE and MUTATE bindings are served (the
 	// broker runs its webhook server).
 	Capability_CAPABILITY_ADMISSION Capability = 6
+	// CAPABILITY_RESULTS_IN_STATUS: Binding.results STATUS stores a result in
+	// status.<result_key>; a broker without it keeps the annotation.
+	Capability_CAPABILITY_RESULTS_IN_STATUS Capability = 7
+	// CAPABILITY_DAEMON_EXIT_PATCH: DaemonExited.patch, status_patch and
+	// result are written; a broker without it drops them.
+	Capability_CAPABILITY_DAEMON_EXIT_PATCH Capability = 8
+	// CAPABILITY_INDEXES: INDEX bindings are served, each on the instance's
+	// own stream of ConnectResponse.indexed with a synced mark.
+	Capability_CAPABILITY_INDEXES Capability = 9
 )
 
 // Enum value maps for Capability.
@@ -74,6 +83,9 @@ var (
 		4: "CAPABILITY_DAEMON_EXIT_RETRY_AFTER",
 		5: "CAPABILITY_PRIORITY",
 		6: "CAPABILITY_ADMISSION",
+		7: "CAPABILITY_RESULTS_IN_STATUS",
+		8: "CAPABILITY_DAEMON_EXIT_PATCH",
+		9: "CAPABILITY_INDEXES",
 	}
 	Capability_value = map[string]int32{
 		"CAPABILITY_UNSPECIFIED":             0,
@@ -83,6 +95,9 @@ var (
 		"CAPABILITY_DAEMON_EXIT_RETRY_AFTER": 4,
 		"CAPABILITY_PRIORITY":                5,
 		"CAPABILITY_ADMISSION":               6,
+		"CAPABILITY_RESULTS_IN_STATUS":       7,
+		"CAPABILITY_DAEMON_EXIT_PATCH":       8,
+		"CAPABILITY_INDEXES":                 9,
 	}
 )
 
@@ -3329,7 +3344,7 @@ const file_tether_v1_broker_proto_rawDesc = "" +
 	"\n" +
 	"event_type\x18\x02 \x01(\tR\teventType\x12\x16\n" +
 	"\x06object\x18\x03 \x01(\fR\x06object\x12\x16\n" +
-	"\x06synced\x18\x04 \x01(\bR\x06synced*\xde\x01\n" +
+	"\x06synced\x18\x04 \x01(\bR\x06synced*\xba\x02\n" +
 	"\n" +
 	"Capability\x12\x1a\n" +
 	"\x16CAPABILITY_UNSPECIFIED\x10\x00\x12\x1b\n" +
@@ -3338,7 +3353,10 @@ const file_tether_v1_broker_proto_rawDesc = "" +
 	"\x19CAPABILITY_RESOURCE_NAMES\x10\x03\x12&\n" +
 	"\"CAPABILITY_DAEMON_EXIT_RETRY_AFTER\x10\x04\x12\x17\n" +
 	"\x13CAPABILITY_PRIORITY\x10\x05\x12\x18\n" +
-	"\x14CAPABILITY_ADMISSION\x10\x06*\xbc\x02\n" +
+	"\x14CAPABILITY_ADMISSION\x10\x06\x12 \n" +
+	"\x1cCAPABILITY_RESULTS_IN_STATUS\x10\a\x12 \n" +
+	"\x1cCAPABILITY_DAEMON_EXIT_PATCH\x10\b\x12\x16\n" +
+	"\x12CAPABILITY_INDEXES\x10\t*\xbc\x02\n" +
 	"\vBindingKind\x12\x1c\n" +
 	"\x18BINDING_KIND_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13BINDING_KIND_CREATE\x10\x01\x12\x17\n" +

@@ -6,6 +6,7 @@ which calls the same function with old=None and new=the field's value."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import inspect
@@ -47,6 +48,8 @@ def register(registry: Registry, fn: Callable[..., Any], resource: tuple[Any, ..
         more += (filters.Check("old=", old, value_of=lambda _: None),)
     opts = {k: v for k, v in options.items() if k not in ("field", "id")}
     spec = bindings.build(Kind.CREATE, fn, resource, {**opts, "id": companion_id(field_spec.id), "field_when": when})
+    # Kopf stores the field handler's result under one id, on creation too.
+    spec = dataclasses.replace(spec, result_key=field_spec.result_key)
     checks = filters.collect(Kind.CREATE, options.get("labels"), options.get("annotations"), options.get("when"),
                              more)
     registry.register(spec, _as_field_change(fn, path, registry.index_names()), checks)
