@@ -185,9 +185,9 @@ class Stubborn(unittest.TestCase):
     ack up to the binding's cancellation timeout, then sends Cancel for the
     stop: an async daemon is cancelled then, a sync one cannot be."""
 
-    def serve(self, fn):
+    def serve(self, fn, **options):
         reg = tether.Registry()
-        tether.daemon(*W, registry=reg, id="daemon")(fn)
+        tether.daemon(*W, registry=reg, id="daemon", **options)(fn)
         broker = FakeBroker().start()
         self.addCleanup(broker.stop)
         # The runner's end waits a second, not the default, for the daemons
@@ -217,6 +217,26 @@ class Stubborn(unittest.TestCase):
         self.assertTrue(cancelled.is_set())
         self.assertEqual(broker.deliver(start("u1")).outcome, pb.OUTCOME_OK, "the next start runs")
         self.assertEqual(broker.messages("daemon_exited"), [], "a cancelled daemon did not exit by itself")
+
+    def test_an_async_daemon_is_cancelled_its_cancellation_backoff_after_the_stop(self):
+        """Kopf's stop: stopped is set, and an async daemon still running
+        cancellation_backoff later is cancelled, with no Cancel from the
+        broker; the broker waits for backoff and timeout together."""
+        cancelled = threading.Event()
+
+        async def follow(**_):
+            try:
+                await asyncio.sleep(3600)
+            except asyncio.CancelledError:
+                cancelled.set()
+                raise
+
+        broker = self.serve(follow, cancellation_backoff=0.2, cancellation_timeout=30)
+        (b,) = broker.connected().hello.bindings
+        self.assertEqual(b.daemon.cancellation_timeout.ToTimedelta().total_seconds(), 30.2)
+        self.assertEqual(broker.deliver(start("u1")).outcome, pb.OUTCOME_OK)
+        self.assertEqual(broker.deliver(stop("u1")).outcome, pb.OUTCOME_OK)
+        self.assertTrue(cancelled.is_set())
 
     def test_a_sync_daemon_holds_up_the_next_start_until_it_returns(self):
         release = threading.Event()

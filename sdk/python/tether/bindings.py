@@ -111,6 +111,9 @@ class Spec:
     sharp: bool = False
     # daemons
     cancellation_timeout: float = 0.0
+    # after a stop, an async daemon still running this long is cancelled
+    # (with cancellation_timeout; the SDK's, as Kopf's daemons)
+    cancellation_backoff: float = 0.0
     restart: bool = False
     # what other exceptions mean (the SDK's: the protocol has no field)
     errors: ErrorsMode = ErrorsMode.TEMPORARY
@@ -217,7 +220,8 @@ def build(kind: Kind, fn: Callable[..., Any], resource: tuple[Any, ...], options
     for name in ("field_selector", "subresource", "namespace_selector"):
         if name in opts:
             fields[name] = _string(name, opts.pop(name))
-    for name in ("timeout", "backoff", "max_backoff", "interval", "initial_delay", "idle", "cancellation_timeout"):
+    for name in ("timeout", "backoff", "max_backoff", "interval", "initial_delay", "idle", "cancellation_timeout",
+                 "cancellation_backoff"):
         if name in opts:
             fields[name] = durations.seconds(name, opts.pop(name))
     for name in ("optional", "sharp", "restart", "side_effects"):
@@ -402,8 +406,10 @@ def to_proto(s: Spec, namespaces: tuple[str, ...] | None = None) -> pb.Binding:
             interval=durations.optional(s.interval), initial_delay=durations.optional(s.initial_delay),
             idle=durations.optional(s.idle), sharp=s.sharp))
     elif s.kind is Kind.DAEMON:
-        b.daemon.CopyFrom(pb.DaemonOptions(
-            cancellation_timeout=durations.optional(s.cancellation_timeout), restart=s.restart))
+        # The broker waits for the whole stop: the backoff, then the
+        # timeout that the cancellation has to end the daemon in.
+        wait = s.cancellation_timeout + s.cancellation_backoff if s.cancellation_timeout else 0.0
+        b.daemon.CopyFrom(pb.DaemonOptions(cancellation_timeout=durations.optional(wait), restart=s.restart))
     elif s.kind.admission:
         b.admission.CopyFrom(pb.AdmissionOptions(
             operations=[pb.AdmissionOperation.Value("ADMISSION_OPERATION_" + op) for op in s.operations],

@@ -161,6 +161,16 @@ class DaemonSet:
         dm.stops.append(d.id)
         dm.log.debug("stopping daemon %s", reg.spec.id)
         dm.stop("stopped by the broker")
+        if dm.task is not None and reg.spec.cancellation_backoff > 0 and reg.spec.cancellation_timeout > 0:
+            asyncio.get_running_loop().call_later(reg.spec.cancellation_backoff, self._cancel_after_backoff, dm)
+
+    def _cancel_after_backoff(self, dm: Daemon) -> None:
+        """Kopf's forced termination: an async daemon that has not returned
+        within its cancellation_backoff of the stop is cancelled."""
+        if dm.task is not None and not dm.done.done():
+            dm.log.info("daemon %s has not returned within its cancellation_backoff of the stop: cancelling it",
+                        dm.key[0])
+            dm.task.cancel()
 
     def overdue(self, d: pb.Delivery, reason: str) -> None:
         """The broker stopped waiting for the stop d (the daemon's

@@ -27,7 +27,6 @@ _KOPF_ONLY = {
     "param": "close over the value, or use functools.partial",
     "deleted": "objects being deleted are delivered to the delete binding",
     "requires_finalizer": "use finalizer= on a delete, timer or daemon binding",
-    "cancellation_backoff": "the broker waits up to cancellation_timeout= for the daemon to return",
     "cancellation_polling": "a daemon's stopped flag is set at once; wait on it",
     "category": "name one resource per binding, and register the function once for each",
     "persistent": "webhooks stay while the handler is within its grace; finalizer=tether.STRICT keeps them, "
@@ -36,7 +35,7 @@ _KOPF_ONLY = {
 # Tether's own options, and the kinds of binding they apply to.
 _ONLY = {
     "optional": "delete", "interval": "timer", "sharp": "timer", "idle": "timer",
-    "initial_delay": "timer", "cancellation_timeout": "daemon", "restart": "daemon",
+    "initial_delay": "timer", "cancellation_timeout": "daemon", "cancellation_backoff": "daemon", "restart": "daemon",
     "finalizer": "delete, timer, daemon, validate and mutate", "retries": "lifecycle, timer and daemon",
     "errors": "lifecycle, timer and daemon",
     "backoff": "lifecycle, timer and daemon", "max_backoff": "lifecycle, timer and daemon",
@@ -222,7 +221,8 @@ def timer(*resource: str, group: str | None = None, version: str | None = None,
 
 def daemon(*resource: str, group: str | None = None, version: str | None = None,
            plural: str | None = None, singular: str | None = None, shortcut: str | None = None,
-           cancellation_timeout: float | None = None, restart: bool | None = None, kind: str | None = None,
+           cancellation_timeout: float | None = None, cancellation_backoff: float | None = None,
+           restart: bool | None = None, kind: str | None = None,
            id: str | None = None, labels: Selector = None, annotations: Mapping[str, Any] | None = None,
            when: When = None, namespaces: Iterable[str] | None = None, field_selector: str | None = None,
            finalizer: Finalizer | None = None, retries: int | None = None,
@@ -231,10 +231,14 @@ def daemon(*resource: str, group: str | None = None, version: str | None = None,
            registry: Registry | None = None, **unsupported: Any) -> Callable[[F], F]:
     """A long-running function per object, until its ``stopped`` flag is
     set. restart=True has the broker start it again (with backoff) when it
-    returns by itself. Holds each object (tether.HOLD) unless finalizer=tether.NONE."""
+    returns by itself. Holds each object (tether.HOLD) unless finalizer=tether.NONE.
+    A stop sets ``stopped``; with cancellation_backoff= and
+    cancellation_timeout= both given, an async daemon still running
+    cancellation_backoff seconds later is cancelled, and the broker waits
+    both in all for it to return, as Kopf's daemons are stopped."""
     return _register(Kind.DAEMON, registry, resource, unsupported, dict(
         group=group, version=version, plural=plural, singular=singular, shortcut=shortcut,
-        cancellation_timeout=cancellation_timeout, restart=restart, kind=kind, id=id, labels=labels,
+        cancellation_timeout=cancellation_timeout, cancellation_backoff=cancellation_backoff, restart=restart, kind=kind, id=id, labels=labels,
         annotations=annotations, when=when, namespaces=namespaces, field_selector=field_selector,
         finalizer=finalizer, retries=retries,
         errors=errors, timeout=timeout, backoff=backoff, max_backoff=max_backoff, results=results))
