@@ -33,7 +33,7 @@ const (
 // ReleaseReasons lists every release reason.
 var ReleaseReasons = []string{
 	ReleaseDone, ReleaseNoLongerMatching, ReleaseAbsent,
-	ReleaseLongAbsent, ReleaseUninstall, ReleaseDaemonTimeout,
+	ReleaseLongAbsent, ReleaseUninstall, ReleaseDaemonTimeout, ReleaseRequested,
 }
 
 // Write verbs and codes for APIWrite.
@@ -69,6 +69,7 @@ type Metrics struct {
 	present       *prometheus.GaugeVec
 	admission     admissionMetrics
 	signin        signinMetrics
+	orphans       orphanMetrics
 
 	// known are the handlers whose series were set to zero.
 	known sync.Map
@@ -106,7 +107,7 @@ func New(reg prometheus.Registerer) *Metrics {
 	}, handler))
 	m.holdsReleased = register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "tether_holds_released_total",
-		Help: "Holds released from objects, by reason (done, no-longer-matching, absent, long-absent, uninstall, daemon-timeout).",
+		Help: "Holds released from objects, by reason (done, no-longer-matching, absent, long-absent, uninstall, daemon-timeout, requested).",
 	}, []string{"handler", "reason"}))
 	m.sessions = register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "tether_sessions",
@@ -134,6 +135,7 @@ func New(reg prometheus.Registerer) *Metrics {
 	}, handler))
 	m.admission = newAdmissionMetrics(reg)
 	m.signin = newSigninMetrics(reg)
+	m.orphans = newOrphanMetrics(reg)
 	return m
 }
 

@@ -31,6 +31,7 @@ const (
 	annBindings           = "tether.dev/bindings"
 	annResources          = "tether.dev/resources"
 	annSweep              = "tether.dev/sweep"
+	annUser               = "tether.dev/user"
 )
 
 // LeaseName is the Lease of a handler.
@@ -58,6 +59,13 @@ type Record struct {
 	Sweep []Scope
 	// Holder is the broker that wrote the record.
 	Holder string
+	// User is who the handler's instances signed in as (empty in
+	// insecure mode): the identity whose loss makes the handler an
+	// orphan (Orphan).
+	User User
+	// Marks are what the leader and `broker release` write on the Lease
+	// beside the record; Put leaves them as they are.
+	Marks Marks
 	// Unreadable says what of the Lease could not be decoded; the fields
 	// that could are still set (Handler always, Resources when they
 	// decoded), so that its holds can still be found and released.
@@ -156,6 +164,13 @@ func encode(l *coordinationv1.Lease, r Record) error {
 	renew := metav1.NewMicroTime(r.LastSeen)
 	l.Spec.HolderIdentity, l.Spec.LeaseDurationSeconds, l.Spec.RenewTime = &holder, &secs, &renew
 	l.Annotations[annInstances] = strconv.Itoa(r.Instances)
+	if r.User.Name != "" {
+		l.Annotations[annUser] = r.User.encode()
+	}
+	if r.Instances > 0 {
+		// The handler is back: a release of its past is over.
+		delete(l.Annotations, annReleased)
+	}
 	l.Annotations[annGrace] = r.Grace.String()
 	l.Annotations[annAbsentReleaseAfter] = r.AbsentReleaseAfter.String()
 	if r.AbsentSince.IsZero() {
@@ -242,6 +257,10 @@ func decode(l *coordinationv1.Lease) Record {
 	if r.Sweep, err = decodeSweep(a[annSweep]); err != nil {
 		bad(annSweep, err)
 	}
+	if r.User, err = decodeUser(a[annUser]); err != nil {
+		bad(annUser, err)
+	}
+	r.Marks = decodeMarks(a)
 	if len(errs) > 0 {
 		r.Unreadable = fmt.Errorf("reading lease %s/%s: %w", l.Namespace, l.Name, errors.Join(errs...))
 	}

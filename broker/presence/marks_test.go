@@ -1,0 +1,60 @@
+package presence
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"k8s.io/client-go/kubernetes/fake"
+)
+
+func TestMarksSurviveTheKeepersPutsUntilTheHandlerReturns(t *testing.T) {
+	ctx := context.Background()
+	s := &Store{Client: fake.NewClientset(), Namespace: "tether-system"}
+	now := time.Now().UTC().Truncate(time.Microsecond)
+	rec := Record{Handler: "h", Grace: time.Second, AbsentSince: now, User: User{Name: "system:serviceaccount:a:b", Groups: []string{"g"}}}
+	get := func() Record {
+		t.Helper()
+		rs, err := s.List(ctx)
+		if err != nil || len(rs) != 1 {
+			t.Fatalf("List = %v, %v", rs, err)
+		}
+		return rs[0]
+	}
+	put := func(r Record) {
+		t.Helper()
+		if err := s.Put(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	put(rec)
+	must(s.MarkOrphaned(ctx, "h", "gone"))
+	must(s.RequestRelease(ctx, "h", now))
+	put(rec)
+	if m := get().Marks; m.Orphaned != "gone" || !m.ReleaseRequested.Equal(now) || !m.Released.IsZero() {
+		t.Fatalf("after a Put: marks %+v, want orphaned and the request kept", m)
+	}
+	if u := get().User; u.Name != rec.User.Name || len(u.Groups) != 1 {
+		t.Fatalf("user %+v, want %+v", u, rec.User)
+	}
+	must(s.MarkReleased(ctx, "h", now))
+	if m := get().Marks; m.Orphaned != "" || !m.ReleaseRequested.IsZero() || !m.Released.Equal(now) {
+		t.Fatalf("after MarkReleased: marks %+v, want only released", m)
+	}
+	rec.Instances, rec.AbsentSince = 1, time.Time{}
+	put(rec)
+	if m := get().Marks; !m.Released.IsZero() {
+		t.Fatalf("the handler returned: marks %+v, want released cleared", m)
+	}
+	must(s.Delete(ctx, "h"))
+	must(s.Delete(ctx, "h"))
+	if rs, err := s.List(ctx); err != nil || len(rs) != 0 {
+		t.Fatalf("after Delete: %v, %v", rs, err)
+	}
+}
