@@ -369,6 +369,9 @@ func (b *Broker) Start(ctx context.Context) error {
 				}
 			}
 			b.guardUninstall(wctx, kube, writer)
+			// After the restore: a handler released before it would come
+			// back with it.
+			b.orphans(kube, writer, store, dispatcher, recorder, adm).run(wctx)
 			return nil
 		})
 		if adm != nil {

@@ -361,6 +361,11 @@ const (
 // restoreOne brings back one recorded handler. It returns an error only for
 // what a retry can fix.
 func (m *Manager) restoreOne(ctx context.Context, r presence.Record) error {
+	if !r.Marks.Released.IsZero() {
+		m.log.Info("not restoring handler: it was released on request ('broker release --handler' deletes its lease)",
+			"handler", r.Handler, "released", r.Marks.Released)
+		return nil
+	}
 	if r.Unreadable != nil && r.Bindings == nil {
 		m.log.Error("cannot restore handler: its lease is unreadable; 'broker release --handler' still finds its holds",
 			"handler", r.Handler, "error", r.Unreadable)
@@ -404,6 +409,7 @@ func (m *Manager) restoreOne(ctx context.Context, r presence.Record) error {
 		absentSince = m.opts.Clock.Now() // a Lease that says nothing: from now
 	}
 	rt.presence.absentSince = absentSince
+	rt.presence.user = r.User
 	if err := rt.start(m.ctx); err != nil {
 		if errors.Is(err, informer.ErrNotStarted) {
 			return err

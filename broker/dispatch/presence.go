@@ -41,6 +41,9 @@ type presenceKeeper struct {
 	// its last instance left (zero while one is connected).
 	grace, absentAfter time.Duration
 	absentSince        time.Time
+	// user is who the handler's instances signed in as, for the Lease: its
+	// loss makes the handler an orphan (presence.Orphan).
+	user presence.User
 }
 
 func (k *presenceKeeper) setLimits(grace, absentAfter time.Duration) {
@@ -63,6 +66,9 @@ func (k *presenceKeeper) join(in *session.Instance) (returned bool) {
 	defer k.mu.Unlock()
 	returned = k.pool.add(in)
 	k.absentSince = time.Time{}
+	if in.User != nil {
+		k.user = presence.User{Name: in.User.Username, Groups: in.User.Groups}
+	}
 	k.poke()
 	return returned
 }
@@ -122,6 +128,7 @@ func (k *presenceKeeper) run(ctx context.Context) {
 			Handler: k.name, Instances: k.pool.len(), AbsentSince: k.absentSince,
 			Grace: k.grace, AbsentReleaseAfter: k.absentAfter, Bindings: k.declared,
 			Resources: k.resources(), Sweep: k.sweeping(), Holder: k.opts.Identity, LastSeen: written.LastSeen,
+			User: k.user,
 		}
 		renewEvery := min(max(k.grace/3, time.Second), 10*time.Second)
 		next := renewEvery
@@ -169,7 +176,7 @@ func (k *presenceKeeper) run(ctx context.Context) {
 func changedRecord(a, b presence.Record) bool {
 	return a.Instances != b.Instances || !a.AbsentSince.Equal(b.AbsentSince) || !a.LastSeen.Equal(b.LastSeen) ||
 		a.Grace != b.Grace || a.AbsentReleaseAfter != b.AbsentReleaseAfter || len(a.Bindings) != len(b.Bindings) ||
-		len(a.Sweep) != len(b.Sweep)
+		len(a.Sweep) != len(b.Sweep) || a.User.Name != b.User.Name
 }
 
 // recorded reports whether the handler's Lease records it and the

@@ -78,7 +78,7 @@ type Options struct {
 	// bindings; nil checks nothing (insecure mode). An error wrapping
 	// auth.ErrDenied ends the stream with PermissionDenied naming the Hello
 	// field. It is asked at Hello and then every RecheckEvery (default
-	// 30 s) while the session lasts: rights withdrawn end it.
+	// DefaultRecheckEvery) while the session lasts: rights withdrawn end it.
 	Authorize    func(ctx context.Context, handler string, priority int32, bindings []*binding.Binding) error
 	RecheckEvery time.Duration
 	// AuthorizeName checks the rights of the Hello's handler name and
@@ -108,6 +108,11 @@ const (
 	DefaultMaxHellosPerIdentity = 8
 	DefaultMaxHellos            = 64
 )
+
+// DefaultRecheckEvery is how often a session's rights are asked again when
+// Options say nothing; the broker looks at absent handlers' identities as
+// often.
+const DefaultRecheckEvery = 30 * time.Second
 
 // LifecycleKinds are the kinds the dispatcher serves: everything but
 // admission.
@@ -166,7 +171,7 @@ func NewServer(opts Options) *Server {
 		opts.MaxBindings = 256
 	}
 	if opts.RecheckEvery <= 0 {
-		opts.RecheckEvery = 30 * time.Second
+		opts.RecheckEvery = DefaultRecheckEvery
 	}
 	if opts.MaxInstances <= 0 {
 		opts.MaxInstances = 256

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -17,7 +16,6 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/tether-dev/tether/broker/guard"
 	"github.com/tether-dev/tether/broker/presence"
 	"github.com/tether-dev/tether/broker/release"
 	"github.com/tether-dev/tether/broker/webhook"
@@ -49,7 +47,7 @@ func status(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("broker status", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: broker status [flags]\n\nLists the handlers recorded in the broker's namespace: instances connected, when\nlast seen, whether absent, how many objects carry each one's hold, and how many\nadmission webhooks its configurations (tether-<handler>) have.\n\nFlags:\n")
+		fmt.Fprintf(stderr, "Usage: broker status [flags]\n\nLists the handlers recorded in the broker's namespace: instances connected, when\nlast seen, whether absent or orphaned (absent, with STRICT bindings, and its identity\ncan no longer sign in), how many objects carry each one's hold, and how many\nadmission webhooks its configurations (tether-<handler>) have.\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
 	commonFlags(fs, &kubeconfig, &namespace)
@@ -92,12 +90,28 @@ func status(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stdout, "no handlers recorded in namespace %s\n", namespace)
 		return nil
 	}
-	return w.Flush()
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	for _, r := range records {
+		if r.Marks.Orphaned != "" {
+			fmt.Fprintf(stdout, "\nhandler %s is orphaned: %s\n", r.Handler, r.Marks.Orphaned)
+		}
+	}
+	return nil
 }
 
 func state(r presence.Record, now time.Time) string {
 	if r.Unreadable != nil {
 		return fmt.Sprintf("unreadable lease (%v)", r.Unreadable)
+	}
+	switch {
+	case !r.Marks.Released.IsZero():
+		return "released on request (broker release --handler " + r.Handler + " deletes its lease)"
+	case !r.Marks.ReleaseRequested.IsZero():
+		return "release requested"
+	case r.Marks.Orphaned != "":
+		return "orphaned"
 	}
 	if r.Instances > 0 {
 		if stale := now.Sub(r.LastSeen); stale > 30*time.Second {
@@ -143,93 +157,6 @@ func never(d time.Duration) string {
 		return "never"
 	}
 	return d.String()
-}
-
-// releaseCmd strips holds from a terminal or a Job, with the broker down.
-func releaseCmd(args []string, stdout, stderr io.Writer) error {
-	var kubeconfig, namespace string
-	var handlers multiFlag
-	var all, dryRun bool
-	fs := flag.NewFlagSet("broker release", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: broker release (--handler NAME ... | --all) [flags]\n\n"+
-			"Removes the holds (finalizers tether.dev/<handler>) of the named handlers, or of\n"+
-			"every handler recorded in the broker's namespace, from every object of their\n"+
-			"resources, and prints each object released. It also removes the handlers'\n"+
-			"webhook configurations (tether-<handler>), so that no webhook is left pointing\n"+
-			"at a broker that is gone. With --all it also takes the uninstall guard\n"+
-			"(finalizer "+guard.Finalizer+") off the broker's ServiceAccount, Roles,\n"+
-			"RoleBindings and Leases. Run it with the broker stopped: a running broker adds\n"+
-			"the holds and webhooks of connected handlers back.\n\nFlags:\n")
-		fs.PrintDefaults()
-	}
-	commonFlags(fs, &kubeconfig, &namespace)
-	fs.Var(&handlers, "handler", "a handler whose holds to release (repeatable)")
-	fs.BoolVar(&all, "all", false, "release the holds of every recorded handler")
-	fs.BoolVar(&dryRun, "dry-run", false, "print what would be released and change nothing")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	if all == (len(handlers) > 0) {
-		fs.Usage()
-		return errors.New("give either --handler NAME (one or more) or --all")
-	}
-	dyn, kube, err := clients(kubeconfig)
-	if err != nil {
-		return err
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
-	store := &presence.Store{Client: kube, Namespace: namespace}
-	released, err := release.Run(ctx, release.Options{
-		Client: dyn, Presence: store, Handlers: handlers, Out: stdout, DryRun: dryRun,
-		Log: newLogger("info", "text", stderr),
-	})
-	verb := "released"
-	if dryRun {
-		verb = "would release"
-	}
-	fmt.Fprintf(stdout, "%s %d hold(s)\n", verb, len(released))
-	removed, werr := removeWebhooks(ctx, kube, handlers, dryRun, stderr)
-	for _, r := range removed {
-		fmt.Fprintln(stdout, r)
-	}
-	verb = "removed"
-	if dryRun {
-		verb = "would remove"
-	}
-	fmt.Fprintf(stdout, "%s %d webhook configuration(s)\n", verb, len(removed))
-	var gerr error
-	if all && !dryRun {
-		// The guard would keep the namespace from being deleted.
-		var freed []guard.Ref
-		freed, gerr = guard.Unprotect(ctx, dyn, namespace)
-		for _, r := range freed {
-			fmt.Fprintf(stdout, "%s: uninstall guard taken off\n", r)
-		}
-	}
-	return errors.Join(err, werr, gerr)
-}
-
-// removeWebhooks deletes the webhook configurations the broker wrote for
-// handlers (every handler when none is named): with the broker gone, a
-// STRICT handler's webhook would refuse every request on its resource.
-func removeWebhooks(ctx context.Context, kube kubernetes.Interface, handlers []string, dryRun bool, stderr io.Writer) ([]string, error) {
-	m, err := webhook.New(webhook.Options{Client: kube, Log: newLogger("info", "text", stderr)})
-	if err != nil {
-		return nil, err
-	}
-	if len(handlers) == 0 {
-		return m.RemoveManaged(ctx, "", dryRun)
-	}
-	var all []string
-	var errs []error
-	for _, h := range handlers {
-		removed, err := m.RemoveManaged(ctx, h, dryRun)
-		all, errs = append(all, removed...), append(errs, err)
-	}
-	return all, errors.Join(errs...)
 }
 
 type multiFlag []string
