@@ -23,8 +23,9 @@ import (
 	"github.com/tether-dev/tether/broker/webhook"
 )
 
-// orphans is the leader's look, every RecheckEvery, at the handlers
-// recorded in the presence Leases. It finds the orphans: absent STRICT
+// orphans is the leader's look at the handlers recorded in the presence
+// Leases: every releasePoll for release requests, every RecheckEvery at
+// the identities of absent STRICT handlers. It finds the orphans: absent STRICT
 // handlers whose identity can no longer sign in (presence.Orphan), whose
 // holds and fail-closed webhooks would otherwise stay unnoticed. It marks
 // them on their Lease (for `broker status`), posts a HandlerOrphaned Event
@@ -43,25 +44,35 @@ type orphans struct {
 	metrics    *metrics.Metrics
 }
 
+// releasePoll is how often the leader looks for release requests: `broker
+// release --handler` waits for it to take one up.
+const releasePoll = 2 * time.Second
+
 // run looks until ctx ends.
 func (o *orphans) run(ctx context.Context) {
 	if o.every <= 0 {
 		o.every = session.DefaultRecheckEvery
 	}
-	t := time.NewTicker(o.every)
+	t := time.NewTicker(min(o.every, releasePoll))
 	defer t.Stop()
+	var checked time.Time
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
-		o.pass(ctx)
+		identities := time.Since(checked) >= o.every
+		if identities {
+			checked = time.Now()
+		}
+		o.pass(ctx, identities)
 	}
 }
 
-// pass looks once at every recorded handler.
-func (o *orphans) pass(ctx context.Context) {
+// pass looks once at every recorded handler: at its release request, and,
+// when identities, at whether it is orphaned.
+func (o *orphans) pass(ctx context.Context, identities bool) {
 	records, err := o.store.List(ctx)
 	if err != nil {
 		if ctx.Err() == nil {
@@ -73,9 +84,9 @@ func (o *orphans) pass(ctx context.Context) {
 	for _, r := range records {
 		switch {
 		case !r.Marks.Released.IsZero():
-		case !r.Marks.ReleaseRequested.IsZero():
+		case !r.Marks.ReleaseRequested.IsZero() || !r.Marks.Releasing.IsZero():
 			o.release(ctx, r)
-		default:
+		case identities:
 			o.mark(ctx, r, now)
 		}
 	}
@@ -160,6 +171,9 @@ func (o *orphans) release(ctx context.Context, r presence.Record) {
 		return
 	}
 	o.log.Info("releasing handler on request", "handler", h)
+	if err := o.store.MarkReleasing(ctx, h, time.Now()); err != nil {
+		o.log.Warn("cannot mark the release taken up; releasing all the same", "handler", h, "error", err)
+	}
 	if o.hooks != nil {
 		if err := o.hooks.Remove(ctx, h); err != nil {
 			o.log.Error("cannot remove the handler's webhook configurations; trying again", "handler", h, "error", err)

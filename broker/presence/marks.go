@@ -18,6 +18,7 @@ import (
 const (
 	annOrphaned         = "tether.dev/orphaned"
 	annReleaseRequested = "tether.dev/release-requested"
+	annReleasing        = "tether.dev/releasing"
 	annReleased         = "tether.dev/released"
 )
 
@@ -60,6 +61,8 @@ type Marks struct {
 	// ReleaseRequested is when `broker release --handler` asked the
 	// running broker to release the handler; zero when nobody did.
 	ReleaseRequested time.Time
+	// Releasing is when a running broker took the request up.
+	Releasing time.Time
 	// Released is when a broker released the handler on request: its
 	// Lease stays only until `broker release` deletes it, and no broker
 	// restores the handler from it.
@@ -79,7 +82,7 @@ func decodeMarks(a map[string]string) Marks {
 		}
 		return t
 	}
-	m.ReleaseRequested, m.Released = at(a[annReleaseRequested]), at(a[annReleased])
+	m.ReleaseRequested, m.Releasing, m.Released = at(a[annReleaseRequested]), at(a[annReleasing]), at(a[annReleased])
 	return m
 }
 
@@ -93,17 +96,23 @@ func (s *Store) RequestRelease(ctx context.Context, handler string, at time.Time
 	return s.annotate(ctx, handler, map[string]any{annReleaseRequested: at.UTC().Format(time.RFC3339Nano)})
 }
 
+// MarkReleasing records that a running broker took the release of handler
+// up, so that `broker release` waits for it however long the release takes.
+func (s *Store) MarkReleasing(ctx context.Context, handler string, at time.Time) error {
+	return s.annotate(ctx, handler, map[string]any{annReleasing: at.UTC().Format(time.RFC3339Nano)})
+}
+
 // MarkReleased records that handler was released on request, and clears
 // the request and the orphan mark.
 func (s *Store) MarkReleased(ctx context.Context, handler string, at time.Time) error {
 	return s.annotate(ctx, handler, map[string]any{
-		annReleased: at.UTC().Format(time.RFC3339Nano), annReleaseRequested: nil, annOrphaned: nil,
+		annReleased: at.UTC().Format(time.RFC3339Nano), annReleaseRequested: nil, annReleasing: nil, annOrphaned: nil,
 	})
 }
 
 // RefuseRelease clears a release request the broker will not act on.
 func (s *Store) RefuseRelease(ctx context.Context, handler string) error {
-	return s.annotate(ctx, handler, map[string]any{annReleaseRequested: nil})
+	return s.annotate(ctx, handler, map[string]any{annReleaseRequested: nil, annReleasing: nil})
 }
 
 // Delete deletes handler's Lease; one already gone is not an error.

@@ -43,8 +43,12 @@ func TestMarksSurviveTheKeepersPutsUntilTheHandlerReturns(t *testing.T) {
 	if u := get().User; u.Name != rec.User.Name || len(u.Groups) != 1 {
 		t.Fatalf("user %+v, want %+v", u, rec.User)
 	}
+	must(s.MarkReleasing(ctx, "h", now))
+	if m := get().Marks; !m.Releasing.Equal(now) || !m.ReleaseRequested.Equal(now) {
+		t.Fatalf("after MarkReleasing: marks %+v, want releasing and the request", m)
+	}
 	must(s.MarkReleased(ctx, "h", now))
-	if m := get().Marks; m.Orphaned != "" || !m.ReleaseRequested.IsZero() || !m.Released.Equal(now) {
+	if m := get().Marks; m.Orphaned != "" || !m.ReleaseRequested.IsZero() || !m.Releasing.IsZero() || !m.Released.Equal(now) {
 		t.Fatalf("after MarkReleased: marks %+v, want only released", m)
 	}
 	rec.Instances, rec.AbsentSince = 1, time.Time{}

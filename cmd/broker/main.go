@@ -129,7 +129,8 @@ func parseFlags(args []string, out io.Writer) (*config, error) {
 	fs.StringVar(&c.tlsHosts, "tls-hosts", "localhost,127.0.0.1", "comma-separated more names and IP addresses the generated certificate is valid for (localhost: kubectl port-forward)")
 	fs.StringVar(&c.grpcCerts.CAConfigMap, "tls-ca-configmap", broker.DefaultCAConfigMap, "ConfigMap in --namespace where the broker publishes the CA bundle handlers verify it with (key "+broker.CAConfigMapKey+"); - publishes none")
 	fs.StringVar(&c.audiences, "token-audience", "", "comma-separated audiences a handler's token must be meant for (TokenReview); empty: the API server's own")
-	fs.DurationVar(&c.recheckEvery, "recheck-permissions-every", 30*time.Second, "how often a connected handler's token and RBAC are checked again; a handler that lost them is disconnected")
+	fs.DurationVar(&c.recheckEvery, "recheck-permissions-every", 30*time.Second, "how often a connected handler's token and RBAC are checked again, a handler that lost them being disconnected,\n"+
+		"and how often the identities of absent STRICT handlers are looked at, to find orphans (broker status)")
 	fs.Float64Var(&c.qps, "kube-api-qps", dispatch.DefaultWriteQPS, "writes per second to the API server: holds, progress and handlers' patches are paced to this rate\n"+
 		"without holding up deliveries that write nothing (timer ticks); the broker's other requests are limited to the same rate")
 	fs.IntVar(&c.burst, "kube-api-burst", dispatch.DefaultWriteBurst, "how many writes (and other requests) may go at once before --kube-api-qps paces them")

@@ -17,14 +17,13 @@ import (
 	"github.com/tether-dev/tether/broker/guard"
 	"github.com/tether-dev/tether/broker/presence"
 	"github.com/tether-dev/tether/broker/release"
-	"github.com/tether-dev/tether/broker/session"
 	"github.com/tether-dev/tether/broker/webhook"
 )
 
 // defaultReleaseWait is how long `broker release --handler` waits for a
-// running broker to act on its request: the broker looks at the Leases
-// every --recheck-permissions-every.
-const defaultReleaseWait = 2*session.DefaultRecheckEvery + 15*time.Second
+// running broker to take its request up: the broker looks for requests
+// every few seconds.
+const defaultReleaseWait = 15 * time.Second
 
 // releaseCmd strips holds from a terminal or a Job. A running broker is
 // asked to release the named handlers itself; what no broker takes up is
@@ -55,7 +54,7 @@ func releaseCmd(args []string, stdout, stderr io.Writer) error {
 	fs.Var(&handlers, "handler", "a handler whose holds to release (repeatable)")
 	fs.BoolVar(&all, "all", false, "release the holds of every recorded handler")
 	fs.BoolVar(&dryRun, "dry-run", false, "print what would be released and change nothing")
-	fs.DurationVar(&waitFor, "wait", defaultReleaseWait, "with --handler, how long to wait for a running broker to release the handlers (0: do not ask one; the broker is stopped)")
+	fs.DurationVar(&waitFor, "wait", defaultReleaseWait, "with --handler, how long to wait for a running broker to take the release up (0: do not ask one; the broker is stopped)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -134,10 +133,11 @@ func releaseHere(ctx context.Context, store *presence.Store, dyn dynamic.Interfa
 }
 
 // askBroker asks a running broker to release handlers through their
-// Leases and waits up to waitFor for it. It returns those the broker
-// released, whose Leases it then deletes; a handler without a Lease is left
-// to release here. A broker that refuses (an instance connected) ends the
-// command with an error: releasing here would race the connected handler.
+// Leases, waits up to waitFor for it to take each request up, then for it
+// to finish. It returns those the broker released, whose Leases it then
+// deletes; the others (no Lease, or no broker took the request up) are
+// left to release here. A broker that refuses (an instance connected) ends
+// the command with an error: releasing here would race the handler.
 func askBroker(ctx context.Context, store *presence.Store, handlers []string, waitFor time.Duration, stdout io.Writer, log hclog.Logger) ([]string, error) {
 	records, err := store.List(ctx)
 	if err != nil {
@@ -148,9 +148,8 @@ func askBroker(ctx context.Context, store *presence.Store, handlers []string, wa
 		if !slices.Contains(handlers, r.Handler) {
 			continue
 		}
-		if r.Instances > 0 {
-			return nil, fmt.Errorf("handler %s has %d instance(s) connected: stop them first", r.Handler, r.Instances)
-		}
+		// Whether an instance is connected, only a running broker knows:
+		// a Lease left by a broker that died says what was then.
 		if r.Marks.Released.IsZero() {
 			if err := store.RequestRelease(ctx, r.Handler, time.Now()); err != nil {
 				return nil, err
@@ -161,38 +160,31 @@ func askBroker(ctx context.Context, store *presence.Store, handlers []string, wa
 	if len(asked) == 0 {
 		return nil, nil
 	}
-	fmt.Fprintf(stdout, "asked the running broker to release %d handler(s); waiting up to %v\n", len(asked), waitFor)
-	var done []string
-	var refused error
-	wctx, cancel := context.WithTimeout(ctx, waitFor)
-	defer cancel()
-	_ = wait.PollUntilContextCancel(wctx, time.Second, true, func(context.Context) (bool, error) {
-		records, err := store.List(ctx)
-		if err != nil {
-			log.Warn("cannot read the presence leases; waiting", "error", err)
-			return false, nil
-		}
-		for _, r := range records {
-			switch {
-			case !asked[r.Handler] || slices.Contains(done, r.Handler):
-			case !r.Marks.Released.IsZero():
-				done = append(done, r.Handler)
-				fmt.Fprintf(stdout, "the broker released handler %s\n", r.Handler)
-			case r.Marks.ReleaseRequested.IsZero():
-				refused = fmt.Errorf("the broker refused to release handler %s: an instance is connected (see the Events of lease %s)", r.Handler, presence.LeaseName(r.Handler))
-				return true, nil
-			}
-		}
-		return len(done) == len(asked), nil
-	})
-	if refused != nil {
-		return nil, refused
+	fmt.Fprintf(stdout, "asked a running broker to release %d handler(s); waiting up to %v for it to take them up\n", len(asked), waitFor)
+	taken, err := awaitBroker(ctx, store, asked, waitFor, func(m presence.Marks) bool { return !m.Releasing.IsZero() || !m.Released.IsZero() }, log)
+	if err != nil {
+		return nil, err
 	}
-	if len(done) < len(asked) {
-		fmt.Fprintf(stdout, "no running broker took up %d handler(s) within %v: releasing them here\n", len(asked)-len(done), waitFor)
+	if len(taken) < len(asked) {
+		fmt.Fprintf(stdout, "no running broker took up %d handler(s) within %v: releasing them here\n", len(asked)-len(taken), waitFor)
+	}
+	if len(taken) == 0 {
+		return nil, nil
+	}
+	want := map[string]bool{}
+	for _, h := range taken {
+		want[h] = true
+	}
+	done, err := awaitBroker(ctx, store, want, 0, func(m presence.Marks) bool { return !m.Released.IsZero() }, log)
+	if err != nil {
+		return nil, err
+	}
+	if len(done) < len(want) {
+		return nil, fmt.Errorf("the broker took up the release of %d handler(s) and did not finish it: see its log and the Events of their leases", len(want)-len(done))
 	}
 	var errs []error
 	for _, h := range done {
+		fmt.Fprintf(stdout, "the broker released handler %s\n", h)
 		if err := store.Delete(ctx, h); err != nil {
 			errs = append(errs, err)
 			continue
@@ -200,6 +192,40 @@ func askBroker(ctx context.Context, store *presence.Store, handlers []string, wa
 		fmt.Fprintf(stdout, "lease %s deleted\n", presence.LeaseName(h))
 	}
 	return done, errors.Join(errs...)
+}
+
+// awaitBroker waits until the marks of every handler in want say reached,
+// or for limit (0: as long as ctx lasts), and returns those that did. A
+// request cleared without a release is the broker's refusal.
+func awaitBroker(ctx context.Context, store *presence.Store, want map[string]bool, limit time.Duration, reached func(presence.Marks) bool, log hclog.Logger) ([]string, error) {
+	wctx := ctx
+	if limit > 0 {
+		var cancel context.CancelFunc
+		wctx, cancel = context.WithTimeout(ctx, limit)
+		defer cancel()
+	}
+	var done []string
+	var refused error
+	_ = wait.PollUntilContextCancel(wctx, 500*time.Millisecond, true, func(context.Context) (bool, error) {
+		records, err := store.List(ctx)
+		if err != nil {
+			log.Warn("cannot read the presence leases; waiting", "error", err)
+			return false, nil
+		}
+		done = done[:0]
+		for _, r := range records {
+			switch {
+			case !want[r.Handler]:
+			case reached(r.Marks):
+				done = append(done, r.Handler)
+			case r.Marks.ReleaseRequested.IsZero() && r.Marks.Releasing.IsZero():
+				refused = fmt.Errorf("the broker refused to release handler %s: an instance is connected (see the Events of lease %s)", r.Handler, presence.LeaseName(r.Handler))
+				return true, nil
+			}
+		}
+		return len(done) == len(want), nil
+	})
+	return done, refused
 }
 
 // removeWebhooks deletes the webhook configurations the broker wrote for

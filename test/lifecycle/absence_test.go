@@ -13,6 +13,7 @@ import (
 	"github.com/tether-dev/tether/broker"
 	"github.com/tether-dev/tether/broker/dispatch"
 	"github.com/tether-dev/tether/broker/hold"
+	"github.com/tether-dev/tether/broker/presence"
 	"github.com/tether-dev/tether/sdk"
 	"github.com/tether-dev/tether/test/controlplane"
 	"github.com/tether-dev/tether/test/testenv"
@@ -218,8 +219,9 @@ func TestUninstallReleasesEveryHold(t *testing.T) {
 }
 
 // TestReleaseCommandWithBrokerDown: `broker release --handler` strips one
-// handler's holds with the broker stopped, prints each object, and leaves
-// other handlers' holds and other controllers' finalizers alone.
+// handler's holds with the broker stopped (no broker takes its request up),
+// prints each object, deletes that handler's Lease, and leaves other
+// handlers' holds and Leases and other controllers' finalizers alone.
 func TestReleaseCommandWithBrokerDown(t *testing.T) {
 	cp := controlplane.Get(t)
 	dyn := cp.EnsureWidgetCRD(t)
@@ -251,12 +253,22 @@ func TestReleaseCommandWithBrokerDown(t *testing.T) {
 	if err != nil {
 		t.Fatalf("broker release: %v\n%s", err, out)
 	}
-	if !strings.Contains(string(out), "released widgets "+ns+"/w from handler gone") || !strings.Contains(string(out), "released 1 hold(s)") {
-		t.Errorf("broker release printed:\n%s", out)
+	for _, want := range []string{"no running broker took up 1 handler(s)", "released widgets " + ns + "/w from handler gone",
+		"released 1 hold(s)", "lease " + presence.LeaseName("gone") + " deleted"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("broker release does not say %q:\n%s", want, out)
+		}
 	}
 	obj := get(t, dyn, widgetGVR, ns, "w")
 	if hold.Has(obj, "gone") || !hold.Has(obj, "stays") || !strings.Contains(strings.Join(obj.GetFinalizers(), ","), "other.example.com/keep") {
 		t.Errorf("finalizers after release = %v", obj.GetFinalizers())
+	}
+	leases := cp.Client().CoordinationV1().Leases(brokerNS)
+	if _, err := leases.Get(context.Background(), presence.LeaseName("gone"), metav1.GetOptions{}); !isNotFound(err) {
+		t.Errorf("the released handler's lease: %v, want not found", err)
+	}
+	if _, err := leases.Get(context.Background(), presence.LeaseName("stays"), metav1.GetOptions{}); err != nil {
+		t.Errorf("the other handler's lease: %v", err)
 	}
 }
 

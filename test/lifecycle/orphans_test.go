@@ -24,13 +24,15 @@ import (
 )
 
 // TestAStrictOrphanIsSurfacedAndReleasedWithTheBrokerRunning: a STRICT
-// handler holds a widget and keeps a fail-closed webhook; its process stops
-// and its ServiceAccount is deleted, so it can never sign in again, and the
-// widget is deleted. The running broker finds it orphaned: `broker status`
-// says so and a HandlerOrphaned Event is posted on its Lease. `broker
-// release --handler` with the broker running releases the hold (the widget
-// goes), removes the webhook configuration and the Lease, and a broker
-// started again writes no webhook for it.
+// handler holds a widget and keeps a fail-closed webhook; while it is
+// connected the running broker refuses to release it. Its process stops and
+// its ServiceAccount is deleted, so it can never sign in again, and the
+// widget is deleted; another STRICT handler stops and loses its right to
+// connect. The running broker finds both orphaned: `broker status` says so
+// and why, and a HandlerOrphaned Event is posted on the first one's Lease.
+// `broker release --handler` with the broker running releases the hold (the
+// widget goes), removes the webhook configuration and the Lease, and a
+// broker started again writes no webhook for it.
 func TestAStrictOrphanIsSurfacedAndReleasedWithTheBrokerRunning(t *testing.T) {
 	cp := controlplane.Get(t)
 	dyn := cp.EnsureWidgetCRD(t)
@@ -57,6 +59,13 @@ func TestAStrictOrphanIsSurfacedAndReleasedWithTheBrokerRunning(t *testing.T) {
 	h.OnValidate(widgets, func(context.Context, *sdk.Review) error { return nil },
 		sdk.Namespaces(objects), sdk.Failure(sdk.FailClosed), sdk.Finalizer(sdk.FinalizerStrict))
 	stopHandler := runHandler(t, h, s.addr)
+	revoke := s.grant(t, "revoked", "revoked", handlerRule("revoked", "connect", "strict"))
+	// Apart from the widget, which it would hold too.
+	elsewhere := cp.Namespace(t)
+	s.grantIn(t, elsewhere, "revoked", "revoked", widgetRule("get", "list", "watch", "patch"))
+	r := s.handler("revoked", s.token(t, "revoked"))
+	r.OnDelete(widgets, nothing, sdk.Namespaces(elsewhere), sdk.Finalizer(sdk.FinalizerStrict))
+	stopRevoked := runHandler(t, r, s.addr)
 	create(t, dyn, widgetGVR, widget(objects, "w", nil))
 	waitObject(t, dyn, widgetGVR, objects, "w", "held by orphan", func(o *unstructured.Unstructured) bool {
 		return slices.Contains(o.GetFinalizers(), "tether.dev/orphan")
@@ -68,16 +77,25 @@ func TestAStrictOrphanIsSurfacedAndReleasedWithTheBrokerRunning(t *testing.T) {
 		return err == nil
 	})
 
+	bin := brokerBinary(t)
+	brokerArgs := func(args ...string) *exec.Cmd {
+		return exec.Command(bin, append(args, "--kubeconfig", cp.KubeconfigPath(), "--namespace", ns)...)
+	}
+	if out, err := brokerArgs("release", "--handler", "orphan").CombinedOutput(); err == nil || !strings.Contains(string(out), "refused") {
+		t.Errorf("broker release of a connected handler: %v, want the broker's refusal:\n%s", err, out)
+	}
+
 	stopHandler()
+	stopRevoked()
+	revoke()
 	if err := cp.Client().CoreV1().ServiceAccounts(ns).Delete(context.Background(), "orphan", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	del(t, dyn, widgetGVR, objects, "w")
 
-	bin := brokerBinary(t)
 	brokerCmd := func(args ...string) string {
 		t.Helper()
-		out, err := exec.Command(bin, append(args, "--kubeconfig", cp.KubeconfigPath(), "--namespace", ns)...).CombinedOutput()
+		out, err := brokerArgs(args...).CombinedOutput()
 		if err != nil {
 			t.Fatalf("broker %s: %v\n%s", strings.Join(args, " "), err, out)
 		}
@@ -87,12 +105,13 @@ func TestAStrictOrphanIsSurfacedAndReleasedWithTheBrokerRunning(t *testing.T) {
 	eventually(t, "a HandlerOrphaned Event on the handler's Lease", func() bool {
 		return slices.ContainsFunc(events(t, cp, ns, lease), func(e corev1.Event) bool { return e.Reason == "HandlerOrphaned" })
 	})
-	out := brokerCmd("status")
-	for _, want := range []string{"orphaned", "ServiceAccount " + ns + "/orphan is deleted"} {
-		if !strings.Contains(out, want) {
-			t.Errorf("broker status does not say %q:\n%s", want, out)
-		}
-	}
+	var out string
+	eventually(t, "broker status to say both handlers are orphaned", func() bool {
+		out = brokerCmd("status")
+		return strings.Contains(out, "ServiceAccount "+ns+"/orphan is deleted") &&
+			strings.Contains(out, "ServiceAccount "+ns+"/revoked may no longer sign in as handler revoked")
+	})
+	t.Logf("broker status:\n%s", out)
 	if w := get(t, dyn, widgetGVR, objects, "w"); w == nil || w.GetDeletionTimestamp() == nil {
 		t.Fatalf("the widget is not kept Terminating by the orphan's STRICT hold: %v", w)
 	}
