@@ -177,3 +177,30 @@ func TestWriteCode(t *testing.T) {
 		}
 	}
 }
+
+func TestTheOrphanGaugeFollowsTheHandlerAndGoesWithItsRelease(t *testing.T) {
+	m := New(nil)
+	for _, c := range []struct {
+		orphaned, forget bool
+		want             string // the series as exposed; "" none
+	}{
+		{true, false, `tether_handler_orphaned{handler="h"} 1`},
+		{false, false, `tether_handler_orphaned{handler="h"} 0`},
+		{true, false, `tether_handler_orphaned{handler="h"} 1`},
+		{false, true, ""},
+	} {
+		m.HandlerOrphaned("h", c.orphaned, c.forget)
+		rec := httptest.NewRecorder()
+		m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+		body := rec.Body.String()
+		if c.want == "" {
+			if strings.Contains(body, `tether_handler_orphaned{handler="h"}`) {
+				t.Errorf("released handler still has a series:\n%s", body)
+			}
+			continue
+		}
+		if !strings.Contains(body, c.want) {
+			t.Errorf("after HandlerOrphaned(%v, %v): no %q", c.orphaned, c.forget, c.want)
+		}
+	}
+}
