@@ -13,7 +13,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/tether-dev/tether/broker/progress"
 	"github.com/tether-dev/tether/test/controlplane"
 )
 
@@ -45,12 +44,16 @@ func TestAnIndexIsCompleteBeforeDeliveriesAndRebuiltByANewProcess(t *testing.T) 
 	wantColours := func(widget string, want ...string) {
 		t.Helper()
 		var got struct{ Colours []string }
-		waitWidget(t, dyn, ns, widget, "created with a result", func(o *unstructured.Unstructured) bool {
-			raw := ""
-			if o != nil {
-				raw = o.GetAnnotations()[progress.ResultKey(name, "create")]
+		waitWidget(t, dyn, ns, widget, "created with its result in status.create", func(o *unstructured.Unstructured) bool {
+			if o == nil {
+				return false
 			}
-			return raw != "" && json.Unmarshal([]byte(raw), &got) == nil
+			result, ok, _ := unstructured.NestedFieldNoCopy(o.Object, "status", "create")
+			if !ok {
+				return false
+			}
+			raw, err := json.Marshal(result)
+			return err == nil && json.Unmarshal(raw, &got) == nil
 		})
 		if !reflect.DeepEqual(got.Colours, want) {
 			t.Errorf("widget %s: the index held %v for its namespace, want %v", widget, got.Colours, want)

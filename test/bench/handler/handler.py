@@ -38,7 +38,9 @@ def register(workload: str, *, namespace: str, registry: tether.Registry | None 
     """The bindings "create" and "delete", as the Go handler's."""
     options: dict[str, Any] = dict(namespaces=[namespace], registry=registry)
     if workload == RESULT:
-        @tether.on.create(*WIDGETS, id="create", **options)
+        # In the annotation, as the Go handler's SetResult and raw's: in
+        # status (the Python default) it would be a second write.
+        @tether.on.create(*WIDGETS, id="create", results="annotation", **options)
         def create(**_: Any) -> dict[str, bool]:
             return {"ok": True}
     elif workload == LABEL:

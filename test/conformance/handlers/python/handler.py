@@ -18,7 +18,8 @@ WIDGETS = ("test.tether.dev", "v1", "widgets")
 registry = tether.Registry()
 
 
-@tether.on.create(*WIDGETS, registry=registry, id="create")
+# The protocol's default store, the annotation, which the kit reads.
+@tether.on.create(*WIDGETS, registry=registry, id="create", results="annotation")
 def create(spec, patch, retry, **_):
     scenario = spec.get("scenario")
     if scenario == "ok":
