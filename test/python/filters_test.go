@@ -39,7 +39,15 @@ func TestACallableWhenSkipsTheFunctionAndAcksTheDelivery(t *testing.T) {
 	handled := func(o *unstructured.Unstructured) bool {
 		return o != nil && o.GetAnnotations()[progress.LastHandledKey(name)] != ""
 	}
-	large := waitWidget(t, dyn, ns, "large", "handled", handled)
+	// The result goes to the status subresource in a write of its own,
+	// after the one that records the create as handled.
+	large := waitWidget(t, dyn, ns, "large", "handled, with its result in status", func(o *unstructured.Unstructured) bool {
+		if !handled(o) {
+			return false
+		}
+		_, stored, _ := unstructured.NestedFieldNoCopy(o.Object, "status", "big")
+		return stored
+	})
 	small := waitWidget(t, dyn, ns, "small", "handled", handled)
 
 	if got := large.GetLabels()["filters.tether.dev/big"]; got != "yes" {

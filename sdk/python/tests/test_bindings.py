@@ -131,7 +131,7 @@ REFUSED = [
     ("Kopf's resume deleted", tether.on.resume, dict(deleted=True), TypeError, ["deleted="]),
     ("Kopf's requires_finalizer", tether.on.event, dict(requires_finalizer=True), TypeError, ["requires_finalizer="]),
     ("Kopf's daemon initial delay", tether.daemon, dict(initial_delay=5), TypeError, ["initial_delay=", "stopped.wait"]),
-    ("Kopf's cancellation backoff", tether.daemon, dict(cancellation_backoff=5), TypeError, ["cancellation_backoff="]),
+    ("Kopf's cancellation polling", tether.daemon, dict(cancellation_polling=5), TypeError, ["cancellation_polling="]),
     ("Kopf's persistent webhook", tether.on.validate, dict(persistent=True), TypeError, ["persistent=", "STRICT"]),
     ("optional on a create", tether.on.create, dict(optional=True), TypeError, ["optional=", "delete"]),
     ("finalizer on a create", tether.on.create, dict(finalizer=tether.NONE), TypeError, ["finalizer="]),
