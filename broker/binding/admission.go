@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/google/cel-go/cel"
+	"google.golang.org/protobuf/types/known/durationpb"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 
@@ -100,32 +101,16 @@ func admissionOptions(b *Binding, pb *tetherv1.Binding) (AdmissionOptions, error
 	if len(pb.GetFieldSelector()) > 0 {
 		return AdmissionOptions{}, fieldErr("field_selector", errors.New("webhooks cannot select by field; use admission.match_conditions"))
 	}
-	a := AdmissionOptions{Subresource: ao.GetSubresource(), Timeout: ao.GetTimeout().AsDuration()}
-	seen := map[string]bool{}
-	for _, op := range ao.GetOperations() {
-		s, ok := map[tetherv1.AdmissionOperation]string{
-			tetherv1.AdmissionOperation_ADMISSION_OPERATION_CREATE:  OpCreate,
-			tetherv1.AdmissionOperation_ADMISSION_OPERATION_UPDATE:  OpUpdate,
-			tetherv1.AdmissionOperation_ADMISSION_OPERATION_DELETE:  OpDelete,
-			tetherv1.AdmissionOperation_ADMISSION_OPERATION_CONNECT: OpConnect,
-		}[op]
-		if !ok {
-			return a, fieldErr("admission.operations", fmt.Errorf("unknown operation %v", op))
-		}
-		if !seen[s] {
-			seen[s] = true
-			a.Operations = append(a.Operations, s)
-		}
-	}
-	if len(a.Operations) == 0 {
-		a.Operations = []string{OpCreate, OpUpdate}
+	a := AdmissionOptions{Subresource: ao.GetSubresource()}
+	var err error
+	if a.Operations, err = operations(ao.GetOperations()); err != nil {
+		return a, err
 	}
 	if s := a.Subresource; s != "" && s != "*" {
 		if errs := validation.IsDNS1123Label(s); len(errs) > 0 {
 			return a, fieldErr("admission.subresource", fmt.Errorf("%q: %s", s, strings.Join(errs, "; ")))
 		}
 	}
-	var err error
 	if sel := ao.GetNamespaceSelector(); sel != "" {
 		if !b.Resource.Namespaced {
 			return a, fieldErr("admission.namespace_selector", fmt.Errorf("%s is not namespaced", b.Resource))
@@ -139,50 +124,14 @@ func admissionOptions(b *Binding, pb *tetherv1.Binding) (AdmissionOptions, error
 			return a, fieldErr("label_selector", err)
 		}
 	}
-	if n := len(ao.GetMatchConditions()); n > MaxMatchConditions {
-		return a, fieldErr("admission.match_conditions", fmt.Errorf("%d conditions; at most %d", n, MaxMatchConditions))
+	if a.MatchConditions, err = matchConditions(ao.GetMatchConditions()); err != nil {
+		return a, err
 	}
-	names := map[string]bool{}
-	for i, mc := range ao.GetMatchConditions() {
-		field := fmt.Sprintf("admission.match_conditions[%d]", i)
-		if errs := validation.IsQualifiedName(mc.GetName()); len(errs) > 0 {
-			return a, fieldErr(field+".name", fmt.Errorf("%q: %s", mc.GetName(), strings.Join(errs, "; ")))
-		}
-		if strings.HasPrefix(mc.GetName(), "tether.dev/") {
-			return a, fieldErr(field+".name", fmt.Errorf("%q: the prefix tether.dev/ is the broker's own", mc.GetName()))
-		}
-		if names[mc.GetName()] {
-			return a, fieldErr(field+".name", fmt.Errorf("%q is used twice", mc.GetName()))
-		}
-		names[mc.GetName()] = true
-		if err := parseCEL(mc.GetExpression()); err != nil {
-			return a, fieldErr(field+".expression", err)
-		}
-		a.MatchConditions = append(a.MatchConditions, MatchCondition{Name: mc.GetName(), Expression: mc.GetExpression()})
+	if a.Timeout, err = admissionTimeout(ao.GetTimeout()); err != nil {
+		return a, err
 	}
-	switch {
-	case ao.GetTimeout() == nil || a.Timeout == 0:
-		a.Timeout = DefaultAdmissionTimeout
-	case a.Timeout < MinAdmissionTimeout || a.Timeout > MaxAdmissionTimeout:
-		return a, fieldErr("admission.timeout", fmt.Errorf("%v is not between %v and %v", a.Timeout, MinAdmissionTimeout, MaxAdmissionTimeout))
-	case a.Timeout%time.Second != 0:
-		return a, fieldErr("admission.timeout", fmt.Errorf("%v is not a whole number of seconds", a.Timeout))
-	}
-	switch ao.GetFailurePolicy() {
-	case tetherv1.FailurePolicy_FAILURE_POLICY_UNSPECIFIED:
-		a.FailurePolicy = FailIgnore
-		if b.Policy == PolicyStrict {
-			a.FailurePolicy = FailFail
-		}
-	case tetherv1.FailurePolicy_FAILURE_POLICY_IGNORE:
-		if b.Policy == PolicyStrict {
-			return a, fieldErr("admission.failure_policy", errors.New("IGNORE contradicts finalizer STRICT, which keeps the webhook failing closed"))
-		}
-		a.FailurePolicy = FailIgnore
-	case tetherv1.FailurePolicy_FAILURE_POLICY_FAIL:
-		a.FailurePolicy = FailFail
-	default:
-		return a, fieldErr("admission.failure_policy", fmt.Errorf("unknown policy %v", ao.GetFailurePolicy()))
+	if a.FailurePolicy, err = failurePolicy(ao.GetFailurePolicy(), b.Policy); err != nil {
+		return a, err
 	}
 	switch ao.GetSideEffects() {
 	case tetherv1.SideEffects_SIDE_EFFECTS_UNSPECIFIED, tetherv1.SideEffects_SIDE_EFFECTS_NONE:
@@ -193,6 +142,93 @@ func admissionOptions(b *Binding, pb *tetherv1.Binding) (AdmissionOptions, error
 		return a, fieldErr("admission.side_effects", fmt.Errorf("unknown side effects %v", ao.GetSideEffects()))
 	}
 	return a, nil
+}
+
+// operations are the operations a webhook intercepts, each once; none
+// given means CREATE and UPDATE.
+func operations(ops []tetherv1.AdmissionOperation) ([]string, error) {
+	var out []string
+	for _, op := range ops {
+		s, ok := map[tetherv1.AdmissionOperation]string{
+			tetherv1.AdmissionOperation_ADMISSION_OPERATION_CREATE:  OpCreate,
+			tetherv1.AdmissionOperation_ADMISSION_OPERATION_UPDATE:  OpUpdate,
+			tetherv1.AdmissionOperation_ADMISSION_OPERATION_DELETE:  OpDelete,
+			tetherv1.AdmissionOperation_ADMISSION_OPERATION_CONNECT: OpConnect,
+		}[op]
+		if !ok {
+			return nil, fieldErr("admission.operations", fmt.Errorf("unknown operation %v", op))
+		}
+		if !slices.Contains(out, s) {
+			out = append(out, s)
+		}
+	}
+	if len(out) == 0 {
+		out = []string{OpCreate, OpUpdate}
+	}
+	return out, nil
+}
+
+// matchConditions checks a webhook's match conditions: bounded in number,
+// each a qualified name used once and outside the broker's own prefix, with
+// an expression that parses.
+func matchConditions(mcs []*tetherv1.MatchCondition) ([]MatchCondition, error) {
+	if n := len(mcs); n > MaxMatchConditions {
+		return nil, fieldErr("admission.match_conditions", fmt.Errorf("%d conditions; at most %d", n, MaxMatchConditions))
+	}
+	var out []MatchCondition
+	for i, mc := range mcs {
+		field := fmt.Sprintf("admission.match_conditions[%d]", i)
+		if errs := validation.IsQualifiedName(mc.GetName()); len(errs) > 0 {
+			return nil, fieldErr(field+".name", fmt.Errorf("%q: %s", mc.GetName(), strings.Join(errs, "; ")))
+		}
+		if strings.HasPrefix(mc.GetName(), "tether.dev/") {
+			return nil, fieldErr(field+".name", fmt.Errorf("%q: the prefix tether.dev/ is the broker's own", mc.GetName()))
+		}
+		if slices.ContainsFunc(out, func(c MatchCondition) bool { return c.Name == mc.GetName() }) {
+			return nil, fieldErr(field+".name", fmt.Errorf("%q is used twice", mc.GetName()))
+		}
+		if err := parseCEL(mc.GetExpression()); err != nil {
+			return nil, fieldErr(field+".expression", err)
+		}
+		out = append(out, MatchCondition{Name: mc.GetName(), Expression: mc.GetExpression()})
+	}
+	return out, nil
+}
+
+// admissionTimeout is the webhook's timeout: the default when unset, else
+// whole seconds within the API server's bounds.
+func admissionTimeout(d *durationpb.Duration) (time.Duration, error) {
+	t := d.AsDuration()
+	switch {
+	case d == nil || t == 0:
+		return DefaultAdmissionTimeout, nil
+	case t < MinAdmissionTimeout || t > MaxAdmissionTimeout:
+		return 0, fieldErr("admission.timeout", fmt.Errorf("%v is not between %v and %v", t, MinAdmissionTimeout, MaxAdmissionTimeout))
+	case t%time.Second != 0:
+		return 0, fieldErr("admission.timeout", fmt.Errorf("%v is not a whole number of seconds", t))
+	}
+	return t, nil
+}
+
+// failurePolicy is what the API server does when the webhook cannot
+// answer: unset, IGNORE, unless the binding is STRICT, whose webhook fails
+// closed (and refuses IGNORE).
+func failurePolicy(fp tetherv1.FailurePolicy, hold Policy) (string, error) {
+	switch fp {
+	case tetherv1.FailurePolicy_FAILURE_POLICY_UNSPECIFIED:
+		if hold == PolicyStrict {
+			return FailFail, nil
+		}
+		return FailIgnore, nil
+	case tetherv1.FailurePolicy_FAILURE_POLICY_IGNORE:
+		if hold == PolicyStrict {
+			return "", fieldErr("admission.failure_policy", errors.New("IGNORE contradicts finalizer STRICT, which keeps the webhook failing closed"))
+		}
+		return FailIgnore, nil
+	case tetherv1.FailurePolicy_FAILURE_POLICY_FAIL:
+		return FailFail, nil
+	}
+	return "", fieldErr("admission.failure_policy", fmt.Errorf("unknown policy %v", fp))
 }
 
 // RefuseExcludedNamespaces refuses an admission binding that names one of

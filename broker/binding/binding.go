@@ -215,73 +215,22 @@ func Compile(ctx context.Context, pbs []*tetherv1.Binding, res Resolver, def Def
 func fieldErr(field string, err error) error { return &FieldError{Field: field, Err: err} }
 
 func compileOne(ctx context.Context, pb *tetherv1.Binding, res Resolver, def Defaults, supported map[Kind]bool) (*Binding, error) {
-	if err := ValidateName(pb.GetId()); err != nil {
-		return nil, fieldErr("id", err)
-	}
-	b := &Binding{ID: pb.GetId(), Kind: Kind(pb.GetKind())}
-	if _, ok := kindNames[b.Kind]; !ok {
-		return nil, fieldErr("kind", fmt.Errorf("unknown kind %v", pb.GetKind()))
-	}
-	if !supported[b.Kind] {
-		if b.Kind.IsAdmission() {
-			return nil, fieldErr("kind", fmt.Errorf("%s bindings are %w: it serves no admission webhooks (start it with --admission-listen)", b.Kind, ErrUnsupported))
-		}
-		return nil, fieldErr("kind", fmt.Errorf("%s bindings are %w", b.Kind, ErrUnsupported))
+	b, err := kindOf(pb, supported)
+	if err != nil {
+		return nil, err
 	}
 	r := pb.GetResource()
 	if r == nil {
 		return nil, fieldErr("resource", errors.New("is required"))
 	}
-	resolved, err := res.Resolve(ctx, resource.Query{Group: r.GetGroup(), Version: r.GetVersion(), Resource: r.GetResource(), Kind: r.GetKind(), Name: r.GetName()})
-	if err != nil {
+	if b.Resource, err = res.Resolve(ctx, resource.Query{Group: r.GetGroup(), Version: r.GetVersion(), Resource: r.GetResource(), Kind: r.GetKind(), Name: r.GetName()}); err != nil {
 		return nil, fieldErr("resource", err)
 	}
-	b.Resource = resolved
-	if n := len(pb.GetNamespaces()); n > tetherv1.MaxNamespaces {
-		return nil, fieldErr("namespaces", fmt.Errorf("%d namespaces, more than the %d a binding may name; bind cluster-wide and narrow with a label selector or a when condition", n, tetherv1.MaxNamespaces))
+	if err := b.compileSelection(pb); err != nil {
+		return nil, err
 	}
-	for i, ns := range pb.GetNamespaces() {
-		if slices.Contains(pb.GetNamespaces()[:i], ns) {
-			return nil, fieldErr("namespaces", fmt.Errorf("%q is named twice", ns))
-		}
-		if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
-			return nil, fieldErr("namespaces", fmt.Errorf("%q: %s", ns, strings.Join(errs, "; ")))
-		}
-	}
-	if len(pb.GetNamespaces()) > 0 && !resolved.Namespaced {
-		return nil, fieldErr("namespaces", fmt.Errorf("%s is not namespaced", resolved))
-	}
-	b.Namespaces = pb.GetNamespaces()
-	if b.Labels, err = labels.Parse(pb.GetLabelSelector()); err != nil {
-		return nil, fieldErr("label_selector", err)
-	}
-	if b.Fields, err = fields.ParseSelector(pb.GetFieldSelector()); err != nil {
-		return nil, fieldErr("field_selector", err)
-	}
-	for _, a := range pb.GetAnnotations() {
-		f, err := annotationFilter(a)
-		if err != nil {
-			return nil, fieldErr("annotations", err)
-		}
-		b.Annotations = append(b.Annotations, f)
-	}
-	if pb.GetWhen() != "" {
-		if b.When, err = CompileExpression(pb.GetWhen()); err != nil {
-			return nil, fieldErr("when", err)
-		}
-	}
-	switch {
-	case b.Kind == Field && pb.GetField() == "":
-		return nil, fieldErr("field", errors.New("is required for field bindings"))
-	case b.Kind == Field:
-		b.FieldPath = strings.Split(pb.GetField(), ".")
-		for _, p := range b.FieldPath {
-			if p == "" {
-				return nil, fieldErr("field", fmt.Errorf("%q has an empty segment", pb.GetField()))
-			}
-		}
-	case pb.GetField() != "":
-		return nil, fieldErr("field", fmt.Errorf("is only for field bindings"))
+	if b.FieldPath, err = fieldPath(b.Kind, pb.GetField()); err != nil {
+		return nil, err
 	}
 	if pb.GetOptional() && b.Kind != Delete {
 		return nil, fieldErr("optional", errors.New("is only for delete bindings"))
@@ -311,6 +260,85 @@ func compileOne(ctx context.Context, pb *tetherv1.Binding, res Resolver, def Def
 		return nil, err
 	}
 	return b, nil
+}
+
+// kindOf starts a binding from pb's id and kind, which the broker must
+// serve.
+func kindOf(pb *tetherv1.Binding, supported map[Kind]bool) (*Binding, error) {
+	if err := ValidateName(pb.GetId()); err != nil {
+		return nil, fieldErr("id", err)
+	}
+	b := &Binding{ID: pb.GetId(), Kind: Kind(pb.GetKind())}
+	if _, ok := kindNames[b.Kind]; !ok {
+		return nil, fieldErr("kind", fmt.Errorf("unknown kind %v", pb.GetKind()))
+	}
+	if !supported[b.Kind] {
+		if b.Kind.IsAdmission() {
+			return nil, fieldErr("kind", fmt.Errorf("%s bindings are %w: it serves no admission webhooks (start it with --admission-listen)", b.Kind, ErrUnsupported))
+		}
+		return nil, fieldErr("kind", fmt.Errorf("%s bindings are %w", b.Kind, ErrUnsupported))
+	}
+	return b, nil
+}
+
+// compileSelection compiles which objects of b's resource pb selects: its
+// namespaces, selectors, annotation filters and when condition.
+func (b *Binding) compileSelection(pb *tetherv1.Binding) error {
+	if n := len(pb.GetNamespaces()); n > tetherv1.MaxNamespaces {
+		return fieldErr("namespaces", fmt.Errorf("%d namespaces, more than the %d a binding may name; bind cluster-wide and narrow with a label selector or a when condition", n, tetherv1.MaxNamespaces))
+	}
+	for i, ns := range pb.GetNamespaces() {
+		if slices.Contains(pb.GetNamespaces()[:i], ns) {
+			return fieldErr("namespaces", fmt.Errorf("%q is named twice", ns))
+		}
+		if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
+			return fieldErr("namespaces", fmt.Errorf("%q: %s", ns, strings.Join(errs, "; ")))
+		}
+	}
+	if len(pb.GetNamespaces()) > 0 && !b.Resource.Namespaced {
+		return fieldErr("namespaces", fmt.Errorf("%s is not namespaced", b.Resource))
+	}
+	b.Namespaces = pb.GetNamespaces()
+	var err error
+	if b.Labels, err = labels.Parse(pb.GetLabelSelector()); err != nil {
+		return fieldErr("label_selector", err)
+	}
+	if b.Fields, err = fields.ParseSelector(pb.GetFieldSelector()); err != nil {
+		return fieldErr("field_selector", err)
+	}
+	for _, a := range pb.GetAnnotations() {
+		f, err := annotationFilter(a)
+		if err != nil {
+			return fieldErr("annotations", err)
+		}
+		b.Annotations = append(b.Annotations, f)
+	}
+	if pb.GetWhen() != "" {
+		if b.When, err = CompileExpression(pb.GetWhen()); err != nil {
+			return fieldErr("when", err)
+		}
+	}
+	return nil
+}
+
+// fieldPath is the path a field binding watches: required for field
+// bindings, refused on the others.
+func fieldPath(kind Kind, field string) ([]string, error) {
+	switch {
+	case kind == Field && field == "":
+		return nil, fieldErr("field", errors.New("is required for field bindings"))
+	case kind == Field:
+		path := strings.Split(field, ".")
+		for _, p := range path {
+			if p == "" {
+				return nil, fieldErr("field", fmt.Errorf("%q has an empty segment", field))
+			}
+		}
+		return path, nil
+	case field != "":
+		return nil, fieldErr("field", fmt.Errorf("is only for field bindings"))
+	}
+	return nil, nil
 }
 
 func annotationFilter(a *tetherv1.AnnotationFilter) (AnnotationFilter, error) {
