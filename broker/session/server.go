@@ -248,17 +248,7 @@ func (s *Server) Connect(stream tetherv1.BrokerService_ConnectServer) error {
 		log.Info("handler instance disconnected")
 	}()
 
-	welcome := &tetherv1.Welcome{
-		SessionId: in.SessionID, Window: uint32(window), BrokerVersion: s.opts.Version,
-		Grace: durationpb.New(att.Grace), AbsentReleaseAfter: durationpb.New(att.AbsentReleaseAfter),
-		Capabilities: s.offered,
-	}
-	for _, b := range bindings {
-		welcome.Resources = append(welcome.Resources, &tetherv1.Resource{
-			Group: b.Resource.Group, Version: b.Resource.Version, Resource: b.Resource.Resource,
-			Kind: b.Resource.Kind, Namespaced: b.Resource.Namespaced,
-		})
-	}
+	welcome := s.welcome(in, window, att, bindings)
 	if err := stream.Send(&tetherv1.ConnectResponse{Message: &tetherv1.ConnectResponse_Welcome{Welcome: welcome}}); err != nil {
 		return err
 	}
@@ -271,6 +261,31 @@ func (s *Server) Connect(stream tetherv1.BrokerService_ConnectServer) error {
 		defer close(recvDone)
 		recvErr <- s.receive(ctx, stream, in, log)
 	}()
+	return s.serve(ctx, stream, in, withdrawn, recvErr, log)
+}
+
+// welcome is the Welcome of instance in: its session, window and grace,
+// the broker's capabilities, and each binding's resource as resolved.
+func (s *Server) welcome(in *Instance, window int, att Attachment, bindings []*binding.Binding) *tetherv1.Welcome {
+	w := &tetherv1.Welcome{
+		SessionId: in.SessionID, Window: uint32(window), BrokerVersion: s.opts.Version,
+		Grace: durationpb.New(att.Grace), AbsentReleaseAfter: durationpb.New(att.AbsentReleaseAfter),
+		Capabilities: s.offered,
+	}
+	for _, b := range bindings {
+		w.Resources = append(w.Resources, &tetherv1.Resource{
+			Group: b.Resource.Group, Version: b.Resource.Version, Resource: b.Resource.Resource,
+			Kind: b.Resource.Kind, Namespaced: b.Resource.Namespaced,
+		})
+	}
+	return w
+}
+
+// serve sends the instance its messages until the session ends: drained
+// after a Goodbye, the broker stopping, rights withdrawn, the instance's
+// side closed or failed, or the stream's context done.
+func (s *Server) serve(ctx context.Context, stream tetherv1.BrokerService_ConnectServer, in *Instance,
+	withdrawn <-chan error, recvErr <-chan error, log hclog.Logger) error {
 	for {
 		done, change := in.drained()
 		if done {
