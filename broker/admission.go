@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/hashicorp/go-hclog"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -163,25 +164,25 @@ type admissionParts struct {
 
 // newAdmission builds the certificates and the configuration writer. The
 // webhooks point at the Service when one is named, else at the URL.
-func (b *Broker) newAdmission(ctx context.Context, kube kubernetes.Interface) (*admissionParts, error) {
-	a := b.opts.Admission
+func newAdmission(ctx context.Context, kube kubernetes.Interface, opts Options, lis net.Listener, log hclog.Logger) (*admissionParts, error) {
+	a, ns := opts.Admission, opts.Namespace
 	copts := certs.Options{
-		Name: "admission", Client: kube, Namespace: b.opts.Namespace, SecretName: a.secretName(),
-		CertFile: a.CertFile, KeyFile: a.KeyFile, CAFile: a.CAFile, Log: b.log.Named("admission"),
+		Name: "admission", Client: kube, Namespace: ns, SecretName: a.secretName(),
+		CertFile: a.CertFile, KeyFile: a.KeyFile, CAFile: a.CAFile, Log: log.Named("admission"),
 	}
-	excluded := a.excludedNamespaces(b.opts.Namespace)
-	b.log.Info("no admission webhook intercepts these namespaces", "namespaces", excluded)
-	wopts := webhook.Options{Client: kube, Log: b.log.Named("webhook"), ExcludeUsers: b.ownUser(ctx, kube), ExcludeNamespaces: excluded}
+	excluded := a.excludedNamespaces(ns)
+	log.Info("no admission webhook intercepts these namespaces", "namespaces", excluded)
+	wopts := webhook.Options{Client: kube, Log: log.Named("webhook"), ExcludeUsers: ownUser(ctx, kube, log), ExcludeNamespaces: excluded}
 	if a.Service != "" {
 		port := a.ServicePort
 		if port == 0 {
 			port = 8443
 		}
-		wopts.Service = &webhook.Service{Namespace: b.opts.Namespace, Name: a.Service, Port: int32(port)}
-		svc := a.Service + "." + b.opts.Namespace
+		wopts.Service = &webhook.Service{Namespace: ns, Name: a.Service, Port: int32(port)}
+		svc := a.Service + "." + ns
 		copts.DNSNames = []string{a.Service, svc, svc + ".svc", svc + ".svc.cluster.local"}
 	} else {
-		u, err := b.admissionURL()
+		u, err := a.url(lis)
 		if err != nil {
 			return nil, err
 		}
@@ -196,7 +197,7 @@ func (b *Broker) newAdmission(ctx context.Context, kube kubernetes.Interface) (*
 	if err != nil {
 		return nil, err
 	}
-	paths, err := admission.LoadPathKey(ctx, kube, b.opts.Namespace, a.secretName()+"-path-key")
+	paths, err := admission.LoadPathKey(ctx, kube, ns, a.secretName()+"-path-key")
 	if err != nil {
 		return nil, err
 	}
@@ -208,16 +209,16 @@ func (b *Broker) newAdmission(ctx context.Context, kube kubernetes.Interface) (*
 	return &admissionParts{certs: serving, paths: paths, hooks: hooks, excluded: excluded}, nil
 }
 
-// admissionURL is where the API server reaches the endpoint from outside
+// url is where the API server reaches the endpoint from outside
 // the cluster: the given URL, or the listen address (loopback when it
 // listens on every address).
-func (b *Broker) admissionURL() (*url.URL, error) {
-	if b.opts.Admission.URL != "" {
-		return url.Parse(b.opts.Admission.URL)
+func (a Admission) url(lis net.Listener) (*url.URL, error) {
+	if a.URL != "" {
+		return url.Parse(a.URL)
 	}
-	tcp, ok := b.alis.Addr().(*net.TCPAddr)
+	tcp, ok := lis.Addr().(*net.TCPAddr)
 	if !ok {
-		return nil, fmt.Errorf("admission: cannot make a URL of the listen address %s; give one", b.alis.Addr())
+		return nil, fmt.Errorf("admission: cannot make a URL of the listen address %s; give one", lis.Addr())
 	}
 	host := tcp.IP.String()
 	if tcp.IP == nil || tcp.IP.IsUnspecified() {
@@ -229,10 +230,10 @@ func (b *Broker) admissionURL() (*url.URL, error) {
 // ownUser is the broker's user name, so that the webhooks let its own
 // writes (holds, progress) through: a handler's webhook must never block the
 // broker that releases its holds.
-func (b *Broker) ownUser(ctx context.Context, kube kubernetes.Interface) []string {
+func ownUser(ctx context.Context, kube kubernetes.Interface, log hclog.Logger) []string {
 	r, err := kube.AuthenticationV1().SelfSubjectReviews().Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
 	if err != nil {
-		b.log.Warn("cannot learn the broker's own user name; the webhooks will also review the broker's writes", "error", err)
+		log.Warn("cannot learn the broker's own user name; the webhooks will also review the broker's writes", "error", err)
 		return nil
 	}
 	return []string{r.Status.UserInfo.Username}

@@ -69,14 +69,14 @@ func (g GRPCCerts) withDefaults() GRPCCerts {
 	return g
 }
 
-// newGRPCCerts builds the gRPC serving certificate of GRPCCerts.
-func (b *Broker) newGRPCCerts(kube kubernetes.Interface) (*certs.Serving, error) {
-	g := b.opts.GRPCCerts.withDefaults()
-	svc := g.Service + "." + b.opts.Namespace
+// serving builds the gRPC serving certificate, its Secret in namespace.
+func (g GRPCCerts) serving(kube kubernetes.Interface, namespace string, log hclog.Logger) (*certs.Serving, error) {
+	g = g.withDefaults()
+	svc := g.Service + "." + namespace
 	opts := certs.Options{
-		Name: "grpc", Client: kube, Namespace: b.opts.Namespace, SecretName: g.SecretName,
+		Name: "grpc", Client: kube, Namespace: namespace, SecretName: g.SecretName,
 		DNSNames: []string{g.Service, svc, svc + ".svc", svc + ".svc.cluster.local"},
-		CertFile: g.CertFile, KeyFile: g.KeyFile, CAFile: g.CAFile, Log: b.log.Named("grpc-certs"),
+		CertFile: g.CertFile, KeyFile: g.KeyFile, CAFile: g.CAFile, Log: log.Named("grpc-certs"),
 	}
 	for _, h := range g.Hosts {
 		if ip := net.ParseIP(h); ip != nil {

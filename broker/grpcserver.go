@@ -57,10 +57,10 @@ func (l GRPCLimits) withDefaults() GRPCLimits {
 
 // serverOptions are the gRPC server's limits, keepalives and, unless
 // insecure, its TLS.
-func (b *Broker) serverOptions(tlsConfig *tls.Config) []grpc.ServerOption {
-	l := b.opts.GRPCLimits.withDefaults()
+func (l GRPCLimits) serverOptions(maxMessageSize int, tlsConfig *tls.Config) []grpc.ServerOption {
+	l = l.withDefaults()
 	opts := []grpc.ServerOption{
-		grpc.MaxRecvMsgSize(b.opts.MaxMessageSize),
+		grpc.MaxRecvMsgSize(maxMessageSize),
 		// A handler instance needs one stream (and health checks); a
 		// client opening thousands on one connection is not one.
 		grpc.MaxConcurrentStreams(maxStreamsPerConnection),
@@ -80,8 +80,8 @@ func (b *Broker) serverOptions(tlsConfig *tls.Config) []grpc.ServerOption {
 
 // limitConnections bounds the connections lis accepts at once: past the
 // bound, Accept waits until one closes.
-func (b *Broker) limitConnections(lis net.Listener) net.Listener {
-	return netutil.LimitListener(lis, b.opts.GRPCLimits.withDefaults().MaxConnections)
+func (l GRPCLimits) limitConnections(lis net.Listener) net.Listener {
+	return netutil.LimitListener(lis, l.withDefaults().MaxConnections)
 }
 
 // stopGracefully lets open streams end by themselves for a while; handler

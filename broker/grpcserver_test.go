@@ -14,8 +14,7 @@ func TestConnectionsPastTheCapWaitForOneToClose(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := &Broker{opts: Options{GRPCLimits: GRPCLimits{MaxConnections: 1}}}
-	lis := b.limitConnections(raw)
+	lis := GRPCLimits{MaxConnections: 1}.limitConnections(raw)
 	defer lis.Close()
 	accepted := make(chan net.Conn, 2)
 	go func() {

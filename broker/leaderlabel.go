@@ -59,14 +59,14 @@ func labelOwnPod(ctx context.Context, kube kubernetes.Interface, namespace, pod 
 // within a bound: a broker that cannot reach the API server must still stop
 // or start. Kubelet's readiness probe keeps a dead replica out of the
 // Service either way.
-func (b *Broker) unlabelOwnPod(kube kubernetes.Interface) {
-	pod := b.opts.LeaderElection.Pod
-	if pod == "" || !b.opts.LeaderElection.Enabled {
+func (p *parts) unlabelOwnPod() {
+	pod := p.opts.LeaderElection.Pod
+	if pod == "" || !p.opts.LeaderElection.Enabled {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if err := labelOwnPod(ctx, kube, b.opts.Namespace, pod, false, b.log); err != nil {
-		b.log.Warn("cannot take the leader label off this Pod", "error", err)
+	if err := labelOwnPod(ctx, p.kube, p.opts.Namespace, pod, false, p.log); err != nil {
+		p.log.Warn("cannot take the leader label off this Pod", "error", err)
 	}
 }

@@ -212,13 +212,13 @@ func (o *orphans) lease(handler string) *unstructured.Unstructured {
 }
 
 // orphans builds the leader's look at orphaned handlers.
-func (b *Broker) orphans(kube kubernetes.Interface, dyn dynamic.Interface, store *presence.Store, d *dispatch.Manager, rec *eventRecorder, adm *admissionParts) *orphans {
+func (p *parts) orphans() *orphans {
 	o := &orphans{
-		log: b.log.Named("orphans"), namespace: b.opts.Namespace, every: b.opts.RecheckEvery,
-		kube: kube, dyn: dyn, store: store, dispatcher: d, recorder: rec, metrics: b.metrics,
+		log: p.log.Named("orphans"), namespace: p.opts.Namespace, every: p.opts.RecheckEvery,
+		kube: p.kube, dyn: p.writer, store: p.store, dispatcher: p.dispatcher, recorder: p.recorder, metrics: p.metrics,
 	}
-	if adm != nil {
-		o.hooks = adm.hooks
+	if p.adm != nil {
+		o.hooks = p.adm.hooks
 	}
 	return o
 }

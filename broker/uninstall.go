@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync/atomic"
 	"time"
@@ -12,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
@@ -19,6 +21,9 @@ import (
 	"k8s.io/client-go/util/retry"
 
 	"github.com/tether-dev/tether/broker/guard"
+	"github.com/tether-dev/tether/broker/metrics"
+	"github.com/tether-dev/tether/broker/presence"
+	"github.com/tether-dev/tether/broker/release"
 )
 
 // watchUninstall watches the broker's own Deployment and reports true once
@@ -140,6 +145,55 @@ func metaFor(name, namespace string) metav1.ObjectMeta {
 	return metav1.ObjectMeta{Name: name, Namespace: namespace}
 }
 
+// uninstaller is what the leader needs to uninstall the broker: mark the
+// uninstall for the other replicas, guard what the release needs, and
+// release every hold (rule 3f).
+type uninstaller struct {
+	opts     Options
+	log      hclog.Logger
+	metrics  *metrics.Metrics
+	kube     kubernetes.Interface
+	dyn      dynamic.Interface // the write client, without a client-side limit
+	store    *presence.Store
+	recorder *eventRecorder
+	adm      *admissionParts // nil without admission
+}
+
+// run releases every hold the broker owns (rule 3f): those of known and of
+// every handler recorded in a Lease. It runs after the dispatcher stopped,
+// so nothing adds a hold back, with the write client: release.Run bounds how
+// many writes go at once, and the uninstall must fit in the Pod's
+// termination grace period.
+func (u *uninstaller) run(known []presence.Record) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	if u.adm != nil {
+		// First, so that no webhook of a handler is left pointing at a
+		// broker that is gone.
+		removed, err := u.adm.hooks.RemoveAll(ctx)
+		if err != nil {
+			u.log.Error("uninstall: cannot remove every webhook configuration", "error", err)
+		}
+		u.log.Info("uninstall: webhook configurations removed", "count", len(removed))
+	}
+	u.log.Info("the broker is being uninstalled: releasing every hold before exiting")
+	released, err := release.Run(ctx, release.Options{
+		Client: u.dyn, Presence: u.store, Known: known, Log: u.log.Named("release"),
+		Event: func(obj *unstructured.Unstructured, handler string) {
+			u.metrics.HoldReleased(handler, metrics.ReleaseUninstall)
+			u.recorder.Event(obj, false, "HoldReleased",
+				fmt.Sprintf("the Tether broker is being uninstalled: hold of handler %q released (rule 3f)", handler))
+		},
+	})
+	u.log.Info("uninstall: holds released", "count", len(released))
+	if err != nil {
+		err = fmt.Errorf("releasing holds on uninstall: %w", err)
+	}
+	// Whatever the release did: an exiting broker must not keep its
+	// namespace from being deleted.
+	return errors.Join(err, u.unguard(ctx))
+}
+
 // uninstallMarker is a Lease in the broker's namespace that the leader
 // renews when it begins an uninstall, naming its Deployment. With leader
 // election, the replica that leads next finds it and finishes the uninstall
@@ -156,25 +210,25 @@ const uninstallMarkerTTL = 10 * time.Minute
 
 const annUninstallDeployment = "tether.dev/deployment"
 
-// markUninstall renews the uninstall marker; failing to is logged, since
+// mark renews the uninstall marker; failing to is logged, since
 // the uninstall goes on regardless.
-func (b *Broker) markUninstall(kube kubernetes.Interface) {
-	if !b.opts.LeaderElection.Enabled {
+func (u *uninstaller) mark() {
+	if !u.opts.LeaderElection.Enabled {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	leases := kube.CoordinationV1().Leases(b.opts.Namespace)
+	leases := u.kube.CoordinationV1().Leases(u.opts.Namespace)
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		l, err := leases.Get(ctx, uninstallMarker, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
-			l = &coordinationv1.Lease{ObjectMeta: metaFor(uninstallMarker, b.opts.Namespace)}
+			l = &coordinationv1.Lease{ObjectMeta: metaFor(uninstallMarker, u.opts.Namespace)}
 		} else if err != nil {
 			return err
 		}
-		holder, now := b.opts.Identity, metav1.NewMicroTime(time.Now())
+		holder, now := u.opts.Identity, metav1.NewMicroTime(time.Now())
 		l.Spec.HolderIdentity, l.Spec.RenewTime = &holder, &now
-		metav1.SetMetaDataAnnotation(&l.ObjectMeta, annUninstallDeployment, b.opts.Deployment)
+		metav1.SetMetaDataAnnotation(&l.ObjectMeta, annUninstallDeployment, u.opts.Deployment)
 		if l.ResourceVersion == "" {
 			_, err = leases.Create(ctx, l, metav1.CreateOptions{})
 		} else {
@@ -183,77 +237,77 @@ func (b *Broker) markUninstall(kube kubernetes.Interface) {
 		return err
 	})
 	if err != nil {
-		b.log.Warn("cannot mark the uninstall for the other replicas", "error", err)
+		u.log.Warn("cannot mark the uninstall for the other replicas", "error", err)
 	}
 }
 
-// uninstallUnderWay reports whether another replica began an uninstall that
+// underWay reports whether another replica began an uninstall that
 // the cluster still confirms: a recent marker for this Deployment, and the
 // Deployment being deleted or gone.
-func (b *Broker) uninstallUnderWay(ctx context.Context, kube kubernetes.Interface) bool {
-	if !b.opts.LeaderElection.Enabled || b.opts.Deployment == "" {
+func (u *uninstaller) underWay(ctx context.Context) bool {
+	if !u.opts.LeaderElection.Enabled || u.opts.Deployment == "" {
 		return false
 	}
-	l, err := kube.CoordinationV1().Leases(b.opts.Namespace).Get(ctx, uninstallMarker, metav1.GetOptions{})
+	l, err := u.kube.CoordinationV1().Leases(u.opts.Namespace).Get(ctx, uninstallMarker, metav1.GetOptions{})
 	if err != nil {
 		if !apierrors.IsNotFound(err) {
-			b.log.Warn("cannot read the uninstall marker", "error", err)
+			u.log.Warn("cannot read the uninstall marker", "error", err)
 		}
 		return false
 	}
-	if l.Annotations[annUninstallDeployment] != b.opts.Deployment || l.Spec.RenewTime == nil ||
+	if l.Annotations[annUninstallDeployment] != u.opts.Deployment || l.Spec.RenewTime == nil ||
 		time.Since(l.Spec.RenewTime.Time) > uninstallMarkerTTL {
 		return false // an earlier uninstall, of a Deployment installed again since
 	}
-	d, err := kube.AppsV1().Deployments(b.opts.Namespace).Get(ctx, b.opts.Deployment, metav1.GetOptions{})
+	d, err := u.kube.AppsV1().Deployments(u.opts.Namespace).Get(ctx, u.opts.Deployment, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
 		return true
 	case err != nil:
-		b.log.Warn("cannot read the broker's Deployment", "error", err)
+		u.log.Warn("cannot read the broker's Deployment", "error", err)
 		return false
 	}
 	return d.DeletionTimestamp != nil
 }
 
-// guardUninstall puts the uninstall guard on what the broker needs in its
+// guard puts the uninstall guard on what the broker needs in its
 // namespace to release its holds (package guard). Without it an uninstall
 // by namespace deletion can leave every hold in place; the broker goes on
 // all the same.
-func (b *Broker) guardUninstall(ctx context.Context, kube kubernetes.Interface, dyn dynamic.Interface) {
+func (u *uninstaller) guard(ctx context.Context) {
 	lease := ""
-	if le := b.opts.LeaderElection.withDefaults(); le.Enabled {
+	if le := u.opts.LeaderElection.withDefaults(); le.Enabled {
 		lease = le.LeaseName
 	}
-	refs, sa, err := guard.Guarded(ctx, kube, b.opts.Namespace, lease)
+	refs, sa, err := guard.Guarded(ctx, u.kube, u.opts.Namespace, lease)
 	if err == nil {
-		err = guard.Protect(ctx, dyn, b.opts.Namespace, refs)
+		err = guard.Protect(ctx, u.dyn, u.opts.Namespace, refs)
 	}
 	if err == nil && sa != "" {
-		err = guard.Grant(ctx, kube, b.opts.Namespace, sa)
+		err = guard.Grant(ctx, u.kube, u.opts.Namespace, sa)
 	}
 	if err != nil {
 		if ctx.Err() == nil {
-			b.log.Warn("cannot guard what an uninstall needs: deleting the namespace may leave holds", "error", err)
+			u.log.Warn("cannot guard what an uninstall needs: deleting the namespace may leave holds", "error", err)
 		}
 		return
 	}
-	b.log.Info("uninstall guard on", "objects", fmt.Sprint(refs), "grant", sa != "")
+	u.log.Info("uninstall guard on", "objects", fmt.Sprint(refs), "grant", sa != "")
 }
 
-// unguardUninstall takes the uninstall guard off (package guard), then
+// unguard takes the uninstall guard off (package guard), then
 // revokes the broker's grant: last, since it may take the permissions that
 // let the broker do the rest. The revoke is refused when the ServiceAccount
 // went with the guard; then the namespace is being deleted, and the garbage
 // collector removes the grant once it is gone.
-func (b *Broker) unguardUninstall(ctx context.Context, kube kubernetes.Interface, dyn dynamic.Interface) error {
-	freed, err := guard.Unprotect(ctx, dyn, b.opts.Namespace)
-	b.log.Info("uninstall: guard taken off", "objects", fmt.Sprint(freed))
+func (u *uninstaller) unguard(ctx context.Context) error {
+	freed, err := guard.Unprotect(ctx, u.dyn, u.opts.Namespace)
+	u.log.Info("uninstall: guard taken off", "objects", fmt.Sprint(freed))
 	if err != nil {
 		return fmt.Errorf("uninstall: %w", err)
 	}
-	if err := guard.Revoke(ctx, kube, b.opts.Namespace); err != nil {
-		b.log.Info("uninstall: the grant stays until the namespace is gone", "error", err)
+	if err := guard.Revoke(ctx, u.kube, u.opts.Namespace); err != nil {
+		u.log.Info("uninstall: the grant stays until the namespace is gone", "error", err)
 	}
 	return nil
 }

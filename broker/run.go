@@ -1,0 +1,98 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+	"google.golang.org/grpc"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+)
+
+// run starts the parts and waits for them. Every replica runs the
+// informers, the gRPC server and the certificates; the one that leads (all
+// of them without leader election) also runs lead. When ctx ends, the
+// servers stop gracefully; when the broker is being uninstalled, the
+// leader releases every hold before run returns.
+func (p *parts) run(ctx context.Context) error {
+	serveCtx, stopServing := context.WithCancel(ctx)
+	defer stopServing()
+	// A follower keeps the caches of the recorded handlers warm until, as
+	// the leader, its restore has subscribed them.
+	warmCtx, stopWarming := context.WithCancel(serveCtx)
+	defer stopWarming()
+	l := &leading{parts: p, stopServing: stopServing, stopWarming: stopWarming, uninstalling: make(chan struct{})}
+	p.setServing(healthpb.HealthCheckResponse_NOT_SERVING)
+	g, gctx := errgroup.WithContext(serveCtx)
+	// The informers outlive a follower's wait, so that what it kept warm
+	// is there when it leads.
+	g.Go(func() error { return p.informers.Start(gctx) })
+	if le := p.opts.LeaderElection; le.Enabled {
+		if !le.ColdStandby {
+			g.Go(func() error { return p.dispatcher.KeepWarm(warmCtx) })
+		}
+		elect, err := p.elect(l.run)
+		if err != nil {
+			return err
+		}
+		g.Go(func() error { return elect(gctx) })
+	} else {
+		g.Go(func() error { l.run(gctx); return nil })
+	}
+	g.Go(p.serve)
+	if p.grpcCerts != nil {
+		g.Go(func() error { return p.grpcCerts.Start(gctx) })
+		if cm := p.opts.GRPCCerts.withDefaults().CAConfigMap; cm != "-" {
+			g.Go(func() error { publishCA(gctx, p.kube, p.opts.Namespace, cm, p.grpcCerts, p.log); return nil })
+		}
+	}
+	if p.adm != nil {
+		g.Go(func() error { return p.adm.certs.Start(gctx) })
+		g.Go(func() error { return p.adm.server.Start(gctx) })
+	}
+	g.Go(func() error {
+		<-gctx.Done()
+		p.health.stopping.Store(true)
+		p.healthSrv.Shutdown()
+		p.sessions.Shutdown()
+		stopGracefully(p.srv, 5*time.Second)
+		return nil
+	})
+	return errors.Join(g.Wait(), l.uninstallErr)
+}
+
+// elect returns the leader election loop, which runs lead while this
+// replica leads.
+func (p *parts) elect(lead func(context.Context)) (func(context.Context) error, error) {
+	p.health.elected.Store(true)
+	// A container restarted in a Pod that led must not be sent handlers
+	// before it leads again.
+	p.unlabelOwnPod()
+	// Renewals have a client of their own, as kube-controller-manager's
+	// do: a busy dispatcher must not make the leader miss its deadline.
+	lcfg := rest.CopyConfig(p.cfg)
+	lcfg.QPS, lcfg.Burst, lcfg.RateLimiter = -1, 0, nil
+	lkube, err := kubernetes.NewForConfig(lcfg)
+	if err != nil {
+		return nil, fmt.Errorf("creating client for leader election: %w", err)
+	}
+	le := p.opts.LeaderElection
+	return func(ctx context.Context) error {
+		return runElected(ctx, lkube, p.opts.Namespace, p.opts.Identity, le, p.log, lead)
+	}, nil
+}
+
+// serve serves gRPC on the broker's listener until the server is stopped.
+func (p *parts) serve() error {
+	p.log.Info("broker serving", "address", p.lis.Addr().String(), "insecure", p.opts.Insecure,
+		"leader_election", p.opts.LeaderElection.Enabled)
+	p.health.serving.Store(true)
+	if err := p.srv.Serve(p.opts.GRPCLimits.limitConnections(p.lis)); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+		return fmt.Errorf("serving gRPC: %w", err)
+	}
+	return nil
+}
