@@ -42,7 +42,7 @@ type Options struct {
 	GRPCCerts GRPCCerts
 	// Defaults fill in what bindings leave unset.
 	Defaults binding.Defaults
-	// Workers per handler (default 64).
+	// Workers per handler (default dispatch.DefaultWorkers).
 	Workers int
 	// WriteQPS and WriteBurst pace the writes to objects (holds, progress,
 	// handlers' patches) at this many per second, in bursts of WriteBurst
@@ -59,9 +59,10 @@ type Options struct {
 	// of a handler absent past absent_release_after (default
 	// dispatch.DefaultReleaseQPS, in bursts of dispatch.ReleaseBurst).
 	ReleaseQPS float64
-	// DefaultWindow and MaxWindow bound instance windows (16 and 1024).
+	// DefaultWindow and MaxWindow bound instance windows
+	// (session.DefaultWindow and session.DefaultMaxWindow).
 	DefaultWindow, MaxWindow int
-	// HelloTimeout bounds the wait for Hello (10 s).
+	// HelloTimeout bounds the wait for Hello (session.DefaultHelloTimeout).
 	HelloTimeout time.Duration
 	// MaxMessageSize bounds one received gRPC message (4 MiB).
 	MaxMessageSize int

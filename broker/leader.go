@@ -20,9 +20,9 @@ type LeaderElection struct {
 	// Enabled turns election on; without it every broker leads (one replica).
 	Enabled bool
 	// LeaseName is the coordination.k8s.io Lease in the broker's namespace
-	// (default "tether-broker-leader").
+	// (DefaultLeaseName).
 	LeaseName string
-	// LeaseDuration (15 s), RenewDeadline (10 s) and RetryPeriod (2 s) are
+	// LeaseDuration (DefaultLeaseDuration), RenewDeadline (10 s at most) and RetryPeriod (2 s at most) are
 	// client-go's; a follower takes over within about LeaseDuration of the
 	// leader's death.
 	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
@@ -39,12 +39,18 @@ type LeaderElection struct {
 	Pod string
 }
 
+// The defaults of LeaderElection.
+const (
+	DefaultLeaseName     = "tether-broker-leader"
+	DefaultLeaseDuration = 15 * time.Second
+)
+
 func (l LeaderElection) withDefaults() LeaderElection {
 	if l.LeaseName == "" {
-		l.LeaseName = "tether-broker-leader"
+		l.LeaseName = DefaultLeaseName
 	}
 	if l.LeaseDuration <= 0 {
-		l.LeaseDuration = 15 * time.Second
+		l.LeaseDuration = DefaultLeaseDuration
 	}
 	if l.RenewDeadline <= 0 {
 		l.RenewDeadline = min(10*time.Second, l.LeaseDuration*2/3)

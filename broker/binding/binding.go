@@ -119,28 +119,36 @@ const (
 // Defaults are the broker's settings for what a binding leaves unset.
 type Defaults struct {
 	Retries    int           // zero: forever
-	Timeout    time.Duration // zero: 1 minute
-	Backoff    time.Duration // zero: 1 second
-	MaxBackoff time.Duration // zero: 5 minutes
-	// CancellationTimeout of daemons; zero: 1 minute.
+	Timeout    time.Duration // zero: DefaultTimeout
+	Backoff    time.Duration // zero: DefaultBackoff
+	MaxBackoff time.Duration // zero: DefaultMaxBackoff
+	// CancellationTimeout of daemons; zero: DefaultCancellationTimeout.
 	CancellationTimeout time.Duration
 }
+
+// What a binding that sets none gets, unless Defaults say otherwise.
+const (
+	DefaultTimeout             = time.Minute
+	DefaultBackoff             = time.Second
+	DefaultMaxBackoff          = 5 * time.Minute
+	DefaultCancellationTimeout = time.Minute
+)
 
 func (d Defaults) withZeros() Defaults {
 	if d.Retries == 0 {
 		d.Retries = -1
 	}
 	if d.Timeout == 0 {
-		d.Timeout = time.Minute
+		d.Timeout = DefaultTimeout
 	}
 	if d.Backoff == 0 {
-		d.Backoff = time.Second
+		d.Backoff = DefaultBackoff
 	}
 	if d.MaxBackoff == 0 {
-		d.MaxBackoff = 5 * time.Minute
+		d.MaxBackoff = DefaultMaxBackoff
 	}
 	if d.CancellationTimeout == 0 {
-		d.CancellationTimeout = time.Minute
+		d.CancellationTimeout = DefaultCancellationTimeout
 	}
 	return d
 }

@@ -103,14 +103,26 @@ type Options struct {
 	NoPushdown bool
 }
 
+// The defaults of AbsenceLimits.
+const (
+	DefaultGrace                 = 30 * time.Second
+	DefaultMaxGrace              = time.Hour
+	DefaultAbsentReleaseAfter    = 10 * time.Minute
+	DefaultMaxAbsentReleaseAfter = 24 * time.Hour
+)
+
+// DefaultWorkers is how many workers each handler has when Options say
+// nothing.
+const DefaultWorkers = 64
+
 // AbsenceLimits are the broker's grace and long-absence settings: defaults,
 // and the bounds within which a handler may ask for others in Hello.
 type AbsenceLimits struct {
 	// Grace is how long a handler may have no instance before it is absent
-	// (default 30 s); MaxGrace bounds what a handler may ask (default 1 h).
+	// (DefaultGrace); MaxGrace bounds what a handler may ask (DefaultMaxGrace).
 	Grace, MaxGrace time.Duration
 	// AbsentReleaseAfter: after this long absent, a handler's holds are
-	// stripped from every object (default 10 minutes; negative means never).
+	// stripped from every object (DefaultAbsentReleaseAfter; negative means never).
 	// MaxAbsentReleaseAfter bounds what a handler may ask (default 24 h);
 	// a handler that asks for never gets the bound.
 	AbsentReleaseAfter, MaxAbsentReleaseAfter time.Duration
@@ -118,16 +130,16 @@ type AbsenceLimits struct {
 
 func (l AbsenceLimits) withDefaults() AbsenceLimits {
 	if l.Grace <= 0 {
-		l.Grace = 30 * time.Second
+		l.Grace = DefaultGrace
 	}
 	if l.MaxGrace <= 0 {
-		l.MaxGrace = time.Hour
+		l.MaxGrace = DefaultMaxGrace
 	}
 	if l.AbsentReleaseAfter == 0 {
-		l.AbsentReleaseAfter = 10 * time.Minute
+		l.AbsentReleaseAfter = DefaultAbsentReleaseAfter
 	}
 	if l.MaxAbsentReleaseAfter <= 0 {
-		l.MaxAbsentReleaseAfter = 24 * time.Hour
+		l.MaxAbsentReleaseAfter = DefaultMaxAbsentReleaseAfter
 	}
 	return l
 }
@@ -191,7 +203,7 @@ func New(opts Options) *Manager {
 		opts.HandlerEvents = nopHandlerEvents{}
 	}
 	if opts.Workers <= 0 {
-		opts.Workers = 64
+		opts.Workers = DefaultWorkers
 	}
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}

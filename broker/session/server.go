@@ -109,6 +109,13 @@ const (
 	DefaultMaxHellos            = 64
 )
 
+// The defaults of a Hello's wait and an instance's window.
+const (
+	DefaultHelloTimeout = 10 * time.Second
+	DefaultWindow       = 16
+	DefaultMaxWindow    = 1024
+)
+
 // DefaultRecheckEvery is how often a session's rights are asked again when
 // Options say nothing; the broker looks at absent handlers' identities as
 // often.
@@ -159,13 +166,13 @@ func NewServer(opts Options) *Server {
 		delete(opts.Supported, binding.Index)
 	}
 	if opts.HelloTimeout <= 0 {
-		opts.HelloTimeout = 10 * time.Second
+		opts.HelloTimeout = DefaultHelloTimeout
 	}
 	if opts.DefaultWindow <= 0 {
-		opts.DefaultWindow = 16
+		opts.DefaultWindow = DefaultWindow
 	}
 	if opts.MaxWindow <= 0 {
-		opts.MaxWindow = 1024
+		opts.MaxWindow = DefaultMaxWindow
 	}
 	if opts.MaxBindings <= 0 {
 		opts.MaxBindings = 256

@@ -21,6 +21,7 @@ import (
 	"github.com/tether-dev/tether/broker/binding"
 	"github.com/tether-dev/tether/broker/buildinfo"
 	"github.com/tether-dev/tether/broker/dispatch"
+	"github.com/tether-dev/tether/broker/session"
 	tetherv1 "github.com/tether-dev/tether/proto/tether/v1"
 	"github.com/tether-dev/tether/sdk/kubeconfig"
 )
@@ -100,70 +101,11 @@ func parseFlags(args []string, out io.Writer) (*config, error) {
 		fs.PrintDefaults()
 	}
 	commonFlags(fs, &c.kubeconfig, &c.namespace)
-	fs.StringVar(&c.identity, "identity", envOr("POD_NAME", ""), "this broker's name in the Leases it writes (default $POD_NAME, else the host name)")
-	fs.StringVar(&c.deployment, "deployment", os.Getenv("TETHER_DEPLOYMENT"), "the broker's own Deployment in --namespace; deleting it makes the broker release every hold and exit (default $TETHER_DEPLOYMENT)")
-	fs.DurationVar(&c.grace, "grace", 30*time.Second, "how long a handler may have no instance before the objects being deleted that it holds are released")
-	fs.DurationVar(&c.maxGrace, "max-grace", time.Hour, "the longest grace a handler may ask for in Hello")
-	fs.DurationVar(&c.absentAfter, "absent-release-after", 10*time.Minute, "after this long absent, a handler's holds are stripped from every object until it returns (0: never)")
-	fs.Float64Var(&c.releaseQPS, "absent-release-qps", dispatch.DefaultReleaseQPS, "how many holds a second are stripped from the objects of a handler absent past --absent-release-after")
-	fs.DurationVar(&c.maxAbsent, "max-absent-release-after", 24*time.Hour, "the longest absent-release-after a handler may ask for in Hello")
-	fs.BoolVar(&c.leader.Enabled, "leader-elect", false, "elect a leader among broker replicas with a Lease in --namespace; only the leader watches, dispatches and writes")
-	fs.StringVar(&c.leader.LeaseName, "leader-elect-lease-name", "tether-broker-leader", "name of the leader Lease")
-	fs.DurationVar(&c.leader.LeaseDuration, "leader-elect-lease-duration", 15*time.Second, "how long followers wait before taking over a leader that stopped renewing")
-	fs.DurationVar(&c.leader.RenewDeadline, "leader-elect-renew-deadline", 0, "how long the leader keeps trying to renew before it gives up leading (default two thirds of the lease duration, at most 10s)")
-	fs.DurationVar(&c.leader.RetryPeriod, "leader-elect-retry-period", 0, "how often replicas try to acquire or renew the Lease (default half the renew deadline, at most 2s)")
-	fs.StringVar(&c.leader.Pod, "leader-elect-pod", envOr("POD_NAME", ""), "this broker's own Pod in --namespace: while it leads, the Pod carries the label "+broker.LeaderLabel+"=true, which the Service selects to send handlers and webhook calls to the leader (default $POD_NAME; empty: no label)")
-	fs.BoolVar(&c.leader.ColdStandby, "leader-elect-cold-standby", false, "followers watch nothing: less memory and half the watches, but a takeover lists every object again before it is ready\n"+
-		"(by default a follower keeps the caches of the handlers recorded in the presence Leases warm)")
-	fs.StringVar(&c.listen, "listen", "127.0.0.1:7443", "gRPC listen address HOST:PORT")
-	fs.StringVar(&c.metricsListen, "metrics-listen", defaultMetricsListen, "HTTP address HOST:PORT of /metrics (Prometheus), /healthz and /readyz; empty: none.\n"+
-		"The default is for local use and skipped with a warning when the port is taken; in a cluster pass \":9090\"")
-	fs.BoolVar(&c.metricsOpen, "metrics-open", false, "serve /metrics to anyone who reaches --metrics-listen; by default a scraper needs a bearer token the API server accepts\n"+
-		"and get on the non-resource URL /metrics (TokenReview, SubjectAccessReview); --insecure serves it open")
-	fs.BoolVar(&c.insecure, "insecure", false, "serve plain text without authentication, for local development; loopback addresses only")
-	fs.StringVar(&c.grpcCerts.CertFile, "tls-cert-file", "", "a gRPC serving certificate to use instead of generating one (cert-manager style; re-read when it changes)")
-	fs.StringVar(&c.grpcCerts.KeyFile, "tls-key-file", "", "the key of --tls-cert-file")
-	fs.StringVar(&c.grpcCerts.CAFile, "tls-ca-file", "", "the CA bundle that verifies --tls-cert-file, published in --tls-ca-configmap")
-	fs.StringVar(&c.grpcCerts.SecretName, "tls-secret", broker.DefaultGRPCSecret, "Secret in --namespace keeping the CA and gRPC serving certificate the broker generates and renews when no --tls-cert-file is given")
-	fs.StringVar(&c.grpcCerts.Service, "tls-service", broker.DefaultGRPCService, "the Service in --namespace handlers reach the broker through: the generated certificate is valid for its names")
-	fs.StringVar(&c.tlsHosts, "tls-hosts", "localhost,127.0.0.1", "comma-separated more names and IP addresses the generated certificate is valid for (localhost: kubectl port-forward)")
-	fs.StringVar(&c.grpcCerts.CAConfigMap, "tls-ca-configmap", broker.DefaultCAConfigMap, "ConfigMap in --namespace where the broker publishes the CA bundle handlers verify it with (key "+broker.CAConfigMapKey+"); - publishes none")
-	fs.StringVar(&c.audiences, "token-audience", "", "comma-separated audiences a handler's token must be meant for (TokenReview); empty: the API server's own")
-	fs.DurationVar(&c.recheckEvery, "recheck-permissions-every", 30*time.Second, "how often a connected handler's token and RBAC are checked again, a handler that lost them being disconnected,\n"+
-		"and how often the identities of absent STRICT handlers are looked at, to find orphans (broker status)")
-	fs.Float64Var(&c.qps, "kube-api-qps", dispatch.DefaultWriteQPS, "writes per second to the API server: holds, progress and handlers' patches are paced to this rate\n"+
-		"without holding up deliveries that write nothing (timer ticks); the broker's other requests are limited to the same rate")
-	fs.IntVar(&c.burst, "kube-api-burst", dispatch.DefaultWriteBurst, "how many writes (and other requests) may go at once before --kube-api-qps paces them")
-	fs.StringVar(&c.logLevel, "log-level", "info", "log level: trace, debug, info, warn, error")
-	fs.StringVar(&c.logFormat, "log-format", "auto", "log format: text, json, or auto (json inside a cluster)")
-	fs.BoolVar(&c.noPushdown, "no-label-pushdown", false, "cache every object of a resource a handler binds; by default, when all of a handler's bindings of a resource\n"+
-		"share label requirements (sdk.Labels), only the objects that meet them are listed, watched and cached")
-	fs.IntVar(&c.workers, "workers", 64, "workers per handler; in-flight deliveries are bounded by handler windows")
-	fs.IntVar(&c.defaultWindow, "default-window", 16, "window of a handler instance that asks for none")
-	fs.IntVar(&c.maxWindow, "max-window", 1024, "largest window a handler instance may ask for")
-	fs.DurationVar(&c.helloTimeout, "hello-timeout", 10*time.Second, "how long a new stream may take to send Hello")
-	fs.IntVar(&c.maxMsgSize, "max-message-size", tetherv1.DefaultMaxMessageBytes, "largest gRPC message accepted from a handler, in bytes")
-	fs.IntVar(&c.grpcLimits.MaxConnections, "grpc-max-connections", broker.DefaultMaxConnections, "gRPC connections open at once; further ones wait until one closes")
-	fs.DurationVar(&c.grpcLimits.MaxConnectionIdle, "grpc-max-connection-idle", broker.DefaultMaxConnectionIdle, "a gRPC connection without a stream this long is closed")
-	fs.DurationVar(&c.grpcLimits.MaxConnectionAge, "grpc-max-connection-age", broker.DefaultMaxConnectionAge, "a gRPC connection this old (give or take 10%) is told to go away; handlers reconnect")
-	fs.DurationVar(&c.grpcLimits.MaxConnectionAgeGrace, "grpc-max-connection-age-grace", broker.DefaultMaxConnectionAgeGrace, "how long the streams of a connection told to go away may go on before it is closed")
-	fs.StringVar(&c.admission.Listen, "admission-listen", "", "HTTPS address HOST:PORT of the admission webhooks the API server calls; empty: validate and mutate bindings are refused")
-	fs.StringVar(&c.admission.URL, "admission-url", "", "base URL at which the API server reaches --admission-listen, when the broker runs outside the cluster\n"+
-		"(default https://<--admission-listen>; e.g. https://172.17.0.1:8443 for kind); the webhook configurations point there")
-	fs.StringVar(&c.admission.Service, "admission-service", "", "name of the Service in --namespace in front of the broker's --admission-listen port, when the broker runs in the cluster;\n"+
-		"the webhook configurations point to it instead of --admission-url")
-	fs.IntVar(&c.admission.ServicePort, "admission-service-port", 8443, "port of --admission-service")
-	fs.StringVar(&c.admission.SecretName, "admission-secret", "tether-admission-tls", "Secret in --namespace keeping the CA and serving certificate the broker generates and rotates for the webhooks")
-	fs.StringVar(&c.admission.CertFile, "admission-tls-cert-file", "", "a serving certificate to use instead of generating one (cert-manager style; re-read when it changes)")
-	fs.StringVar(&c.admission.KeyFile, "admission-tls-key-file", "", "the key of --admission-tls-cert-file")
-	fs.StringVar(&c.admission.CAFile, "admission-ca-file", "", "the CA bundle the API server verifies --admission-tls-cert-file with")
-	fs.StringVar(&c.excludeNamespaces, "admission-exclude-namespaces", strings.Join(broker.DefaultExcludedNamespaces, ","),
-		"comma-separated namespaces whose objects no webhook intercepts, so that a webhook failing closed cannot lock them out;\n"+
-			"--namespace is always excluded besides. Leave one out to opt it in to the handlers' webhooks (empty: only --namespace is excluded)")
-	fs.IntVar(&c.retries, "default-retries", 0, "retries of a failing delivery when its binding sets none (0: forever)")
-	fs.DurationVar(&c.timeout, "default-timeout", time.Minute, "how long to wait for an ack when the binding sets no timeout")
-	fs.DurationVar(&c.backoff, "default-backoff", time.Second, "first retry delay when the binding sets none")
-	fs.DurationVar(&c.maxBackoff, "default-max-backoff", 5*time.Minute, "largest retry delay when the binding sets none")
+	c.handlerFlags(fs)
+	c.leaderFlags(fs)
+	c.servingFlags(fs)
+	c.admissionFlags(fs)
+	c.clientFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -191,6 +133,92 @@ func parseFlags(args []string, out io.Writer) (*config, error) {
 		return nil, fmt.Errorf("--log-format: want text, json or auto, not %q", c.logFormat)
 	}
 	return c, nil
+}
+
+// handlerFlags are the broker's identity and what it gives the handlers: grace,
+// long-absence release, workers, windows and the defaults of bindings.
+func (c *config) handlerFlags(fs *flag.FlagSet) {
+	fs.StringVar(&c.identity, "identity", envOr("POD_NAME", ""), "this broker's name in the Leases it writes (default $POD_NAME, else the host name)")
+	fs.StringVar(&c.deployment, "deployment", os.Getenv("TETHER_DEPLOYMENT"), "the broker's own Deployment in --namespace; deleting it makes the broker release every hold and exit (default $TETHER_DEPLOYMENT)")
+	fs.DurationVar(&c.grace, "grace", dispatch.DefaultGrace, "how long a handler may have no instance before the objects being deleted that it holds are released")
+	fs.DurationVar(&c.maxGrace, "max-grace", dispatch.DefaultMaxGrace, "the longest grace a handler may ask for in Hello")
+	fs.DurationVar(&c.absentAfter, "absent-release-after", dispatch.DefaultAbsentReleaseAfter, "after this long absent, a handler's holds are stripped from every object until it returns (0: never)")
+	fs.Float64Var(&c.releaseQPS, "absent-release-qps", dispatch.DefaultReleaseQPS, "how many holds a second are stripped from the objects of a handler absent past --absent-release-after")
+	fs.DurationVar(&c.maxAbsent, "max-absent-release-after", dispatch.DefaultMaxAbsentReleaseAfter, "the longest absent-release-after a handler may ask for in Hello")
+	fs.BoolVar(&c.noPushdown, "no-label-pushdown", false, "cache every object of a resource a handler binds; by default, when all of a handler's bindings of a resource\n"+
+		"share label requirements (sdk.Labels), only the objects that meet them are listed, watched and cached")
+	fs.IntVar(&c.workers, "workers", dispatch.DefaultWorkers, "workers per handler; in-flight deliveries are bounded by handler windows")
+	fs.IntVar(&c.defaultWindow, "default-window", session.DefaultWindow, "window of a handler instance that asks for none")
+	fs.IntVar(&c.maxWindow, "max-window", session.DefaultMaxWindow, "largest window a handler instance may ask for")
+	fs.IntVar(&c.retries, "default-retries", 0, "retries of a failing delivery when its binding sets none (0: forever)")
+	fs.DurationVar(&c.timeout, "default-timeout", binding.DefaultTimeout, "how long to wait for an ack when the binding sets no timeout")
+	fs.DurationVar(&c.backoff, "default-backoff", binding.DefaultBackoff, "first retry delay when the binding sets none")
+	fs.DurationVar(&c.maxBackoff, "default-max-backoff", binding.DefaultMaxBackoff, "largest retry delay when the binding sets none")
+}
+
+// leaderFlags are leader election's.
+func (c *config) leaderFlags(fs *flag.FlagSet) {
+	fs.BoolVar(&c.leader.Enabled, "leader-elect", false, "elect a leader among broker replicas with a Lease in --namespace; only the leader watches, dispatches and writes")
+	fs.StringVar(&c.leader.LeaseName, "leader-elect-lease-name", broker.DefaultLeaseName, "name of the leader Lease")
+	fs.DurationVar(&c.leader.LeaseDuration, "leader-elect-lease-duration", broker.DefaultLeaseDuration, "how long followers wait before taking over a leader that stopped renewing")
+	fs.DurationVar(&c.leader.RenewDeadline, "leader-elect-renew-deadline", 0, "how long the leader keeps trying to renew before it gives up leading (default two thirds of the lease duration, at most 10s)")
+	fs.DurationVar(&c.leader.RetryPeriod, "leader-elect-retry-period", 0, "how often replicas try to acquire or renew the Lease (default half the renew deadline, at most 2s)")
+	fs.StringVar(&c.leader.Pod, "leader-elect-pod", envOr("POD_NAME", ""), "this broker's own Pod in --namespace: while it leads, the Pod carries the label "+broker.LeaderLabel+"=true, which the Service selects to send handlers and webhook calls to the leader (default $POD_NAME; empty: no label)")
+	fs.BoolVar(&c.leader.ColdStandby, "leader-elect-cold-standby", false, "followers watch nothing: less memory and half the watches, but a takeover lists every object again before it is ready\n"+
+		"(by default a follower keeps the caches of the handlers recorded in the presence Leases warm)")
+}
+
+// servingFlags are the gRPC and metrics endpoints': addresses, TLS, sign-in and
+// connection limits.
+func (c *config) servingFlags(fs *flag.FlagSet) {
+	fs.StringVar(&c.listen, "listen", "127.0.0.1:7443", "gRPC listen address HOST:PORT")
+	fs.StringVar(&c.metricsListen, "metrics-listen", defaultMetricsListen, "HTTP address HOST:PORT of /metrics (Prometheus), /healthz and /readyz; empty: none.\n"+
+		"The default is for local use and skipped with a warning when the port is taken; in a cluster pass \":9090\"")
+	fs.BoolVar(&c.metricsOpen, "metrics-open", false, "serve /metrics to anyone who reaches --metrics-listen; by default a scraper needs a bearer token the API server accepts\n"+
+		"and get on the non-resource URL /metrics (TokenReview, SubjectAccessReview); --insecure serves it open")
+	fs.BoolVar(&c.insecure, "insecure", false, "serve plain text without authentication, for local development; loopback addresses only")
+	fs.StringVar(&c.grpcCerts.CertFile, "tls-cert-file", "", "a gRPC serving certificate to use instead of generating one (cert-manager style; re-read when it changes)")
+	fs.StringVar(&c.grpcCerts.KeyFile, "tls-key-file", "", "the key of --tls-cert-file")
+	fs.StringVar(&c.grpcCerts.CAFile, "tls-ca-file", "", "the CA bundle that verifies --tls-cert-file, published in --tls-ca-configmap")
+	fs.StringVar(&c.grpcCerts.SecretName, "tls-secret", broker.DefaultGRPCSecret, "Secret in --namespace keeping the CA and gRPC serving certificate the broker generates and renews when no --tls-cert-file is given")
+	fs.StringVar(&c.grpcCerts.Service, "tls-service", broker.DefaultGRPCService, "the Service in --namespace handlers reach the broker through: the generated certificate is valid for its names")
+	fs.StringVar(&c.tlsHosts, "tls-hosts", "localhost,127.0.0.1", "comma-separated more names and IP addresses the generated certificate is valid for (localhost: kubectl port-forward)")
+	fs.StringVar(&c.grpcCerts.CAConfigMap, "tls-ca-configmap", broker.DefaultCAConfigMap, "ConfigMap in --namespace where the broker publishes the CA bundle handlers verify it with (key "+broker.CAConfigMapKey+"); - publishes none")
+	fs.StringVar(&c.audiences, "token-audience", "", "comma-separated audiences a handler's token must be meant for (TokenReview); empty: the API server's own")
+	fs.DurationVar(&c.recheckEvery, "recheck-permissions-every", session.DefaultRecheckEvery, "how often a connected handler's token and RBAC are checked again, a handler that lost them being disconnected,\n"+
+		"and how often the identities of absent STRICT handlers are looked at, to find orphans (broker status)")
+	fs.DurationVar(&c.helloTimeout, "hello-timeout", session.DefaultHelloTimeout, "how long a new stream may take to send Hello")
+	fs.IntVar(&c.maxMsgSize, "max-message-size", tetherv1.DefaultMaxMessageBytes, "largest gRPC message accepted from a handler, in bytes")
+	fs.IntVar(&c.grpcLimits.MaxConnections, "grpc-max-connections", broker.DefaultMaxConnections, "gRPC connections open at once; further ones wait until one closes")
+	fs.DurationVar(&c.grpcLimits.MaxConnectionIdle, "grpc-max-connection-idle", broker.DefaultMaxConnectionIdle, "a gRPC connection without a stream this long is closed")
+	fs.DurationVar(&c.grpcLimits.MaxConnectionAge, "grpc-max-connection-age", broker.DefaultMaxConnectionAge, "a gRPC connection this old (give or take 10%) is told to go away; handlers reconnect")
+	fs.DurationVar(&c.grpcLimits.MaxConnectionAgeGrace, "grpc-max-connection-age-grace", broker.DefaultMaxConnectionAgeGrace, "how long the streams of a connection told to go away may go on before it is closed")
+}
+
+// admissionFlags are the admission webhooks'.
+func (c *config) admissionFlags(fs *flag.FlagSet) {
+	fs.StringVar(&c.admission.Listen, "admission-listen", "", "HTTPS address HOST:PORT of the admission webhooks the API server calls; empty: validate and mutate bindings are refused")
+	fs.StringVar(&c.admission.URL, "admission-url", "", "base URL at which the API server reaches --admission-listen, when the broker runs outside the cluster\n"+
+		"(default https://<--admission-listen>; e.g. https://172.17.0.1:8443 for kind); the webhook configurations point there")
+	fs.StringVar(&c.admission.Service, "admission-service", "", "name of the Service in --namespace in front of the broker's --admission-listen port, when the broker runs in the cluster;\n"+
+		"the webhook configurations point to it instead of --admission-url")
+	fs.IntVar(&c.admission.ServicePort, "admission-service-port", 8443, "port of --admission-service")
+	fs.StringVar(&c.admission.SecretName, "admission-secret", "tether-admission-tls", "Secret in --namespace keeping the CA and serving certificate the broker generates and rotates for the webhooks")
+	fs.StringVar(&c.admission.CertFile, "admission-tls-cert-file", "", "a serving certificate to use instead of generating one (cert-manager style; re-read when it changes)")
+	fs.StringVar(&c.admission.KeyFile, "admission-tls-key-file", "", "the key of --admission-tls-cert-file")
+	fs.StringVar(&c.admission.CAFile, "admission-ca-file", "", "the CA bundle the API server verifies --admission-tls-cert-file with")
+	fs.StringVar(&c.excludeNamespaces, "admission-exclude-namespaces", strings.Join(broker.DefaultExcludedNamespaces, ","),
+		"comma-separated namespaces whose objects no webhook intercepts, so that a webhook failing closed cannot lock them out;\n"+
+			"--namespace is always excluded besides. Leave one out to opt it in to the handlers' webhooks (empty: only --namespace is excluded)")
+}
+
+// clientFlags are the API client's pace and the logs'.
+func (c *config) clientFlags(fs *flag.FlagSet) {
+	fs.Float64Var(&c.qps, "kube-api-qps", dispatch.DefaultWriteQPS, "writes per second to the API server: holds, progress and handlers' patches are paced to this rate\n"+
+		"without holding up deliveries that write nothing (timer ticks); the broker's other requests are limited to the same rate")
+	fs.IntVar(&c.burst, "kube-api-burst", dispatch.DefaultWriteBurst, "how many writes (and other requests) may go at once before --kube-api-qps paces them")
+	fs.StringVar(&c.logLevel, "log-level", "info", "log level: trace, debug, info, warn, error")
+	fs.StringVar(&c.logFormat, "log-format", "auto", "log format: text, json, or auto (json inside a cluster)")
 }
 
 func serve(args []string, _, stderr io.Writer) error {
