@@ -9,7 +9,7 @@ BUF     := $(BIN)/buf
 TESTFLAGS ?= -race -count=1 -timeout 30m -p 2
 
 .PHONY: fuzz all build test check vet fmt fmt-check proto proto-lint proto-check \
-        proto-breaking proto-python docs conformance controlplane test-binaries cluster node image demo chaos chaos-selftest bench bench-timers bench-scale bench-pushdown bench-failover bench-admission clean help
+        proto-breaking proto-python proto-typescript docs conformance controlplane test-binaries cluster node image demo chaos chaos-selftest bench bench-timers bench-scale bench-pushdown bench-failover bench-admission clean help
 
 all: build
 
@@ -81,13 +81,24 @@ docs: ## regenerate docs/reference/flags.md from the binaries' -help (a test kee
 proto-python: ## regenerate the Python SDK's stubs in sdk/python/tether/v1 (needs protobuf-compiler, protobuf-compiler-grpc)
 	test/python/gen.sh
 
+# The TypeScript SDK's dependencies, from its committed lockfile; npm ci
+# writes node_modules/.package-lock.json, newer than the lockfile it read.
+NPM    ?= npm
+TS_SDK := sdk/typescript
+
+$(TS_SDK)/node_modules/.package-lock.json: $(TS_SDK)/package-lock.json
+	cd $(TS_SDK) && $(NPM) ci --no-audit --no-fund
+
+proto-typescript: $(BUF) $(TS_SDK)/node_modules/.package-lock.json ## regenerate the TypeScript SDK's code in sdk/typescript/src/gen (protoc-gen-es, installed by npm ci)
+	cd proto && $(BUF) generate --template buf.gen.typescript.yaml
+
 proto-lint: $(BUF)
 	cd proto && $(BUF) lint
 
-proto-check: proto ## fail when the committed generated code is stale
-	@if [ -n "$$(git status --porcelain -- proto)" ]; then \
-		echo "generated code in proto/ differs from what is committed; run 'make proto' and commit:"; \
-		git status --porcelain -- proto; git --no-pager diff --stat -- proto; exit 1; fi
+proto-check: proto proto-typescript ## fail when the committed generated code (Go, TypeScript) is stale
+	@if [ -n "$$(git status --porcelain -- proto $(TS_SDK)/src/gen)" ]; then \
+		echo "generated code differs from what is committed; run 'make proto proto-typescript' and commit:"; \
+		git status --porcelain -- proto $(TS_SDK)/src/gen; git --no-pager diff --stat -- proto $(TS_SDK)/src/gen; exit 1; fi
 
 # The wire is guarded against the main branch: a field renumbered, retyped
 # or removed, or an enum value reused, breaks SDKs already deployed. A
