@@ -9,7 +9,7 @@ BUF     := $(BIN)/buf
 TESTFLAGS ?= -race -count=1 -timeout 30m -p 2
 
 .PHONY: fuzz all build test check vet fmt fmt-check proto proto-lint proto-check \
-        proto-breaking proto-python proto-typescript docs conformance controlplane test-binaries cluster node image demo chaos chaos-selftest bench bench-timers bench-scale bench-pushdown bench-failover bench-admission clean help
+        proto-breaking proto-python proto-typescript typescript docs conformance controlplane test-binaries cluster node image demo chaos chaos-selftest bench bench-timers bench-scale bench-pushdown bench-failover bench-admission clean help
 
 all: build
 
@@ -91,6 +91,9 @@ $(TS_SDK)/node_modules/.package-lock.json: $(TS_SDK)/package-lock.json
 
 proto-typescript: $(BUF) $(TS_SDK)/node_modules/.package-lock.json ## regenerate the TypeScript SDK's code in sdk/typescript/src/gen (protoc-gen-es, installed by npm ci)
 	cd proto && $(BUF) generate --template buf.gen.typescript.yaml
+
+typescript: $(TS_SDK)/node_modules/.package-lock.json ## build the TypeScript SDK with tsc into sdk/typescript/build and run its unit tests (node --test)
+	cd $(TS_SDK) && $(NPM) test
 
 proto-lint: $(BUF)
 	cd proto && $(BUF) lint

@@ -1,0 +1,237 @@
+// A handler instance: its name, options and bindings, and run(), which
+// connects, reconnects with backoff, and stops on a rejection or its signal.
+
+import * as grpc from "@grpc/grpc-js";
+import { create } from "@bufbuild/protobuf";
+import { randomBytes } from "node:crypto";
+import { hostname } from "node:os";
+import { HelloSchema } from "./gen/tether/v1/broker_pb";
+import { Backoff } from "./backoff";
+import { check, duration, toProto, type BindingKindName, type BindingOptions, type HandlerFunction, type Registered, type Resource, type TimerOptions } from "./binding";
+import { capabilities, type BrokerCapabilities } from "./capabilities";
+import { connect } from "./connection";
+import { ConfigError, RejectedError } from "./errors";
+import { DEFAULT_DRAIN_TIMEOUT, DEFAULT_RECONNECT_MAX, DEFAULT_RECONNECT_MIN, DEFAULT_WINDOW, PROTOCOL_VERSION } from "./limits";
+import { stderrLogger, withFields, type Logger } from "./logger";
+import { Session, type Plan } from "./session";
+import { sdkName } from "./version";
+
+/** How a handler connects and runs. Every field is optional; durations are in milliseconds. */
+export interface HandlerOptions {
+  /** Deliveries run at once (default 16); the broker may cap it. */
+  window?: number;
+  /** This process among the handler's instances; default "<hostname>-<pid>-<random>". */
+  instanceId?: string;
+  /** Plain text and no token: only for a broker started with --insecure on loopback. */
+  insecure?: boolean;
+  /** The bearer token; or tokenFile, read on every connection attempt (default: the ServiceAccount token). */
+  token?: string;
+  tokenFile?: string;
+  /** PEM of the CA that signed the broker's certificate (the ConfigMap tether-broker-ca); default: the system roots. */
+  ca?: string | Buffer;
+  /** Bounds of the delay between connection attempts (default 500 to 2000). */
+  reconnectMin?: number;
+  reconnectMax?: number;
+  /** How long a stopping handler waits for deliveries in flight (default 10000). */
+  drainTimeout?: number;
+  /** Asked of the broker instead of its defaults. */
+  grace?: number;
+  absentReleaseAfter?: number;
+  /** Ranks this instance among the handler's (0 to 1000). */
+  priority?: number;
+  logger?: Logger;
+}
+
+/** Run options: the signal that stops the handler (it then drains and says Goodbye). */
+export interface RunOptions {
+  signal?: AbortSignal;
+}
+
+const rejecting = new Set([
+  grpc.status.INVALID_ARGUMENT,
+  grpc.status.UNIMPLEMENTED,
+  grpc.status.PERMISSION_DENIED,
+  grpc.status.UNAUTHENTICATED,
+  grpc.status.FAILED_PRECONDITION,
+]);
+
+/**
+ * Handler is one handler instance: a name (a DNS-1123 label of at most 40
+ * characters; it names the finalizer tether.dev/<name>), the functions
+ * registered with the on* methods, and run().
+ */
+export class Handler {
+  readonly name: string;
+  readonly instanceId: string;
+  private readonly opts: HandlerOptions;
+  private readonly log: Logger;
+  private readonly bindings: Registered[] = [];
+  private readonly counts = new Map<BindingKindName, number>();
+  private running = false;
+  private session?: Session;
+  private offered: BrokerCapabilities = { listed: false, offered: [] };
+
+  constructor(name: string, options: HandlerOptions = {}) {
+    this.name = name;
+    this.opts = options;
+    this.instanceId = options.instanceId || `${hostname()}-${process.pid}-${randomBytes(3).toString("hex")}`;
+    this.log = withFields(options.logger ?? stderrLogger(), { handler: name, instance: this.instanceId });
+  }
+
+  onCreate(resource: Resource, fn: HandlerFunction, options: BindingOptions = {}): this {
+    return this.register("create", resource, fn, options);
+  }
+  onUpdate(resource: Resource, fn: HandlerFunction, options: BindingOptions = {}): this {
+    return this.register("update", resource, fn, options);
+  }
+  /** Deletion work: the object is held (finalizer tether.dev/<name>) until the function answers OK or FAIL. */
+  onDelete(resource: Resource, fn: HandlerFunction, options: BindingOptions = {}): this {
+    return this.register("delete", resource, fn, options);
+  }
+  /** Objects already handled, seen again when the broker starts or the handler returns. */
+  onResume(resource: Resource, fn: HandlerFunction, options: BindingOptions = {}): this {
+    return this.register("resume", resource, fn, options);
+  }
+  /** Updates that change the value at the dotted path field ("spec.replicas"). */
+  onField(resource: Resource, field: string, fn: HandlerFunction, options: BindingOptions = {}): this {
+    return this.register("field", resource, fn, options, field);
+  }
+  /** Every raw watch event (ADDED, MODIFIED, DELETED); never holds. */
+  onEvent(resource: Resource, fn: HandlerFunction, options: BindingOptions = {}): this {
+    return this.register("event", resource, fn, options);
+  }
+  /** Periodic ticks per object, options.interval milliseconds apart. */
+  onTimer(resource: Resource, fn: HandlerFunction, options: TimerOptions): this {
+    return this.register("timer", resource, fn, options);
+  }
+
+  private register(kind: BindingKindName, resource: Resource, fn: HandlerFunction, options: BindingOptions, field?: string): this {
+    const n = this.counts.get(kind) ?? 0;
+    this.counts.set(kind, n + 1);
+    this.bindings.push({ id: options.id ?? `${kind}-${n}`, kind, resource, fn, options, field });
+    return this;
+  }
+
+  /** The features the broker offered in its last Welcome. */
+  brokerCapabilities(): BrokerCapabilities {
+    return this.offered;
+  }
+
+  /** Asks the broker for another window from now on (0: its default); nothing in flight is withdrawn. */
+  setWindow(window: number): void {
+    this.session?.setWindow(window);
+  }
+
+  /** The Hello and the bindings by id, or a ConfigError naming every problem. */
+  plan(): Plan {
+    const errs: string[] = [];
+    if (!/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/.test(this.name) || this.name.length > 40) {
+      errs.push(`handler name "${this.name}" must be a DNS-1123 label of at most 40 characters`);
+    }
+    if (this.bindings.length === 0) errs.push("no bindings registered: call onCreate, onUpdate, ... before run");
+    const window = this.opts.window ?? DEFAULT_WINDOW;
+    if (!Number.isInteger(window) || window < 1) errs.push(`window ${window} must be a positive integer`);
+    const bindings = new Map<string, Registered>();
+    for (const b of this.bindings) {
+      errs.push(...check(b));
+      if (bindings.has(b.id)) errs.push(`binding "${b.id}": id used twice`);
+      bindings.set(b.id, b);
+    }
+    if (errs.length > 0) throw new ConfigError(`tether: invalid configuration of handler "${this.name}": ${errs.join("; ")}`);
+    const hello = create(HelloSchema, {
+      handler: this.name,
+      instanceId: this.instanceId,
+      bindings: this.bindings.map(toProto),
+      window,
+      protocolVersion: PROTOCOL_VERSION,
+      sdk: sdkName,
+      grace: duration(this.opts.grace),
+      absentReleaseAfter: duration(this.opts.absentReleaseAfter),
+      priority: this.opts.priority ?? 0,
+      capabilities,
+    });
+    return { hello, bindings };
+  }
+
+  /**
+   * Connects to the broker at `broker` (host:port), announces the bindings
+   * and handles deliveries until options.signal is aborted; then it drains
+   * (Goodbye, the acks of what is in flight) and resolves. Lost connections
+   * are re-established with backoff, forever, each on a new connection.
+   * Rejects with a ConfigError for an invalid configuration and a
+   * RejectedError when the broker refuses the handler.
+   */
+  async run(broker: string, options: RunOptions = {}): Promise<void> {
+    if (this.running) throw new ConfigError("tether: run is already running for this handler");
+    const plan = this.plan();
+    const signal = options.signal ?? new AbortController().signal;
+    const log = withFields(this.log, { broker });
+    const backoff = new Backoff(this.opts.reconnectMin ?? DEFAULT_RECONNECT_MIN, this.opts.reconnectMax ?? DEFAULT_RECONNECT_MAX);
+    this.running = true;
+    try {
+      while (!signal.aborted) {
+        const end = await this.connectOnce(broker, plan, signal, log);
+        if (signal.aborted) break;
+        const code = end.error?.code;
+        if (!end.welcomed && code !== undefined && rejecting.has(code)) {
+          const err = new RejectedError(this.name, codeName(code), end.error?.details ?? end.error?.message ?? "");
+          log.error("broker rejected the handler", { code: err.code, details: err.details });
+          throw err;
+        }
+        if (end.welcomed) backoff.reset();
+        const delay = backoff.next();
+        log.warn("connection to broker lost; reconnecting", { error: end.error, delay });
+        await sleep(delay, signal);
+      }
+      log.info("handler stopped");
+    } finally {
+      this.running = false;
+    }
+  }
+
+  /** One session on a new connection: behind a Service, the next connection may reach another replica, the leader. */
+  private async connectOnce(broker: string, plan: Plan, signal: AbortSignal, log: Logger) {
+    const conn = await connect(broker, this.opts, signal);
+    if ("error" in conn) return { welcomed: false, error: conn.error };
+    try {
+      this.session = new Session(conn.stream, plan, {
+        log,
+        drainTimeout: this.opts.drainTimeout ?? DEFAULT_DRAIN_TIMEOUT,
+        onWelcome: (c) => (this.offered = c),
+      });
+      return await this.session.run(signal);
+    } finally {
+      this.session = undefined;
+      conn.close();
+    }
+  }
+}
+
+/** A gRPC status code's name as the protocol's documents spell it: INVALID_ARGUMENT is "InvalidArgument". */
+function codeName(code: grpc.status): string {
+  return String(grpc.status[code] ?? code)
+    .toLowerCase()
+    .replace(/(^|_)([a-z])/g, (_m, _sep, c: string) => c.toUpperCase());
+}
+
+/** Resolves after ms, or at once when signal is aborted. */
+function sleep(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    const done = () => {
+      clearTimeout(t);
+      signal.removeEventListener("abort", done);
+      resolve();
+    };
+    const t = setTimeout(done, ms);
+    signal.addEventListener("abort", done, { once: true });
+  });
+}
+
+/** An AbortSignal aborted on SIGTERM or SIGINT: pass it to run() so that the handler drains and says Goodbye. */
+export function untilSignal(...signals: NodeJS.Signals[]): AbortSignal {
+  const ac = new AbortController();
+  for (const s of signals.length ? signals : (["SIGTERM", "SIGINT"] as NodeJS.Signals[])) {
+    process.once(s, () => ac.abort(new Error(`received ${s}`)));
+  }
+  return ac.signal;
+}

@@ -1,0 +1,30 @@
+package typescript
+
+import (
+	"bytes"
+	"os/exec"
+	"testing"
+)
+
+// TestTheSDKsUnitTests runs the TypeScript SDK's unit tests (sdk/typescript/test,
+// through its test kit) with Node's test runner on the tsc output.
+func TestTheSDKsUnitTests(t *testing.T) {
+	Build(t)
+	cmd := exec.Command("node", "--test", "build/test/")
+	cmd.Dir = SDKDir
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("node --test: %v\n%s", err, out.Bytes())
+	}
+	t.Logf("%s", lastLines(out.Bytes(), 9))
+}
+
+// lastLines is node --test's summary: the counts of tests, passes and failures.
+func lastLines(b []byte, n int) []byte {
+	lines := bytes.Split(bytes.TrimSpace(b), []byte("\n"))
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return bytes.Join(lines, []byte("\n"))
+}
