@@ -5,15 +5,19 @@ import { create } from "@bufbuild/protobuf";
 import type { Duration } from "@bufbuild/protobuf/wkt";
 import { DurationSchema } from "@bufbuild/protobuf/wkt";
 import {
+  AdmissionOperation,
   AnnotationFilter_Operator,
   AnnotationFilterSchema,
   BindingKind,
   BindingSchema,
+  FailurePolicy,
   FinalizerPolicy,
   ResultStore,
+  SideEffects,
   type Binding as BindingProto,
 } from "./gen/tether/v1/broker_pb";
 import type { Delivery, Answer } from "./delivery";
+import type { ReviewFunction } from "./admission";
 
 /**
  * Resource names what a binding watches: group, version and plural
@@ -30,7 +34,7 @@ export interface Resource {
 }
 
 /** The kinds of binding, as the `on*` methods of Handler name them. */
-export type BindingKindName = "create" | "update" | "delete" | "resume" | "field" | "event" | "timer";
+export type BindingKindName = "create" | "update" | "delete" | "resume" | "field" | "event" | "timer" | "validate" | "mutate";
 
 /** A function bound to deliveries. What it returns is written on the object with the OK ack. */
 export type HandlerFunction = (delivery: Delivery) => Promise<Answer | void> | Answer | void;
@@ -77,13 +81,36 @@ export interface TimerOptions extends BindingOptions {
   sharp?: boolean;
 }
 
+/** Options of a validate or mutate binding: the webhook the broker writes for it. */
+export interface AdmissionOptions {
+  /** Operations to intercept; default CREATE and UPDATE. */
+  operations?: Array<"CREATE" | "UPDATE" | "DELETE" | "CONNECT">;
+  /** A subresource to intercept instead of the resource ("status"); "*" means all. */
+  subresource?: string;
+  /** A label selector over the labels of the object's namespace. */
+  namespaceSelector?: string;
+  /** CEL expressions the API server evaluates before calling the webhook. */
+  matchConditions?: Array<{ name: string; expression: string }>;
+  /** The webhook's timeout, 1000 to 30000 ms; default 10000. */
+  timeout?: number;
+  /** What the API server does when the webhook cannot answer: "ignore" (the default) or "fail". */
+  failurePolicy?: "ignore" | "fail";
+  /** "none" (the default), or "noneOnDryRun" for a function with side effects it skips on dry runs. */
+  sideEffects?: "none" | "noneOnDryRun";
+}
+
+/** Options of a validate or mutate binding, besides the filters of BindingOptions. */
+export interface ReviewOptions extends Pick<BindingOptions, "id" | "namespaces" | "labelSelector" | "annotations" | "when" | "finalizer"> {
+  admission?: AdmissionOptions;
+}
+
 /** One registered binding. */
 export interface Registered {
   id: string;
   kind: BindingKindName;
   resource: Resource;
-  fn: HandlerFunction;
-  options: BindingOptions | TimerOptions;
+  fn: HandlerFunction | ReviewFunction;
+  options: BindingOptions | TimerOptions | ReviewOptions;
   /** The dotted path of a field binding. */
   field?: string;
 }
@@ -96,6 +123,8 @@ const kinds: Record<BindingKindName, BindingKind> = {
   field: BindingKind.FIELD,
   event: BindingKind.EVENT,
   timer: BindingKind.TIMER,
+  validate: BindingKind.VALIDATE,
+  mutate: BindingKind.MUTATE,
 };
 
 const finalizers = { hold: FinalizerPolicy.HOLD, strict: FinalizerPolicy.STRICT, none: FinalizerPolicy.NONE };
@@ -114,7 +143,7 @@ export function check(b: Registered): string[] {
   if (b.kind === "timer" && !((b.options as TimerOptions).interval >= 100)) {
     errs.push(`${where}: a timer needs an interval of at least 100 ms`);
   }
-  const o = b.options;
+  const o = b.options as BindingOptions;
   if (o.finalizer !== undefined && !(o.finalizer in finalizers)) errs.push(`${where}: finalizer must be hold, strict or none`);
   if (o.results !== undefined && o.results !== "annotation" && o.results !== "status") {
     errs.push(`${where}: results must be annotation or status`);
@@ -124,7 +153,7 @@ export function check(b: Registered): string[] {
 
 /** The binding's wire form. */
 export function toProto(b: Registered): BindingProto {
-  const o = b.options;
+  const o = b.options as BindingOptions;
   const t = o as TimerOptions;
   return create(BindingSchema, {
     id: b.id,
@@ -155,7 +184,20 @@ export function toProto(b: Registered): BindingProto {
         : undefined,
     results: o.results === "status" ? ResultStore.STATUS : o.results === "annotation" ? ResultStore.ANNOTATION : ResultStore.UNSPECIFIED,
     resultKey: o.resultKey ?? "",
+    admission: b.kind === "validate" || b.kind === "mutate" ? admissionProto((o as ReviewOptions).admission ?? {}) : undefined,
   });
+}
+
+function admissionProto(a: AdmissionOptions) {
+  return {
+    operations: (a.operations ?? []).map((op) => AdmissionOperation[op]),
+    subresource: a.subresource ?? "",
+    namespaceSelector: a.namespaceSelector ?? "",
+    matchConditions: a.matchConditions ?? [],
+    timeout: duration(a.timeout),
+    failurePolicy: a.failurePolicy === "fail" ? FailurePolicy.FAIL : a.failurePolicy === "ignore" ? FailurePolicy.IGNORE : FailurePolicy.UNSPECIFIED,
+    sideEffects: a.sideEffects === "noneOnDryRun" ? SideEffects.NONE_ON_DRY_RUN : a.sideEffects === "none" ? SideEffects.NONE : SideEffects.UNSPECIFIED,
+  };
 }
 
 /** Milliseconds as a protobuf Duration; undefined stays unset. */

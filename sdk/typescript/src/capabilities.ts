@@ -3,8 +3,15 @@
 
 import { Capability } from "./gen/tether/v1/broker_pb";
 
-/** What this SDK lists. It posts handler Events and names resources by any name; nothing else it serves needs a capability. */
-export const capabilities: Capability[] = [Capability.CAPABILITIES, Capability.HANDLER_EVENTS, Capability.RESOURCE_NAMES, Capability.RESULTS_IN_STATUS];
+/** What this SDK lists: the features it uses that need a capability. */
+export const capabilities: Capability[] = [
+  Capability.CAPABILITIES,
+  Capability.HANDLER_EVENTS,
+  Capability.RESOURCE_NAMES,
+  Capability.PRIORITY,
+  Capability.ADMISSION,
+  Capability.RESULTS_IN_STATUS,
+];
 
 /**
  * BrokerCapabilities are the features the broker offered in its last

@@ -7,7 +7,8 @@ import { randomBytes } from "node:crypto";
 import { hostname } from "node:os";
 import { HelloSchema } from "./gen/tether/v1/broker_pb";
 import { Backoff } from "./backoff";
-import { check, duration, toProto, type BindingKindName, type BindingOptions, type HandlerFunction, type Registered, type Resource, type TimerOptions } from "./binding";
+import { check, duration, toProto, type BindingKindName, type BindingOptions, type HandlerFunction, type Registered, type Resource, type ReviewOptions, type TimerOptions } from "./binding";
+import type { ReviewFunction } from "./admission";
 import { capabilities, type BrokerCapabilities } from "./capabilities";
 import { connect } from "./connection";
 import { ConfigError, RejectedError } from "./errors";
@@ -105,7 +106,16 @@ export class Handler {
     return this.register("timer", resource, fn, options);
   }
 
-  private register(kind: BindingKindName, resource: Resource, fn: HandlerFunction, options: BindingOptions, field?: string): this {
+  /** Admission reviews, as a validating webhook the broker serves: return to allow, throw a DeniedError to refuse. */
+  onValidate(resource: Resource, fn: ReviewFunction, options: ReviewOptions = {}): this {
+    return this.register("validate", resource, fn, options);
+  }
+  /** Admission reviews, as a mutating webhook: change review.object in place; the SDK answers with the JSON patch. */
+  onMutate(resource: Resource, fn: ReviewFunction, options: ReviewOptions = {}): this {
+    return this.register("mutate", resource, fn, options);
+  }
+
+  private register(kind: BindingKindName, resource: Resource, fn: HandlerFunction | ReviewFunction, options: BindingOptions | ReviewOptions, field?: string): this {
     const n = this.counts.get(kind) ?? 0;
     this.counts.set(kind, n + 1);
     this.bindings.push({ id: options.id ?? `${kind}-${n}`, kind, resource, fn, options, field });

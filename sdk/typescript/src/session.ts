@@ -8,6 +8,7 @@ import { status as grpcStatus } from "@grpc/grpc-js";
 import { create } from "@bufbuild/protobuf";
 import {
   Capability,
+  DeliveryKind,
   Outcome,
   ConnectRequestSchema,
   type Ack,
@@ -17,7 +18,8 @@ import {
   type Hello,
   type Welcome,
 } from "./gen/tether/v1/broker_pb";
-import { millis, type Registered } from "./binding";
+import { millis, type HandlerFunction, type Registered } from "./binding";
+import { review, type ReviewFunction } from "./admission";
 import { brokerCapabilities, lacks, type BrokerCapabilities } from "./capabilities";
 import { decode, errorAck, failAck, kindName, okAck, retryAck, type HandlerEvent } from "./delivery";
 import { CLOSE_TIMEOUT, MAX_MESSAGE_BYTES, WELCOME_TIMEOUT } from "./limits";
@@ -134,11 +136,12 @@ export class Session {
     const log = withFields(this.log, { delivery: id, binding: d.bindingId, attempt: d.attempt, object: `${d.ref?.namespace ?? ""}/${d.ref?.name ?? ""}` });
     if (!id) return log.warn("dropping a delivery without id");
     if (this.inflight.has(id)) return log.warn("delivery already in flight; the running attempt will ack it");
-    const kind = kindName(d.kind);
     const b = this.plan.bindings.get(d.bindingId);
-    if (!kind) return this.ack(failAck(id, `delivery kind ${d.kind} is not supported by this SDK (${this.plan.hello.sdk})`));
     if (!b) return this.ack(failAck(id, `binding "${d.bindingId}" is not declared by this instance`));
-    if ((kind === "tick") !== (b.kind === "timer")) {
+    const reviews = b.kind === "validate" || b.kind === "mutate";
+    const kind = d.kind === DeliveryKind.ADMISSION ? "admission" : kindName(d.kind);
+    if (!kind) return this.ack(failAck(id, `delivery kind ${d.kind} is not supported by this SDK (${this.plan.hello.sdk})`));
+    if ((kind === "tick") !== (b.kind === "timer") || (kind === "admission") !== reviews) {
       return this.ack(failAck(id, `binding "${b.id}" is a ${b.kind} binding; it does not take ${kind} deliveries`));
     }
     if (this.draining) return this.ack(retryAck(id, "handler shutting down"));
@@ -154,7 +157,8 @@ export class Session {
     this.inflight.set(id, f);
     const events: HandlerEvent[] = [];
     const call = async (): Promise<Ack> => {
-      const answer = await b.fn(decode(d, kind, f.controller.signal, log, events));
+      if (kind === "admission") return review(d, b.fn as ReviewFunction, b.kind === "mutate", f.controller.signal, log);
+      const answer = await (b.fn as HandlerFunction)(decode(d, kind, f.controller.signal, log, events));
       try {
         return okAck(id, answer, events);
       } catch (err) {

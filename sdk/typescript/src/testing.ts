@@ -19,6 +19,7 @@ import * as grpc from "@grpc/grpc-js";
 import { create } from "@bufbuild/protobuf";
 import { timestampFromDate, timestampNow } from "@bufbuild/protobuf/wkt";
 import {
+  AdmissionOperation,
   BindingKind,
   Capability,
   ConnectResponseSchema,
@@ -35,6 +36,7 @@ import {
   type Hello,
 } from "./gen/tether/v1/broker_pb";
 import { millis } from "./binding";
+import type { PatchOp, Review } from "./admission";
 import type { DiffEntry, HandlerEvent, KubeObject } from "./delivery";
 import type { Handler, HandlerOptions } from "./handler";
 import { stderrLogger } from "./logger";
@@ -58,6 +60,21 @@ export interface Result {
   events: HandlerEvent[];
 }
 
+/** What a validate or mutate function answered to one review. */
+export interface ReviewResult {
+  binding: string;
+  /** OK: the function answered (allowed or denied); FAIL: it failed, and the binding's failure policy would decide. */
+  outcome: "OK" | "FAIL";
+  allowed: boolean;
+  /** Why it was denied, or why the function failed. */
+  message: string;
+  /** The HTTP status of a denial; 0 means 403. */
+  code: number;
+  warnings: string[];
+  /** A mutate function's JSON patch; undefined when it changed nothing. */
+  patch?: PatchOp[];
+}
+
 /** How the broker answers a Hello: a Welcome (the default), or a refusal with a gRPC status. */
 export interface Refusal {
   code: grpc.status;
@@ -72,7 +89,7 @@ export class TestBroker {
   /** Messages other than Hello and Ack the handler sent (goodbye, flowControl), in order. */
   readonly received: ConnectRequest["message"][] = [];
   /** The capabilities the Welcome lists; empty plays a broker older than capabilities. */
-  capabilities: Capability[] = [Capability.CAPABILITIES, Capability.HANDLER_EVENTS, Capability.RESOURCE_NAMES, Capability.RESULTS_IN_STATUS];
+  capabilities: Capability[] = [Capability.CAPABILITIES, Capability.HANDLER_EVENTS, Capability.RESOURCE_NAMES, Capability.PRIORITY, Capability.ADMISSION, Capability.RESULTS_IN_STATUS];
   /** When set, the next Hellos are refused with it. */
   refuse?: Refusal;
 
@@ -147,6 +164,43 @@ export class TestBroker {
   }
   event(obj: KubeObject, eventType = "MODIFIED"): Promise<Result> {
     return this.deliverTo(this.binding(BindingKind.EVENT, obj), obj, { eventType });
+  }
+
+  /** Sends obj for review to the handler's validate binding for its resource. */
+  validate(obj: KubeObject, extra: { operation?: Review["operation"]; old?: KubeObject } = {}): Promise<ReviewResult> {
+    return this.reviewBy(this.binding(BindingKind.VALIDATE, obj), obj, extra);
+  }
+  /** Sends obj for review to the handler's mutate binding for its resource. */
+  mutate(obj: KubeObject, extra: { operation?: Review["operation"]; old?: KubeObject } = {}): Promise<ReviewResult> {
+    return this.reviewBy(this.binding(BindingKind.MUTATE, obj), obj, extra);
+  }
+
+  /** Sends an admission review of obj (a CREATE unless told) to the binding with id. */
+  async reviewBy(id: string, obj: KubeObject, extra: { operation?: Review["operation"]; old?: KubeObject } = {}): Promise<ReviewResult> {
+    const b = this.bindings().find((x) => x.id === id);
+    if (!b) throw new Error(`TestBroker: the handler has no binding "${id}"`);
+    const operation = extra.operation ?? "CREATE";
+    const d = create(DeliverySchema, {
+      bindingId: id,
+      kind: DeliveryKind.ADMISSION,
+      attempt: 1,
+      object: operation === "DELETE" ? new Uint8Array() : json(obj),
+      oldObject: extra.old ? json(extra.old) : new Uint8Array(),
+      ref: { resource: { group: b.resource?.group, version: b.resource?.version, resource: b.resource?.resource, kind: obj.kind ?? "" }, namespace: obj.metadata?.namespace ?? "", name: obj.metadata?.name ?? "" },
+      deadline: timestampFromDate(new Date(Date.now() + TIMEOUT)),
+      admission: { uid: `review-${this.seq + 1}`, operation: AdmissionOperation[operation], userName: "test", request: json({ operation }) },
+    });
+    const a = await this.deliver(d);
+    const r = a.admission;
+    return {
+      binding: id,
+      outcome: a.outcome === Outcome.OK ? "OK" : "FAIL",
+      allowed: r?.allowed ?? false,
+      message: a.outcome === Outcome.OK ? (r?.message ?? "") : a.message,
+      code: r?.code ?? 0,
+      warnings: [...(r?.warnings ?? [])],
+      patch: parse(r?.patch ?? new Uint8Array()),
+    };
   }
 
   /** Delivers obj to the binding with id, as the broker would for its kind, and waits for the answer. */
