@@ -140,7 +140,7 @@ export class Session {
     if (!b) return this.ack(failAck(id, `binding "${d.bindingId}" is not declared by this instance`));
     const reviews = b.kind === "validate" || b.kind === "mutate";
     const kind = d.kind === DeliveryKind.ADMISSION ? "admission" : kindName(d.kind);
-    if (!kind) return this.ack(failAck(id, `delivery kind ${d.kind} is not supported by this SDK (${this.plan.hello.sdk})`));
+    if (!kind) return this.ack(failAck(id, `delivery kind ${DeliveryKind[d.kind] ?? d.kind} is not supported by this SDK (${this.plan.hello.sdk})`));
     if ((kind === "tick") !== (b.kind === "timer") || (kind === "admission") !== reviews) {
       return this.ack(failAck(id, `binding "${b.id}" is a ${b.kind} binding; it does not take ${kind} deliveries`));
     }

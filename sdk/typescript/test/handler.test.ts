@@ -151,12 +151,15 @@ test("the Hello names the handler, its instance, bindings, window, SDK and capab
   assert.deepEqual([del.id, del.resource?.name, del.finalizer, del.retries, del.timeout?.seconds, del.timeout?.nanos], ["delete-0", "widgets", 2, 3, 2n, 500_000_000]);
 });
 
-test("a delivery for a binding the instance did not declare is acked FAIL", async (t) => {
+test("a delivery for a binding the instance did not declare, or of a kind it does not serve, is acked FAIL", async (t) => {
   const broker = await started((h) => h.onCreate(widgets, async () => {}));
   t.after(() => broker.stop());
   const ack = await broker.deliver(create(DeliverySchema, { bindingId: "nope", kind: DeliveryKind.CREATE, attempt: 1, object: new TextEncoder().encode("{}") }));
   assert.equal(ack.outcome, Outcome.FAIL);
   assert.match(ack.message, /binding "nope" is not declared/);
+  const daemon = await broker.deliver(create(DeliverySchema, { bindingId: "create-0", kind: DeliveryKind.DAEMON_START, attempt: 1 }));
+  assert.equal(daemon.outcome, Outcome.FAIL);
+  assert.match(daemon.message, /delivery kind DAEMON_START is not supported by this SDK \(tether-typescript\//);
 });
 
 function pick(r: { outcome: string; message: string; retryAfter: number }) {
