@@ -96,6 +96,7 @@ export class Session {
   }
 
   private receive(msg: ConnectResponse): void {
+    if (this.ended) return; // the session is over; the broker sends this again
     const m = msg.message;
     if (!this.welcomed) {
       if (m.case !== "welcome") return this.abort(new Error(`protocol error: broker sent ${m.case} before Welcome`));
