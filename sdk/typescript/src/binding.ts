@@ -34,7 +34,7 @@ export interface Resource {
 }
 
 /** The kinds of binding, as the `on*` methods of Handler name them. */
-export type BindingKindName = "create" | "update" | "delete" | "resume" | "field" | "event" | "timer" | "validate" | "mutate";
+export type BindingKindName = "create" | "update" | "delete" | "resume" | "field" | "event" | "timer" | "daemon" | "validate" | "mutate";
 
 /** A function bound to deliveries. What it returns is written on the object with the OK ack. */
 export type HandlerFunction = (delivery: Delivery) => Promise<Answer | void> | Answer | void;
@@ -81,6 +81,14 @@ export interface TimerOptions extends BindingOptions {
   sharp?: boolean;
 }
 
+/** Options of a daemon binding, besides BindingOptions. */
+export interface DaemonOptions extends BindingOptions {
+  /** How long the broker waits for a stopped daemon to return (default 60000); past it, it counts it stopped. */
+  cancellationTimeout?: number;
+  /** Start the daemon again, with backoff, when it returns by itself. */
+  restart?: boolean;
+}
+
 /** Options of a validate or mutate binding: the webhook the broker writes for it. */
 export interface AdmissionOptions {
   /** Operations to intercept; default CREATE and UPDATE. */
@@ -99,6 +107,14 @@ export interface AdmissionOptions {
   sideEffects?: "none" | "noneOnDryRun";
 }
 
+/** Options of a daemon binding, besides BindingOptions. */
+export interface DaemonOptions extends BindingOptions {
+  /** How long the broker waits for a stopped daemon to return (default 60000); past it, it counts it stopped. */
+  cancellationTimeout?: number;
+  /** Start the daemon again, with backoff, when it returns by itself. */
+  restart?: boolean;
+}
+
 /** Options of a validate or mutate binding, besides the filters of BindingOptions. */
 export interface ReviewOptions extends Pick<BindingOptions, "id" | "namespaces" | "labelSelector" | "annotations" | "when" | "finalizer"> {
   admission?: AdmissionOptions;
@@ -110,7 +126,7 @@ export interface Registered {
   kind: BindingKindName;
   resource: Resource;
   fn: HandlerFunction | ReviewFunction;
-  options: BindingOptions | TimerOptions | ReviewOptions;
+  options: BindingOptions | TimerOptions | DaemonOptions | ReviewOptions;
   /** The dotted path of a field binding. */
   field?: string;
 }
@@ -123,6 +139,7 @@ const kinds: Record<BindingKindName, BindingKind> = {
   field: BindingKind.FIELD,
   event: BindingKind.EVENT,
   timer: BindingKind.TIMER,
+  daemon: BindingKind.DAEMON,
   validate: BindingKind.VALIDATE,
   mutate: BindingKind.MUTATE,
 };
@@ -181,6 +198,10 @@ export function toProto(b: Registered): BindingProto {
     timer:
       b.kind === "timer"
         ? { interval: duration(t.interval), initialDelay: duration(t.initialDelay), idle: duration(t.idle), sharp: t.sharp ?? false }
+        : undefined,
+    daemon:
+      b.kind === "daemon"
+        ? { cancellationTimeout: duration((o as DaemonOptions).cancellationTimeout), restart: (o as DaemonOptions).restart ?? false }
         : undefined,
     results: o.results === "status" ? ResultStore.STATUS : o.results === "annotation" ? ResultStore.ANNOTATION : ResultStore.UNSPECIFIED,
     resultKey: o.resultKey ?? "",

@@ -8,9 +8,11 @@ export const capabilities: Capability[] = [
   Capability.CAPABILITIES,
   Capability.HANDLER_EVENTS,
   Capability.RESOURCE_NAMES,
+  Capability.DAEMON_EXIT_RETRY_AFTER,
   Capability.PRIORITY,
   Capability.ADMISSION,
   Capability.RESULTS_IN_STATUS,
+  Capability.DAEMON_EXIT_PATCH,
 ];
 
 /**

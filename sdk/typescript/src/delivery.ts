@@ -23,7 +23,7 @@ import type { Logger } from "./logger";
 export type KubeObject = Record<string, any>;
 
 /** Why a delivery was sent. */
-export type DeliveryKindName = "create" | "update" | "delete" | "resume" | "field" | "event" | "tick";
+export type DeliveryKindName = "create" | "update" | "delete" | "resume" | "field" | "event" | "tick" | "daemon";
 
 /** One change between the object as last handled and now. */
 export interface DiffEntry {

@@ -7,7 +7,7 @@ import { randomBytes } from "node:crypto";
 import { hostname } from "node:os";
 import { HelloSchema } from "./gen/tether/v1/broker_pb";
 import { Backoff } from "./backoff";
-import { check, duration, toProto, type BindingKindName, type BindingOptions, type HandlerFunction, type Registered, type Resource, type ReviewOptions, type TimerOptions } from "./binding";
+import { check, duration, toProto, type BindingKindName, type BindingOptions, type DaemonOptions, type HandlerFunction, type Registered, type Resource, type ReviewOptions, type TimerOptions } from "./binding";
 import type { ReviewFunction } from "./admission";
 import { capabilities, type BrokerCapabilities } from "./capabilities";
 import { connect } from "./connection";
@@ -104,6 +104,16 @@ export class Handler {
   /** Periodic ticks per object, options.interval milliseconds apart. */
   onTimer(resource: Resource, fn: HandlerFunction, options: TimerOptions): this {
     return this.register("timer", resource, fn, options);
+  }
+
+  /**
+   * A long-running function per object: it runs until d.signal is aborted
+   * (the object deleted or no longer matching, or moved to another
+   * instance, or the handler stopping), and holds the object meanwhile.
+   * When it returns by itself, the broker restarts it with options.restart.
+   */
+  onDaemon(resource: Resource, fn: HandlerFunction, options: DaemonOptions = {}): this {
+    return this.register("daemon", resource, fn, options);
   }
 
   /** Admission reviews, as a validating webhook the broker serves: return to allow, throw a DeniedError to refuse. */

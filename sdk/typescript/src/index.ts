@@ -2,7 +2,7 @@
 // binding kind on a Handler, and run it. See README.md.
 
 export { Handler, untilSignal, type HandlerOptions, type RunOptions } from "./handler";
-export type { Resource, BindingOptions, TimerOptions, ReviewOptions, AdmissionOptions, HandlerFunction, BindingKindName } from "./binding";
+export type { Resource, BindingOptions, TimerOptions, DaemonOptions, ReviewOptions, AdmissionOptions, HandlerFunction, BindingKindName } from "./binding";
 export { DeniedError, type Review, type ReviewAnswer, type ReviewFunction, type PatchOp } from "./admission";
 export type { Delivery, Answer, KubeObject, DiffEntry, HandlerEvent, DeliveryKindName } from "./delivery";
 export type { BrokerCapabilities } from "./capabilities";

@@ -20,6 +20,7 @@ import {
 } from "./gen/tether/v1/broker_pb";
 import { millis, type HandlerFunction, type Registered } from "./binding";
 import { review, type ReviewFunction } from "./admission";
+import { Daemons } from "./daemon";
 import { brokerCapabilities, lacks, type BrokerCapabilities } from "./capabilities";
 import { decode, errorAck, failAck, kindName, okAck, retryAck, type HandlerEvent } from "./delivery";
 import { CLOSE_TIMEOUT, MAX_MESSAGE_BYTES, WELCOME_TIMEOUT } from "./limits";
@@ -60,6 +61,14 @@ export class Session {
   private readonly inflight = new Map<string, InFlight>();
   private readonly timers = new Set<NodeJS.Timeout>();
   private log: Logger;
+  private saidGoodbye = false;
+  private closing = false;
+  private readonly daemons = new Daemons({
+    ack: (a) => this.ack(a),
+    exited: (e) => this.send({ case: "daemonExited", value: e }),
+    returned: () => this.closeIfDrained(),
+    offered: () => this.offered,
+  });
   private resolve!: (end: SessionEnd) => void;
 
   constructor(
@@ -139,10 +148,14 @@ export class Session {
     if (this.inflight.has(id)) return log.warn("delivery already in flight; the running attempt will ack it");
     const b = this.plan.bindings.get(d.bindingId);
     if (!b) return this.ack(failAck(id, `binding "${d.bindingId}" is not declared by this instance`));
+    if (d.kind === DeliveryKind.DAEMON_START || d.kind === DeliveryKind.DAEMON_STOP) {
+      if (b.kind !== "daemon") return this.ack(failAck(id, `binding "${b.id}" is a ${b.kind} binding; it does not take ${DeliveryKind[d.kind]} deliveries`));
+      return d.kind === DeliveryKind.DAEMON_START ? this.daemons.start(d, b, log, this.draining) : this.daemons.stop(d, b);
+    }
     const reviews = b.kind === "validate" || b.kind === "mutate";
     const kind = d.kind === DeliveryKind.ADMISSION ? "admission" : kindName(d.kind);
     if (!kind) return this.ack(failAck(id, `delivery kind ${DeliveryKind[d.kind] ?? d.kind} is not supported by this SDK (${this.plan.hello.sdk})`));
-    if ((kind === "tick") !== (b.kind === "timer") || (kind === "admission") !== reviews) {
+    if ((kind === "tick") !== (b.kind === "timer") || (kind === "admission") !== reviews || b.kind === "daemon") {
       return this.ack(failAck(id, `binding "${b.id}" is a ${b.kind} binding; it does not take ${kind} deliveries`));
     }
     if (this.draining) return this.ack(retryAck(id, "handler shutting down"));
@@ -202,13 +215,17 @@ export class Session {
     if (!this.ended) this.stream.write(create(ConnectRequestSchema, { message }));
   }
 
-  /** Drains: Goodbye, the acks of what is in flight, then the end of the request stream. */
+  /** Drains: stops the daemons, says Goodbye once none runs, acks what is in flight, then ends the request stream. */
   private stop(): void {
     if (this.ended || this.draining) return;
     if (!this.welcomed) return this.abort(new Error("handler shutting down"));
     this.draining = true;
-    this.log.info("stopping: draining deliveries in flight", { in_flight: this.inflight.size, timeout: this.opts.drainTimeout });
-    this.send({ case: "goodbye", value: { $typeName: "tether.v1.Goodbye", reason: "instance shutting down" } });
+    this.log.info("stopping: draining deliveries in flight and stopping daemons", {
+      in_flight: this.inflight.size,
+      daemons: this.daemons.size,
+      timeout: this.opts.drainTimeout,
+    });
+    this.daemons.stopAll("handler shutting down");
     this.after(this.opts.drainTimeout, () => this.abandonAll());
     this.closeIfDrained();
   }
@@ -222,11 +239,24 @@ export class Session {
       this.inflight.delete(id);
       this.ack(retryAck(id, "handler shutting down"));
     }
+    this.daemons.abandon(this.log);
     this.closeIfDrained();
   }
 
+  /**
+   * While draining: Goodbye as soon as no daemon runs here (a daemon must
+   * not start elsewhere while this one still runs; the broker then sends
+   * nothing new), and the end of the request stream once nothing is in
+   * flight either.
+   */
   private closeIfDrained(): void {
-    if (!this.draining || this.inflight.size > 0 || this.ended) return;
+    if (!this.draining || this.ended || this.daemons.size > 0) return;
+    if (!this.saidGoodbye) {
+      this.saidGoodbye = true;
+      this.send({ case: "goodbye", value: { $typeName: "tether.v1.Goodbye", reason: "instance shutting down" } });
+    }
+    if (this.inflight.size > 0 || this.closing) return;
+    this.closing = true;
     this.stream.end();
     this.after(CLOSE_TIMEOUT, () => {
       this.log.warn("broker did not close the stream after goodbye", { timeout: CLOSE_TIMEOUT });
@@ -249,6 +279,7 @@ export class Session {
       f.controller.abort(new Error("session with the broker ended"));
     }
     this.inflight.clear();
+    this.daemons.stopAll("session with the broker ended");
     if (this.draining && err) this.log.debug("stream ended after goodbye", { error: err });
     this.resolve({ welcomed: this.welcomed, error: this.draining ? undefined : err });
   }

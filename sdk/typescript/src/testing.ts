@@ -89,7 +89,16 @@ export class TestBroker {
   /** Messages other than Hello and Ack the handler sent (goodbye, flowControl), in order. */
   readonly received: ConnectRequest["message"][] = [];
   /** The capabilities the Welcome lists; empty plays a broker older than capabilities. */
-  capabilities: Capability[] = [Capability.CAPABILITIES, Capability.HANDLER_EVENTS, Capability.RESOURCE_NAMES, Capability.PRIORITY, Capability.ADMISSION, Capability.RESULTS_IN_STATUS];
+  capabilities: Capability[] = [
+    Capability.CAPABILITIES,
+    Capability.HANDLER_EVENTS,
+    Capability.RESOURCE_NAMES,
+    Capability.DAEMON_EXIT_RETRY_AFTER,
+    Capability.PRIORITY,
+    Capability.ADMISSION,
+    Capability.RESULTS_IN_STATUS,
+    Capability.DAEMON_EXIT_PATCH,
+  ];
   /** When set, the next Hellos are refused with it. */
   refuse?: Refusal;
 
@@ -165,6 +174,14 @@ export class TestBroker {
   event(obj: KubeObject, eventType = "MODIFIED"): Promise<Result> {
     return this.deliverTo(this.binding(BindingKind.EVENT, obj), obj, { eventType });
   }
+  /** Starts the handler's daemon for obj: the ack comes as soon as it runs; its exit, if it returns by itself, is in received. */
+  startDaemon(obj: KubeObject): Promise<Result> {
+    return this.deliverTo(this.binding(BindingKind.DAEMON, obj), obj);
+  }
+  /** Stops the daemon of obj: the ack comes once it has returned. */
+  stopDaemon(obj: KubeObject): Promise<Result> {
+    return this.deliverTo(this.binding(BindingKind.DAEMON, obj), obj, { stop: true });
+  }
 
   /** Sends obj for review to the handler's validate binding for its resource. */
   validate(obj: KubeObject, extra: { operation?: Review["operation"]; old?: KubeObject } = {}): Promise<ReviewResult> {
@@ -204,10 +221,10 @@ export class TestBroker {
   }
 
   /** Delivers obj to the binding with id, as the broker would for its kind, and waits for the answer. */
-  async deliverTo(id: string, obj: KubeObject, extra: { old?: KubeObject; eventType?: string; attempt?: number } = {}): Promise<Result> {
+  async deliverTo(id: string, obj: KubeObject, extra: { old?: KubeObject; eventType?: string; attempt?: number; stop?: boolean } = {}): Promise<Result> {
     const b = this.bindings().find((x) => x.id === id);
     if (!b) throw new Error(`TestBroker: the handler has no binding "${id}"`);
-    const kind = deliveryKinds[b.kind];
+    const kind = extra.stop ? DeliveryKind.DAEMON_STOP : deliveryKinds[b.kind];
     if (kind === undefined) throw new Error(`TestBroker: binding "${id}" is a ${BindingKind[b.kind]} binding, which the kit does not deliver to`);
     const d = create(DeliverySchema, {
       bindingId: id,
@@ -309,6 +326,7 @@ const deliveryKinds: Partial<Record<BindingKind, DeliveryKind>> = {
   [BindingKind.RESUME]: DeliveryKind.RESUME,
   [BindingKind.EVENT]: DeliveryKind.EVENT,
   [BindingKind.TIMER]: DeliveryKind.TICK,
+  [BindingKind.DAEMON]: DeliveryKind.DAEMON_START,
 };
 
 const enc = new TextEncoder();

@@ -159,7 +159,10 @@ test("a delivery for a binding the instance did not declare, or of a kind it doe
   assert.match(ack.message, /binding "nope" is not declared/);
   const daemon = await broker.deliver(create(DeliverySchema, { bindingId: "create-0", kind: DeliveryKind.DAEMON_START, attempt: 1 }));
   assert.equal(daemon.outcome, Outcome.FAIL);
-  assert.match(daemon.message, /delivery kind DAEMON_START is not supported by this SDK \(tether-typescript\//);
+  assert.match(daemon.message, /binding "create-0" is a create binding; it does not take DAEMON_START deliveries/);
+  const unknown = await broker.deliver(create(DeliverySchema, { bindingId: "create-0", kind: DeliveryKind.UNSPECIFIED, attempt: 1 }));
+  assert.equal(unknown.outcome, Outcome.FAIL);
+  assert.match(unknown.message, /delivery kind UNSPECIFIED is not supported by this SDK \(tether-typescript\//);
 });
 
 function pick(r: { outcome: string; message: string; retryAfter: number }) {
