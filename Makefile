@@ -116,10 +116,12 @@ proto-breaking: $(BUF) ## fail when proto/ breaks the wire of the main branch (b
 SDK ?= go
 CONFORMANCE_go     = $(BIN)/conformance-go
 CONFORMANCE_python = /usr/bin/python3 -I -B -u test/conformance/handlers/python/handler.py
+CONFORMANCE_typescript = node test/conformance/handlers/typescript/handler.js
 
-conformance: controlplane ## check an SDK's handler against docs/protocol.md, a line per rule and a JSON report (SDK=go|python)
-	@case "$(SDK)" in go|python) ;; *) echo "conformance: SDK must be go or python, not $(SDK)"; exit 2 ;; esac
+conformance: controlplane ## check an SDK's handler against docs/protocol.md, a line per rule and a JSON report (SDK=go|python|typescript)
+	@case "$(SDK)" in go|python|typescript) ;; *) echo "conformance: SDK must be go, python or typescript, not $(SDK)"; exit 2 ;; esac
 	@if [ "$(SDK)" = go ]; then $(GO) build -o $(BIN)/conformance-go ./test/conformance/handlers/go; fi
+	@if [ "$(SDK)" = typescript ]; then $(MAKE) --no-print-directory $(TS_SDK)/node_modules/.package-lock.json && cd $(TS_SDK) && $(NPM) run build; fi
 	$(GO) run ./test/conformance -- $(CONFORMANCE_$(SDK))
 
 clean:

@@ -11,13 +11,14 @@ import (
 
 	"github.com/tether-dev/tether/test/gobin"
 	"github.com/tether-dev/tether/test/pyinterp"
+	"github.com/tether-dev/tether/test/typescript"
 )
 
-// TestTheKitJudgesEachSDKsHandler runs the kit against the Go and Python
-// SDKs' handlers, which must pass every rule (the Go one also with the
-// capabilities hidden from both sides: an SDK and a broker older than
-// capabilities still work together), and against a handler that breaks two
-// rules on purpose, which must fail those two and only those.
+// TestTheKitJudgesEachSDKsHandler runs the kit against the Go, Python and
+// TypeScript SDKs' handlers, which must pass every rule (the Go one also
+// with the capabilities hidden from both sides: an SDK and a broker older
+// than capabilities still work together), and against a handler that
+// breaks two rules on purpose, which must fail those two and only those.
 func TestTheKitJudgesEachSDKsHandler(t *testing.T) {
 	tests := []struct {
 		name       string
@@ -37,6 +38,10 @@ func TestTheKitJudgesEachSDKsHandler(t *testing.T) {
 				t.Skip(why)
 			}
 			return []string{pyinterp.Python, "-I", "-B", "-u", "handlers/python/handler.py"}
+		}},
+		{name: "typescript", command: func(t *testing.T) []string {
+			typescript.Build(t)
+			return []string{"node", "handlers/typescript/handler.js"}
 		}},
 		{name: "broken", command: func(t *testing.T) []string {
 			return []string{gobin.Build(t, "github.com/tether-dev/tether/test/conformance/testdata/broken")}
