@@ -86,6 +86,8 @@ type Stream = grpc.ServerDuplexStream<ConnectRequest, ConnectResponse>;
 export class TestBroker {
   /** The Hellos received, one per session. */
   readonly hellos: Hello[] = [];
+  /** The authorization metadata of each stream, "" when it had none. */
+  readonly authorizations: string[] = [];
   /** Messages other than Hello and Ack the handler sent (goodbye, flowControl), in order. */
   readonly received: ConnectRequest["message"][] = [];
   /** The capabilities the Welcome lists; empty plays a broker older than capabilities. */
@@ -114,13 +116,19 @@ export class TestBroker {
     readonly address: string,
   ) {}
 
-  /** Starts a broker on a loopback port. */
-  static async start(): Promise<TestBroker> {
+  /**
+   * Starts a broker on a loopback port: plain text, or TLS with the given
+   * certificate and key (PEM), as a broker outside insecure mode serves.
+   */
+  static async start(options: { tls?: { cert: Buffer; key: Buffer } } = {}): Promise<TestBroker> {
     const server = new grpc.Server();
+    const creds = options.tls
+      ? grpc.ServerCredentials.createSsl(null, [{ cert_chain: options.tls.cert, private_key: options.tls.key }], false)
+      : grpc.ServerCredentials.createInsecure();
     const port = await new Promise<number>((resolve, reject) =>
-      server.bindAsync("127.0.0.1:0", grpc.ServerCredentials.createInsecure(), (err, p) => (err ? reject(err) : resolve(p))),
+      server.bindAsync("127.0.0.1:0", creds, (err, p) => (err ? reject(err) : resolve(p))),
     );
-    const b = new TestBroker(server, `127.0.0.1:${port}`);
+    const b = new TestBroker(server, `${options.tls ? "localhost" : "127.0.0.1"}:${port}`);
     server.addService(brokerServiceDefinition, { connect: (s: Stream) => b.serve(s) });
     return b;
   }
@@ -279,6 +287,7 @@ export class TestBroker {
 
   private serve(s: Stream): void {
     let welcomed = false;
+    this.authorizations.push(String(s.metadata.get("authorization")[0] ?? ""));
     s.on("data", (req: ConnectRequest) => {
       const m = req.message;
       if (!welcomed && m.case === "hello") {

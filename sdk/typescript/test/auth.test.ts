@@ -1,0 +1,70 @@
+// Outside insecure mode: TLS with the broker's CA, and the bearer token
+// read from its file on every connection attempt, so that a rotated
+// ServiceAccount token is used (docs/protocol.md, conn.auth).
+
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { status } from "@grpc/grpc-js";
+import { Handler } from "../src";
+import { TestBroker } from "../src/testing";
+
+// A self-signed certificate for localhost and 127.0.0.1, valid until 2126, made for these tests.
+const testdata = join(__dirname, "..", "..", "test", "testdata");
+const tls = { cert: readFileSync(join(testdata, "broker.crt")), key: readFileSync(join(testdata, "broker.key")) };
+const widgets = { group: "test.tether.dev", version: "v1", resource: "widgets" };
+
+test("over TLS, each connection sends the token its file holds at that moment", async (t) => {
+  const broker = await TestBroker.start({ tls });
+  const tokenFile = join(mkdtempSync(join(tmpdir(), "tether-token-")), "token");
+  writeFileSync(tokenFile, "first-token\n");
+  const h = new Handler("widgets", { ...broker.options(), insecure: false, ca: tls.cert, tokenFile });
+  h.onCreate(widgets, async () => {});
+  await broker.run(h);
+  t.after(() => broker.stop());
+  writeFileSync(tokenFile, "rotated-token\n");
+  broker.disconnect(status.UNAVAILABLE, "broker restarting");
+  await until(() => broker.hellos.length === 2);
+  assert.deepEqual(broker.authorizations, ["Bearer first-token", "Bearer rotated-token"]);
+});
+
+test("a broker whose certificate the CA did not sign is not talked to", async () => {
+  const broker = await TestBroker.start({ tls });
+  const lost: string[] = [];
+  const quiet = () => {};
+  const logger = { debug: quiet, info: quiet, error: quiet, warn: (m: string, f?: Record<string, unknown>) => m.includes("lost") && lost.push(String(f?.error)) };
+  // No ca: the system roots, which do not include the test certificate.
+  const h = new Handler("widgets", { ...broker.options(), insecure: false, token: "t", logger });
+  h.onCreate(widgets, async () => {});
+  const stop = new AbortController();
+  const ran = h.run(broker.address, { signal: stop.signal });
+  try {
+    // An attempt ends at the connect timeout (5 s): TLS keeps failing until then.
+    await until(() => lost.length >= 1);
+  } finally {
+    stop.abort();
+    await ran;
+    await broker.stop();
+  }
+  assert.match(lost[0], /connecting to localhost:\d+: Failed to connect before the deadline/);
+  assert.equal(broker.hellos.length, 0, "no attempt gets as far as a Hello");
+});
+
+test("in insecure mode no token is sent", async (t) => {
+  const broker = await TestBroker.start();
+  const h = new Handler("widgets", { ...broker.options(), token: "secret" });
+  h.onCreate(widgets, async () => {});
+  await broker.run(h);
+  t.after(() => broker.stop());
+  assert.deepEqual(broker.authorizations, [""]);
+});
+
+async function until(cond: () => boolean): Promise<void> {
+  const deadline = Date.now() + 15_000;
+  while (!cond()) {
+    if (Date.now() > deadline) throw new Error("condition not met within 15 s");
+    await new Promise((r) => setTimeout(r, 5));
+  }
+}
