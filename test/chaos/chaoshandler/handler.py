@@ -29,7 +29,9 @@ from tether import durations, log  # noqa: E402
 WIDGETS = ("test.tether.dev", "v1", "widgets")
 CONFIGMAPS = ("", "v1", "configmaps")
 # As main.go's quick options: sdk.Backoff(100ms, 1s), sdk.Timeout(5s).
-QUICK = {"backoff": 0.1, "max_backoff": 1.0, "timeout": 5.0}
+# results="annotation": the Go instances of main.go store results in the
+# broker's annotation, and instances of one handler must bind alike.
+QUICK = {"backoff": 0.1, "max_backoff": 1.0, "timeout": 5.0, "results": "annotation"}
 
 
 def now():
@@ -90,7 +92,7 @@ def registry(out, variant):
         out.record("delete", "widgets"))
     tether.timer(*WIDGETS, id="tick", interval=interval, finalizer=tether.HOLD, registry=reg, **QUICK)(
         out.record("tick", "widgets"))
-    tether.daemon(*WIDGETS, id="daemon", cancellation_timeout=10, registry=reg)(out.daemon())
+    tether.daemon(*WIDGETS, id="daemon", cancellation_timeout=10, results="annotation", registry=reg)(out.daemon())
     tether.on.event(*WIDGETS, id="event", registry=reg, **QUICK)(out.record("event", "widgets"))
     tether.on.delete(*CONFIGMAPS, id="strict-delete", finalizer=tether.STRICT, registry=reg, **QUICK)(
         out.record("strict-delete", "configmaps"))
