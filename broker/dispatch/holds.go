@@ -87,3 +87,34 @@ func (r *reconciler) absent(ctx context.Context, o *object, obj *unstructured.Un
 	}
 	return r.write(ctx, o, r.releaseWrite(dec.Rule))
 }
+
+// decideAgain asks the contract again about the hold that w, a write left
+// pending by an earlier pass, adds or releases: it is made on the state
+// the pass works on now, and the hold may no longer be needed (relabelled,
+// the handler past its grace) or its release no longer allowed (the
+// handler is back). The hold's part of w goes when the contract no longer
+// says so, and a release names the rule that allows it now; it reports
+// whether anything of w is left to write.
+func (r *reconciler) decideAgain(o *object, w *write, p contract.Presence) bool {
+	if !w.addHold && !w.removeHold {
+		return true
+	}
+	obj := o.decoded()
+	state := contract.Object{Deleting: o.cur.Deleting, Held: hold.Has(obj, r.name), Policy: r.policy(r.bindingsOf(o), obj)}
+	if state.Deleting {
+		state.Work = r.deletionWork(o, obj)
+	}
+	dec := contract.Decide(state, p)
+	if w.addHold && dec.Action != contract.Add {
+		w.addHold, w.waiting = false, nil
+	}
+	switch {
+	case w.removeHold && dec.Action != contract.Release:
+		w.removeHold, w.release, w.landed, w.waiting = false, "", nil, nil
+	case w.removeHold:
+		// The Event and the metric name the rule that applies now.
+		now := r.releaseWrite(dec.Rule)
+		w.release, w.landed = now.release, now.landed
+	}
+	return !w.empty()
+}

@@ -118,6 +118,9 @@ func (r *reconciler) lifecycle(ctx context.Context, o *object, s sight, pres con
 	if s.gone {
 		return failedWith(r.gone(ctx, o))
 	}
+	if o.work.pending != nil && !r.decideAgain(o, o.work.pending, pres) {
+		o.work.pending = nil
+	}
 	if o.work.pending != nil {
 		// When a release of a deleted object removes its last finalizer,
 		// the API server deletes the object and answers with it as it
