@@ -46,37 +46,20 @@ type Instance struct {
 
 	send chan *tetherv1.ConnectResponse
 	done chan struct{} // closed when the session ends
+	win  window
 
-	mu       sync.Mutex
-	window   int
-	inFlight int
-	// reviews says the instance answers admission reviews: then part of
-	// its window is kept for them (reviewReserve), so that slow lifecycle
-	// work cannot make the API server's reviews time out.
-	reviews bool
-	// freed is closed whenever a window slot frees, and made anew only
-	// when someone waits for the next time (freedLocked): most slots free
-	// with nobody waiting.
-	freed   chan struct{}
-	pending map[string]chan *tetherv1.Ack
-	// abandoned are deliveries the instance was told to cancel and has not
-	// acked yet: it still holds them, so they keep their window slot.
-	abandoned map[string]bool
-	leaving   bool
-	onExit    func(*tetherv1.DaemonExited)
+	mu     sync.Mutex
+	onExit func(*tetherv1.DaemonExited)
 	// fault is why the instance broke its session, set before done closes.
 	fault error
 }
 
-func newInstance(handler, id, sessionID string, priority int32, window int, reviews bool) *Instance {
+func newInstance(handler, id, sessionID string, priority int32, size int, reviews bool) *Instance {
 	return &Instance{
 		Handler: handler, ID: id, SessionID: sessionID, Priority: priority,
-		send:      make(chan *tetherv1.ConnectResponse),
-		done:      make(chan struct{}),
-		window:    window,
-		reviews:   reviews,
-		pending:   map[string]chan *tetherv1.Ack{},
-		abandoned: map[string]bool{},
+		send: make(chan *tetherv1.ConnectResponse),
+		done: make(chan struct{}),
+		win:  window{size: size, reviews: reviews},
 	}
 }
 
@@ -84,19 +67,11 @@ func newInstance(handler, id, sessionID string, priority int32, window int, revi
 func (in *Instance) Done() <-chan struct{} { return in.done }
 
 // Leaving reports whether the instance said Goodbye.
-func (in *Instance) Leaving() bool {
-	in.mu.Lock()
-	defer in.mu.Unlock()
-	return in.leaving
-}
+func (in *Instance) Leaving() bool { return in.win.isLeaving() }
 
 // InFlight is the number of deliveries awaiting an ack, including those
 // cancelled but not yet acked.
-func (in *Instance) InFlight() int {
-	in.mu.Lock()
-	defer in.mu.Unlock()
-	return in.inFlight
-}
+func (in *Instance) InFlight() int { return in.win.held() }
 
 // ErrMoved is returned by DeliverUnless when its abort channel closed
 // while the delivery still waited for a window slot: it was never sent.
@@ -116,7 +91,7 @@ func (in *Instance) Deliver(ctx context.Context, d *tetherv1.Delivery) (*tetherv
 // context.DeadlineExceeded: a timer the caller reuses for its deliveries
 // costs less than a context with a deadline for each.
 func (in *Instance) DeliverUnless(ctx context.Context, d *tetherv1.Delivery, abort <-chan struct{}, expired <-chan time.Time) (*tetherv1.Ack, error) {
-	ackc, err := in.acquire(ctx, d.GetId(), d.GetKind() == tetherv1.DeliveryKind_DELIVERY_KIND_ADMISSION, abort, expired)
+	ackc, err := in.win.acquire(ctx, d.GetId(), d.GetKind() == tetherv1.DeliveryKind_DELIVERY_KIND_ADMISSION, abort, in.done, expired)
 	if err != nil {
 		return nil, err
 	}
@@ -124,21 +99,21 @@ func (in *Instance) DeliverUnless(ctx context.Context, d *tetherv1.Delivery, abo
 	select {
 	case in.send <- msg:
 	case <-in.done:
-		in.release(d.GetId())
+		in.win.release(d.GetId())
 		return nil, in.gone()
 	case <-ctx.Done():
-		in.release(d.GetId())
+		in.win.release(d.GetId())
 		return nil, ctx.Err()
 	case <-expired:
-		in.release(d.GetId())
+		in.win.release(d.GetId())
 		return nil, context.DeadlineExceeded
 	}
 	select {
 	case ack := <-ackc:
-		in.release(d.GetId())
+		in.win.release(d.GetId())
 		return ack, nil
 	case <-in.done:
-		in.release(d.GetId())
+		in.win.release(d.GetId())
 		return nil, in.gone()
 	case <-ctx.Done():
 		err = ctx.Err()
@@ -147,55 +122,9 @@ func (in *Instance) DeliverUnless(ctx context.Context, d *tetherv1.Delivery, abo
 	}
 	// The instance still holds d until it acks the cancel, so d keeps its
 	// window slot until then.
-	in.abandon(d.GetId())
+	in.win.abandon(d.GetId())
 	in.cancel(d.GetId(), "the broker stopped waiting for this delivery")
 	return nil, err
-}
-
-// reviewReserve is how much of a window of n is kept for admission reviews
-// on an instance that answers them: a quarter, at least one slot, and none
-// of a window of one (which lifecycle work could not share).
-func reviewReserve(n int) int {
-	if n < 2 {
-		return 0
-	}
-	return max(1, n/4)
-}
-
-// acquire waits for a window slot and registers the delivery. A review may
-// take any slot; other deliveries leave the review reserve free.
-func (in *Instance) acquire(ctx context.Context, id string, review bool, abort <-chan struct{}, expired <-chan time.Time) (chan *tetherv1.Ack, error) {
-	for {
-		in.mu.Lock()
-		limit := in.window
-		if in.reviews && !review {
-			limit -= reviewReserve(in.window)
-		}
-		switch {
-		case in.leaving:
-			in.mu.Unlock()
-			return nil, ErrLeaving
-		case in.inFlight < limit:
-			in.inFlight++
-			c := make(chan *tetherv1.Ack, 1)
-			in.pending[id] = c
-			in.mu.Unlock()
-			return c, nil
-		}
-		freed := in.freedLocked()
-		in.mu.Unlock()
-		select {
-		case <-freed:
-		case <-abort:
-			return nil, ErrMoved
-		case <-in.done:
-			return nil, ErrGone
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-expired:
-			return nil, context.DeadlineExceeded
-		}
-	}
 }
 
 // gone is Deliver's error once the session ended: ErrGone, with ErrBroke
@@ -217,43 +146,6 @@ func (in *Instance) broke(err error) {
 	in.fault = err
 }
 
-func (in *Instance) release(id string) {
-	in.mu.Lock()
-	defer in.mu.Unlock()
-	delete(in.pending, id)
-	in.inFlight--
-	in.wake()
-}
-
-// abandon gives up waiting for a delivery that was sent. Its slot is freed
-// by the ack that answers the cancel, or now if that ack already came.
-func (in *Instance) abandon(id string) {
-	in.mu.Lock()
-	defer in.mu.Unlock()
-	if _, ok := in.pending[id]; ok {
-		in.abandoned[id] = true
-		return
-	}
-	in.inFlight--
-	in.wake()
-}
-
-// wake tells waiters that a slot may be free; in.mu must be held.
-func (in *Instance) wake() {
-	if in.freed != nil {
-		close(in.freed)
-		in.freed = nil
-	}
-}
-
-// freedLocked is the channel the next wake closes; in.mu must be held.
-func (in *Instance) freedLocked() <-chan struct{} {
-	if in.freed == nil {
-		in.freed = make(chan struct{})
-	}
-	return in.freed
-}
-
 // cancel tells the instance that a delivery is no longer wanted. It does not
 // wait; the instance still acks the delivery, and that ack frees its slot.
 func (in *Instance) cancel(id, reason string) {
@@ -264,26 +156,6 @@ func (in *Instance) cancel(id, reason string) {
 		case <-in.done:
 		}
 	}()
-}
-
-// ack hands an ack to the waiting Deliver. It reports false for an unknown
-// delivery id.
-func (in *Instance) ack(a *tetherv1.Ack) bool {
-	in.mu.Lock()
-	c, ok := in.pending[a.GetDeliveryId()]
-	if ok {
-		delete(in.pending, a.GetDeliveryId())
-		if in.abandoned[a.GetDeliveryId()] {
-			delete(in.abandoned, a.GetDeliveryId())
-			in.inFlight--
-			in.wake()
-		}
-	}
-	in.mu.Unlock()
-	if ok {
-		c <- a // buffered, and only ever sent once
-	}
-	return ok
 }
 
 // OnDaemonExited sets the function told when the instance reports that a
@@ -302,31 +174,6 @@ func (in *Instance) daemonExited(m *tetherv1.DaemonExited) {
 	if fn != nil {
 		fn(m)
 	}
-}
-
-func (in *Instance) setWindow(n int) {
-	in.mu.Lock()
-	defer in.mu.Unlock()
-	in.window = n
-	in.wake()
-}
-
-// drained reports whether the instance said Goodbye and has nothing in
-// flight; when not, it returns a channel that closes at the next change.
-func (in *Instance) drained() (bool, <-chan struct{}) {
-	in.mu.Lock()
-	defer in.mu.Unlock()
-	if in.leaving && in.inFlight == 0 {
-		return true, nil
-	}
-	return false, in.freedLocked()
-}
-
-func (in *Instance) setLeaving() {
-	in.mu.Lock()
-	defer in.mu.Unlock()
-	in.leaving = true
-	in.wake()
 }
 
 func (in *Instance) String() string {

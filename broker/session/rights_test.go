@@ -79,7 +79,7 @@ func TestReviewsKeepAShareOfTheWindow(t *testing.T) {
 		hl.Bindings = append(hl.Bindings, &tetherv1.Binding{Id: "check", Kind: tetherv1.BindingKind_BINDING_KIND_VALIDATE,
 			Resource: &tetherv1.Resource{Version: "v1", Resource: "secrets"}})
 	}
-	c, in := h.session(t, window(4), validate)
+	c, in := h.session(t, withWindow(4), validate)
 	var lifecycle []<-chan result
 	for i := range 3 {
 		lifecycle = append(lifecycle, deliver(context.Background(), in, fmt.Sprint("create-", i)))

@@ -294,7 +294,7 @@ func (s *Server) welcome(in *Instance, window int, att Attachment, bindings []*b
 func (s *Server) serve(ctx context.Context, stream tetherv1.BrokerService_ConnectServer, in *Instance,
 	withdrawn <-chan error, recvErr <-chan error, log hclog.Logger) error {
 	for {
-		done, change := in.drained()
+		done, change := in.win.drained()
 		if done {
 			log.Info("handler instance said goodbye and has nothing in flight; ending its stream")
 			return nil
@@ -493,7 +493,7 @@ func (s *Server) receive(ctx context.Context, stream tetherv1.BrokerService_Conn
 		}
 		switch m := msg.GetMessage().(type) {
 		case *tetherv1.ConnectRequest_Ack:
-			if !in.ack(m.Ack) {
+			if !in.win.ack(m.Ack) {
 				log.Warn("ack for an unknown delivery ignored", "delivery", m.Ack.GetDeliveryId())
 			}
 		case *tetherv1.ConnectRequest_FlowControl:
@@ -501,10 +501,10 @@ func (s *Server) receive(ctx context.Context, stream tetherv1.BrokerService_Conn
 			if w <= 0 {
 				w = s.opts.DefaultWindow
 			}
-			in.setWindow(min(w, s.opts.MaxWindow))
+			in.win.resize(min(w, s.opts.MaxWindow))
 		case *tetherv1.ConnectRequest_Goodbye:
 			log.Info("handler instance says goodbye", "reason", m.Goodbye.GetReason())
-			in.setLeaving()
+			in.win.leave()
 		case *tetherv1.ConnectRequest_DaemonExited:
 			in.daemonExited(m.DaemonExited)
 		case *tetherv1.ConnectRequest_Hello:

@@ -311,7 +311,7 @@ func hello(mods ...func(*tetherv1.Hello)) *tetherv1.ConnectRequest {
 	return &tetherv1.ConnectRequest{Message: &tetherv1.ConnectRequest_Hello{Hello: h}}
 }
 
-func window(n uint32) func(*tetherv1.Hello) { return func(h *tetherv1.Hello) { h.Window = n } }
+func withWindow(n uint32) func(*tetherv1.Hello) { return func(h *tetherv1.Hello) { h.Window = n } }
 
 // session connects, says hello and returns the client and the instance.
 func (h *harness) session(t *testing.T, mods ...func(*tetherv1.Hello)) (*client, *Instance) {
@@ -374,7 +374,7 @@ func TestWelcomeCarriesResolvedResourcesAndCappedWindow(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			h := start(t, Options{DefaultWindow: 5, MaxWindow: 8, Version: "v1.2.3"})
 			c := h.connect(t)
-			c.send(hello(window(tt.asked), func(h *tetherv1.Hello) {
+			c.send(hello(withWindow(tt.asked), func(h *tetherv1.Hello) {
 				h.Bindings = append(h.Bindings,
 					&tetherv1.Binding{Id: "ns-delete", Kind: tetherv1.BindingKind_BINDING_KIND_DELETE, Resource: &tetherv1.Resource{Kind: "Namespace"}},
 					&tetherv1.Binding{Id: "widgets", Kind: tetherv1.BindingKind_BINDING_KIND_UPDATE,
@@ -548,7 +548,7 @@ func TestConnectRefusesBadSessions(t *testing.T) {
 
 func TestDeliverReturnsTheMatchingAck(t *testing.T) {
 	h := start(t, Options{})
-	c, in := h.session(t, window(4))
+	c, in := h.session(t, withWindow(4))
 
 	first := deliver(context.Background(), in, "d1")
 	if d := c.delivery(); d.GetId() != "d1" || d.GetBindingId() != "on-create" || d.GetKind() != tetherv1.DeliveryKind_DELIVERY_KIND_CREATE {
@@ -607,7 +607,7 @@ func TestUnknownAcksAndMessagesAreIgnored(t *testing.T) {
 
 func TestWindowBoundsConcurrentDeliveries(t *testing.T) {
 	h := start(t, Options{})
-	c, in := h.session(t, window(2))
+	c, in := h.session(t, withWindow(2))
 
 	results := make([]<-chan result, 5)
 	for i := range results {
@@ -662,7 +662,7 @@ func TestWindowBoundsConcurrentDeliveries(t *testing.T) {
 
 func TestFlowControlChangesTheWindow(t *testing.T) {
 	h := start(t, Options{MaxWindow: 3})
-	c, in := h.session(t, window(1))
+	c, in := h.session(t, withWindow(1))
 
 	results := map[string]<-chan result{}
 	for i := range 4 {
@@ -699,7 +699,7 @@ func TestFlowControlChangesTheWindow(t *testing.T) {
 
 func TestFlowControlOfZeroRestoresTheDefault(t *testing.T) {
 	h := start(t, Options{DefaultWindow: 2})
-	c, in := h.session(t, window(1))
+	c, in := h.session(t, withWindow(1))
 
 	// The window drops to 1 and then, with 0, back to the default 2.
 	c.flowControl(1)
@@ -762,7 +762,7 @@ func TestClosingTheStreamEndsPendingDelivers(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			h := start(t, Options{})
-			c, in := h.session(t, window(1))
+			c, in := h.session(t, withWindow(1))
 
 			sent := deliver(context.Background(), in, "sent")
 			c.delivery()
@@ -846,7 +846,7 @@ func TestAbandonedDeliverSendsCancelAndKeepsItsSlot(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := start(t, Options{})
-			c, in := h.session(t, window(1))
+			c, in := h.session(t, withWindow(1))
 
 			first, end := tc.deliver(in)
 			c.delivery()
@@ -880,7 +880,7 @@ func TestAbandonedDeliverSendsCancelAndKeepsItsSlot(t *testing.T) {
 
 func TestDeliverThatTimesOutWaitingForASlotSendsNothing(t *testing.T) {
 	h := start(t, Options{})
-	c, in := h.session(t, window(1))
+	c, in := h.session(t, withWindow(1))
 
 	held := deliver(context.Background(), in, "held")
 	c.delivery()
@@ -922,7 +922,7 @@ func TestASecondHelloEndsTheStream(t *testing.T) {
 // sent: whichever wins, the slot is freed exactly once.
 func TestCancelRacingAckFreesTheSlotOnce(t *testing.T) {
 	h := start(t, Options{})
-	c, in := h.session(t, window(4))
+	c, in := h.session(t, withWindow(4))
 
 	const n = 100
 	cancels := map[string]context.CancelFunc{}
