@@ -83,6 +83,10 @@ func (dl *deliverer) call(ctx context.Context, o *object, b *binding.Binding, d 
 		if in, moved, res = dl.waitOwner(ctx, o); res.stops() {
 			return reply{result: res}
 		}
+		d.Progress = nil
+		if attempt > 1 && in.Capabilities.Has(tetherv1.Capability_CAPABILITY_PROGRESS) {
+			d.Progress = tries.progress(b.ID)
+		}
 		var err error
 		ack, err = dl.deliverTo(ctx, in, o, b, d, b.Retry.Timeout, moved)
 		dl.postEvents(o, in, ack)
@@ -110,7 +114,7 @@ func (dl *deliverer) call(ctx context.Context, o *object, b *binding.Binding, d 
 			ack = &tetherv1.Ack{Outcome: tetherv1.Outcome_OUTCOME_RETRY, Message: fmt.Sprintf("no ack within %v", b.Retry.Timeout)}
 		}
 	}
-	ack, wait := dl.judge(o, b, ack, attempt)
+	ack, wait := dl.judge(o, b, ack, attempt, in)
 	return reply{ack: ack, in: in, result: lookAgainIn(wait)}
 }
 
@@ -151,9 +155,10 @@ var expiries = sync.Pool{New: func() any {
 	return t
 }}
 
-// judge turns an ack into the binding's outcome: the ack when the binding
-// is done with it, or a delay before the next attempt. It posts the Events.
-func (dl *deliverer) judge(o *object, b *binding.Binding, ack *tetherv1.Ack, attempt int) (*tetherv1.Ack, time.Duration) {
+// judge turns an ack from in into the binding's outcome: the ack when the
+// binding is done with it, or a delay before the next attempt, kept with
+// the progress the ack reports. It posts the Events.
+func (dl *deliverer) judge(o *object, b *binding.Binding, ack *tetherv1.Ack, attempt int, in *session.Instance) (*tetherv1.Ack, time.Duration) {
 	if broken(breakPanic) && acks.Add(1) == 300 {
 		panic("chaos self-test: the 300th ack")
 	}
@@ -170,6 +175,12 @@ func (dl *deliverer) judge(o *object, b *binding.Binding, ack *tetherv1.Ack, att
 		dl.opts.Recorder.Event(o.decoded(), true, "HandlerFailed", fmt.Sprintf("%s failed: %s", what, ack.GetMessage()))
 		return ack, 0
 	case tetherv1.Outcome_OUTCOME_RETRY:
+		if n := len(ack.GetProgress()); n > tetherv1.MaxProgressBytes {
+			tries.end(b.ID)
+			msg := fmt.Sprintf("%s asked to retry with a progress of %d bytes, more than the %d the broker keeps: %s", what, n, tetherv1.MaxProgressBytes, ack.GetMessage())
+			dl.opts.Recorder.Event(o.decoded(), true, "HandlerFailed", msg)
+			return &tetherv1.Ack{Outcome: tetherv1.Outcome_OUTCOME_FAIL, Message: msg}, 0
+		}
 	default:
 		tries.end(b.ID)
 		msg := fmt.Sprintf("%s sent an ack without an outcome", what)
@@ -190,7 +201,11 @@ func (dl *deliverer) judge(o *object, b *binding.Binding, ack *tetherv1.Ack, att
 	if ra := ack.GetRetryAfter(); ra != nil && ra.AsDuration() > 0 {
 		wait = ra.AsDuration()
 	}
-	tries.failed(b.ID, attempt, dl.clock.Now().Add(wait))
+	var progress []byte
+	if in.Capabilities.Has(tetherv1.Capability_CAPABILITY_PROGRESS) {
+		progress = ack.GetProgress()
+	}
+	tries.failed(b.ID, attempt, dl.clock.Now().Add(wait), progress)
 	dl.opts.Recorder.Event(o.decoded(), true, "HandlerRetrying",
 		fmt.Sprintf("%s (attempt %d) asks to retry in %v: %s", what, attempt, wait, ack.GetMessage()))
 	return nil, wait

@@ -49,11 +49,11 @@ func TestDelivererCallTurnsAttemptsIntoOutcomes(t *testing.T) {
 			attempts: []attempt{{ack: &tetherv1.Ack{Outcome: tetherv1.Outcome_OUTCOME_RETRY, RetryAfter: durationpb.New(7 * time.Second)}}}},
 		{name: "a binding still in backoff is not sent", after: 2 * time.Second,
 			before: func(p *passTest, o *object, _ context.CancelFunc) {
-				o.work.tries.failed("c", 1, passStart.Add(2*time.Second))
+				o.work.tries.failed("c", 1, passStart.Add(2*time.Second), nil)
 			}},
 		{name: "retries run out: failed, and given up on", attempts: []attempt{ackOf(tetherv1.Outcome_OUTCOME_RETRY)}, sends: 1, attempt: 3,
 			outcome: tetherv1.Outcome_OUTCOME_FAIL, events: []string{"RetriesExhausted"},
-			before: func(p *passTest, o *object, _ context.CancelFunc) { o.work.tries.failed("c", 2, passStart) }},
+			before: func(p *passTest, o *object, _ context.CancelFunc) { o.work.tries.failed("c", 2, passStart, nil) }},
 		{name: "an instance that left before it acked: sent again, not an attempt",
 			attempts: []attempt{{err: session.ErrGone}, ackOf(tetherv1.Outcome_OUTCOME_OK)}, sends: 2, outcome: tetherv1.Outcome_OUTCOME_OK},
 		{name: "withdrawn before it was sent: sent again",

@@ -7,18 +7,21 @@ import (
 )
 
 // tries is what an object's worker keeps of its bindings' failed attempts
-// at what each is delivering: how many each made, and when each that asked
-// to be retried is due again. A binding in backoff is passed over until
+// at what each is delivering: how many each made, when each that asked to
+// be retried is due again, and the progress its last attempt reported. A binding in backoff is passed over until
 // then, while the object's other bindings go on; the pass looks again when
 // the soonest is due.
 type tries struct {
 	byID map[string]try
 }
 
-// try is one binding's failed attempts: how many, and when it is due again.
+// try is one binding's failed attempts: how many, when it is due again,
+// and the last one's Ack.progress (the handler's own record of how far it
+// got, sent back with the next attempt; in memory only).
 type try struct {
-	n   int
-	due time.Time
+	n        int
+	due      time.Time
+	progress []byte
 }
 
 // attempts is how many attempts binding id made and failed.
@@ -30,13 +33,18 @@ func (t *tries) left(id string, now time.Time) time.Duration {
 	return max(t.byID[id].due.Sub(now), 0)
 }
 
-// failed records binding id's n-th failed attempt, to be tried again at due.
-func (t *tries) failed(id string, n int, due time.Time) {
+// progress is what binding id's last failed attempt reported of how far
+// it got: nil when none did.
+func (t *tries) progress(id string) []byte { return t.byID[id].progress }
+
+// failed records binding id's n-th failed attempt, to be tried again at
+// due, with the progress it reported (nil: none).
+func (t *tries) failed(id string, n int, due time.Time, progress []byte) {
 	if t.byID == nil {
 		// Made when first written: most bindings never fail.
 		t.byID = map[string]try{}
 	}
-	t.byID[id] = try{n: n, due: due}
+	t.byID[id] = try{n: n, due: due, progress: progress}
 }
 
 // end forgets binding id's attempts: it is done, or the broker gave up.

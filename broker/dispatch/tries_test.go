@@ -16,7 +16,7 @@ func TestABindingInBackoffIsPassedOverUntilItIsDue(t *testing.T) {
 	if tr.left("a", now) != 0 || tr.attempts("a") != 0 || !tr.empty() {
 		t.Fatal("a binding that never failed is in backoff")
 	}
-	tr.failed("a", 2, now.Add(time.Second))
+	tr.failed("a", 2, now.Add(time.Second), nil)
 	for _, tc := range []struct {
 		id   string
 		at   time.Duration
@@ -49,8 +49,8 @@ func TestEventBindingsKeepTheirAttemptsApartFromTheCause(t *testing.T) {
 	o.begin()
 	ev, create := &binding.Binding{ID: "e", Kind: binding.Event}, &binding.Binding{ID: "c", Kind: binding.Create}
 	at := time.Now().Add(time.Minute)
-	o.work.triesOf(ev).failed(ev.ID, 3, at)
-	o.work.triesOf(create).failed(create.ID, 1, at)
+	o.work.triesOf(ev).failed(ev.ID, 3, at, nil)
+	o.work.triesOf(create).failed(create.ID, 1, at, nil)
 	o.resetCause("update/0123")
 	if got := o.work.triesOf(create).attempts(create.ID); got != 0 {
 		t.Errorf("the create binding's attempts after a new cause: %d, want 0", got)

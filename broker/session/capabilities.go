@@ -35,6 +35,7 @@ func offered(supported map[binding.Kind]bool) Capabilities {
 		tetherv1.Capability_CAPABILITY_PRIORITY,
 		tetherv1.Capability_CAPABILITY_RESULTS_IN_STATUS,
 		tetherv1.Capability_CAPABILITY_DAEMON_EXIT_PATCH,
+		tetherv1.Capability_CAPABILITY_PROGRESS,
 	}
 	if supported[binding.Validate] || supported[binding.Mutate] {
 		c = append(c, tetherv1.Capability_CAPABILITY_ADMISSION)

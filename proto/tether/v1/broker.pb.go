@@ -71,21 +71,25 @@ const (
 	// CAPABILITY_INDEXES: INDEX bindings are served, each on the instance's
 	// own stream of ConnectResponse.indexed with a synced mark.
 	Capability_CAPABILITY_INDEXES Capability = 9
+	// CAPABILITY_PROGRESS: Ack.progress of a RETRY is kept and sent back in
+	// Delivery.progress on the next attempt of the same cause.
+	Capability_CAPABILITY_PROGRESS Capability = 10
 )
 
 // Enum value maps for Capability.
 var (
 	Capability_name = map[int32]string{
-		0: "CAPABILITY_UNSPECIFIED",
-		1: "CAPABILITY_CAPABILITIES",
-		2: "CAPABILITY_HANDLER_EVENTS",
-		3: "CAPABILITY_RESOURCE_NAMES",
-		4: "CAPABILITY_DAEMON_EXIT_RETRY_AFTER",
-		5: "CAPABILITY_PRIORITY",
-		6: "CAPABILITY_ADMISSION",
-		7: "CAPABILITY_RESULTS_IN_STATUS",
-		8: "CAPABILITY_DAEMON_EXIT_PATCH",
-		9: "CAPABILITY_INDEXES",
+		0:  "CAPABILITY_UNSPECIFIED",
+		1:  "CAPABILITY_CAPABILITIES",
+		2:  "CAPABILITY_HANDLER_EVENTS",
+		3:  "CAPABILITY_RESOURCE_NAMES",
+		4:  "CAPABILITY_DAEMON_EXIT_RETRY_AFTER",
+		5:  "CAPABILITY_PRIORITY",
+		6:  "CAPABILITY_ADMISSION",
+		7:  "CAPABILITY_RESULTS_IN_STATUS",
+		8:  "CAPABILITY_DAEMON_EXIT_PATCH",
+		9:  "CAPABILITY_INDEXES",
+		10: "CAPABILITY_PROGRESS",
 	}
 	Capability_value = map[string]int32{
 		"CAPABILITY_UNSPECIFIED":             0,
@@ -98,6 +102,7 @@ var (
 		"CAPABILITY_RESULTS_IN_STATUS":       7,
 		"CAPABILITY_DAEMON_EXIT_PATCH":       8,
 		"CAPABILITY_INDEXES":                 9,
+		"CAPABILITY_PROGRESS":                10,
 	}
 )
 
@@ -2177,7 +2182,14 @@ type Delivery struct {
 	// (empty for DELETE and CONNECT without one) and old_object its
 	// oldObject (UPDATE, DELETE), both as JSON. The instance answers with
 	// Ack.admission before deadline.
-	Admission     *AdmissionRequest `protobuf:"bytes,14,opt,name=admission,proto3" json:"admission,omitempty"`
+	Admission *AdmissionRequest `protobuf:"bytes,14,opt,name=admission,proto3" json:"admission,omitempty"`
+	// progress is the Ack.progress of this binding's last RETRY for this
+	// object, when this attempt is of the same cause (the same change, the
+	// same raw event for EVENT); empty on a first attempt. Sent only to an
+	// instance that lists CAPABILITY_PROGRESS. It is kept in the broker's
+	// memory only: after a broker restart or a change of leader it is empty,
+	// and work it recorded as done is done again.
+	Progress      []byte `protobuf:"bytes,15,opt,name=progress,proto3" json:"progress,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2306,6 +2318,13 @@ func (x *Delivery) GetScheduled() *timestamppb.Timestamp {
 func (x *Delivery) GetAdmission() *AdmissionRequest {
 	if x != nil {
 		return x.Admission
+	}
+	return nil
+}
+
+func (x *Delivery) GetProgress() []byte {
+	if x != nil {
+		return x.Progress
 	}
 	return nil
 }
@@ -2533,7 +2552,16 @@ type Ack struct {
 	// rate-limited), never changes what the ack does. At most 10 per ack
 	// (MaxAckEvents in the Go package); the broker drops the rest. An
 	// ADMISSION delivery's ack posts none: its events are ignored.
-	Events        []*HandlerEvent `protobuf:"bytes,9,rep,name=events,proto3" json:"events,omitempty"`
+	Events []*HandlerEvent `protobuf:"bytes,9,rep,name=events,proto3" json:"events,omitempty"`
+	// progress is opaque state of the handler's own, with RETRY only: how far
+	// this attempt got (the Python SDK records which of Kopf's subhandlers
+	// are done). The broker keeps it per object and binding and sends it in
+	// Delivery.progress on the next attempt of the same cause; OK, FAIL, a
+	// new cause or retries running out forget it. At most 16 KiB
+	// (MaxProgressBytes in the Go package): a RETRY with a larger one is
+	// turned into a FAIL that says so. Ignored with OK and FAIL, and from an
+	// instance that does not list CAPABILITY_PROGRESS.
+	Progress      []byte `protobuf:"bytes,10,opt,name=progress,proto3" json:"progress,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2627,6 +2655,13 @@ func (x *Ack) GetAdmission() *AdmissionResponse {
 func (x *Ack) GetEvents() []*HandlerEvent {
 	if x != nil {
 		return x.Events
+	}
+	return nil
+}
+
+func (x *Ack) GetProgress() []byte {
+	if x != nil {
+		return x.Progress
 	}
 	return nil
 }
@@ -3256,7 +3291,7 @@ const file_tether_v1_broker_proto_rawDesc = "" +
 	"\x15OPERATION_UNSPECIFIED\x10\x00\x12\x11\n" +
 	"\rOPERATION_ADD\x10\x01\x12\x14\n" +
 	"\x10OPERATION_CHANGE\x10\x02\x12\x14\n" +
-	"\x10OPERATION_REMOVE\x10\x03\"\x8f\x04\n" +
+	"\x10OPERATION_REMOVE\x10\x03\"\xab\x04\n" +
 	"\bDelivery\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1d\n" +
 	"\n" +
@@ -3275,7 +3310,8 @@ const file_tether_v1_broker_proto_rawDesc = "" +
 	"\tfield_old\x18\v \x01(\fR\bfieldOld\x12\x1b\n" +
 	"\tfield_new\x18\f \x01(\fR\bfieldNew\x128\n" +
 	"\tscheduled\x18\r \x01(\v2\x1a.google.protobuf.TimestampR\tscheduled\x129\n" +
-	"\tadmission\x18\x0e \x01(\v2\x1b.tether.v1.AdmissionRequestR\tadmission\"\xf5\x01\n" +
+	"\tadmission\x18\x0e \x01(\v2\x1b.tether.v1.AdmissionRequestR\tadmission\x12\x1a\n" +
+	"\bprogress\x18\x0f \x01(\fR\bprogress\"\xf5\x01\n" +
 	"\x10AdmissionRequest\x12\x10\n" +
 	"\x03uid\x18\x01 \x01(\tR\x03uid\x12;\n" +
 	"\toperation\x18\x02 \x01(\x0e2\x1d.tether.v1.AdmissionOperationR\toperation\x12!\n" +
@@ -3290,7 +3326,7 @@ const file_tether_v1_broker_proto_rawDesc = "" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12\x12\n" +
 	"\x04code\x18\x03 \x01(\x05R\x04code\x12\x1a\n" +
 	"\bwarnings\x18\x04 \x03(\tR\bwarnings\x12\x14\n" +
-	"\x05patch\x18\x05 \x01(\fR\x05patch\"\xe8\x02\n" +
+	"\x05patch\x18\x05 \x01(\fR\x05patch\"\x84\x03\n" +
 	"\x03Ack\x12\x1f\n" +
 	"\vdelivery_id\x18\x01 \x01(\tR\n" +
 	"deliveryId\x12,\n" +
@@ -3302,7 +3338,9 @@ const file_tether_v1_broker_proto_rawDesc = "" +
 	"\fstatus_patch\x18\x06 \x01(\fR\vstatusPatch\x12\x16\n" +
 	"\x06result\x18\a \x01(\fR\x06result\x12:\n" +
 	"\tadmission\x18\b \x01(\v2\x1c.tether.v1.AdmissionResponseR\tadmission\x12/\n" +
-	"\x06events\x18\t \x03(\v2\x17.tether.v1.HandlerEventR\x06events\"\xe9\x01\n" +
+	"\x06events\x18\t \x03(\v2\x17.tether.v1.HandlerEventR\x06events\x12\x1a\n" +
+	"\bprogress\x18\n" +
+	" \x01(\fR\bprogress\"\xe9\x01\n" +
 	"\fHandlerEvent\x120\n" +
 	"\x04type\x18\x01 \x01(\x0e2\x1c.tether.v1.HandlerEvent.TypeR\x04type\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x12\x18\n" +
@@ -3344,7 +3382,7 @@ const file_tether_v1_broker_proto_rawDesc = "" +
 	"\n" +
 	"event_type\x18\x02 \x01(\tR\teventType\x12\x16\n" +
 	"\x06object\x18\x03 \x01(\fR\x06object\x12\x16\n" +
-	"\x06synced\x18\x04 \x01(\bR\x06synced*\xba\x02\n" +
+	"\x06synced\x18\x04 \x01(\bR\x06synced*\xd3\x02\n" +
 	"\n" +
 	"Capability\x12\x1a\n" +
 	"\x16CAPABILITY_UNSPECIFIED\x10\x00\x12\x1b\n" +
@@ -3356,7 +3394,9 @@ const file_tether_v1_broker_proto_rawDesc = "" +
 	"\x14CAPABILITY_ADMISSION\x10\x06\x12 \n" +
 	"\x1cCAPABILITY_RESULTS_IN_STATUS\x10\a\x12 \n" +
 	"\x1cCAPABILITY_DAEMON_EXIT_PATCH\x10\b\x12\x16\n" +
-	"\x12CAPABILITY_INDEXES\x10\t*\xbc\x02\n" +
+	"\x12CAPABILITY_INDEXES\x10\t\x12\x17\n" +
+	"\x13CAPABILITY_PROGRESS\x10\n" +
+	"*\xbc\x02\n" +
 	"\vBindingKind\x12\x1c\n" +
 	"\x18BINDING_KIND_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13BINDING_KIND_CREATE\x10\x01\x12\x17\n" +

@@ -44,3 +44,8 @@ const MaxEventMessageBytes = 1024
 // longest Kubernetes name, which Kopf's handler ids (a function's qualified
 // name, a field's path, a parent's id) stay well within.
 const MaxResultKeyBytes = 253
+
+// MaxProgressBytes bounds Ack.progress: the broker keeps it in memory for
+// each object and binding in backoff, so it is a record of how far an
+// attempt got (which steps are done), not a place for data.
+const MaxProgressBytes = 16 << 10
