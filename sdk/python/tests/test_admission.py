@@ -111,6 +111,26 @@ class Reviews(unittest.TestCase):
                                 "userinfo": {"username": "alice", "groups": ["devs"]}, "reason": "validate",
                                 "old": widget(size=1), "new": {"size": 2}})
 
+    def test_subresource_is_none_for_the_main_resource_as_in_kopf(self):
+        # Kopf's subresource=None binds the main resource only ("*": it and
+        # every subresource), and its functions see subresource None for a
+        # review of the main resource, the name for a subresource's.
+        seen = []
+
+        @tether.on.validate(*W, registry=self.r, id="main", subresource=None)
+        def main(subresource, **_):
+            seen.append(subresource)
+
+        @tether.on.validate(*W, registry=self.r, id="all", subresource="*")
+        def every(subresource, **_):
+            seen.append(subresource)
+
+        self.assertEqual((self.r.get("main").spec.subresource, self.r.get("all").spec.subresource), ("", "*"))
+        self.broker.validate(widget(size=2), binding="main")
+        self.broker.validate(widget(size=2), old=widget(size=1), operation="UPDATE", binding="all",
+                             subresource="status")
+        self.assertEqual(seen, [None, "status"])
+
 
 if __name__ == "__main__":
     unittest.main()

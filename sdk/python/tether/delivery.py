@@ -71,7 +71,7 @@ class Cause:
     scheduled: datetime.datetime | None = None
     # admission reviews only
     operation: str = ""
-    subresource: str = ""
+    subresource: str | None = None
     dryrun: bool = False
     userinfo: dict[str, Any] = dataclasses.field(default_factory=dict)
     request: dict[str, Any] = dataclasses.field(default_factory=dict)
@@ -118,7 +118,8 @@ def decode(d: pb.Delivery, spec: Spec, wants: frozenset[str] | None = None) -> C
         cause.body = obj or old_obj or {}
         cause.old, cause.new, cause.original = old_obj, obj, obj
         cause.operation = _operation(a.operation)
-        cause.subresource, cause.dryrun = a.sub_resource, a.dry_run
+        # None for the main resource, as Kopf passes it
+        cause.subresource, cause.dryrun = a.sub_resource or None, a.dry_run
         cause.userinfo = {"username": a.user_name, "groups": list(a.user_groups)}
         cause.request = _json("admission request", a.request) or {}
     elif d.kind == pb.DELIVERY_KIND_FIELD:
