@@ -21,7 +21,7 @@ from typing import Any
 import grpc
 from google.protobuf import __version__ as protobuf_version
 
-from . import bindings, capabilities, durations, hooks, limits, liveness
+from . import bindings, capabilities, durations, flags, hooks, limits, liveness
 from .activities import Activity
 from .dispatch import Dispatcher
 from .memos import Memos
@@ -214,37 +214,89 @@ class Backoff:
 
 
 async def operator(registry: Registry | None = None, *, stopping: asyncio.Event | None = None,
-                   memo: Memo | None = None, **settings: Any) -> None:
-    """Run a handler until stopping is set (then drain, say goodbye and
-    return): the startup functions, the sessions, then the cleanup
-    functions. settings are Config's fields; memo is the startup, cleanup
-    and probe functions' (default an empty tether.Memo), and each object's
-    memo starts as a shallow copy of it. Raises ConfigError
-    before it connects, RejectedError when the broker refuses the handler,
-    ActivityError when a startup or cleanup function fails for good."""
-    cfg = Config(**settings)
+                   memo: Memo | None = None, stop_flag: flags.Flag | None = None,
+                   ready_flag: flags.Flag | None = None, **settings: Any) -> None:
+    """Run a handler until stopping or stop_flag is set (then drain, say
+    goodbye and return): the startup functions, the sessions, then the
+    cleanup functions. settings are Config's fields, or Kopf's names of
+    them (namespaces=, priority=, liveness_endpoint=; clusterwide= and
+    standalone= change nothing); memo is the startup, cleanup and probe
+    functions' (default an empty tether.Memo), and each object's memo
+    starts as a shallow copy of it. ready_flag is set when the broker first
+    welcomes the handler (the startup functions done and the indices
+    complete). The flags are Kopf's: an asyncio.Event or Future, a
+    threading.Event or a concurrent.futures.Future, from any thread. Raises
+    ConfigError before it connects, RejectedError when the broker refuses
+    the handler, ActivityError when a startup or cleanup function fails
+    for good."""
+    flags.check("stop_flag", stop_flag)
+    flags.check("ready_flag", ready_flag)
+    cfg = Config(**_kopf_settings(settings))
     registry = registry if registry is not None else get_default_registry()
     hello(registry, cfg)  # a bad configuration is refused before any startup function runs
     targets(cfg)
     root_certificates(cfg)
     stopping = stopping or asyncio.Event()
+    watcher = asyncio.create_task(_stop_on(stop_flag, stopping)) if stop_flag is not None else None
     memo = memo if memo is not None else Memo()
     options = OperatorSettings(**{name: getattr(cfg, name) for name in SETTINGS})
-    endpoint = await _liveness(cfg, lambda: hooks.probe(registry, memo, options))
     try:
-        if not await hooks.run(Activity.STARTUP, registry, memo=memo, settings=options, stopping=stopping):
-            LOGGER.info("stopped before the startup functions were done")
-            return
-        options.freeze()
-        cfg = dataclasses.replace(cfg, **options.values())
+        endpoint = await _liveness(cfg, lambda: hooks.probe(registry, memo, options))
         try:
-            await _serve(registry, cfg, stopping, endpoint.mark_connected if endpoint else None, Memos(memo))
+            if not await hooks.run(Activity.STARTUP, registry, memo=memo, settings=options, stopping=stopping):
+                LOGGER.info("stopped before the startup functions were done")
+                return
+            options.freeze()
+            cfg = dataclasses.replace(cfg, **options.values())
+            on_welcome = _on_welcome(endpoint, ready_flag)
+            try:
+                await _serve(registry, cfg, stopping, on_welcome, Memos(memo))
+            finally:
+                await hooks.run(Activity.CLEANUP, registry, memo=memo, settings=options)
         finally:
-            await hooks.run(Activity.CLEANUP, registry, memo=memo, settings=options)
+            if endpoint:
+                await endpoint.close()
     finally:
-        if endpoint:
-            await endpoint.close()
+        if watcher:
+            watcher.cancel()
     LOGGER.info("stopped")
+
+
+# Kopf's names for operator()'s settings: Config's field, or None for one
+# that changes nothing in Tether (it is what Tether does anyway).
+_KOPF_SETTINGS = {"liveness_endpoint": "liveness", "clusterwide": None, "standalone": None}
+
+
+def _kopf_settings(settings: dict[str, Any]) -> dict[str, Any]:
+    out = {}
+    for name, value in settings.items():
+        if name in _KOPF_SETTINGS:
+            if _KOPF_SETTINGS[name] is not None:
+                out[_KOPF_SETTINGS[name]] = value
+        else:
+            out[name] = value
+    if isinstance(out.get("namespaces"), list):
+        out["namespaces"] = tuple(out["namespaces"])
+    return out
+
+
+async def _stop_on(flag: flags.Flag, stopping: asyncio.Event) -> None:
+    await flags.wait(flag)
+    LOGGER.info("the stop flag is set: stopping")
+    stopping.set()
+
+
+def _on_welcome(endpoint: liveness.Endpoint | None, ready_flag: flags.Flag | None) -> Callable[[], None] | None:
+    """What the first (and each) Welcome tells: the liveness endpoint and
+    the ready flag."""
+    if endpoint is None and ready_flag is None:
+        return None
+
+    def welcomed() -> None:
+        if endpoint is not None:
+            endpoint.mark_connected()
+        flags.raise_(ready_flag)
+    return welcomed
 
 
 async def _liveness(cfg: Config, probe: liveness.Probe) -> liveness.Endpoint | None:
