@@ -34,7 +34,7 @@ class KopfNames(unittest.TestCase):
                     self.assertIn(f"kopf.{name} has no counterpart in Tether: ", str(e))
 
     def test_the_reasons_point_to_what_to_do(self):
-        for name, words in (("subhandler", "split the steps"),
+        for name, words in (("lifecycles", "no order of handlers"),
                             ("login_via_client", "--token-file"),
                             ("WebhookClientConfig", "no server, certificate or tunnel"), ("EVERYTHING", "one resource"),
                             ("HandlerRetriesError", "retries=")):
@@ -45,6 +45,7 @@ class KopfNames(unittest.TestCase):
         with self.assertRaises(AttributeError) as caught:
             tether.on.this
         self.assertIn("kopf.on.this has no counterpart", str(caught.exception))
+        self.assertIn("use tether.subhandler", str(caught.exception))
 
     def test_other_names_are_plainly_missing(self):
         self.assertFalse(hasattr(tether, "no_such_name"))

@@ -29,6 +29,7 @@ from .registry import Registry, get_default_registry, set_default_registry
 from .runner import ConfigError, operator, run
 from .selectors import ABSENT, PRESENT
 from .settings import OperatorSettings, SettingsError
+from .subhandlers import execute, register, subhandler
 from .activities import ConnectionInfo
 from .types import (Annotations, Body, BodyEssence, Diff, DiffOperation, Headers, Index, Labels, Logger, Memo, Meta,
                     Operation, RawBody, RawEvent, RawEventType, Reason, Spec, SSLPeer, Status, Store, UserInfo)
@@ -37,7 +38,7 @@ from .webhooks import (WebhookAutoServer, WebhookAutoTunnel, WebhookDockerDeskto
 from .version import __version__
 
 __all__ = [
-    "on", "timer", "daemon", "index",
+    "on", "timer", "daemon", "index", "subhandler", "register", "execute",
     "HOLD", "STRICT", "NONE", "Finalizer", "PRESENT", "ABSENT",
     "TemporaryError", "PermanentError", "AdmissionError", "RejectedError", "ErrorsMode", "ConfigError", "ActivityError",
     "Registry", "get_default_registry", "set_default_registry", "run", "operator",

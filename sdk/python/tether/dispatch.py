@@ -12,7 +12,7 @@ import time
 from concurrent.futures import Executor
 from typing import Any
 
-from . import admission, durations, filters, hierarchies, kwargs, log, outcome
+from . import admission, durations, filters, hierarchies, kwargs, log, outcome, subhandlers
 from .bindings import Kind
 from .delivery import Cause, MalformedDelivery, decode
 from .indexing import Indices
@@ -60,12 +60,13 @@ class Dispatcher:
         return option is not None
 
     async def call(self, reg: Registration, kw: dict[str, Any], d: pb.Delivery,
-                   events: list[pb.HandlerEvent] | None = None) -> Any:
+                   events: list[pb.HandlerEvent] | None = None, subs: subhandlers.Subhandling | None = None) -> Any:
         """reg's function with kw, for d: while it runs, d's object is the
-        default owner of tether.adopt and the other object helpers, and
-        tether.event appends to events (None: it may not post any); a sync
+        default owner of tether.adopt and the other object helpers,
+        tether.event appends to events (None: it may not post any) and
+        tether.subhandler to subs (None: it may register none); a sync
         function's thread gets a copy of the context."""
-        with hierarchies.handling(hierarchies.delivered_body(d.object, d.old_object), events):
+        with hierarchies.handling(hierarchies.delivered_body(d.object, d.old_object), events, subs):
             if reg.is_async:
                 return await reg.fn(**kw)
             run = functools.partial(contextvars.copy_context().run, reg.fn, **kw)
@@ -86,16 +87,22 @@ class Dispatcher:
             return outcome.fail(d.id, f"malformed delivery: {e}")
         start = time.monotonic()
         error, events = None, []
+        subs = subhandlers.Subhandling(self, reg, d, values, events) if reg.spec.kind in subhandlers.PARENTS else None
         try:
             if self._filtered(reg, cause, logger, values):
                 return outcome.ok(d.id)
-            value = await self.call(reg, kwargs.select(reg.wants, reg.spec.kind, values, self._indices()), d, events)
+            value = await self.call(reg, kwargs.select(reg.wants, reg.spec.kind, values, self._indices()), d, events,
+                                    subs)
+            if subs is not None and subs.registered and not subs.executed:
+                await subs.execute()  # after the function, as Kopf runs them
         except asyncio.CancelledError:
             ack = outcome.retry(d.id, "cancelled")
         except Exception as e:
             ack, error = outcome.of_error(d.id, e, reg.spec.errors, pruned(patch)), e
         else:
-            ack = outcome.of_return(d.id, pruned(patch), value)
+            ack = outcome.of_return(d.id, subs.final_patch(pruned(patch)) if subs else pruned(patch), value)
+        if subs is not None and ack.outcome == pb.OUTCOME_RETRY:
+            ack = _with_progress(ack, subs.progress())
         # Whatever the outcome: Events say what happened on the way to it.
         ack.events.extend(events)
         _log_outcome(logger, reg, cause, ack, time.monotonic() - start, error)
@@ -127,6 +134,16 @@ class Dispatcher:
         verdict = "allowed" if resp.allowed else f"refused ({resp.code or 403}: {resp.message})"
         logger.debug("binding %s: review of %s %s", reg.spec.id, cause.operation, verdict)
         return pb.Ack(delivery_id=d.id, outcome=pb.OUTCOME_OK, admission=resp)
+
+
+def _with_progress(ack: pb.Ack, progress: bytes) -> pb.Ack:
+    """A RETRY with the subhandlers' progress, or the FAIL that says it is
+    too large for the broker."""
+    why = subhandlers.check_size(progress)
+    if why is not None:
+        return outcome.fail(ack.delivery_id, why)
+    ack.progress = progress
+    return ack
 
 
 def _gone(reg: Registration, cause: Cause, ack: pb.Ack) -> bool:

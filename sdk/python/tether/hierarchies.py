@@ -25,19 +25,22 @@ Owner = Callable[[], Mapping[str, Any]]
 class Handling:
     """The delivery a function runs for: its body, and the list its
     Kubernetes Events go to for the ack (None where the ack carries none:
-    reviews and daemons)."""
+    reviews and daemons), and for a function that may register subhandlers,
+    their Subhandling (None for any other)."""
     body: Owner
     events: list[Any] | None = None
+    subs: Any = None
 
 
 _current: contextvars.ContextVar[Handling | None] = contextvars.ContextVar("tether_handling", default=None)
 
 
 @contextlib.contextmanager
-def handling(body: Owner, events: list[Any] | None = None) -> Iterator[None]:
-    """Within it, the helpers' default owner is what body() returns, and
-    tether.event and its kin append to events."""
-    token = _current.set(Handling(body, events))
+def handling(body: Owner, events: list[Any] | None = None, subs: Any = None) -> Iterator[None]:
+    """Within it, the helpers' default owner is what body() returns,
+    tether.event and its kin append to events, and tether.subhandler to
+    subs."""
+    token = _current.set(Handling(body, events, subs))
     try:
         yield
     finally:

@@ -4,8 +4,6 @@ AttributeError saying what to do instead, not a bare "no attribute"."""
 
 from __future__ import annotations
 
-_STEPS = ("one function per binding: split the steps into bindings of their own, or do them idempotently in "
-          "one function")
 _ORDER = "the broker delivers each binding on its own, so there is no order of handlers to choose"
 _LOGGING = "logging is set by the runner's flags: python3 -m tether run -v --log-format plain|json"
 _LOGIN = ("the broker watches and writes with its own credentials, and the handler authenticates to the broker "
@@ -20,15 +18,12 @@ _STORAGE = ("the broker keeps the progress and last-handled records in annotatio
 _DICTS = "Tether passes and takes plain dicts: annotate with dict[str, Any]"
 
 WHY = {
-    "subhandler": _STEPS, "register": _STEPS, "execute": _STEPS,
     "lifecycles": _ORDER, "get_default_lifecycle": _ORDER, "set_default_lifecycle": _ORDER,
     "configure": _LOGGING, "LogFormat": _LOGGING,
     "login_via_pykube": _LOGIN, "login_via_client": _LOGIN, "login_via_async_client": _LOGIN,
     "login_with_kubeconfig": _LOGIN, "login_with_service_account": _LOGIN, "LoginError": _LOGIN,
     "AiohttpSession": _LOGIN,
     "spawn_tasks": _RUN, "run_tasks": _RUN,
-    
-    
     "WebhookServerProtocol": _WEBHOOKS, "WebhookClientConfig": _WEBHOOKS,
     "WebhookClientConfigService": _WEBHOOKS, "WebhookFn": _WEBHOOKS,
     "HandlerTimeoutError": _LIMITS, "HandlerRetriesError": _LIMITS,
@@ -51,7 +46,7 @@ WHY = {
 
 
 # kopf.on's decorators that tether.on has no counterpart for
-WHY_ON = {"this": _STEPS, "subhandler": _STEPS}
+WHY_ON = {"this": "it is Kopf's former name of kopf.on.subhandler: use tether.subhandler"}
 
 
 def missing(name: str, module: str = "tether", why: dict[str, str] = WHY) -> AttributeError:

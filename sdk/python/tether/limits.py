@@ -2,6 +2,9 @@
 them. The broker refuses what goes past them, so the SDK checks first and
 says why, instead of sending what would end the session."""
 
+# Ack.progress (a RETRY's record of the subhandlers done, kept by the broker
+# in memory between attempts); a larger one turns the RETRY into a FAIL.
+MAX_PROGRESS_BYTES = 16 << 10
 # Ack.result is stored in an annotation; annotations share 256 KiB per object.
 MAX_RESULT_BYTES = 16 << 10
 # Binding.result_key: a key of status, as long as the longest Kubernetes name.

@@ -14,6 +14,7 @@ from .activities import cleanup, login, probe, startup  # noqa: F401  (tether.on
 from .bindings import Finalizer, Kind
 from .errors import ErrorsMode
 from .kopfonly import WHY_ON, missing
+from .subhandlers import subhandler
 from .registry import Registry, get_default_registry
 
 F = TypeVar("F", bound=Callable[..., Any])

@@ -93,6 +93,10 @@ class Session:
             LOGGER.warning("the broker does not post handler events; dropping the %d of delivery %s",
                            len(ack.events), ack.delivery_id)
             del ack.events[:]
+        if ack.progress and self.offered.lacks(pb.CAPABILITY_PROGRESS):
+            LOGGER.debug("the broker keeps no progress; the subhandlers done in delivery %s will run again",
+                         ack.delivery_id)
+            ack.progress = b""
         self.send(outcome.request(ack))
 
     async def run(self, channel: grpc.aio.Channel, stopping: asyncio.Event) -> None:

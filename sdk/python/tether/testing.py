@@ -129,6 +129,7 @@ class FakeBroker:
         # function starts live on to the next, until close().
         self._loop: asyncio.AbstractEventLoop | None = None
         self._finalizer: weakref.finalize | None = None
+        self._progress: dict[tuple[str, str], bytes] = {}  # a RETRY's, by binding and object uid
 
     def __enter__(self) -> FakeBroker:
         return self
@@ -251,7 +252,16 @@ class FakeBroker:
             if kind is Kind.FIELD:
                 d.field_old = _json(essence.field(before, reg.spec.field))
                 d.field_new = _json(essence.field(obj, reg.spec.field))
+        # As the broker: a RETRY's progress (the subhandlers done) comes
+        # back with the next attempt of the same binding and object.
+        key = (reg.spec.id, d.ref.uid)
+        if attempt > 1:
+            d.progress = self._progress.get(key, b"")
         ack = self._ack(reg, d)
+        if ack.outcome == pb.OUTCOME_RETRY and ack.progress:
+            self._progress[key] = ack.progress
+        else:
+            self._progress.pop(key, None)
         return Result(binding=reg.spec.id, outcome=outcome.name(ack.outcome), message=ack.message,
                       delay=durations.from_proto(ack.retry_after) if ack.HasField("retry_after") else None,
                       patch=json.loads(ack.patch) if ack.patch else None,
