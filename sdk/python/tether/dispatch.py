@@ -87,7 +87,7 @@ class Dispatcher:
             return outcome.fail(d.id, f"malformed delivery: {e}")
         start = time.monotonic()
         error, events = None, []
-        subs = subhandlers.Subhandling(self, reg, d, values, events) if reg.spec.kind in subhandlers.PARENTS else None
+        subs = subhandlers.Subhandling(self, reg, d, values, events) if reg.parent else None
         try:
             if self._filtered(reg, cause, logger, values):
                 return outcome.ok(d.id)

@@ -10,7 +10,10 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from . import kwargs
-from .bindings import Spec
+from .bindings import Kind, Spec
+
+# The kinds whose functions may register subhandlers (Kopf's changing handlers).
+PARENTS = frozenset({Kind.CREATE, Kind.UPDATE, Kind.DELETE, Kind.RESUME, Kind.FIELD})
 
 if TYPE_CHECKING:
     from .activities import Activity, Hook
@@ -29,6 +32,9 @@ class Registration:
     wants: frozenset[str] | None
     # the callable filters, called before fn
     checks: tuple[Check, ...] = ()
+    # whether fn may register subhandlers (a create, update, delete, resume
+    # or field function): worked out once, off the path of every delivery
+    parent: bool = False
 
 
 class Registry:
@@ -51,7 +57,8 @@ class Registry:
             raise ValueError(f"binding id {spec.id!r} is already used by the {other.spec.kind.value} binding of "
                              f"{getattr(other.fn, '__qualname__', other.fn)}(); give one of them id=")
         is_async = inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(getattr(fn, "__call__", None))
-        reg = Registration(spec, fn, is_async, kwargs.accepted(fn, spec.kind, self.index_names()), checks)
+        reg = Registration(spec, fn, is_async, kwargs.accepted(fn, spec.kind, self.index_names()), checks,
+                           spec.kind in PARENTS)
         self._by_id[spec.id] = reg
         return reg
 

@@ -19,7 +19,6 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from . import bindings, events, filters, hierarchies, kwargs, limits, outcome, patch as patches
-from .bindings import Kind
 from .errors import ErrorsMode, PermanentError, TemporaryError
 from .selectors import ABSENT, PRESENT
 
@@ -28,8 +27,6 @@ if TYPE_CHECKING:
     from .registry import Registration
     from .v1 import broker_pb2 as pb
 
-# The kinds whose functions may register subhandlers (Kopf's changing handlers).
-PARENTS = frozenset({Kind.CREATE, Kind.UPDATE, Kind.DELETE, Kind.RESUME, Kind.FIELD})
 _REFUSED = {
     "timeout": "a subhandler runs within its parent's attempt, which the binding's timeout= bounds",
     "field": "register the subhandler under a field binding (@tether.on.field) instead",
