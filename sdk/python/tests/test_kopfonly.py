@@ -1,6 +1,8 @@
 """Kopf's top-level names under tether: each is there, or an AttributeError
 says why it is not and what to do instead."""
 
+import os
+import re
 import unittest
 
 import tether
@@ -20,8 +22,19 @@ MultiDiffBaseStorage ProgressRecord ProgressStorage AnnotationsProgressStorage S
 MultiProgressStorage SmartProgressStorage RawEventType RawEvent RawBody Status Spec Meta Labels Annotations
 ObjectReference OwnerReference Memo Index Store ObjectLogger LocalObjectLogger FieldSpec FieldPath DiffItem
 DiffOperation Diff Reason Patch HandlerId PatchFn DaemonStopped DaemonStoppingReason SyncDaemonStopperChecker
-AsyncDaemonStopperChecker Resource EVERYTHING Body BodyEssence Logger ErrorsMode subhandler
+AsyncDaemonStopperChecker Resource EVERYTHING Body BodyEssence Logger ErrorsMode subhandler WebhookK3dServer
 """.split()
+# kopf.on's decorators, and the groups of kopf.OperatorSettings
+KOPF_ON = "startup cleanup login probe validate mutate resume create update delete field index event daemon timer subhandler"
+SETTINGS = "process posting peering watching queueing scanning admission execution background networking persistence"
+FROM_KOPF = os.path.join(os.path.dirname(__file__), "..", "..", "..", "docs", "from-kopf.md")
+
+
+def name_table() -> dict[str, str]:
+    """docs/from-kopf.md's table of Kopf's names: name -> status."""
+    text = open(FROM_KOPF).read()
+    section = text.split("## Kopf's API, name by name", 1)[1].split("\n## ", 1)[0]
+    return dict(re.findall(r"^\| `(?:kopf\.)?([\w.]+?)(?:\.\*)?` \| (supported|mapped|refused) \|", section, re.M))
 
 
 class KopfNames(unittest.TestCase):
@@ -32,6 +45,24 @@ class KopfNames(unittest.TestCase):
                     getattr(tether, name)
                 except AttributeError as e:
                     self.assertIn(f"kopf.{name} has no counterpart in Tether: ", str(e))
+
+    def test_the_docs_have_a_row_for_every_kopf_name_that_says_what_tether_does(self):
+        table = name_table()
+        wanted = KOPF + ["harmonize_naming", "adjust_namespace"] + ["on." + n for n in KOPF_ON.split()] + [
+            "settings." + g for g in SETTINGS.split()]
+        self.assertEqual(sorted(set(table) - set(wanted)), [], "rows for names this test does not list")
+        for name in wanted:
+            with self.subTest(name=name):
+                self.assertIn(name, table, "no row in docs/from-kopf.md")
+                if name.startswith("settings."):
+                    continue
+                module, attr = (tether.on, name[3:]) if name.startswith("on.") else (tether, name)
+                if table[name] == "refused":
+                    with self.assertRaises(AttributeError) as caught:
+                        getattr(module, attr)
+                    self.assertIn("has no counterpart in Tether: ", str(caught.exception))
+                else:
+                    self.assertTrue(callable(getattr(module, attr)) or getattr(module, attr) is not None)
 
     def test_the_reasons_point_to_what_to_do(self):
         for name, words in (("lifecycles", "no order of handlers"),
