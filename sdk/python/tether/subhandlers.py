@@ -90,6 +90,8 @@ class Subhandling:
     def final_patch(self, parent: dict[str, Any]) -> dict[str, Any]:
         """What the parent's OK writes: the subhandlers' patches and results,
         those of this attempt after the parent's own."""
+        if not (self.patch or self.patch_now):
+            return parent
         return _merged(self.patch, parent, self.patch_now)
 
     async def execute(self) -> None:
