@@ -43,3 +43,33 @@ class Capabilities(unittest.TestCase):
                 self.assertEqual(got.lacks(EVENTS), events == 0)
                 r.stop()
                 self.assertIsNone(r.error)
+
+
+class Progress(unittest.TestCase):
+    def test_the_subhandlers_progress_goes_only_to_a_broker_that_keeps_it(self):
+        # Without CAPABILITY_PROGRESS the done subhandlers run again on the
+        # next attempt, as with a first attempt: nothing is sent for nothing.
+        for name, offered, sent in (("a broker with progress", (BOOTSTRAP, pb.CAPABILITY_PROGRESS), True),
+                                    ("a broker without it", (BOOTSTRAP,), False)):
+            with self.subTest(name):
+                reg = tether.Registry()
+
+                @tether.on.create(*W, registry=reg, id="create")
+                def created(**_):
+                    tether.subhandler(id="done")(lambda **_: None)
+
+                    @tether.subhandler(id="later")
+                    def later(**_):
+                        raise tether.TemporaryError("later")
+
+                broker = FakeBroker(capabilities=offered).start()
+                self.addCleanup(broker.stop)
+                r = Runner(reg, broker=broker.address).start()
+                s = broker.connected()
+                self.assertIn(pb.CAPABILITY_PROGRESS, s.hello.capabilities)
+                ack = broker.deliver(delivery("create"))
+                self.assertEqual(ack.outcome, pb.OUTCOME_RETRY, ack.message)
+                self.assertEqual(b'"done":["create/done"]' in ack.progress, sent, ack.progress)
+                self.assertEqual(bool(ack.progress), sent)
+                r.stop()
+                self.assertIsNone(r.error)
