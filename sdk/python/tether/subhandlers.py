@@ -220,18 +220,10 @@ def _load(raw: bytes) -> dict[str, Any]:
     }
 
 
-@functools.lru_cache(maxsize=1024)
-def _declared_cached(fn: Callable[..., Any]) -> frozenset[str] | None:
-    return kwargs.declared(fn, kwargs.COMMON, "subhandlers")
-
-
 def _declared(fn: Callable[..., Any]) -> frozenset[str] | None:
-    try:
-        return _declared_cached(fn)
-    except TypeError as e:
-        if "unhashable" in str(e):
-            return kwargs.declared(fn, kwargs.COMMON, "subhandlers")
-        raise
+    """The arguments a subhandler declares: looked up at each run, since a
+    parent makes new functions (closures) at each attempt."""
+    return kwargs.declared(fn, kwargs.COMMON, "subhandlers")
 
 
 def _current() -> Subhandling:
