@@ -50,6 +50,22 @@ class Lines(unittest.TestCase):
         with self.assertRaises(ValueError):
             log.configure("xml")
 
+    def test_kopfs_configure(self):
+        import tether
+        self.capture("plain")
+        root = logging.getLogger()
+        for kw, level, formatter in (
+                ({}, logging.INFO, log.PlainFormatter), ({"verbose": True}, logging.DEBUG, log.PlainFormatter),
+                ({"debug": True, "log_format": tether.LogFormat.JSON}, logging.DEBUG, log.JsonFormatter),
+                ({"quiet": True, "log_format": tether.LogFormat.PLAIN, "log_prefix": True}, logging.WARNING,
+                 log.PlainFormatter)):
+            with self.subTest(**{k: str(v) for k, v in kw.items()}):
+                tether.configure(**kw)
+                self.assertEqual(root.level, level)
+                self.assertEqual([type(h.formatter) for h in root.handlers], [formatter])
+        with self.assertRaisesRegex(TypeError, "log_refkey= is not supported"):
+            tether.configure(log_refkey="k8s")
+
 
 if __name__ == "__main__":
     unittest.main()

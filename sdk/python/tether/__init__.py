@@ -23,6 +23,8 @@ from .hierarchies import (adjust_namespace, adopt, append_owner_reference, build
                           remove_owner_reference)
 from .hooks import ActivityError
 from .kopfonly import missing
+from .log import LogFormat
+from .log import kopf_configure as configure
 from .on import daemon, index, timer
 from .patch import Patch
 from .registry import Registry, get_default_registry, set_default_registry
@@ -48,7 +50,7 @@ __all__ = [
     "all_", "any_", "none_", "not_",
     "adopt", "label", "append_owner_reference", "remove_owner_reference", "harmonize_naming", "adjust_namespace",
     "build_owner_reference", "OperatorRegistry",
-    "event", "info", "warn", "exception",
+    "event", "info", "warn", "exception", "configure", "LogFormat",
     # Kopf's type names, for annotations
     "Body", "RawBody", "Spec", "Meta", "Status", "Labels", "Annotations", "BodyEssence", "Diff", "DiffOperation",
     "Logger", "RawEvent", "RawEventType", "Operation", "UserInfo", "Reason", "Memo", "Index", "Store", "ConnectionInfo",

@@ -5,7 +5,6 @@ AttributeError saying what to do instead, not a bare "no attribute"."""
 from __future__ import annotations
 
 _ORDER = "the broker delivers each binding on its own, so there is no order of handlers to choose"
-_LOGGING = "logging is set by the runner's flags: python3 -m tether run -v --log-format plain|json"
 _LOGIN = ("the broker watches and writes with its own credentials, and the handler authenticates to the broker "
           "with a token (--token-file); for the handler's own API calls, log in with any client")
 _RUN = "run the handler with tether.run(name=...) or await tether.operator(name=...)"
@@ -19,7 +18,6 @@ _DICTS = "Tether passes and takes plain dicts: annotate with dict[str, Any]"
 
 WHY = {
     "lifecycles": _ORDER, "get_default_lifecycle": _ORDER, "set_default_lifecycle": _ORDER,
-    "configure": _LOGGING, "LogFormat": _LOGGING,
     "login_via_pykube": _LOGIN, "login_via_client": _LOGIN, "login_via_async_client": _LOGIN,
     "login_with_kubeconfig": _LOGIN, "login_with_service_account": _LOGIN, "LoginError": _LOGIN,
     "AiohttpSession": _LOGIN,

@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import datetime
+import enum
 import json
 import logging
 import sys
@@ -73,10 +74,36 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(line, default=str)
 
 
-def configure(fmt: str = "plain", verbose: bool = False, stream: IO[str] | None = None) -> None:
+class LogFormat(enum.Enum):
+    """Kopf's log formats, for tether.configure: PLAIN and FULL are both
+    Tether's plain lines (time, level, [namespace/name], message), JSON its
+    JSON lines."""
+
+    PLAIN = "plain"
+    FULL = "full"
+    JSON = "json"
+
+
+def kopf_configure(debug: bool | None = None, verbose: bool | None = None, quiet: bool | None = None,
+                   log_format: LogFormat = LogFormat.FULL, log_prefix: bool | None = False,
+                   log_refkey: str | None = None) -> None:
+    """Kopf's kopf.configure: log to stderr as the runner's flags do,
+    DEBUG with debug or verbose, WARNING with quiet, else INFO. Lines about
+    an object always start with [namespace/name] (log_prefix), and JSON
+    lines name it under "object"."""
+    if log_refkey is not None:
+        raise TypeError("configure(): log_refkey= is not supported: JSON lines name the object under \"object\"")
+    if not isinstance(log_format, LogFormat):
+        raise TypeError(f"configure(): log_format= is a tether.LogFormat, not {log_format!r}")
+    configure("json" if log_format is LogFormat.JSON else "plain", bool(debug or verbose),
+              level=logging.WARNING if quiet and not (debug or verbose) else None)
+
+
+def configure(fmt: str = "plain", verbose: bool = False, stream: IO[str] | None = None,
+              level: int | None = None) -> None:
     """Send every logger's lines (the SDK's, the functions', the user's own)
     to stream, stderr by default, as the runner does: INFO, or DEBUG when
-    verbose."""
+    verbose, or level when given."""
     if fmt not in FORMATS:
         raise ValueError(f"log format {fmt!r} is not one of {', '.join(FORMATS)}")
     handler = logging.StreamHandler(stream or sys.stderr)
@@ -85,7 +112,7 @@ def configure(fmt: str = "plain", verbose: bool = False, stream: IO[str] | None 
     for old in list(root.handlers):
         root.removeHandler(old)
     root.addHandler(handler)
-    root.setLevel(logging.DEBUG if verbose else logging.INFO)
+    root.setLevel(level if level is not None else logging.DEBUG if verbose else logging.INFO)
     # Debug lines of the event loop and gRPC's internals say nothing about the handler.
     for name in ("asyncio", "grpc"):
         logging.getLogger(name).setLevel(logging.INFO)
