@@ -66,6 +66,10 @@ class Flags(unittest.TestCase):
             with self.subTest(flag=name):
                 self.run_with(make, set_flag)
 
+    def test_a_missing_name_says_what_it_is_for(self):
+        with self.assertRaisesRegex(tether.ConfigError, "needs name=: the handler's name, which names its hold"):
+            asyncio.run(runner.operator(tether.Registry(), ready_flag=threading.Event()))
+
     def test_a_flag_of_another_type_is_refused(self):
         with self.assertRaisesRegex(TypeError, "stop_flag= is an asyncio.Event"):
             asyncio.run(runner.operator(tether.Registry(), name="x", stop_flag=True))

@@ -231,6 +231,9 @@ async def operator(registry: Registry | None = None, *, stopping: asyncio.Event 
     for good."""
     flags.check("stop_flag", stop_flag)
     flags.check("ready_flag", ready_flag)
+    if "name" not in settings:
+        raise ConfigError("tether.operator() needs name=: the handler's name, which names its hold (the finalizer "
+                          "tether.dev/NAME) and must be granted to its identity (Kopf's operator() has none)")
     cfg = Config(**_kopf_settings(settings))
     registry = registry if registry is not None else get_default_registry()
     hello(registry, cfg)  # a bad configuration is refused before any startup function runs
