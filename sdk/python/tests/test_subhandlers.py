@@ -137,6 +137,29 @@ class Subhandlers(unittest.TestCase):
         self.assertEqual(self.k.update(OBJ, OBJ).outcome, OK)
         self.assertEqual(self.calls, ["app-a", "when"])
 
+    def test_a_parent_that_reads_no_body_still_gives_its_subhandlers_one(self):
+        @tether.on.create(*W, registry=self.r, id="c")
+        def create_fn(name):
+            @tether.subhandler(id="x", labels={"app": "a"})
+            def x(spec, **_):
+                self.calls.append(spec["items"][0])
+
+        self.assertEqual(self.k.create(OBJ).outcome, OK)
+        self.assertEqual(self.calls, ["one"])
+
+    def test_two_explicit_executes_keep_both_patches(self):
+        def patching(key):
+            def fn(patch, **_):
+                patch.spec[key] = True
+            return fn
+
+        @tether.on.create(*W, registry=self.r, id="c")
+        async def create_fn(**_):
+            await tether.execute(fns={"a": patching("a")})
+            await tether.execute(fns={"b": patching("b")})
+
+        self.assertEqual(self.k.create(OBJ).patch, {"spec": {"a": True, "b": True}})
+
     def test_only_changing_functions_register_them(self):
         @tether.on.event(*W, registry=self.r, id="e")
         def event_fn(**_):

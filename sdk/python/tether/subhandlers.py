@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from . import bindings, events, filters, hierarchies, kwargs, limits, outcome, patch as patches
+from .delivery import decode
 from .errors import ErrorsMode, PermanentError, TemporaryError
 from .selectors import ABSENT, PRESENT
 
@@ -63,7 +64,9 @@ class Subhandling:
 
     def __init__(self, dispatcher: Dispatcher, reg: Registration, d: pb.Delivery, values: dict[str, Any],
                  events: list[pb.HandlerEvent]):
-        self.dispatcher, self.reg, self.values, self.events = dispatcher, reg, values, events
+        self.dispatcher, self.reg, self.delivery, self.events = dispatcher, reg, d, events
+        self._values = values  # the parent's arguments; the object decoded only if it reads it
+        self._decoded = False
         self.body = hierarchies.delivered_body(d.object, d.old_object)
         self.prefix = reg.spec.result_key or reg.spec.id
         self.registered: list[Sub] = []
@@ -101,7 +104,6 @@ class Subhandling:
         finished = set(self.done) | set(self.failed)
         delays: list[float | None] = []
         messages = []
-        self.patch_now = {}
         for sub in self.registered:
             if sub.id in finished or self._filtered(sub):
                 continue
@@ -114,6 +116,19 @@ class Subhandling:
             self.patch_now = {}
             delay = None if None in delays else min(d for d in delays if d is not None)
             raise ChildrenRetry(f"subhandlers not done: {'; '.join(messages)}", delay)
+
+    @property
+    def values(self) -> dict[str, Any]:
+        """The parent's arguments, with the object decoded: a parent that
+        reads none of it was called without (delivery.decode)."""
+        if not self._decoded:
+            self._decoded = True
+            if not self._values["body"] and self.delivery.object:
+                cause = decode(self.delivery, self.reg.spec, None)
+                full = kwargs.values(cause, patch=self._values["patch"], logger=self._values["logger"],
+                                     memo=self._values["memo"])
+                self._values = dict(full, started=self._values["started"])
+        return self._values
 
     def _filtered(self, sub: Sub) -> bool:
         meta = self.values["meta"]
