@@ -160,6 +160,15 @@ class Subhandlers(unittest.TestCase):
 
         self.assertEqual(self.k.create(OBJ).patch, {"spec": {"a": True, "b": True}})
 
+    def test_a_value_that_is_not_json_fails_the_item(self):
+        @tether.on.create(*W, registry=self.r, id="c")
+        def create_fn(**_):
+            tether.register(lambda **_: object(), id="odd")
+
+        got = self.k.create(OBJ)
+        self.assertEqual(got.outcome, OK)
+        self.assertIn("c/odd failed: its patch or return value is not JSON", got.events[0]["message"])
+
     def test_only_changing_functions_register_them(self):
         @tether.on.event(*W, registry=self.r, id="e")
         def event_fn(**_):

@@ -157,7 +157,10 @@ class Subhandling:
         except (asyncio.CancelledError, ChildrenRetry):
             raise
         except Exception as e:
-            if mode is ErrorsMode.IGNORED and not isinstance(e, TemporaryError):
+            ours = isinstance(e, TemporaryError)
+            if mode is ErrorsMode.IGNORED and not ours:
+                self.values["logger"].warning("subhandler %s raised, ignored (errors=IGNORED): %s", sub.id,
+                                              outcome.describe(e), exc_info=e)
                 result = None
             elif mode is ErrorsMode.PERMANENT and not isinstance(e, TemporaryError):
                 return self._fail(sub, outcome.describe(e))
@@ -165,10 +168,10 @@ class Subhandling:
                 self.retries[sub.id] = n + 1
                 if sub.retries is not None and n + 1 >= sub.retries:
                     return self._fail(sub, f"failed {n + 1} times, giving up: {outcome.describe(e)}")
-                delay = e.delay if isinstance(e, TemporaryError) else sub.backoff
-                return delay, outcome.describe(e)
-        self._succeed(sub, patches.pruned(patch), result)
-        return None, None
+                self.values["logger"].warning("subhandler %s will be retried: %s", sub.id, outcome.describe(e),
+                                              exc_info=None if ours else e)
+                return e.delay if ours else sub.backoff, outcome.describe(e)
+        return self._succeed(sub, patches.pruned(patch), result)
 
     async def _call(self, sub: Sub, kw: dict[str, Any]) -> Any:
         # A subhandler registers no subhandlers of its own: its Handling has none.
@@ -190,11 +193,16 @@ class Subhandling:
             self.values["logger"].debug("no Event for the failed subhandler %s: %s", sub.id, e)
         return None, None
 
-    def _succeed(self, sub: Sub, patch: dict[str, Any], result: Any) -> None:
-        self.done.append(sub.id)
+    def _succeed(self, sub: Sub, patch: dict[str, Any], result: Any) -> tuple[None, None]:
         if result is not None and self.reg.spec.results == bindings.STATUS_RESULTS:
             patch = _merged(patch, {"status": {sub.id: result}})
+        try:
+            outcome.to_json(patch)
+        except (TypeError, ValueError) as e:
+            return self._fail(sub, f"its patch or return value is not JSON: {e}")
+        self.done.append(sub.id)
         self.patch_now = _merged(self.patch_now, patch)
+        return None, None
 
 
 def _merged(*ps: dict[str, Any]) -> dict[str, Any]:
