@@ -25,11 +25,13 @@ var ErrDenied = errors.New("permission denied")
 
 // Authorize reviews the stream's token again (from the cache when it was
 // reviewed lately) and asks SubjectAccessReview for every right of
-// [Rights]. It is called at Hello and then while the session lasts, so
-// that withdrawn rights end it. A missing right is an error wrapping
-// ErrDenied that names the binding, or the Hello field (handler,
-// priority); other errors (the API server unreachable) say nothing about
-// the rights.
+// [Rights], then SelfSubjectAccessReview for every right of
+// [BrokerRights]: a binding the broker itself cannot watch or hold is
+// refused with the rule to grant, not served half. It is called at Hello
+// and then while the session lasts, so that withdrawn rights end it. A
+// missing right is an error wrapping ErrDenied that names the binding, or
+// the Hello field (handler, priority); other errors (the API server
+// unreachable) say nothing about the rights.
 func (a *Authenticator) Authorize(ctx context.Context, handler string, priority int32, bindings []*binding.Binding) error {
 	return a.authorize(ctx, Rights(a.opts.Namespace, handler, priority, bindings), bindings)
 }
@@ -62,7 +64,7 @@ func (a *Authenticator) authorize(ctx context.Context, rights []Right, bindings 
 		b := bindings[r.Binding]
 		return &binding.FieldError{Index: r.Binding, ID: b.ID, Field: r.Field, Err: err}
 	}
-	return nil
+	return a.authorizeBroker(ctx, bindings)
 }
 
 func (a *Authenticator) check(ctx context.Context, user authenticationv1.UserInfo, r Right) error {

@@ -12,6 +12,10 @@
 // writes or holds (a finalizer is a write); create of webhook
 // configurations for admission.
 // [Authenticator.Authorize] asks for each at Hello and again while the
-// session lasts. The broker's own broad RBAC is never a way around the
-// handler's.
+// session lasts. The broker's own RBAC is never a way around the
+// handler's, and is narrow itself: [BrokerRights] are what the broker's
+// identity needs to serve the bindings (list and watch, patch where it
+// writes or holds), asked with SelfSubjectAccessReview at Hello, so that a
+// binding on a resource no ClusterRole labelled [AggregationLabel] grants
+// the broker is refused with the rule to add.
 package auth

@@ -88,3 +88,28 @@ func TestRightsNameTheBindingThatNeedsThem(t *testing.T) {
 		}
 	}
 }
+
+// TestBrokerRights: the broker's identity needs to watch what every
+// binding names, in its namespaces, and patch only where it writes or
+// holds; each right once, named after the first binding that needs it.
+func TestBrokerRights(t *testing.T) {
+	bs := []*binding.Binding{
+		{ID: "events", Kind: binding.Event, Resource: widgets, Namespaces: []string{"a"}},
+		{ID: "holds", Kind: binding.Delete, Policy: binding.PolicyHold, Resource: widgets, Namespaces: []string{"a", "b"}},
+		{ID: "webhook", Kind: binding.Validate, Resource: widgets},
+	}
+	var got []string
+	for _, r := range BrokerRights(bs) {
+		got = append(got, fmt.Sprintf("%s (bindings[%d].%s)", spell(r), r.Binding, r.Field))
+	}
+	want := []string{
+		"list widgets.v1.test.tether.dev a (bindings[0].resource)", "watch widgets.v1.test.tether.dev a (bindings[0].resource)",
+		"patch widgets.v1.test.tether.dev a (bindings[1].resource)",
+		"list widgets.v1.test.tether.dev b (bindings[1].resource)", "watch widgets.v1.test.tether.dev b (bindings[1].resource)",
+		"patch widgets.v1.test.tether.dev b (bindings[1].resource)",
+		"list widgets.v1.test.tether.dev (bindings[2].resource)", "watch widgets.v1.test.tether.dev (bindings[2].resource)",
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("BrokerRights =\n  %q\nwant\n  %q", got, want)
+	}
+}

@@ -1,0 +1,111 @@
+package auth
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/tether-dev/tether/broker/binding"
+	"github.com/tether-dev/tether/broker/metrics"
+)
+
+// AggregationLabel marks the ClusterRoles whose rules the broker's
+// aggregated ClusterRole tether-broker takes (deploy/broker): the rights on
+// the resources one handler binds, installed with that handler. The broker
+// itself holds no right on any resource a handler may bind until such a
+// role grants it.
+const AggregationLabel = "tether.dev/aggregate-to-broker"
+
+// BrokerRights lists what the broker's own identity must be allowed to
+// serve bindings: list and watch of every binding's resource in its
+// namespaces (its informers), and patch where a binding writes or holds
+// (finalizers and its progress annotations are its own writes; a handler's
+// patches are written as the handler). Each right once, named after the
+// first binding that needs it.
+func BrokerRights(bindings []*binding.Binding) []Right {
+	var out []Right
+	seen := map[Right]bool{}
+	for i, b := range bindings {
+		namespaces := b.Namespaces
+		if len(namespaces) == 0 {
+			namespaces = []string{""}
+		}
+		for _, ns := range namespaces {
+			for _, verb := range verbs(b) {
+				r := Right{Namespace: ns, Verb: verb, Resource: b.Resource.GroupVersionResource}
+				if !seen[r] {
+					seen[r] = true
+					r.Binding, r.Field = i, "resource"
+					out = append(out, r)
+				}
+			}
+		}
+	}
+	return out
+}
+
+// authorizeBroker asks SelfSubjectAccessReview, with the broker's own
+// client, for every right of [BrokerRights]; verdicts are cached as a
+// handler's are, under an identity no token can have. A missing right is
+// a FieldError naming the binding and the rule to grant.
+func (a *Authenticator) authorizeBroker(ctx context.Context, bindings []*binding.Binding) error {
+	for _, r := range BrokerRights(bindings) {
+		if err := a.checkSelf(ctx, r); err != nil {
+			b := bindings[r.Binding]
+			if errors.Is(err, ErrDenied) {
+				err = fmt.Errorf("%w; %s", err, ruleToGrant(b))
+			}
+			return &binding.FieldError{Index: r.Binding, ID: b.ID, Field: r.Field, Err: err}
+		}
+	}
+	return nil
+}
+
+func (a *Authenticator) checkSelf(ctx context.Context, r Right) error {
+	key := "\x00broker\x00" + rightKey(authenticationv1.UserInfo{}, r)
+	switch {
+	case a.allowed.recently(key):
+		return nil
+	case a.denied.recently(key):
+		return brokerDenial(r)
+	}
+	ssar := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{
+		ResourceAttributes: &authorizationv1.ResourceAttributes{
+			Namespace: r.Namespace, Verb: r.Verb, Group: r.Resource.Group, Version: r.Resource.Version, Resource: r.Resource.Resource,
+		},
+	}}
+	out, err := a.opts.Client.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, ssar, metav1.CreateOptions{})
+	if err != nil {
+		a.opts.Metrics.AccessReviewed(metrics.AccessError)
+		return fmt.Errorf("checking the broker's own permissions: %w", err)
+	}
+	if out.Status.Allowed {
+		a.opts.Metrics.AccessReviewed(metrics.AccessAllowed)
+		a.allowed.remember(key)
+		return nil
+	}
+	a.opts.Metrics.AccessReviewed(metrics.AccessDenied)
+	a.denied.remember(key)
+	return brokerDenial(r)
+}
+
+// brokerDenial is the error of a right the broker itself lacks.
+func brokerDenial(r Right) error {
+	where := "cluster-wide"
+	if r.Namespace != "" {
+		where = "in namespace " + r.Namespace
+	}
+	return fmt.Errorf("%w: the broker itself may not %s %s %s", ErrDenied, r.Verb, resourceName(r.Resource), where)
+}
+
+// ruleToGrant spells the ClusterRole rule that lets the broker serve b.
+func ruleToGrant(b *binding.Binding) string {
+	v := append([]string{"get"}, verbs(b)...)
+	return fmt.Sprintf(`grant it to the broker's ServiceAccount with a ClusterRole labelled %s: "true" and the rule apiGroups: [%q], resources: [%q], verbs: [%s]`,
+		AggregationLabel, b.Resource.Group, b.Resource.Resource, strings.Join(v, ", "))
+}
