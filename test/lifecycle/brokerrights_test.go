@@ -1,0 +1,138 @@
+package lifecycle
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"testing"
+	"time"
+
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+
+	"github.com/tether-dev/tether/broker"
+	"github.com/tether-dev/tether/broker/auth"
+	"github.com/tether-dev/tether/sdk"
+	"github.com/tether-dev/tether/test/controlplane"
+)
+
+// brokerIdentity makes the ServiceAccount sa of ns an identity with the
+// rights a broker has for itself (deploy/broker's tether-broker-base and
+// its Role, as far as this broker uses them), and none on what handlers
+// bind, and returns a client configuration that authenticates as it.
+func brokerIdentity(t *testing.T, cp *controlplane.ControlPlane, ns, sa string) *rest.Config {
+	t.Helper()
+	ctx := context.Background()
+	token, err := cp.ServiceAccountToken(ctx, ns, sa)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rbac := cp.Client().RbacV1()
+	base := "broker-base-" + ns
+	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: base}, Rules: []rbacv1.PolicyRule{
+		{APIGroups: []string{"", "events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
+		{APIGroups: []string{"authentication.k8s.io"}, Resources: []string{"tokenreviews"}, Verbs: []string{"create"}},
+		{APIGroups: []string{"authorization.k8s.io"}, Resources: []string{"subjectaccessreviews"}, Verbs: []string{"create"}},
+		{APIGroups: []string{""}, Resources: []string{"serviceaccounts"}, Verbs: []string{"impersonate"}},
+		{APIGroups: []string{""}, Resources: []string{"namespaces"}, ResourceNames: []string{ns}, Verbs: []string{"get"}},
+	}}
+	if _, err := rbac.ClusterRoles().Create(ctx, role, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = rbac.ClusterRoles().Delete(context.Background(), base, metav1.DeleteOptions{}) })
+	bindClusterRole(t, cp, base, ns, sa)
+	own := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "broker", Namespace: ns}, Rules: []rbacv1.PolicyRule{
+		{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get", "list", "watch", "create", "update", "patch"}},
+	}}
+	if _, err := rbac.Roles(ns).Create(ctx, own, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	rb := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "broker", Namespace: ns},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "broker"},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: sa, Namespace: ns}}}
+	if _, err := rbac.RoleBindings(ns).Create(ctx, rb, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	cfg := cp.RESTConfig()
+	cfg.BearerToken, cfg.BearerTokenFile, cfg.Username, cfg.Password = token, "", "", ""
+	cfg.CertFile, cfg.KeyFile, cfg.CertData, cfg.KeyData = "", "", nil, nil
+	cfg.Impersonate = rest.ImpersonationConfig{}
+	return cfg
+}
+
+// bindClusterRole binds the ClusterRole role to the ServiceAccount ns/sa
+// until the test ends.
+func bindClusterRole(t *testing.T, cp *controlplane.ControlPlane, role, ns, sa string) {
+	t.Helper()
+	rbac := cp.Client().RbacV1()
+	crb := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: role},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: sa, Namespace: ns}}}
+	if _, err := rbac.ClusterRoleBindings().Create(context.Background(), crb, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = rbac.ClusterRoleBindings().Delete(context.Background(), role, metav1.DeleteOptions{}) })
+}
+
+// TestTheBrokerRefusesABindingItCannotServe: a broker whose own identity
+// holds no right on widgets refuses, at Hello, a handler that is granted
+// widgets itself, and the refusal names the binding and the rule to grant
+// the broker; once a ClusterRole with that rule and the aggregation label
+// is bound to the broker (here bound directly: this control plane runs no
+// controller manager to aggregate it), the same handler is let in and
+// served, the broker not restarted.
+func TestTheBrokerRefusesABindingItCannotServe(t *testing.T) {
+	cp := controlplane.Get(t)
+	dyn := cp.EnsureWidgetCRD(t)
+	ns := cp.Namespace(t)
+	serverTLS, pool := selfSigned(t)
+	cfg := brokerIdentity(t, cp, ns, "broker")
+	addr := startBroker(t, cp, func(o *broker.Options) { o.Config, o.Insecure, o.TLS, o.Namespace = cfg, false, serverTLS, ns })
+	s := &secure{cp: cp, ns: ns, addr: addr, clientTLS: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}
+	s.grant(t, "handler", "h", handlerRule("h", "connect"), widgetRule("get", "list", "watch", "patch"))
+	token := s.token(t, "h")
+	var j journal
+	newHandler := func() *sdk.Handler {
+		h := s.handler("h", token)
+		h.OnCreate(widgets, j.record(nil), sdk.Namespaces(ns))
+		return h
+	}
+
+	expectRejection(t, s.rejected(t, newHandler()), "PermissionDenied", "bindings[0]",
+		"the broker itself may not list widgets.v1.test.tether.dev in namespace "+ns,
+		auth.AggregationLabel+`: "true"`, `apiGroups: ["test.tether.dev"], resources: ["widgets"], verbs: [get, list, watch, patch]`)
+
+	ctx := context.Background()
+	grant := &rbacv1.ClusterRole{
+		ObjectMeta: metav1.ObjectMeta{Name: "broker-widgets-" + ns, Labels: map[string]string{auth.AggregationLabel: "true"}},
+		Rules:      []rbacv1.PolicyRule{widgetRule("get", "list", "watch", "patch")},
+	}
+	if _, err := cp.Client().RbacV1().ClusterRoles().Create(ctx, grant, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cp.Client().RbacV1().ClusterRoles().Delete(context.Background(), grant.Name, metav1.DeleteOptions{})
+	})
+	bindClusterRole(t, cp, grant.Name, ns, "broker")
+
+	// The broker's denial is remembered for auth.DefaultDeniedTTL; a Hello
+	// after it is let in: Run goes on until its context ends.
+	tick := time.NewTicker(250 * time.Millisecond)
+	defer tick.Stop()
+	for deadline := time.Now().Add(waitTimeout); ; <-tick.C {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		var rej *sdk.RejectedError
+		err := newHandler().Run(ctx, s.addr)
+		cancel()
+		if !errors.As(err, &rej) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the broker granted the rule, the handler is still rejected: %s", rej.Message)
+		}
+	}
+	runHandler(t, newHandler(), s.addr)
+	create(t, dyn, widgetGVR, widget(ns, "w", map[string]any{"size": int64(1)}))
+	j.waitCount(t, sdk.Create, "w", 1)
+}
