@@ -63,7 +63,7 @@ func (l *leading) run(ctx context.Context) {
 
 // afterRestore waits for the dispatcher to restore the recorded handlers
 // and sync their informers, then does what must follow a restore: the
-// leader label that sends handlers here, the uninstall guard, and the look
+// leader label that sends handlers here, the uninstall guard (widened as handlers are granted), and the look
 // at orphans (a handler released before the restore would come back with
 // it).
 func (l *leading) afterRestore(ctx context.Context) {
@@ -75,6 +75,13 @@ func (l *leading) afterRestore(ctx context.Context) {
 			l.log.Error("cannot mark this Pod the leader: the Service sends no handler here", "error", err)
 		}
 	}
-	l.uninstaller.guard(ctx)
+	if sa := l.uninstaller.guard(ctx); sa != "" {
+		widened := make(chan struct{})
+		go func() {
+			defer close(widened)
+			l.uninstaller.widen(ctx, sa)
+		}()
+		defer func() { <-widened }()
+	}
 	l.orphans().run(ctx)
 }

@@ -273,8 +273,9 @@ func (u *uninstaller) underWay(ctx context.Context) bool {
 // guard puts the uninstall guard on what the broker needs in its
 // namespace to release its holds (package guard). Without it an uninstall
 // by namespace deletion can leave every hold in place; the broker goes on
-// all the same.
-func (u *uninstaller) guard(ctx context.Context) {
+// all the same. It returns the broker's ServiceAccount, "" when it has
+// none or the guard could not be put on.
+func (u *uninstaller) guard(ctx context.Context) string {
 	lease := ""
 	if le := u.opts.LeaderElection.withDefaults(); le.Enabled {
 		lease = le.LeaseName
@@ -290,9 +291,10 @@ func (u *uninstaller) guard(ctx context.Context) {
 		if ctx.Err() == nil {
 			u.log.Warn("cannot guard what an uninstall needs: deleting the namespace may leave holds", "error", err)
 		}
-		return
+		return ""
 	}
 	u.log.Info("uninstall guard on", "objects", fmt.Sprint(refs), "grant", sa != "")
+	return sa
 }
 
 // unguard takes the uninstall guard off (package guard), then

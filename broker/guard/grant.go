@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"reflect"
+	"slices"
 
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -21,30 +22,38 @@ func GrantName(namespace string) string { return "tether-broker-uninstall-" + na
 // `kubectl delete -k` and `helm uninstall` delete the ClusterRoles and
 // bindings they installed at once, and the broker could then release
 // nothing; the copy stays until the namespace is gone, when the garbage
-// collector removes it, or until Revoke. It only copies rules the broker
-// holds, which the API server lets it grant itself without the escalate or
-// bind verbs.
+// collector removes it, or until Revoke. The rules of an aggregated
+// ClusterRole (tether-broker) are copied as the aggregation controller
+// filled them, without its aggregation rule, so the copy does not grow by
+// itself. It only copies rules the broker holds, which the API server lets
+// it grant itself without the escalate or bind verbs.
 func Grant(ctx context.Context, kube kubernetes.Interface, namespace, sa string) error {
+	return grant(ctx, kube, namespace, sa, false)
+}
+
+// Widen is Grant that keeps every rule the copy already holds and adds
+// those bound since: called while the broker leads, so that a handler's
+// grant aggregated after the start is in the copy, and an uninstall that
+// deletes the aggregated ClusterRole before the broker notices cannot
+// shrink the copy before the broker has released its holds.
+func Widen(ctx context.Context, kube kubernetes.Interface, namespace, sa string) error {
+	return grant(ctx, kube, namespace, sa, true)
+}
+
+func grant(ctx context.Context, kube kubernetes.Interface, namespace, sa string, keep bool) error {
 	rbac := kube.RbacV1()
 	ns, err := kube.CoreV1().Namespaces().Get(ctx, namespace, metav1.GetOptions{})
 	if err != nil {
 		return fmt.Errorf("reading namespace %s: %w", namespace, err)
 	}
 	name := GrantName(namespace)
-	bindings, err := rbac.ClusterRoleBindings().List(ctx, metav1.ListOptions{})
+	rules, err := boundRules(ctx, kube, name, namespace, sa)
 	if err != nil {
-		return fmt.Errorf("listing ClusterRoleBindings: %w", err)
+		return err
 	}
-	var rules []rbacv1.PolicyRule
-	for _, b := range bindings.Items {
-		if b.Name == name || b.RoleRef.Kind != "ClusterRole" || !names(b.Subjects, namespace, sa) {
-			continue
-		}
-		role, err := rbac.ClusterRoles().Get(ctx, b.RoleRef.Name, metav1.GetOptions{})
-		if err != nil {
-			return fmt.Errorf("reading ClusterRole %s: %w", b.RoleRef.Name, err)
-		}
-		rules = append(rules, role.Rules...)
+	role, err := rbac.ClusterRoles().Get(ctx, name, metav1.GetOptions{})
+	if err == nil && keep {
+		rules = union(role.Rules, rules)
 	}
 	if len(rules) == 0 {
 		return nil
@@ -55,7 +64,6 @@ func Grant(ctx context.Context, kube kubernetes.Interface, namespace, sa string)
 		}}},
 		Rules: rules,
 	}
-	role, err := rbac.ClusterRoles().Get(ctx, name, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
 		role, err = rbac.ClusterRoles().Create(ctx, want, metav1.CreateOptions{})
@@ -78,6 +86,39 @@ func Grant(ctx context.Context, kube kubernetes.Interface, namespace, sa string)
 		return fmt.Errorf("creating ClusterRoleBinding %s: %w", name, err)
 	}
 	return nil
+}
+
+// boundRules are the rules of every ClusterRole bound to namespace/sa but
+// the grant itself (named grantName).
+func boundRules(ctx context.Context, kube kubernetes.Interface, grantName, namespace, sa string) ([]rbacv1.PolicyRule, error) {
+	rbac := kube.RbacV1()
+	bindings, err := rbac.ClusterRoleBindings().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("listing ClusterRoleBindings: %w", err)
+	}
+	var rules []rbacv1.PolicyRule
+	for _, b := range bindings.Items {
+		if b.Name == grantName || b.RoleRef.Kind != "ClusterRole" || !names(b.Subjects, namespace, sa) {
+			continue
+		}
+		role, err := rbac.ClusterRoles().Get(ctx, b.RoleRef.Name, metav1.GetOptions{})
+		if err != nil {
+			return nil, fmt.Errorf("reading ClusterRole %s: %w", b.RoleRef.Name, err)
+		}
+		rules = append(rules, role.Rules...)
+	}
+	return rules, nil
+}
+
+// union is have with the rules of more it lacks appended, in order.
+func union(have, more []rbacv1.PolicyRule) []rbacv1.PolicyRule {
+	out := slices.Clone(have)
+	for _, r := range more {
+		if !slices.ContainsFunc(out, func(h rbacv1.PolicyRule) bool { return reflect.DeepEqual(h, r) }) {
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 // grantLabels mark the grant as the broker's own.
