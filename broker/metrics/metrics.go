@@ -70,6 +70,7 @@ type Metrics struct {
 	admission     admissionMetrics
 	signin        signinMetrics
 	orphans       orphanMetrics
+	bindings      bindingMetrics
 
 	// known are the handlers whose series were set to zero.
 	known sync.Map
@@ -136,6 +137,7 @@ func New(reg prometheus.Registerer) *Metrics {
 	m.admission = newAdmissionMetrics(reg)
 	m.signin = newSigninMetrics(reg)
 	m.orphans = newOrphanMetrics(reg)
+	m.bindings = newBindingMetrics(reg)
 	return m
 }
 
