@@ -63,6 +63,9 @@ type Record struct {
 	// insecure mode): the identity whose loss makes the handler an
 	// orphan (Orphan).
 	User User
+	// Stuck are the handler's holds on objects being deleted that stayed
+	// past --stuck-after, as the leader last saw them.
+	Stuck Stuck
 	// Marks are what the leader and `broker release` write on the Lease
 	// beside the record; Put leaves them as they are.
 	Marks Marks
@@ -196,6 +199,7 @@ func encode(l *coordinationv1.Lease, r Record) error {
 		res = append(res, encodeResource(gvr))
 	}
 	l.Annotations[annResources] = strings.Join(res, ",")
+	encodeStuck(l.Annotations, r.Stuck)
 	if len(r.Sweep) == 0 {
 		delete(l.Annotations, annSweep)
 		return nil
@@ -259,6 +263,9 @@ func decode(l *coordinationv1.Lease) Record {
 	}
 	if r.User, err = decodeUser(a[annUser]); err != nil {
 		bad(annUser, err)
+	}
+	if r.Stuck, err = decodeStuck(a[annStuck]); err != nil {
+		bad(annStuck, err)
 	}
 	r.Marks = decodeMarks(a)
 	if len(errs) > 0 {
