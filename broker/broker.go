@@ -103,6 +103,9 @@ type Options struct {
 	// RecheckEvery is how often a session's rights are asked again, so that
 	// withdrawn RBAC ends it (default 30 s).
 	RecheckEvery time.Duration
+	// StuckAfter is how long a hold may stay on an object being deleted
+	// before it is stuck (default contract.DefaultStuckAfter).
+	StuckAfter time.Duration
 }
 
 // authQPS paces the broker's TokenReviews and SubjectAccessReviews.

@@ -140,7 +140,7 @@ func (dl *deliverer) deliverTo(ctx context.Context, in *session.Instance, o *obj
 	start := time.Now()
 	ack, err := dl.send(in, ctx, d, moved, expiry.C)
 	if !errors.Is(err, session.ErrMoved) {
-		dl.observe(ctx, d, time.Since(start), ack, err)
+		dl.observe(ctx, b, d, time.Since(start), ack, err)
 	}
 	return ack, err
 }
@@ -164,14 +164,17 @@ func (dl *deliverer) judge(o *object, b *binding.Binding, ack *tetherv1.Ack, att
 	}
 	tries := o.work.triesOf(b)
 	if ack.GetOutcome() == tetherv1.Outcome_OUTCOME_OK {
-		// The common case, every tick included: no formatting.
+		// The common case, every tick included: no formatting, and the
+		// stay note is only looked at.
 		tries.end(b.ID)
+		noteAnswered(o, b.ID)
 		return ack, 0
 	}
 	what := fmt.Sprintf("%s binding %q of handler %q", b.Kind, b.ID, dl.name)
 	switch ack.GetOutcome() {
 	case tetherv1.Outcome_OUTCOME_FAIL:
 		tries.end(b.ID)
+		noteAnswered(o, b.ID)
 		dl.opts.Recorder.Event(o.decoded(), true, "HandlerFailed", fmt.Sprintf("%s failed: %s", what, ack.GetMessage()))
 		return ack, 0
 	case tetherv1.Outcome_OUTCOME_RETRY:
@@ -183,6 +186,7 @@ func (dl *deliverer) judge(o *object, b *binding.Binding, ack *tetherv1.Ack, att
 		}
 	default:
 		tries.end(b.ID)
+		noteAnswered(o, b.ID)
 		msg := fmt.Sprintf("%s sent an ack without an outcome", what)
 		dl.opts.Recorder.Event(o.decoded(), true, "HandlerFailed", msg)
 		return &tetherv1.Ack{Outcome: tetherv1.Outcome_OUTCOME_FAIL, Message: msg}, 0
@@ -194,6 +198,11 @@ func (dl *deliverer) judge(o *object, b *binding.Binding, ack *tetherv1.Ack, att
 		}
 		o.work.gaveUp[b.ID] = true
 		msg := fmt.Sprintf("%s failed %d times, giving up: %s", what, attempt, ack.GetMessage())
+		if b.Kind == binding.Delete && b.Policy == binding.PolicyStrict {
+			noteRetry(o, b, attempt, ack.GetMessage()) // tried again (deliverDeletes)
+		} else {
+			noteAnswered(o, b.ID)
+		}
 		dl.opts.Recorder.Event(o.decoded(), true, "RetriesExhausted", msg)
 		return &tetherv1.Ack{Outcome: tetherv1.Outcome_OUTCOME_FAIL, Message: msg}, 0
 	}
@@ -206,6 +215,7 @@ func (dl *deliverer) judge(o *object, b *binding.Binding, ack *tetherv1.Ack, att
 		progress = ack.GetProgress()
 	}
 	tries.failed(b.ID, attempt, dl.clock.Now().Add(wait), progress)
+	noteRetry(o, b, attempt, ack.GetMessage())
 	dl.opts.Recorder.Event(o.decoded(), true, "HandlerRetrying",
 		fmt.Sprintf("%s (attempt %d) asks to retry in %v: %s", what, attempt, wait, ack.GetMessage()))
 	return nil, wait
@@ -236,9 +246,10 @@ func (dl *deliverer) waitOwner(ctx context.Context, o *object) (in *session.Inst
 	}
 }
 
-// observe records one delivery attempt and how long it took. An
+// observe records one delivery attempt and how long it took, for the
+// handler and for binding b (whose series were bound once, newHandler). An
 // attempt cut short because the broker is stopping (ctx ended) is not recorded.
-func (dl *deliverer) observe(ctx context.Context, d *tetherv1.Delivery, took time.Duration, ack *tetherv1.Ack, err error) {
+func (dl *deliverer) observe(ctx context.Context, b *binding.Binding, d *tetherv1.Delivery, took time.Duration, ack *tetherv1.Ack, err error) {
 	m := dl.opts.Metrics
 	if m == nil {
 		return
@@ -264,6 +275,7 @@ func (dl *deliverer) observe(ctx context.Context, d *tetherv1.Delivery, took tim
 		outcome = metrics.OutcomeTimeout
 	}
 	m.Delivered(dl.name, kindLabel(d.GetKind()), outcome, took)
+	dl.bindingMetrics[b.ID].Delivered(outcome, took)
 }
 
 func ref(r resource.Resource, c *informer.Object) *tetherv1.ObjectRef {

@@ -31,6 +31,9 @@
 //   - sweeper (sweep.go): the holds left in scopes the handler dropped, and
 //     outside the label selector its informers filter by;
 //   - objectWriter (write.go, pacing.go): the writes to objects, paced;
+//   - stuckScan (stuck.go): the gauges of the holds, and the holds on
+//     objects being deleted that stay past StuckAfter, with why
+//     (contract.WhyHeld), from what the workers publish (stay.go);
 //   - pool: which instance owns which object.
 //
 // Time is the injected Options.Clock's, but for the deadlines sent with

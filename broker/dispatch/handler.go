@@ -13,6 +13,7 @@ import (
 
 	"github.com/tether-dev/tether/broker/binding"
 	"github.com/tether-dev/tether/broker/contract"
+	"github.com/tether-dev/tether/broker/metrics"
 	"github.com/tether-dev/tether/broker/timer"
 )
 
@@ -27,9 +28,11 @@ type handler struct {
 	// admission has the validate and mutate bindings, by id.
 	byResource map[schema.GroupVersionResource][]*binding.Binding
 	admission  map[string]*binding.Binding
-	opts       *Options
-	log        hclog.Logger
-	clock      clock.WithTicker
+	// bindingMetrics are each binding's delivery metrics, by id.
+	bindingMetrics map[string]*metrics.Binding
+	opts           *Options
+	log            hclog.Logger
+	clock          clock.WithTicker
 
 	pool     *pool
 	presence *presenceKeeper
@@ -45,14 +48,18 @@ type handler struct {
 func newHandler(opts *Options, log hclog.Logger, name string, bindings []*binding.Binding) *handler {
 	h := &handler{
 		name: name, bindings: bindings, opts: opts, log: log, clock: opts.Clock,
-		byResource: map[schema.GroupVersionResource][]*binding.Binding{},
-		admission:  map[string]*binding.Binding{},
-		objects:    map[types.UID]*object{},
-		pool:       newPool(),
+		byResource:     map[schema.GroupVersionResource][]*binding.Binding{},
+		admission:      map[string]*binding.Binding{},
+		objects:        map[types.UID]*object{},
+		pool:           newPool(),
+		bindingMetrics: make(map[string]*metrics.Binding, len(bindings)),
 	}
 	h.writes = &objectWriter{handler: name, opts: opts, mu: &h.mu}
 	h.writes.inFlight.max = opts.Workers / 2
 	for _, b := range bindings {
+		if opts.Metrics != nil {
+			h.bindingMetrics[b.ID] = opts.Metrics.Binding(name, b.ID)
+		}
 		if b.Kind.IsAdmission() {
 			h.admission[b.ID] = b
 			continue

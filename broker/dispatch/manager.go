@@ -21,6 +21,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/tether-dev/tether/broker/binding"
+	"github.com/tether-dev/tether/broker/contract"
 	"github.com/tether-dev/tether/broker/informer"
 	"github.com/tether-dev/tether/broker/metrics"
 	"github.com/tether-dev/tether/broker/presence"
@@ -92,6 +93,10 @@ type Options struct {
 	// deliveries that write nothing;
 	// Client should then have no rate limit of its own.
 	WriteLimiter *WriteLimiter
+	// StuckAfter is how long a hold may stay on an object being deleted
+	// before it is stuck: a HoldStuck Event, a line in `broker status`
+	// (default contract.DefaultStuckAfter).
+	StuckAfter time.Duration
 	// Metrics records what the handlers do; nil records nothing.
 	Metrics *metrics.Metrics
 	// Webhooks keeps the handlers' webhook configurations; nil keeps none
@@ -207,6 +212,9 @@ func New(opts Options) *Manager {
 	}
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
+	}
+	if opts.StuckAfter <= 0 {
+		opts.StuckAfter = contract.DefaultStuckAfter
 	}
 	if opts.MaxRawEvents <= 0 {
 		opts.MaxRawEvents = 256

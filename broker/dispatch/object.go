@@ -2,6 +2,7 @@ package dispatch
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -72,6 +73,9 @@ type object struct {
 	// daemonTimedOut: a daemon did not acknowledge stop while the object
 	// was being deleted, so its hold is released by that timeout.
 	daemonTimedOut bool
+	// stay is what the worker publishes of the object's troubles for the
+	// stuck-hold scan (stay.go); nil when there are none.
+	stay atomic.Pointer[stayNote]
 }
 
 // observed is the part of an object written under handler.mu by the
@@ -247,6 +251,7 @@ func (o *object) resetCause(cause string) {
 	w.cause = cause
 	// Made when first written: most objects, once handled, keep none.
 	w.done, w.gaveUp, w.tries = nil, nil, tries{}
+	noteCauseReset(o)
 	w.acc = accumulated{}
 }
 

@@ -27,6 +27,8 @@ type presenceKeeper struct {
 	// Lease.
 	declared []*tetherv1.Binding
 	sweeping func() []presence.Scope
+	// stuck are the handler's stuck holds, for the Lease.
+	stuck func() presence.Stuck
 	// changed runs when the presence changes, to have every object looked
 	// at again; sample records the queue's gauges.
 	changed, sample func()
@@ -130,6 +132,9 @@ func (k *presenceKeeper) run(ctx context.Context) {
 			Resources: k.resources(), Sweep: k.sweeping(), Holder: k.opts.Identity, LastSeen: written.LastSeen,
 			User: k.user,
 		}
+		if k.stuck != nil {
+			rec.Stuck = k.stuck()
+		}
 		renewEvery := min(max(k.grace/3, time.Second), 10*time.Second)
 		next := renewEvery
 		if !changes.IsZero() {
@@ -176,7 +181,7 @@ func (k *presenceKeeper) run(ctx context.Context) {
 func changedRecord(a, b presence.Record) bool {
 	return a.Instances != b.Instances || !a.AbsentSince.Equal(b.AbsentSince) || !a.LastSeen.Equal(b.LastSeen) ||
 		a.Grace != b.Grace || a.AbsentReleaseAfter != b.AbsentReleaseAfter || len(a.Bindings) != len(b.Bindings) ||
-		len(a.Sweep) != len(b.Sweep) || a.User.Name != b.User.Name
+		len(a.Sweep) != len(b.Sweep) || a.User.Name != b.User.Name || !a.Stuck.Equal(b.Stuck)
 }
 
 // recorded reports whether the handler's Lease records it and the

@@ -44,6 +44,12 @@ type writer interface {
 // write makes w and says what the pass does next.
 func (r *reconciler) write(ctx context.Context, o *object, w *write) result {
 	wait, err := r.writer.apply(ctx, o, w)
+	switch {
+	case errors.Is(err, errRefused):
+		noteRefused(o, err.Error())
+	case err == nil && wait == 0:
+		noteRefused(o, "")
+	}
 	return result{after: wait, err: err}
 }
 

@@ -35,6 +35,7 @@ type runtime struct {
 	reconciler *reconciler
 	reviews    *reviews
 	sweeper    *sweeper
+	stuck      *stuckScan
 }
 
 // newRuntime makes the runtime of a handler; sweep are the scopes it
@@ -52,8 +53,9 @@ func newRuntime(m *Manager, name string, bindings []*binding.Binding, fp string,
 		sweep = append(slices.Clone(sweep), pushdownScopes(bindings)...)
 	}
 	rt.sweeper = &sweeper{handler: h, scopes: sweep}
+	rt.stuck = &stuckScan{handler: h}
 	h.presence = &presenceKeeper{
-		handler: h, accepting: m.acceptingSince, sweeping: rt.sweeper.remaining,
+		handler: h, accepting: m.acceptingSince, sweeping: rt.sweeper.remaining, stuck: rt.stuck.stuck,
 		changed: rt.requeueAll, sample: rt.sampleQueue, wake: make(chan struct{}, 1),
 	}
 	rt.sweeper.swept = h.presence.poke
@@ -69,7 +71,7 @@ func (rt *runtime) start(parent context.Context) error {
 	rt.wg.Go(func() { _ = rt.sched.Start(ctx) })
 	rt.queue = workqueue.NewTypedRateLimitingQueueWithConfig(
 		workqueue.DefaultTypedControllerRateLimiter[types.UID](),
-		workqueue.TypedRateLimitingQueueConfig[types.UID]{Name: "handler-" + rt.name, Clock: rt.clock},
+		workqueue.TypedRateLimitingQueueConfig[types.UID]{Name: "handler-" + rt.name, Clock: rt.clock, MetricsProvider: rt.opts.Metrics.QueueMetrics(rt.name)},
 	)
 	for _, key := range informerKeys(rt.bindings, !rt.opts.NoPushdown) {
 		res := rt.byResource[key.Resource][0].Resource
@@ -90,6 +92,7 @@ func (rt *runtime) start(parent context.Context) error {
 	}
 	rt.wg.Go(func() { rt.presence.run(ctx) })
 	rt.wg.Go(func() { rt.sweeper.run(ctx) })
+	rt.wg.Go(func() { rt.stuck.run(ctx) })
 	// Shut the queue down when ctx ends so idle workers return from Get.
 	rt.wg.Go(func() {
 		<-ctx.Done()
@@ -112,6 +115,9 @@ func (rt *runtime) stop() {
 		rt.cancel()
 	}
 	rt.wg.Wait()
+	// Its binding ids may not come back, and a broker that stopped
+	// leading samples nothing.
+	rt.opts.Metrics.ForgetHandler(rt.name)
 }
 
 // subscription is one of the runtime's informers, with the resource of the

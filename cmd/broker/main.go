@@ -20,6 +20,7 @@ import (
 	"github.com/tether-dev/tether/broker"
 	"github.com/tether-dev/tether/broker/binding"
 	"github.com/tether-dev/tether/broker/buildinfo"
+	"github.com/tether-dev/tether/broker/contract"
 	"github.com/tether-dev/tether/broker/dispatch"
 	"github.com/tether-dev/tether/broker/session"
 	tetherv1 "github.com/tether-dev/tether/proto/tether/v1"
@@ -62,6 +63,7 @@ type config struct {
 	admission     broker.Admission
 	audiences     string
 	recheckEvery  time.Duration
+	stuckAfter    time.Duration
 	// excludeNamespaces is --admission-exclude-namespaces as given.
 	excludeNamespaces string
 }
@@ -185,6 +187,8 @@ func (c *config) servingFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.tlsHosts, "tls-hosts", "localhost,127.0.0.1", "comma-separated more names and IP addresses the generated certificate is valid for (localhost: kubectl port-forward)")
 	fs.StringVar(&c.grpcCerts.CAConfigMap, "tls-ca-configmap", broker.DefaultCAConfigMap, "ConfigMap in --namespace where the broker publishes the CA bundle handlers verify it with (key "+broker.CAConfigMapKey+"); - publishes none")
 	fs.StringVar(&c.audiences, "token-audience", "", "comma-separated audiences a handler's token must be meant for (TokenReview); empty: the API server's own")
+	fs.DurationVar(&c.stuckAfter, "stuck-after", contract.DefaultStuckAfter, "how long a handler's hold may stay on an object being deleted before it is stuck: a HoldStuck Event\n"+
+		"says why it stays, broker status lists it, and tether_holds_stuck counts it")
 	fs.DurationVar(&c.recheckEvery, "recheck-permissions-every", session.DefaultRecheckEvery, "how often a connected handler's token and RBAC are checked again, a handler that lost them being disconnected,\n"+
 		"and how often the identities of absent STRICT handlers are looked at, to find orphans (broker status)")
 	fs.DurationVar(&c.helloTimeout, "hello-timeout", session.DefaultHelloTimeout, "how long a new stream may take to send Hello")
@@ -246,7 +250,7 @@ func serve(args []string, _, stderr io.Writer) error {
 		HelloTimeout: c.helloTimeout, MaxMessageSize: c.maxMsgSize, GRPCLimits: c.grpcLimits, Version: buildinfo.Version(),
 		Namespace: c.namespace, Identity: c.identity, Deployment: c.deployment, MetricsListen: c.metricsListen, MetricsOpen: c.metricsOpen,
 		LeaderElection: c.leader, Admission: c.admission,
-		TokenAudiences: splitList(c.audiences), RecheckEvery: c.recheckEvery,
+		TokenAudiences: splitList(c.audiences), RecheckEvery: c.recheckEvery, StuckAfter: c.stuckAfter,
 		Absence: dispatch.AbsenceLimits{
 			Grace: c.grace, MaxGrace: c.maxGrace,
 			AbsentReleaseAfter: absentAfter(c.absentAfter), MaxAbsentReleaseAfter: c.maxAbsent,

@@ -47,7 +47,7 @@ func status(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("broker status", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: broker status [flags]\n\nLists the handlers recorded in the broker's namespace: instances connected, when\nlast seen, whether absent or orphaned (absent, with STRICT bindings, and its identity\ncan no longer sign in), how many objects carry each one's hold, and how many\nadmission webhooks its configurations (tether-<handler>) have.\n\nFlags:\n")
+		fmt.Fprintf(stderr, "Usage: broker status [flags]\n\nLists the handlers recorded in the broker's namespace: instances connected, when\nlast seen, whether absent or orphaned (absent, with STRICT bindings, and its identity\ncan no longer sign in), how many objects carry each one's hold, how many\nadmission webhooks its configurations (tether-<handler>) have, and the objects being\ndeleted each has held past the broker's --stuck-after, with why the hold stays.\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
 	commonFlags(fs, &kubeconfig, &namespace)
@@ -98,6 +98,9 @@ func status(args []string, stdout, stderr io.Writer) error {
 			fmt.Fprintf(stdout, "\nhandler %s is orphaned: %s\n", r.Handler, r.Marks.Orphaned)
 		}
 	}
+	for _, r := range records {
+		printStuck(stdout, r, now)
+	}
 	return nil
 }
 
@@ -114,7 +117,7 @@ func state(r presence.Record, now time.Time) string {
 		return "orphaned"
 	}
 	if r.Instances > 0 {
-		if stale := now.Sub(r.LastSeen); stale > 30*time.Second {
+		if stale := now.Sub(r.LastSeen); stale > staleAfter {
 			return fmt.Sprintf("present? (not renewed for %v: is the broker running?)", stale.Round(time.Second))
 		}
 		return "present"
