@@ -24,6 +24,13 @@
 //	tether_admission_failures_total{handler,binding,policy,reason}     counter
 //	tether_access_reviews_total{result}                                counter
 //	tether_hellos_throttled_total{reason}                              counter
+//	tether_binding_deliveries_total{handler,binding,outcome}           counter
+//	tether_binding_run_seconds{handler,binding}                        histogram
+//	tether_binding_retrying{handler,binding}                           gauge
+//	tether_queue_wait_seconds{handler}                                 histogram
+//	tether_objects_held{handler}                                       gauge
+//	tether_hold_stuck_seconds{handler}                                 gauge
+//	tether_holds_stuck{handler}                                        gauge
 //
 // Label values are bounded: handler names, binding ids, delivery kinds, the
 // outcome, release-reason, admission and write-code constants of this
