@@ -98,7 +98,7 @@ func (rv *reviews) review(ctx context.Context, b *binding.Binding, req *admissio
 	d.Ref.Uid = string(uid)
 	start := time.Now()
 	ack, err := rv.send(ctx, uid, d)
-	rv.deliver.observe(ctx, b, d, time.Since(start), ack, err)
+	rv.deliver.measure(ctx, b, d, time.Since(start), ack, err)
 	if err != nil {
 		return nil, err
 	}

@@ -140,7 +140,7 @@ func (dl *deliverer) deliverTo(ctx context.Context, in *session.Instance, o *obj
 	start := time.Now()
 	ack, err := dl.send(in, ctx, d, moved, expiry.C)
 	if !errors.Is(err, session.ErrMoved) {
-		dl.observe(ctx, b, d, time.Since(start), ack, err)
+		dl.measure(ctx, b, d, time.Since(start), ack, err)
 	}
 	return ack, err
 }
@@ -246,10 +246,10 @@ func (dl *deliverer) waitOwner(ctx context.Context, o *object) (in *session.Inst
 	}
 }
 
-// observe records one delivery attempt and how long it took, for the
+// measure records one delivery attempt and how long it took, for the
 // handler and for binding b (whose series were bound once, newHandler). An
 // attempt cut short because the broker is stopping (ctx ended) is not recorded.
-func (dl *deliverer) observe(ctx context.Context, b *binding.Binding, d *tetherv1.Delivery, took time.Duration, ack *tetherv1.Ack, err error) {
+func (dl *deliverer) measure(ctx context.Context, b *binding.Binding, d *tetherv1.Delivery, took time.Duration, ack *tetherv1.Ack, err error) {
 	m := dl.opts.Metrics
 	if m == nil {
 		return

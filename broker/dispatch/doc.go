@@ -6,7 +6,7 @@
 // last-handled state, results and the handler's own patch in one guarded
 // JSON patch.
 //
-// Each handler has a runtime, the controller: it feeds a queue from the
+// Each handler has a controller, the controller: it feeds a queue from the
 // informers, the instances, the timers and the daemons' exits, and its
 // workers hand each queued object to the reconciler. A pass returns one
 // result (result.go), as controller-runtime's Reconciler returns a Result:

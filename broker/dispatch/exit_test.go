@@ -48,7 +48,7 @@ func TestExitFromAFilteredInformerIsConfirmedByARead(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			client := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(kruntime.NewScheme(),
 				map[schema.GroupVersionResource]string{widgets.GroupVersionResource: "WidgetList"}, tc.objects...)
-			rt := newRuntime(New(Options{Client: client}), "h", nil, "", nil)
+			rt := newController(New(Options{Client: client}), "h", nil, "", nil)
 			rt.byResource = map[schema.GroupVersionResource][]*binding.Binding{widgets.GroupVersionResource: {{ID: "e", Kind: binding.Event}}}
 			rt.queue = workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[types.UID]())
 			defer rt.queue.ShutDown()

@@ -8,7 +8,7 @@ import (
 // ErrConnected refuses to forget a handler that has instances connected.
 var ErrConnected = errors.New("the handler has instances connected")
 
-// Forget stops the handler's runtime and forgets it, so that nothing adds
+// Forget stops the handler's controller and forgets it, so that nothing adds
 // its holds back, writes its Lease or keeps its webhooks while `broker
 // release --handler` releases it with the broker running. A handler with
 // instances connected is not forgotten (ErrConnected); one not known is

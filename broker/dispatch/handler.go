@@ -17,9 +17,9 @@ import (
 	"github.com/tether-dev/tether/broker/timer"
 )
 
-// handler is what the parts of one handler's runtime share: who it is, its
+// handler is what the parts of one handler's controller share: who it is, its
 // bindings, the objects it knows, its instances, the writer and the
-// presence keeper. Each part (runtime, reconciler, deliverer, timers,
+// presence keeper. Each part (controller, reconciler, deliverer, timers,
 // daemons, reviews, sweeper) embeds it and adds only its own state.
 type handler struct {
 	name     string
@@ -38,7 +38,7 @@ type handler struct {
 	presence *presenceKeeper
 	// writes makes the writes to objects.
 	writes *objectWriter
-	// sched fires ticks and daemon restarts; set when the runtime starts.
+	// sched fires ticks and daemon restarts; set when the controller starts.
 	sched *timer.Scheduler
 
 	mu      sync.Mutex

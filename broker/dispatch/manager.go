@@ -169,14 +169,14 @@ func (l AbsenceLimits) For(grace, absentAfter *durationpb.Duration) (time.Durati
 	return g, a
 }
 
-// Manager owns one runtime per handler name.
+// Manager owns one controller per handler name.
 type Manager struct {
 	opts Options
 	log  hclog.Logger
 
 	mu       sync.Mutex
 	ctx      context.Context
-	handlers map[string]*runtime
+	handlers map[string]*controller
 	// known is what Known returns once Start has returned.
 	known []presence.Record
 	// restored: the handlers recorded in Leases were brought back.
@@ -226,7 +226,7 @@ func New(opts Options) *Manager {
 	if opts.WriteLimiter == nil {
 		opts.WriteLimiter = NewWriteLimiter(DefaultWriteQPS, DefaultWriteBurst)
 	}
-	return &Manager{opts: opts, log: opts.Log, handlers: map[string]*runtime{}}
+	return &Manager{opts: opts, log: opts.Log, handlers: map[string]*controller{}}
 }
 
 // Start runs until ctx ends, then stops every handler's workers.
@@ -240,7 +240,7 @@ func (m *Manager) Start(ctx context.Context) error {
 	<-ctx.Done()
 	m.mu.Lock()
 	handlers := m.handlers
-	m.handlers = map[string]*runtime{}
+	m.handlers = map[string]*controller{}
 	m.known = m.knownLocked(handlers)
 	m.mu.Unlock()
 	for _, rt := range handlers {
@@ -262,7 +262,7 @@ func (m *Manager) Known() []presence.Record {
 	return m.knownLocked(m.handlers)
 }
 
-func (m *Manager) knownLocked(handlers map[string]*runtime) []presence.Record {
+func (m *Manager) knownLocked(handlers map[string]*controller) []presence.Record {
 	out := make([]presence.Record, 0, len(handlers))
 	for name, rt := range handlers {
 		out = append(out, presence.Record{Handler: name, Resources: rt.resources(), Sweep: rt.sweeper.remaining()})
@@ -292,7 +292,7 @@ func (m *Manager) awaitAccepting(ctx context.Context) {
 	}
 }
 
-// Attach adds an instance to its handler, creating the handler's runtime on
+// Attach adds an instance to its handler, creating the handler's controller on
 // first use. Every instance of a handler must declare the same bindings; a
 // handler whose instances are all gone may come back with new ones.
 func (m *Manager) Attach(_ context.Context, in *session.Instance, hello *tetherv1.Hello, bindings []*binding.Binding) (session.Attachment, error) {
@@ -315,7 +315,7 @@ func (m *Manager) Attach(_ context.Context, in *session.Instance, hello *tetherv
 		rt = nil
 	}
 	if rt == nil {
-		rt = newRuntime(m, in.Handler, bindings, fp, sweep)
+		rt = newController(m, in.Handler, bindings, fp, sweep)
 		rt.presence.declared = hello.GetBindings()
 		rt.presence.setLimits(grace, absentAfter) // before its first Lease write
 		if err := rt.start(m.ctx); err != nil {
@@ -421,7 +421,7 @@ func (m *Manager) restoreOne(ctx context.Context, r presence.Record) error {
 	if _, ok := m.handlers[r.Handler]; ok {
 		return nil // an instance connected meanwhile
 	}
-	rt := newRuntime(m, r.Handler, bindings, binding.Fingerprint(bindings), dropped(nil, sweep, bindings))
+	rt := newController(m, r.Handler, bindings, binding.Fingerprint(bindings), dropped(nil, sweep, bindings))
 	rt.presence.declared = r.Bindings
 	rt.presence.setLimits(r.Grace, r.AbsentReleaseAfter)
 	absentSince := r.AbsentSinceOrLastSeen()

@@ -111,7 +111,7 @@ func specSize(raw []byte) int64 {
 	return obj.Spec.Size
 }
 
-// modelQueue is the runtime's queue as the model keeps it: when each UID
+// modelQueue is the controller's queue as the model keeps it: when each UID
 // is due. Get hands out the one pick chose.
 type modelQueue struct {
 	workqueue.TypedRateLimitingInterface[types.UID]

@@ -26,7 +26,7 @@ type truth struct {
 	// for, by resourceVersion: a write is judged against the state the
 	// broker decided on.
 	policies map[string]contract.Policy
-	// informed is the state the informer last told the runtime of; nil
+	// informed is the state the informer last told the controller of; nil
 	// before the first. goneTold: its DELETED was told.
 	informed *unstructured.Unstructured
 	goneTold bool

@@ -40,7 +40,7 @@ func (m *model) anyTruth() *truth {
 }
 
 // inform has the informer catch up with the object: its latest state, or
-// its DELETED once it is gone; the runtime's observe queues it.
+// its DELETED once it is gone; the controller's observe queues it.
 func (m *model) inform(tr *truth) {
 	if tr == nil || tr.goneTold {
 		return
@@ -69,7 +69,7 @@ func (m *model) inform(tr *truth) {
 	m.q.Add(tr.uid)
 }
 
-// requeueAll is what the runtime does when the handler's presence
+// requeueAll is what the controller does when the handler's presence
 // changes; initial, when the handler returned, makes it a resume.
 func (m *model) requeueAll(initial bool) {
 	for _, tr := range m.truths() {

@@ -47,14 +47,14 @@ const (
 	modelForeign   = "other.io/keep"
 )
 
-// model is one history: the handler's runtime on fakes, and what the model
+// model is one history: the handler's controller on fakes, and what the model
 // knows.
 type model struct {
 	t    *testing.T
 	seed uint64
 	rng  *rand.Rand
 	p    *passTest
-	rt   *runtime
+	rt   *controller
 	api  *modelAPIServer
 	q    *modelQueue
 
@@ -124,7 +124,7 @@ func newModel(t *testing.T, seed uint64) *model {
 	r := &reconciler{handler: h, deliver: &modelDelivery{m: m, dl: dl}, writer: h.writes,
 		timers: &timers{handler: h, deliver: dl}, daemons: &daemons{handler: h, deliver: dl}}
 	m.q = &modelQueue{clk: m.p.clk, due: map[types.UID]time.Time{}}
-	m.rt = &runtime{handler: h, queue: m.q, reconciler: r}
+	m.rt = &controller{handler: h, queue: m.q, reconciler: r}
 	var desc []string
 	for _, b := range m.bindings {
 		desc = append(desc, fmt.Sprintf("%s %s %s retries %d selective %v", b.ID, b.Kind, b.Policy, b.Retry.Retries, m.selective[b.ID]))

@@ -32,7 +32,7 @@ type rawEvent struct {
 	seq uint64
 }
 
-// object is what one handler's runtime knows about one object (one UID),
+// object is what one handler's controller knows about one object (one UID),
 // in two parts: what the informer's handlers, the scheduler and the
 // instances write (observed), under handler.mu, and the rest, which only
 // the worker that holds the UID touches, without a lock: the queue never
@@ -40,7 +40,7 @@ type rawEvent struct {
 // works on in one go, as a sight, at its start.
 //
 // An object with a timer or a daemon is kept between passes, so at 100,000
-// objects its size is the runtime's share of the heap that every garbage
+// objects its size is the controller's share of the heap that every garbage
 // collection marks: what only lifecycle work and writes use is in work,
 // which a pass drops when it leaves nothing there.
 type object struct {

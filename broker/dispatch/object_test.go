@@ -7,7 +7,7 @@ import (
 	"github.com/tether-dev/tether/broker/informer"
 )
 
-// TestObjectAtRestOnlyWhenNothingIsUnderWay: the runtime forgets an object
+// TestObjectAtRestOnlyWhenNothingIsUnderWay: the controller forgets an object
 // at rest, so anything still to do for it must keep it.
 func TestObjectAtRestOnlyWhenNothingIsUnderWay(t *testing.T) {
 	rest := func() *object {

@@ -232,7 +232,7 @@ func (p *passTest) absent(long bool) {
 	p.clk.SetTime(passStart.Add(3 * time.Second))
 }
 
-// see has the informer see obj, as runtime.observe does.
+// see has the informer see obj, as controller.observe does.
 func (p *passTest) see(obj *unstructured.Unstructured, typ string, initial bool) *object {
 	p.t.Helper()
 	c := cached(p.t, obj)

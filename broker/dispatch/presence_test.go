@@ -18,7 +18,7 @@ import (
 func TestHandlerIsAbsentOnlyPastItsGrace(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))
 	m := New(Options{Clock: clk})
-	rt := newRuntime(m, "h", nil, "", nil)
+	rt := newController(m, "h", nil, "", nil)
 	rt.presence.setLimits(10*time.Second, time.Minute)
 	in := &session.Instance{Handler: "h", ID: "a"}
 	step := func(d time.Duration, want contract.Presence) {

@@ -55,7 +55,7 @@ func covers(scope map[schema.GroupVersionResource][]string, gvr schema.GroupVers
 // pushdownScopes are the scopes of the resources whose informers bs filter
 // by a label selector (binding.Pushdown). A held object that left the
 // selector while no informer watched (the broker down, or the handler's
-// bindings narrowed) is never shown to the runtime again, so these are
+// bindings narrowed) is never shown to the controller again, so these are
 // swept at every start.
 func pushdownScopes(bs []*binding.Binding) []presence.Scope {
 	var out []presence.Scope

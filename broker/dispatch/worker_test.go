@@ -15,7 +15,7 @@ import (
 	"github.com/tether-dev/tether/broker/binding"
 )
 
-// recordingQueue is the runtime's queue, recording what a worker asks of
+// recordingQueue is the controller's queue, recording what a worker asks of
 // it after a pass.
 type recordingQueue struct {
 	workqueue.TypedRateLimitingInterface[types.UID]
@@ -67,7 +67,7 @@ func TestWorkerActsOnThePassResult(t *testing.T) {
 				workqueue.DefaultTypedControllerRateLimiter[types.UID](),
 				workqueue.TypedRateLimitingQueueConfig[types.UID]{Name: "test", Clock: p.clk})}
 			defer q.ShutDown()
-			rt := &runtime{handler: p.h, queue: q, reconciler: p.r}
+			rt := &controller{handler: p.h, queue: q, reconciler: p.r}
 			o := p.see(sized("1", 1, "red"), watchAdded, false)
 			p.dl.replies["c"] = tc.replies
 			p.w.answers = tc.answers
@@ -99,7 +99,7 @@ func TestWorkerStopsWhenTheQueueShutsDown(t *testing.T) {
 	p := newPassTest(t)
 	q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[types.UID]())
 	q.ShutDown()
-	rt := &runtime{handler: p.h, queue: q, reconciler: p.r}
+	rt := &controller{handler: p.h, queue: q, reconciler: p.r}
 	if rt.processNext(context.Background()) {
 		t.Error("the worker went on after the queue shut down")
 	}

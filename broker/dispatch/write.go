@@ -248,11 +248,11 @@ func annotation(key, value string) map[string]any {
 // patch for the hold, the progress and the handler's patch (written as the
 // handler), and a merge patch for status, each in its turn under the
 // broker's limiters; and it sorts what the API server refused. What to
-// write is the runtime's decision; how it lands is the writer's.
+// write is the controller's decision; how it lands is the writer's.
 type objectWriter struct {
 	handler string
 	opts    *Options    // the Manager's: clients, limiters, Events, metrics
-	mu      *sync.Mutex // the runtime's, which guards the objects' last-seen copy
+	mu      *sync.Mutex // the controller's, which guards the objects' last-seen copy
 	// recorded reports whether the handler's Lease records it and the
 	// resources it binds (presenceKeeper.recorded): no hold is written
 	// before, or a broker that died in between would leave a hold that no
@@ -295,7 +295,7 @@ func (ow *objectWriter) apply(ctx context.Context, o *object, w *write) (wait ti
 			w.waiting = req
 			return wait, nil
 		}
-		ow.observe(metrics.VerbPatch, *o.res, req, w, err)
+		ow.measure(metrics.VerbPatch, *o.res, req, w, err)
 		if err != nil {
 			return 0, ow.failed(o, w, err)
 		}
@@ -324,7 +324,7 @@ func (ow *objectWriter) apply(ctx context.Context, o *object, w *write) (wait ti
 		if wait > 0 {
 			return wait, nil
 		}
-		ow.observe(metrics.VerbStatusPatch, *o.res, nil, w, err)
+		ow.measure(metrics.VerbStatusPatch, *o.res, nil, w, err)
 		if err != nil {
 			return 0, ow.failed(o, w, err)
 		}

@@ -20,11 +20,11 @@ import (
 	tetherv1 "github.com/tether-dev/tether/proto/tether/v1"
 )
 
-// runtime is one handler's controller: it feeds the queue from the
+// controller is one handler's controller: it feeds the queue from the
 // informers, the instances, the timers and the daemons' exits, and runs
 // the workers that hand each queued object to the reconciler. Its parts
 // share the handler.
-type runtime struct {
+type controller struct {
 	*handler
 	fingerprint string
 
@@ -38,14 +38,14 @@ type runtime struct {
 	stuck      *stuckScan
 }
 
-// newRuntime makes the runtime of a handler; sweep are the scopes it
+// newController makes the controller of a handler; sweep are the scopes it
 // dropped that are still to be swept of its holds.
-func newRuntime(m *Manager, name string, bindings []*binding.Binding, fp string, sweep []presence.Scope) *runtime {
+func newController(m *Manager, name string, bindings []*binding.Binding, fp string, sweep []presence.Scope) *controller {
 	// Index bindings are each session's own stream (package index), not
 	// the handler's shared work.
 	bindings = slices.DeleteFunc(slices.Clone(bindings), func(b *binding.Binding) bool { return b.Kind == binding.Index })
 	h := newHandler(&m.opts, m.log.Named("handler").With("handler", name), name, bindings)
-	rt := &runtime{handler: h, fingerprint: fp}
+	rt := &controller{handler: h, fingerprint: fp}
 	dl := &deliverer{handler: h, send: (*session.Instance).DeliverUnless}
 	rt.reconciler = &reconciler{handler: h, deliver: dl, writer: h.writes, timers: &timers{handler: h, deliver: dl}, daemons: &daemons{handler: h, deliver: dl}}
 	rt.reviews = &reviews{handler: h, deliver: dl}
@@ -64,7 +64,7 @@ func newRuntime(m *Manager, name string, bindings []*binding.Binding, fp string,
 }
 
 // start subscribes to the informers the bindings need and starts workers.
-func (rt *runtime) start(parent context.Context) error {
+func (rt *controller) start(parent context.Context) error {
 	ctx, cancel := context.WithCancel(parent)
 	rt.cancel = cancel
 	rt.sched = timer.New(rt.fire, rt.clock)
@@ -102,7 +102,7 @@ func (rt *runtime) start(parent context.Context) error {
 }
 
 // stop ends the workers and the subscriptions and waits for the workers.
-func (rt *runtime) stop() {
+func (rt *controller) stop() {
 	for _, s := range rt.subs {
 		s.Unsubscribe()
 	}
@@ -120,7 +120,7 @@ func (rt *runtime) stop() {
 	rt.opts.Metrics.ForgetHandler(rt.name)
 }
 
-// subscription is one of the runtime's informers, with the resource of the
+// subscription is one of the controller's informers, with the resource of the
 // objects it brings.
 type subscription struct {
 	*informer.Subscription
@@ -170,11 +170,11 @@ func informerKeys(bs []*binding.Binding, push bool) []informer.Key {
 	return keys
 }
 
-// eventHandler feeds the runtime what an informer sees. A filtered
+// eventHandler feeds the controller what an informer sees. A filtered
 // informer (a label selector pushed down) says "deleted" also of an object
 // that only stopped matching: that is an exit, which the next pass tells
 // from a deletion (confirmExit).
-func (rt *runtime) eventHandler(res *resource.Resource, filtered bool) cache.ResourceEventHandler {
+func (rt *controller) eventHandler(res *resource.Resource, filtered bool) cache.ResourceEventHandler {
 	deleted := watchDeleted
 	if filtered {
 		deleted = watchExited
@@ -212,7 +212,7 @@ func (rt *runtime) eventHandler(res *resource.Resource, filtered bool) cache.Res
 
 // observe records what an informer saw and enqueues the object. It runs on
 // the informer's goroutine, so it only records and enqueues.
-func (rt *runtime) observe(res *resource.Resource, c *informer.Object, typ string, initial bool) {
+func (rt *controller) observe(res *resource.Resource, c *informer.Object, typ string, initial bool) {
 	uid := c.UID
 	rt.mu.Lock()
 	o := rt.objects[uid]
@@ -230,7 +230,7 @@ func (rt *runtime) observe(res *resource.Resource, c *informer.Object, typ strin
 	rt.queue.Add(uid)
 }
 
-func (rt *runtime) hasEventBindings(gvr schema.GroupVersionResource) bool {
+func (rt *controller) hasEventBindings(gvr schema.GroupVersionResource) bool {
 	for _, b := range rt.byResource[gvr] {
 		if b.Kind == binding.Event {
 			return true
@@ -242,7 +242,7 @@ func (rt *runtime) hasEventBindings(gvr schema.GroupVersionResource) bool {
 // addInstance makes an instance eligible for deliveries. When it is the
 // handler's first (the handler returned), every known object is looked at
 // again as part of an initial list, so resume bindings fire.
-func (rt *runtime) addInstance(in *session.Instance) {
+func (rt *controller) addInstance(in *session.Instance) {
 	in.OnDaemonExited(func(m *tetherv1.DaemonExited) { rt.daemonExited(in, m) })
 	if rt.presence.join(in) {
 		rt.lookAgain(true)
@@ -266,7 +266,7 @@ func (rt *runtime) addInstance(in *session.Instance) {
 // removeInstance stops deliveries to an instance. Its daemons ended with
 // its session, so their objects are looked at again to start them on the
 // next owner.
-func (rt *runtime) removeInstance(in *session.Instance) {
+func (rt *controller) removeInstance(in *session.Instance) {
 	rt.presence.leave(in)
 	rt.mu.Lock()
 	var uids []types.UID
@@ -285,7 +285,7 @@ func (rt *runtime) removeInstance(in *session.Instance) {
 }
 
 // fire runs on the scheduler's goroutine when a tick or restart is due.
-func (rt *runtime) fire(key timer.Key, due time.Time) {
+func (rt *controller) fire(key timer.Key, due time.Time) {
 	rt.mu.Lock()
 	o := rt.objects[key.UID]
 	if o != nil {
@@ -299,7 +299,7 @@ func (rt *runtime) fire(key timer.Key, due time.Time) {
 
 // daemonExited runs on a session's receive goroutine when a daemon returned
 // by itself.
-func (rt *runtime) daemonExited(in *session.Instance, m *tetherv1.DaemonExited) {
+func (rt *controller) daemonExited(in *session.Instance, m *tetherv1.DaemonExited) {
 	uid := types.UID(m.GetUid())
 	rt.mu.Lock()
 	o := rt.objects[uid]
@@ -314,7 +314,7 @@ func (rt *runtime) daemonExited(in *session.Instance, m *tetherv1.DaemonExited) 
 }
 
 // processNext handles one queued object; false when the queue shut down.
-func (rt *runtime) processNext(ctx context.Context) bool {
+func (rt *controller) processNext(ctx context.Context) bool {
 	uid, shutdown := rt.queue.Get()
 	if shutdown {
 		return false
@@ -351,7 +351,7 @@ const outsideAgain = 5 * time.Second
 // at rest, it costs only its cache entry. A notification, or lookAgain,
 // makes it anew from the cache. It is false for an object outside the
 // informers' selector that is not at rest yet.
-func (rt *runtime) rest(uid types.UID) bool {
+func (rt *controller) rest(uid types.UID) bool {
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
 	o := rt.objects[uid]
@@ -366,14 +366,14 @@ func (rt *runtime) rest(uid types.UID) bool {
 }
 
 // requeueAll has every object looked at again.
-func (rt *runtime) requeueAll() { rt.lookAgain(false) }
+func (rt *controller) requeueAll() { rt.lookAgain(false) }
 
 // lookAgain queues every object of the handler: those it keeps state for
 // and those at rest in its informers' caches, made anew. initial marks them
 // part of an initial list (the handler returned), so resume bindings fire.
-func (rt *runtime) lookAgain(initial bool) {
+func (rt *controller) lookAgain(initial bool) {
 	now := rt.clock.Now()
-	// The caches are listed under the runtime's lock, which a notification
+	// The caches are listed under the controller's lock, which a notification
 	// takes too: an object listed here and deleted meanwhile has its
 	// deletion seen after it is made, never before.
 	rt.mu.Lock()

@@ -33,9 +33,9 @@ func kindName(k tetherv1.DeliveryKind) string {
 	return strings.ReplaceAll(strings.ToLower(s), "_", "-")
 }
 
-// observe records one API write of apply and, for the object's JSON patch
+// measure records one API write of apply and, for the object's JSON patch
 // of w (req non-nil), the hold it added or released once it landed.
-func (ow *objectWriter) observe(verb string, res resource.Resource, req *request, w *write, err error) {
+func (ow *objectWriter) measure(verb string, res resource.Resource, req *request, w *write, err error) {
 	m := ow.opts.Metrics
 	if m == nil {
 		return
@@ -61,7 +61,7 @@ func daemonStopTimedOut(o *object) {
 }
 
 // sampleQueue records the handler's queue depth and scheduled timers.
-func (rt *runtime) sampleQueue() {
+func (rt *controller) sampleQueue() {
 	m := rt.opts.Metrics
 	if m == nil {
 		return

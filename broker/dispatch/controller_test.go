@@ -19,7 +19,7 @@ import (
 // under the same name) as one update. X must count as gone, so that its
 // timers and daemons stop, and X' is another object.
 func TestRelistThatReplacesAnObjectEndsTheOldOne(t *testing.T) {
-	rt := newRuntime(New(Options{}), "h", nil, "", nil)
+	rt := newController(New(Options{}), "h", nil, "", nil)
 	rt.queue = workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[types.UID]())
 	defer rt.queue.ShutDown()
 	obj := func(uid, rv string) *informer.Object {
@@ -47,7 +47,7 @@ func TestRelistThatReplacesAnObjectEndsTheOldOne(t *testing.T) {
 // reports for what is not a daemon binding, and repeats, are dropped as
 // they arrive.
 func TestDaemonExitFloodIsBounded(t *testing.T) {
-	rt := newRuntime(New(Options{}), "h", nil, "", nil)
+	rt := newController(New(Options{}), "h", nil, "", nil)
 	rt.queue = workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[types.UID]())
 	defer rt.queue.ShutDown()
 	res := resource.Resource{GroupVersionResource: schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}}
