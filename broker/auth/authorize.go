@@ -95,14 +95,23 @@ func (a *Authenticator) check(ctx context.Context, user authenticationv1.UserInf
 		a.opts.Metrics.AccessReviewed(metrics.AccessError)
 		return fmt.Errorf("checking permissions: %w", err)
 	}
-	if out.Status.Allowed {
+	if a.answered(key, out.Status.Allowed) {
+		return nil
+	}
+	return denial(user, r)
+}
+
+// answered counts a review's answer and remembers it under key, for as
+// long as its cache keeps answers of its kind; it returns the answer.
+func (a *Authenticator) answered(key string, allowed bool) bool {
+	if allowed {
 		a.opts.Metrics.AccessReviewed(metrics.AccessAllowed)
 		a.allowed.remember(key)
-		return nil
+		return true
 	}
 	a.opts.Metrics.AccessReviewed(metrics.AccessDenied)
 	a.denied.remember(key)
-	return denial(user, r)
+	return false
 }
 
 // denial is the error of a right user does not have.

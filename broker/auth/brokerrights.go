@@ -84,13 +84,9 @@ func (a *Authenticator) checkSelf(ctx context.Context, r Right) error {
 		a.opts.Metrics.AccessReviewed(metrics.AccessError)
 		return fmt.Errorf("checking the broker's own permissions: %w", err)
 	}
-	if out.Status.Allowed {
-		a.opts.Metrics.AccessReviewed(metrics.AccessAllowed)
-		a.allowed.remember(key)
+	if a.answered(key, out.Status.Allowed) {
 		return nil
 	}
-	a.opts.Metrics.AccessReviewed(metrics.AccessDenied)
-	a.denied.remember(key)
 	return brokerDenial(r)
 }
 
