@@ -50,4 +50,6 @@
 // The endpoint serves the certificate of a certs.Serving (Options.Certs),
 // whose CA bundle the webhook configurations carry; package certs says how
 // it is generated, kept and renewed.
+//
+// Where it sits among the broker's parts: docs/design.md, "The architecture".
 package admission

@@ -18,4 +18,6 @@
 // writes or holds), asked with SelfSubjectAccessReview at Hello, so that a
 // binding on a resource no ClusterRole labelled [AggregationLabel] grants
 // the broker is refused with the rule to add.
+//
+// Where it sits among the broker's parts: docs/design.md, "The architecture".
 package auth

@@ -6,4 +6,6 @@
 // Everything wrong with a binding is reported as a *FieldError that names the
 // binding and the field, so the session can end the stream with an
 // InvalidArgument status a person can act on.
+//
+// Where it sits among the broker's parts: docs/design.md, "The architecture".
 package binding

@@ -12,4 +12,6 @@
 // updates guarded by its resourceVersion. Changed tells a watcher (the
 // webhook configuration writer, the CA bundle publisher) when the CA bundle
 // changed.
+//
+// Where it sits among the broker's parts: docs/design.md, "The architecture".
 package certs

@@ -21,4 +21,6 @@
 // owned by the broker's namespace, so the garbage collector removes it once
 // the namespace is gone; an uninstall that keeps the namespace removes it
 // itself ([Revoke]).
+//
+// Where it sits among the broker's parts: docs/design.md, "The architecture".
 package guard

@@ -9,4 +9,6 @@
 //
 // Handlers subscribe with a cache.ResourceEventHandler; like every informer
 // handler, it must only enqueue and never mutate the objects it is given.
+//
+// Where it sits among the broker's parts: docs/design.md, "The architecture".
 package informer

@@ -1,5 +1,3 @@
-// Package limit bounds how many of something are under way at once, per
-// key (a peer, a handler, an identity) and, optionally, in all.
 package limit
 
 import "sync"

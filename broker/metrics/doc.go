@@ -35,4 +35,6 @@
 // Label values are bounded: handler names, binding ids, delivery kinds, the
 // outcome, release-reason, admission and write-code constants of this
 // package, and resource names of bindings.
+//
+// Where it sits among the broker's parts: docs/design.md, "The architecture".
 package metrics

@@ -7,4 +7,6 @@
 // object (no record: create) from a changed one (record differs: update, with
 // the record as the old side) from one already handled (record equal: resume)
 // without any state of its own.
+//
+// Where it sits among the broker's parts: docs/design.md, "The architecture".
 package progress

@@ -10,4 +10,6 @@
 // after the broker started is found and a flood of unknown names costs the
 // API server one discovery a second at most. Any resource works, core or
 // custom, so long as it supports list and watch.
+//
+// Where it sits among the broker's parts: docs/design.md, "The architecture".
 package resource

@@ -8,4 +8,6 @@
 // Two goroutines own the stream: one receives, one sends. Everything else
 // talks to them through channels and selects on the session's context, so a
 // session that ends can never strand a goroutine.
+//
+// Where it sits among the broker's parts: docs/design.md, "The architecture".
 package session

@@ -6,4 +6,6 @@
 // A Scheduler only says when a key is due; what a tick means is up to the
 // fire function, which must be quick (it runs on the scheduler's goroutine):
 // the dispatcher's marks the tick due and enqueues the object.
+//
+// Where it sits among the broker's parts: docs/design.md, "The architecture".
 package timer

@@ -25,4 +25,6 @@
 //
 // RemoveAll deletes every configuration the broker manages, by label, for
 // the broker's uninstall.
+//
+// Where it sits among the broker's parts: docs/design.md, "The architecture".
 package webhook
