@@ -28,25 +28,13 @@ const AggregationLabel = "tether.dev/aggregate-to-broker"
 // patches are written as the handler). Each right once, named after the
 // first binding that needs it.
 func BrokerRights(bindings []*binding.Binding) []Right {
-	var out []Right
-	seen := map[Right]bool{}
+	var s rightSet
 	for i, b := range bindings {
-		namespaces := b.Namespaces
-		if len(namespaces) == 0 {
-			namespaces = []string{""}
-		}
-		for _, ns := range namespaces {
-			for _, verb := range verbs(b) {
-				r := Right{Namespace: ns, Verb: verb, Resource: b.Resource.GroupVersionResource}
-				if !seen[r] {
-					seen[r] = true
-					r.Binding, r.Field = i, "resource"
-					out = append(out, r)
-				}
-			}
+		for _, r := range resourceRights(i, b) {
+			s.add(r)
 		}
 	}
-	return out
+	return s.out
 }
 
 // authorizeBroker asks SelfSubjectAccessReview, with the broker's own

@@ -50,38 +50,59 @@ type Right struct {
 // a binding writes or holds, because a finalizer is a write; and create of
 // the webhook configurations an admission binding makes the broker write.
 func Rights(brokerNamespace, handler string, priority int32, bindings []*binding.Binding) []Right {
-	var out []Right
-	seen := map[Right]bool{}
-	add := func(r Right) {
-		key := r
-		key.Binding, key.Field = 0, ""
-		if !seen[key] {
-			seen[key] = true
-			out = append(out, r)
-		}
-	}
+	var s rightSet
 	for _, r := range HelloRights(brokerNamespace, handler, priority) {
-		add(r)
+		s.add(r)
 	}
 	for i, b := range bindings {
 		if b.Policy == binding.PolicyStrict {
-			add(Right{Namespace: brokerNamespace, Verb: VerbStrict, Resource: handlers, Name: handler, Binding: i, Field: "finalizer"})
+			s.add(Right{Namespace: brokerNamespace, Verb: VerbStrict, Resource: handlers, Name: handler, Binding: i, Field: "finalizer"})
 		}
 	}
 	for i, b := range bindings {
-		namespaces := b.Namespaces
-		if len(namespaces) == 0 {
-			namespaces = []string{""}
-		}
-		for _, ns := range namespaces {
-			for _, verb := range verbs(b) {
-				add(Right{Namespace: ns, Verb: verb, Resource: b.Resource.GroupVersionResource, Binding: i, Field: "resource"})
-			}
+		for _, r := range resourceRights(i, b) {
+			s.add(r)
 		}
 		// A webhook can refuse or change every request on its resource: the
 		// broker writes one only for a handler that could write it itself.
 		if cfg, ok := webhookConfigurations[b.Kind]; ok {
-			add(Right{Verb: "create", Resource: cfg, Binding: i, Field: "kind"})
+			s.add(Right{Verb: "create", Resource: cfg, Binding: i, Field: "kind"})
+		}
+	}
+	return s.out
+}
+
+// rightSet keeps rights in the order they are added, each once: the first
+// binding that needs a right names it.
+type rightSet struct {
+	out  []Right
+	seen map[Right]bool
+}
+
+func (s *rightSet) add(r Right) {
+	key := r
+	key.Binding, key.Field = 0, ""
+	if s.seen[key] {
+		return
+	}
+	if s.seen == nil {
+		s.seen = map[Right]bool{}
+	}
+	s.seen[key] = true
+	s.out = append(s.out, r)
+}
+
+// resourceRights are binding i's list and watch of its resource in each of
+// its namespaces, and patch where it writes or holds.
+func resourceRights(i int, b *binding.Binding) []Right {
+	namespaces := b.Namespaces
+	if len(namespaces) == 0 {
+		namespaces = []string{""}
+	}
+	var out []Right
+	for _, ns := range namespaces {
+		for _, verb := range verbs(b) {
+			out = append(out, Right{Namespace: ns, Verb: verb, Resource: b.Resource.GroupVersionResource, Binding: i, Field: "resource"})
 		}
 	}
 	return out

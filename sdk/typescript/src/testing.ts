@@ -36,6 +36,7 @@ import {
   type Hello,
 } from "./gen/tether/v1/broker_pb";
 import { millis } from "./binding";
+import { capabilities as sdkCapabilities } from "./capabilities";
 import type { PatchOp, Review } from "./admission";
 import type { DiffEntry, HandlerEvent, KubeObject } from "./delivery";
 import type { Handler, HandlerOptions } from "./handler";
@@ -90,17 +91,8 @@ export class TestBroker {
   readonly authorizations: string[] = [];
   /** Messages other than Hello and Ack the handler sent (goodbye, flowControl), in order. */
   readonly received: ConnectRequest["message"][] = [];
-  /** The capabilities the Welcome lists; empty plays a broker older than capabilities. */
-  capabilities: Capability[] = [
-    Capability.CAPABILITIES,
-    Capability.HANDLER_EVENTS,
-    Capability.RESOURCE_NAMES,
-    Capability.DAEMON_EXIT_RETRY_AFTER,
-    Capability.PRIORITY,
-    Capability.ADMISSION,
-    Capability.RESULTS_IN_STATUS,
-    Capability.DAEMON_EXIT_PATCH,
-  ];
+  /** The capabilities the Welcome lists (by default the SDK's own); empty plays a broker older than capabilities. */
+  capabilities: Capability[] = [...sdkCapabilities];
   /** When set, the next Hellos are refused with it. */
   refuse?: Refusal;
 
