@@ -180,6 +180,7 @@ func (dl *deliverer) judge(o *object, b *binding.Binding, ack *tetherv1.Ack, att
 	case tetherv1.Outcome_OUTCOME_RETRY:
 		if n := len(ack.GetProgress()); n > tetherv1.MaxProgressBytes {
 			tries.end(b.ID)
+			noteAnswered(o, b.ID)
 			msg := fmt.Sprintf("%s asked to retry with a progress of %d bytes, more than the %d the broker keeps: %s", what, n, tetherv1.MaxProgressBytes, ack.GetMessage())
 			dl.opts.Recorder.Event(o.decoded(), true, "HandlerFailed", msg)
 			return &tetherv1.Ack{Outcome: tetherv1.Outcome_OUTCOME_FAIL, Message: msg}, 0

@@ -109,9 +109,12 @@ func TestProgressNeedsTheCapability(t *testing.T) {
 
 // TestProgressPastTheLimitFailsTheBinding: a RETRY whose progress is more
 // than MaxProgressBytes becomes a FAIL that says so, with a HandlerFailed
-// Event, and nothing is kept.
+// Event, and nothing is kept: neither the attempts nor the note that the
+// binding is retrying, which the stuck scan reads.
 func TestProgressPastTheLimitFailsTheBinding(t *testing.T) {
 	pt := newProgressTest(t, true)
+	pt.attempt(retryWith("one"))
+	pt.p.events.reasons = nil
 	rep := pt.attempt(retryWith(strings.Repeat("x", tetherv1.MaxProgressBytes+1)))
 	if rep.ack.GetOutcome() != tetherv1.Outcome_OUTCOME_FAIL || !strings.Contains(rep.ack.GetMessage(), "progress") {
 		t.Errorf("reply %v %q, want a FAIL about the progress", rep.ack.GetOutcome(), rep.ack.GetMessage())
@@ -121,6 +124,9 @@ func TestProgressPastTheLimitFailsTheBinding(t *testing.T) {
 	}
 	if pt.o.work.tries.progress("c") != nil || pt.o.work.tries.attempts("c") != 0 {
 		t.Error("the binding's attempts are kept after the FAIL")
+	}
+	if n := pt.o.stay.Load(); n != nil && len(n.retrying) > 0 {
+		t.Errorf("the binding is still noted as retrying after the FAIL: %+v (the stuck scan would say so)", n.retrying)
 	}
 	pt.attempt(retryWith(strings.Repeat("x", tetherv1.MaxProgressBytes)))
 	if got := len(pt.o.work.tries.progress("c")); got != tetherv1.MaxProgressBytes {
