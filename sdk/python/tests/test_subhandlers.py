@@ -127,6 +127,16 @@ class Subhandlers(unittest.TestCase):
         self.assertEqual(self.k.create(OBJ).outcome, OK)
         self.assertEqual((self.calls, after), (["x", "y"], ["after"]))
 
+    def test_a_subhandler_registered_after_execute_runs_after_the_parent(self):
+        @tether.on.create(*W, registry=self.r, id="c")
+        async def create_fn(**_):
+            await tether.execute(fns={"x": lambda **_: self.calls.append("x")})
+            tether.register(lambda **_: self.calls.append("late"), id="late")
+            self.calls.append("parent done")
+
+        self.assertEqual(self.k.create(OBJ).outcome, OK)
+        self.assertEqual(self.calls, ["x", "parent done", "late"])
+
     def test_register_and_filters(self):
         @tether.on.update(*W, registry=self.r, id="u")
         def update_fn(**_):

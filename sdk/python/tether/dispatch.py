@@ -93,8 +93,8 @@ class Dispatcher:
                 return outcome.ok(d.id)
             value = await self.call(reg, kwargs.select(reg.wants, reg.spec.kind, values, self._indices()), d, events,
                                     subs)
-            if subs is not None and subs.registered and not subs.executed:
-                await subs.execute()  # after the function, as Kopf runs them
+            if subs is not None and subs.registered:
+                await subs.execute()  # those not yet run, after the function, as Kopf runs them
         except asyncio.CancelledError:
             ack = outcome.retry(d.id, "cancelled")
         except Exception as e:

@@ -70,7 +70,6 @@ class Subhandling:
         self.body = hierarchies.delivered_body(d.object, d.old_object)
         self.prefix = reg.spec.result_key or reg.spec.id
         self.registered: list[Sub] = []
-        self.executed = False
         state = _load(d.progress)
         self.done: list[str] = state["done"]
         self.failed: dict[str, str] = state["failed"]
@@ -100,7 +99,6 @@ class Subhandling:
     async def execute(self) -> None:
         """Run the registered subhandlers not yet done, in order; raise
         ChildrenRetry when any is still to be retried."""
-        self.executed = True
         finished = set(self.done) | set(self.failed)
         delays: list[float | None] = []
         messages = []
@@ -304,8 +302,6 @@ async def execute(*, fns: Mapping[str, Callable[..., Any]] | Iterable[Callable[.
     elif fns is not None:
         for fn in fns:
             register(fn)
-    elif subs.executed:
-        return
     await subs.execute()
 
 
