@@ -47,7 +47,8 @@ func newController(m *Manager, name string, bindings []*binding.Binding, fp stri
 	h := newHandler(&m.opts, m.log.Named("handler").With("handler", name), name, bindings)
 	rt := &controller{handler: h, fingerprint: fp}
 	dl := &deliverer{handler: h, send: (*session.Instance).DeliverUnless}
-	rt.reconciler = &reconciler{handler: h, deliver: dl, writer: h.writes, timers: &timers{handler: h, deliver: dl}, daemons: &daemons{handler: h, deliver: dl}}
+	rt.reconciler = &reconciler{handler: h, deliver: dl, writer: h.writes,
+		events: &rawEvents{handler: h, deliver: dl}, timers: &timers{handler: h, deliver: dl}, daemons: &daemons{handler: h, deliver: dl}}
 	rt.reviews = &reviews{handler: h, deliver: dl}
 	if !m.opts.NoPushdown {
 		sweep = append(slices.Clone(sweep), pushdownScopes(bindings)...)

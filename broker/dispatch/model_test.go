@@ -121,7 +121,8 @@ func newModel(t *testing.T, seed uint64) *model {
 	}
 	h.presence.setLimits(modelGrace, modelAfter)
 	dl := &deliverer{handler: h, send: m.send}
-	r := &reconciler{handler: h, deliver: &modelDelivery{m: m, dl: dl}, writer: h.writes,
+	md := &modelDelivery{m: m, dl: dl}
+	r := &reconciler{handler: h, deliver: md, writer: h.writes, events: &rawEvents{handler: h, deliver: md},
 		timers: &timers{handler: h, deliver: dl}, daemons: &daemons{handler: h, deliver: dl}}
 	m.q = &modelQueue{clk: m.p.clk, due: map[types.UID]time.Time{}}
 	m.rt = &controller{handler: h, queue: m.q, reconciler: r}

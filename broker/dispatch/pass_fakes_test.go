@@ -212,7 +212,7 @@ func newPassTest(t *testing.T, bs ...*binding.Binding) *passTest {
 	h.sched = timer.New(func(timer.Key, time.Time) {}, clk)
 	dl := &fakeDelivery{replies: map[string][]reply{}}
 	fw := &fakeWriter{h: h}
-	r := &reconciler{handler: h, deliver: dl, writer: fw,
+	r := &reconciler{handler: h, deliver: dl, writer: fw, events: &rawEvents{handler: h, deliver: dl},
 		timers: &timers{handler: h, deliver: dl}, daemons: &daemons{handler: h, deliver: &deliverer{handler: h}}}
 	return &passTest{t: t, h: h, r: r, dl: dl, w: fw, events: events, clk: clk}
 }

@@ -26,6 +26,7 @@ type reconciler struct {
 	*handler
 	deliver delivery
 	writer  writer
+	events  *rawEvents
 	timers  *timers
 	daemons *daemons
 }
@@ -95,9 +96,9 @@ func (r *reconciler) reconcile(ctx context.Context, uid types.UID) result {
 	case pres >= contract.Absent:
 		// Raw events are not kept for a handler past its grace: nothing
 		// would take them, and they must not stand before a release.
-		r.dropRawEvents(o, s.events)
+		r.events.drop(o, s.events)
 	case s.events:
-		if events = r.flushRawEvents(ctx, o); events.aborts() {
+		if events = r.events.flush(ctx, o); events.aborts() {
 			return events
 		}
 		// The informer may have seen more while they were delivered.
@@ -108,9 +109,9 @@ func (r *reconciler) reconcile(ctx context.Context, uid types.UID) result {
 }
 
 // sight takes what the informer saw of o since the pass began.
-func (r *reconciler) sight(o *object) sight {
-	r.mu.Lock()
-	defer r.mu.Unlock()
+func (h *handler) sight(o *object) sight {
+	h.mu.Lock()
+	defer h.mu.Unlock()
 	return o.sight()
 }
 
@@ -281,7 +282,7 @@ func (r *reconciler) live(ctx context.Context, o *object, obj *unstructured.Unst
 // last-handled state and the hold as the contract decided, in one write.
 func (r *reconciler) outcome(ctx context.Context, o *object, obj *unstructured.Unstructured, bindings []*binding.Binding, cause string, dec contract.Decision, initial bool) result {
 	w := o.work.acc.write(r.name)
-	if cause != "" && r.tracksState(bindings, obj) {
+	if cause != "" && tracksState(bindings, obj) {
 		if err := w.recordHandled(r.name, obj.Object); err != nil {
 			return failedWith(fmt.Errorf("recording %s/%s as handled: %w", obj.GetNamespace(), obj.GetName(), err))
 		}
@@ -345,17 +346,17 @@ func deliveryKind(b *binding.Binding, cause string, diff []progress.Entry) (teth
 // lastHandled is the essence the handler last finished with: this broker's
 // memory when it has one (the informer may still show an older object),
 // else the annotation.
-func (r *reconciler) lastHandled(o *object, obj *unstructured.Unstructured) (map[string]any, bool, error) {
+func (h *handler) lastHandled(o *object, obj *unstructured.Unstructured) (map[string]any, bool, error) {
 	if o.work.lastHandled != nil {
 		return o.work.lastHandled, true, nil
 	}
-	return progress.LastHandled(obj, r.name)
+	return progress.LastHandled(obj, h.name)
 }
 
 // tracksState reports whether the handler keeps a last-handled state for
 // obj: it has a create, update, field or resume binding whose filters (but
 // CEL, which may depend on the change) match.
-func (r *reconciler) tracksState(bindings []*binding.Binding, obj *unstructured.Unstructured) bool {
+func tracksState(bindings []*binding.Binding, obj *unstructured.Unstructured) bool {
 	for _, b := range bindings {
 		switch b.Kind {
 		case binding.Create, binding.Update, binding.Field, binding.Resume:

@@ -9,12 +9,19 @@ import (
 	tetherv1 "github.com/tether-dev/tether/proto/tether/v1"
 )
 
-// flushRawEvents delivers the queued watch events to the event bindings,
+// rawEvents delivers the watch events queued for an object's event
+// bindings, in order, apart from the rest of its work.
+type rawEvents struct {
+	*handler
+	deliver delivery
+}
+
+// flush delivers the queued watch events to the event bindings,
 // the oldest first. Each binding gets them in order, so a binding in
 // backoff gets none after the one it is retrying; it holds up only
 // itself, the others go on with the later events. It returns how soon the
 // first binding in backoff is due (none: none is).
-func (r *reconciler) flushRawEvents(ctx context.Context, o *object) result {
+func (r *rawEvents) flush(ctx context.Context, o *object) result {
 	var wait time.Duration
 	var waiting map[string]bool // the bindings in backoff
 	bindings := r.bindingsOf(o)
@@ -107,9 +114,9 @@ func (o *object) finishedRaw(bindings []*binding.Binding, seq uint64) bool {
 	return true
 }
 
-// dropRawEvents forgets the raw events queued for o and what the event
+// drop forgets the raw events queued for o and what the event
 // bindings did of them; queued says the pass saw some.
-func (r *reconciler) dropRawEvents(o *object, queued bool) {
+func (r *rawEvents) drop(o *object, queued bool) {
 	o.work.eventNext, o.work.eventTries = nil, tries{}
 	if !queued {
 		return
