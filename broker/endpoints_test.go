@@ -74,7 +74,7 @@ func TestMetricsAndHealthEndpoints(t *testing.T) {
 	b.health.stopping.Store(true)
 	ready(http.StatusServiceUnavailable)
 
-	b.metrics.HoldReleased("h", metrics.ReleaseUninstall)
+	b.metrics.Holds().Released("h", metrics.ReleaseUninstall)
 	code, body := httpGet(t, base+"/metrics")
 	if code != http.StatusOK {
 		t.Fatalf("/metrics: got %d", code)

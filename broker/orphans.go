@@ -103,7 +103,7 @@ func (o *orphans) mark(ctx context.Context, r presence.Record, now time.Time) {
 			why = r.Marks.Orphaned // nothing learned: keep what was known
 		}
 	}
-	o.metrics.HandlerOrphaned(r.Handler, why != "", false)
+	o.metrics.Presence().Orphaned(r.Handler, why != "", false)
 	if why == r.Marks.Orphaned {
 		return
 	}
@@ -139,15 +139,15 @@ func (o *orphans) identity(ctx context.Context, r presence.Record) presence.Iden
 		}}
 		out, err := o.kube.AuthorizationV1().SubjectAccessReviews().Create(ctx, sar, metav1.CreateOptions{})
 		if err != nil {
-			o.metrics.AccessReviewed(metrics.AccessError)
+			o.metrics.SignIn().Reviewed(metrics.AccessError)
 			o.log.Warn("cannot review the handler's rights", "handler", r.Handler, "error", err)
 			return presence.IdentityUnknown
 		}
 		if !out.Status.Allowed {
-			o.metrics.AccessReviewed(metrics.AccessDenied)
+			o.metrics.SignIn().Reviewed(metrics.AccessDenied)
 			return presence.IdentityRevoked
 		}
-		o.metrics.AccessReviewed(metrics.AccessAllowed)
+		o.metrics.SignIn().Reviewed(metrics.AccessAllowed)
 	}
 	return presence.IdentityValid
 }
@@ -183,7 +183,7 @@ func (o *orphans) release(ctx context.Context, r presence.Record) {
 	released, err := release.Run(ctx, release.Options{
 		Client: o.dyn, Presence: o.store, Handlers: []string{h}, Known: []presence.Record{r}, Log: o.log.Named("release"),
 		Event: func(obj *unstructured.Unstructured, handler string) {
-			o.metrics.HoldReleased(handler, metrics.ReleaseRequested)
+			o.metrics.Holds().Released(handler, metrics.ReleaseRequested)
 			o.recorder.Event(obj, false, "HoldReleased",
 				fmt.Sprintf("`broker release --handler %s` asked: hold of handler %q released", handler, handler))
 		},
@@ -196,7 +196,7 @@ func (o *orphans) release(ctx context.Context, r presence.Record) {
 		o.log.Error("cannot mark the handler released; trying again", "handler", h, "error", err)
 		return
 	}
-	o.metrics.HandlerOrphaned(h, false, true)
+	o.metrics.Presence().Orphaned(h, false, true)
 	o.recorder.Event(o.lease(h), false, "HandlerReleased",
 		fmt.Sprintf("handler %q released on request: %d hold(s) released, webhook configurations removed", h, len(released)))
 }

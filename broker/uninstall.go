@@ -180,7 +180,7 @@ func (u *uninstaller) run(known []presence.Record) error {
 	released, err := release.Run(ctx, release.Options{
 		Client: u.dyn, Presence: u.store, Known: known, Log: u.log.Named("release"),
 		Event: func(obj *unstructured.Unstructured, handler string) {
-			u.metrics.HoldReleased(handler, metrics.ReleaseUninstall)
+			u.metrics.Holds().Released(handler, metrics.ReleaseUninstall)
 			u.recorder.Event(obj, false, "HoldReleased",
 				fmt.Sprintf("the Tether broker is being uninstalled: hold of handler %q released (rule 3f)", handler))
 		},

@@ -44,7 +44,7 @@ func (s *Server) review(w http.ResponseWriter, r *http.Request, handler, binding
 		out = s.applyFailurePolicy(b, handler, req, err, timedOut, deadline)
 	}
 	took := time.Since(start)
-	s.opts.Metrics.AdmissionReviewed(handler, bindingID, result, took)
+	s.opts.Metrics.Admission().Reviewed(handler, bindingID, result, took)
 	s.log.Debug("admission review answered", "handler", handler, "binding", bindingID, "operation", req.Operation,
 		"namespace", req.Namespace, "name", req.Name, "result", result, "took", took)
 	data, merr := json.Marshal(&admissionv1.AdmissionReview{TypeMeta: review.TypeMeta, Response: out})
@@ -118,7 +118,7 @@ func (s *Server) applyFailurePolicy(b *binding.Binding, handler string, req *adm
 	s.log.Warn("admission webhook failed; applying its failure policy", "handler", handler, "binding", b.ID,
 		"policy", policy, "operation", req.Operation, "namespace", req.Namespace, "name", req.Name,
 		"reason", reason, "error", why)
-	s.opts.Metrics.AdmissionFailed(handler, b.ID, policy, reason)
+	s.opts.Metrics.Admission().Failed(handler, b.ID, policy, reason)
 	what := fmt.Sprintf("tether: the admission webhook of handler %q (binding %q) failed: %s", handler, b.ID, why)
 	if policy == binding.FailIgnore {
 		return &admissionv1.AdmissionResponse{UID: req.UID, Allowed: true,

@@ -92,7 +92,7 @@ func (a *Authenticator) check(ctx context.Context, user authenticationv1.UserInf
 	}
 	out, err := a.opts.Client.AuthorizationV1().SubjectAccessReviews().Create(ctx, sar, metav1.CreateOptions{})
 	if err != nil {
-		a.opts.Metrics.AccessReviewed(metrics.AccessError)
+		a.opts.Metrics.SignIn().Reviewed(metrics.AccessError)
 		return fmt.Errorf("checking permissions: %w", err)
 	}
 	if a.answered(key, out.Status.Allowed) {
@@ -105,11 +105,11 @@ func (a *Authenticator) check(ctx context.Context, user authenticationv1.UserInf
 // long as its cache keeps answers of its kind; it returns the answer.
 func (a *Authenticator) answered(key string, allowed bool) bool {
 	if allowed {
-		a.opts.Metrics.AccessReviewed(metrics.AccessAllowed)
+		a.opts.Metrics.SignIn().Reviewed(metrics.AccessAllowed)
 		a.allowed.remember(key)
 		return true
 	}
-	a.opts.Metrics.AccessReviewed(metrics.AccessDenied)
+	a.opts.Metrics.SignIn().Reviewed(metrics.AccessDenied)
 	a.denied.remember(key)
 	return false
 }

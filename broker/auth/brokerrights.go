@@ -69,7 +69,7 @@ func (a *Authenticator) checkSelf(ctx context.Context, r Right) error {
 	}}
 	out, err := a.opts.Client.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, ssar, metav1.CreateOptions{})
 	if err != nil {
-		a.opts.Metrics.AccessReviewed(metrics.AccessError)
+		a.opts.Metrics.SignIn().Reviewed(metrics.AccessError)
 		return fmt.Errorf("checking the broker's own permissions: %w", err)
 	}
 	if a.answered(key, out.Status.Allowed) {

@@ -25,7 +25,7 @@ func (m *Manager) Forget(handler string) error {
 	m.mu.Unlock()
 	if rt != nil {
 		rt.stop()
-		m.opts.Metrics.HandlerPresent(handler, false)
+		m.opts.Metrics.Presence().Present(handler, false)
 		m.log.Info("handler forgotten on request", "handler", handler)
 	}
 	return nil

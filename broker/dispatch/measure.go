@@ -40,15 +40,15 @@ func (ow *objectWriter) measure(verb string, res resource.Resource, req *request
 	if m == nil {
 		return
 	}
-	m.APIWrite(verb, metrics.Resource(res.GroupResource()), metrics.WriteCode(err))
+	m.API().Wrote(verb, metrics.Resource(res.GroupResource()), metrics.WriteCode(err))
 	if err != nil || req == nil {
 		return
 	}
 	switch held := req.held; {
 	case w.addHold && !held && !req.deleting:
-		m.HoldAdded(ow.handler)
+		m.Holds().Added(ow.handler)
 	case w.removeHold && held:
-		m.HoldReleased(ow.handler, w.release)
+		m.Holds().Released(ow.handler, w.release)
 	}
 }
 

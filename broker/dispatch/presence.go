@@ -163,7 +163,7 @@ func (k *presenceKeeper) run(ctx context.Context) {
 			k.put(ctx, rec)
 			written, put = rec, now
 		}
-		k.opts.Metrics.HandlerPresent(k.name, rec.Instances > 0)
+		k.opts.Metrics.Presence().Present(k.name, rec.Instances > 0)
 		k.sample()
 		if !hooks.sync(ctx, state >= contract.Absent) {
 			next = min(next, webhookRetry)

@@ -86,7 +86,7 @@ func (s *stuckScan) scan() {
 	// The cached JSON naming the finalizer is a cheap test of the hold,
 	// exact but for an object that has the string elsewhere.
 	fin := []byte(`"` + hold.Finalizer(s.name) + `"`)
-	sample := metrics.Holds{Retrying: map[string]int{}}
+	sample := metrics.HoldSample{Retrying: map[string]int{}}
 	var stuck []presence.StuckObject
 	stuckUIDs := map[types.UID]bool{}
 	for _, sc := range objs {
@@ -128,7 +128,7 @@ func (s *stuckScan) scan() {
 			delete(s.posted, uid)
 		}
 	}
-	s.opts.Metrics.SetHolds(s.name, s.bindingIDs(), sample)
+	s.opts.Metrics.Holds().Sampled(s.name, s.bindingIDs(), sample)
 	rec := record(stuck)
 	s.mu.Lock()
 	changed := !rec.Equal(s.last)

@@ -238,7 +238,7 @@ func (sw *sweeper) releaseUncovered(ctx context.Context, gvr schema.GroupVersion
 			return released, fmt.Errorf("releasing %s %s/%s: %w", gvr.Resource, obj.GetNamespace(), obj.GetName(), err)
 		}
 		released++
-		sw.opts.Metrics.HoldReleased(sw.name, metrics.ReleaseNoLongerMatching)
+		sw.opts.Metrics.Holds().Released(sw.name, metrics.ReleaseNoLongerMatching)
 		sw.opts.Recorder.Event(obj, false, "HoldReleased", fmt.Sprintf(
 			"handler %q no longer binds this %s: released (rule 3e)", sw.name, gvr.Resource))
 	}

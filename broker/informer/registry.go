@@ -159,7 +159,7 @@ func (s *Subscription) Unsubscribe() {
 }
 
 func (r *Registry) start(key Key) *entry {
-	listed := func() { r.opts.Metrics.InformerListed(metrics.Resource(key.Resource.GroupResource())) }
+	listed := func() { r.opts.Metrics.API().Listed(metrics.Resource(key.Resource.GroupResource())) }
 	inf := cache.NewSharedIndexInformer(listWatch(r.opts.Client, key, listed), &Object{}, r.opts.Resync, cache.Indexers{})
 	ctx, cancel := context.WithCancel(r.ctx)
 	e := &entry{informer: inf, cancel: cancel, done: make(chan struct{})}

@@ -29,9 +29,6 @@ type bindingMetrics struct {
 	run        *prometheus.HistogramVec
 	retrying   *prometheus.GaugeVec
 	queueWait  *prometheus.HistogramVec
-	held       *prometheus.GaugeVec
-	stuckFor   *prometheus.GaugeVec
-	stuck      *prometheus.GaugeVec
 }
 
 func newBindingMetrics(reg prometheus.Registerer) bindingMetrics {
@@ -54,18 +51,6 @@ func newBindingMetrics(reg prometheus.Registerer) bindingMetrics {
 			Name:    "tether_queue_wait_seconds",
 			Help:    "Time an object waited in the handler's work queue before a worker took it.",
 			Buckets: AckLatencyBuckets,
-		}, handler)),
-		held: register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "tether_objects_held",
-			Help: "Objects in the broker's caches that carry the handler's hold, sampled every few seconds.",
-		}, handler)),
-		stuckFor: register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "tether_hold_stuck_seconds",
-			Help: "Age of the oldest hold of the handler on an object being deleted (seconds since its deletionTimestamp), 0 when none; sampled every few seconds.",
-		}, handler)),
-		stuck: register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "tether_holds_stuck",
-			Help: "Objects being deleted that the handler has held for longer than --stuck-after.",
 		}, handler)),
 	}
 }
@@ -107,32 +92,6 @@ func (b *Binding) Delivered(outcome string, took time.Duration) {
 	}
 }
 
-// Holds is a sample of a handler's holds, for SetHolds.
-type Holds struct {
-	// Held counts the objects carrying the hold.
-	Held int
-	// Retrying counts, by binding id, the objects whose binding is retrying.
-	Retrying map[string]int
-	// OldestStuck is the age of the oldest hold on an object being deleted.
-	OldestStuck time.Duration
-	// Stuck counts the objects held past --stuck-after.
-	Stuck int
-}
-
-// SetHolds records a sample of the handler's holds. bindings are the ids
-// of all its bindings: those not in h.Retrying are set to zero.
-func (m *Metrics) SetHolds(handler string, bindings []string, h Holds) {
-	if m == nil {
-		return
-	}
-	for _, id := range bindings {
-		m.bindings.retrying.WithLabelValues(handler, id).Set(float64(h.Retrying[id]))
-	}
-	m.bindings.held.WithLabelValues(handler).Set(float64(h.Held))
-	m.bindings.stuckFor.WithLabelValues(handler).Set(h.OldestStuck.Seconds())
-	m.bindings.stuck.WithLabelValues(handler).Set(float64(h.Stuck))
-}
-
 // ForgetHandler deletes the handler's series of its bindings and holds: it
 // was forgotten or uninstalled, and its binding ids may never come back.
 func (m *Metrics) ForgetHandler(handler string) {
@@ -145,9 +104,7 @@ func (m *Metrics) ForgetHandler(handler string) {
 	b.run.DeletePartialMatch(l)
 	b.retrying.DeletePartialMatch(l)
 	b.queueWait.DeletePartialMatch(l)
-	b.held.DeletePartialMatch(l)
-	b.stuckFor.DeletePartialMatch(l)
-	b.stuck.DeletePartialMatch(l)
+	m.holds.forget(l)
 }
 
 // QueueMetrics is the workqueue.MetricsProvider of a handler's work queue:

@@ -16,7 +16,7 @@ func TestBindingSeriesFollowTheHandlerAndGoWithIt(t *testing.T) {
 	b.Delivered(OutcomeOK, 20*time.Millisecond)
 	b.Delivered(OutcomeRetry, 30*time.Millisecond)
 	b.Delivered(OutcomeTimeout, 10*time.Second) // no ack: not a run time
-	m.SetHolds("h", []string{"cleanup", "create"}, Holds{Held: 3, Retrying: map[string]int{"cleanup": 1}, OldestStuck: 90 * time.Second, Stuck: 1})
+	m.Holds().Sampled("h", []string{"cleanup", "create"}, HoldSample{Held: 3, Retrying: map[string]int{"cleanup": 1}, OldestStuck: 90 * time.Second, Stuck: 1})
 	q := workqueue.NewTypedWithConfig(workqueue.TypedQueueConfig[string]{Name: "handler-h", MetricsProvider: m.QueueMetrics("h")})
 	q.Add("a")
 	q.Get()
@@ -33,9 +33,9 @@ func TestBindingSeriesFollowTheHandlerAndGoWithIt(t *testing.T) {
 		{"gone (made at zero)", testutil.ToFloat64(m.bindings.deliveries.WithLabelValues("h", "cleanup", OutcomeGone)), 0},
 		{"retrying cleanup", testutil.ToFloat64(m.bindings.retrying.WithLabelValues("h", "cleanup")), 1},
 		{"retrying create", testutil.ToFloat64(m.bindings.retrying.WithLabelValues("h", "create")), 0},
-		{"held", testutil.ToFloat64(m.bindings.held.WithLabelValues("h")), 3},
-		{"stuck for", testutil.ToFloat64(m.bindings.stuckFor.WithLabelValues("h")), 90},
-		{"stuck", testutil.ToFloat64(m.bindings.stuck.WithLabelValues("h")), 1},
+		{"held", testutil.ToFloat64(m.holds.held.WithLabelValues("h")), 3},
+		{"stuck for", testutil.ToFloat64(m.holds.stuckFor.WithLabelValues("h")), 90},
+		{"stuck", testutil.ToFloat64(m.holds.stuck.WithLabelValues("h")), 1},
 	} {
 		if c.got != c.want {
 			t.Errorf("%s: got %v, want %v", c.name, c.got, c.want)
@@ -56,7 +56,7 @@ func TestBindingSeriesFollowTheHandlerAndGoWithIt(t *testing.T) {
 	}
 	var none *Metrics
 	none.Binding("h", "x").Delivered(OutcomeOK, time.Second) // nil is a no-op
-	none.SetHolds("h", nil, Holds{})
+	none.Holds().Sampled("h", nil, HoldSample{})
 	none.ForgetHandler("h")
 	if none.QueueMetrics("h") != nil {
 		t.Error("a nil Metrics gives a queue metrics provider")

@@ -8,6 +8,12 @@
 // tests can build as many as they like. Every method is a no-op on a nil
 // *Metrics, so packages work without metrics.
 //
+// Metrics of one subject are a group of their own, reached from Metrics:
+// Admission (reviews), SignIn (access reviews, Hellos turned away), Holds
+// (added, released, sampled), Presence (sessions, present, orphaned), API
+// (writes, lists) and Binding (one binding's deliveries). A nil *Metrics
+// gives nil groups, which record nothing either.
+//
 // The metrics, all labelled by handler name where one applies:
 //
 //	tether_deliveries_total{handler,kind,outcome}   counter

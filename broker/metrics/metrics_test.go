@@ -20,12 +20,12 @@ func TestNilIsANoOp(t *testing.T) {
 	m.Delivered("h", "create", OutcomeOK, time.Millisecond)
 	m.SetQueueDepth("h", 3)
 	m.TimersScheduled("h", 2)
-	m.HoldAdded("h")
-	m.HoldReleased("h", ReleaseDone)
-	m.SessionOpened("h")
-	m.SessionClosed("h")
-	m.APIWrite(VerbPatch, "widgets", CodeOK)
-	m.HandlerPresent("h", true)
+	m.Holds().Added("h")
+	m.Holds().Released("h", ReleaseDone)
+	m.Presence().Opened("h")
+	m.Presence().Closed("h")
+	m.API().Wrote(VerbPatch, "widgets", CodeOK)
+	m.Presence().Present("h", true)
 	if m.Gatherer() != nil {
 		t.Error("a nil Metrics has a gatherer")
 	}
@@ -41,19 +41,19 @@ func TestCountersMove(t *testing.T) {
 	m.Delivered("h", "create", OutcomeOK, 20*time.Millisecond)
 	m.Delivered("h", "create", OutcomeOK, 30*time.Millisecond)
 	m.Delivered("h", "create", OutcomeTimeout, 10*time.Second)
-	m.HoldAdded("h")
-	m.HoldReleased("h", ReleaseDone)
-	m.HoldReleased("h", ReleaseAbsent)
-	m.HoldReleased("h", ReleaseAbsent)
-	m.SessionOpened("h")
-	m.SessionOpened("h")
-	m.SessionClosed("h")
-	m.APIWrite(VerbPatch, "widgets.test.tether.dev", CodeOK)
-	m.APIWrite(VerbPatch, "widgets.test.tether.dev", CodeConflict)
+	m.Holds().Added("h")
+	m.Holds().Released("h", ReleaseDone)
+	m.Holds().Released("h", ReleaseAbsent)
+	m.Holds().Released("h", ReleaseAbsent)
+	m.Presence().Opened("h")
+	m.Presence().Opened("h")
+	m.Presence().Closed("h")
+	m.API().Wrote(VerbPatch, "widgets.test.tether.dev", CodeOK)
+	m.API().Wrote(VerbPatch, "widgets.test.tether.dev", CodeConflict)
 	m.SetQueueDepth("h", 7)
 	m.TimersScheduled("h", 4)
-	m.HandlerPresent("h", true)
-	m.HandlerPresent("h", false)
+	m.Presence().Present("h", true)
+	m.Presence().Present("h", false)
 
 	for _, c := range []struct {
 		name string
@@ -62,17 +62,17 @@ func TestCountersMove(t *testing.T) {
 	}{
 		{"deliveries ok", m.deliveries.WithLabelValues("h", "create", OutcomeOK), 2},
 		{"deliveries timeout", m.deliveries.WithLabelValues("h", "create", OutcomeTimeout), 1},
-		{"holds added", m.holdsAdded.WithLabelValues("h"), 1},
-		{"released done", m.holdsReleased.WithLabelValues("h", ReleaseDone), 1},
-		{"released absent", m.holdsReleased.WithLabelValues("h", ReleaseAbsent), 2},
-		{"released uninstall", m.holdsReleased.WithLabelValues("h", ReleaseUninstall), 0},
-		{"sessions", m.sessions.WithLabelValues("h"), 1},
-		{"sessions total", m.sessionsTotal.WithLabelValues("h"), 2},
-		{"writes ok", m.apiWrites.WithLabelValues(VerbPatch, "widgets.test.tether.dev", CodeOK), 1},
-		{"writes conflict", m.apiWrites.WithLabelValues(VerbPatch, "widgets.test.tether.dev", CodeConflict), 1},
+		{"holds added", m.holds.added.WithLabelValues("h"), 1},
+		{"released done", m.holds.released.WithLabelValues("h", ReleaseDone), 1},
+		{"released absent", m.holds.released.WithLabelValues("h", ReleaseAbsent), 2},
+		{"released uninstall", m.holds.released.WithLabelValues("h", ReleaseUninstall), 0},
+		{"sessions", m.presence.sessions.WithLabelValues("h"), 1},
+		{"sessions total", m.presence.sessionsTotal.WithLabelValues("h"), 2},
+		{"writes ok", m.api.writes.WithLabelValues(VerbPatch, "widgets.test.tether.dev", CodeOK), 1},
+		{"writes conflict", m.api.writes.WithLabelValues(VerbPatch, "widgets.test.tether.dev", CodeConflict), 1},
 		{"queue depth", m.queueDepth.WithLabelValues("h"), 7},
 		{"timers", m.timers.WithLabelValues("h"), 4},
-		{"present", m.present.WithLabelValues("h"), 0},
+		{"present", m.presence.present.WithLabelValues("h"), 0},
 	} {
 		if got := testutil.ToFloat64(c.c); got != c.want {
 			t.Errorf("%s: got %v, want %v", c.name, got, c.want)
@@ -109,11 +109,11 @@ tether_ack_latency_seconds_count{handler="h",kind="create"} 2
 // The first sight of a handler makes its hold series exist at zero.
 func TestHandlerSeriesStartAtZero(t *testing.T) {
 	m := New(nil)
-	m.HandlerPresent("h", true)
-	if n := testutil.CollectAndCount(m.holdsReleased); n != len(ReleaseReasons) {
+	m.Presence().Present("h", true)
+	if n := testutil.CollectAndCount(m.holds.released); n != len(ReleaseReasons) {
 		t.Errorf("released series: got %d, want %d", n, len(ReleaseReasons))
 	}
-	if n := testutil.CollectAndCount(m.holdsAdded); n != 1 {
+	if n := testutil.CollectAndCount(m.holds.added); n != 1 {
 		t.Errorf("added series: got %d, want 1", n)
 	}
 }
@@ -122,15 +122,15 @@ func TestHandlerSeriesStartAtZero(t *testing.T) {
 // their series instead of failing.
 func TestRegistries(t *testing.T) {
 	a, b := New(nil), New(nil)
-	a.HoldAdded("h")
-	if got := testutil.ToFloat64(b.holdsAdded.WithLabelValues("h")); got != 0 {
+	a.Holds().Added("h")
+	if got := testutil.ToFloat64(b.holds.added.WithLabelValues("h")); got != 0 {
 		t.Errorf("private registries share a counter: %v", got)
 	}
 	reg := prometheus.NewRegistry()
 	c, d := New(reg), New(reg)
-	c.HoldAdded("h")
-	d.HoldAdded("h")
-	if got := testutil.ToFloat64(c.holdsAdded.WithLabelValues("h")); got != 2 {
+	c.Holds().Added("h")
+	d.Holds().Added("h")
+	if got := testutil.ToFloat64(c.holds.added.WithLabelValues("h")); got != 2 {
 		t.Errorf("shared registry: got %v, want 2", got)
 	}
 	if n, err := testutil.GatherAndCount(reg, "tether_holds_added_total"); err != nil || n != 1 {
@@ -141,7 +141,7 @@ func TestRegistries(t *testing.T) {
 func TestHandlerServes(t *testing.T) {
 	reg := NewRegistry()
 	m := New(reg)
-	m.SessionOpened("secret-ttl")
+	m.Presence().Opened("secret-ttl")
 	srv := httptest.NewServer(m.Handler())
 	defer srv.Close()
 	resp, err := http.Get(srv.URL)
@@ -189,7 +189,7 @@ func TestTheOrphanGaugeFollowsTheHandlerAndGoesWithItsRelease(t *testing.T) {
 		{true, false, `tether_handler_orphaned{handler="h"} 1`},
 		{false, true, ""},
 	} {
-		m.HandlerOrphaned("h", c.orphaned, c.forget)
+		m.Presence().Orphaned("h", c.orphaned, c.forget)
 		rec := httptest.NewRecorder()
 		m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
 		body := rec.Body.String()
@@ -200,7 +200,7 @@ func TestTheOrphanGaugeFollowsTheHandlerAndGoesWithItsRelease(t *testing.T) {
 			continue
 		}
 		if !strings.Contains(body, c.want) {
-			t.Errorf("after HandlerOrphaned(%v, %v): no %q", c.orphaned, c.forget, c.want)
+			t.Errorf("after Presence().Orphaned(%v, %v): no %q", c.orphaned, c.forget, c.want)
 		}
 	}
 }

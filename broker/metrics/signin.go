@@ -2,30 +2,31 @@ package metrics
 
 import "github.com/prometheus/client_golang/prometheus"
 
-// Answers of a SubjectAccessReview, for AccessReviewed.
+// Answers of a SubjectAccessReview, for SignIn.Reviewed.
 const (
 	AccessAllowed = "allowed"
 	AccessDenied  = "denied"
 	AccessError   = "error" // no answer: the API server unreachable, or the client's budget spent
 )
 
-// Why a Hello was turned away before any review, for HelloThrottled.
+// Why a Hello was turned away before any review, for SignIn.Throttled.
 const (
 	ThrottledIdentity = "identity" // its identity had as many Hellos under way as it may
 	ThrottledBroker   = "broker"   // the broker had as many Hellos under way as it takes
 )
 
-// signinMetrics are what signing in costs:
+// SignIn is the metrics of what signing in costs; a nil *SignIn records
+// nothing:
 //
 //	tether_access_reviews_total{result}   counter
 //	tether_hellos_throttled_total{reason} counter
-type signinMetrics struct {
+type SignIn struct {
 	reviews   *prometheus.CounterVec
 	throttled *prometheus.CounterVec
 }
 
-func newSigninMetrics(reg prometheus.Registerer) signinMetrics {
-	m := signinMetrics{
+func newSignIn(reg prometheus.Registerer) *SignIn {
+	m := &SignIn{
 		reviews: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tether_access_reviews_total",
 			Help: "SubjectAccessReviews the broker asked, of handlers' rights and of scrapers of /metrics, by result (allowed, denied, error); answers taken from its cache are not counted.",
@@ -44,20 +45,29 @@ func newSigninMetrics(reg prometheus.Registerer) signinMetrics {
 	return m
 }
 
-// AccessReviewed records one SubjectAccessReview asked of the API server;
+// Reviewed records one SubjectAccessReview asked of the API server;
 // result is AccessAllowed, AccessDenied or AccessError.
-func (m *Metrics) AccessReviewed(result string) {
-	if m == nil {
+func (s *SignIn) Reviewed(result string) {
+	if s == nil {
 		return
 	}
-	m.signin.reviews.WithLabelValues(result).Inc()
+	s.reviews.WithLabelValues(result).Inc()
 }
 
-// HelloThrottled records a Hello turned away for reason, ThrottledIdentity
+// Throttled records a Hello turned away for reason, ThrottledIdentity
 // or ThrottledBroker.
-func (m *Metrics) HelloThrottled(reason string) {
-	if m == nil {
+func (s *SignIn) Throttled(reason string) {
+	if s == nil {
 		return
 	}
-	m.signin.throttled.WithLabelValues(reason).Inc()
+	s.throttled.WithLabelValues(reason).Inc()
+}
+
+// SignIn is the metrics of signing in: access reviews and Hellos turned
+// away.
+func (m *Metrics) SignIn() *SignIn {
+	if m == nil {
+		return nil
+	}
+	return m.signin
 }

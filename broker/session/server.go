@@ -239,7 +239,7 @@ func (s *Server) Connect(stream tetherv1.BrokerService_ConnectServer) error {
 	if err != nil {
 		return status.Error(codes.FailedPrecondition, fmt.Sprintf("attaching handler %q: %v", in.Handler, err))
 	}
-	s.opts.Metrics.SessionOpened(in.Handler)
+	s.opts.Metrics.Presence().Opened(in.Handler)
 	recvErr := make(chan error, 1)
 	var recvDone chan struct{} // nil until receive runs
 	defer func() {
@@ -251,7 +251,7 @@ func (s *Server) Connect(stream tetherv1.BrokerService_ConnectServer) error {
 		}
 		close(in.done)
 		att.Detach()
-		s.opts.Metrics.SessionClosed(in.Handler)
+		s.opts.Metrics.Presence().Closed(in.Handler)
 		log.Info("handler instance disconnected")
 	}()
 
@@ -362,7 +362,7 @@ func (s *Server) signIn(ctx context.Context, hello *tetherv1.Hello) ([]*binding.
 // mode) and in all, or refuses it with ResourceExhausted; done uncounts it.
 func (s *Server) beginHello(ctx context.Context) (done func(), err error) {
 	if !s.allHellos.Acquire("") {
-		s.opts.Metrics.HelloThrottled(metrics.ThrottledBroker)
+		s.opts.Metrics.SignIn().Throttled(metrics.ThrottledBroker)
 		return nil, status.Errorf(codes.ResourceExhausted, "the broker has %d Hellos under way, the most it takes; retry", s.opts.MaxHellos)
 	}
 	u, ok := auth.User(ctx)
@@ -371,7 +371,7 @@ func (s *Server) beginHello(ctx context.Context) (done func(), err error) {
 	}
 	if !s.hellos.Acquire(u.Username) {
 		s.allHellos.Release("")
-		s.opts.Metrics.HelloThrottled(metrics.ThrottledIdentity)
+		s.opts.Metrics.SignIn().Throttled(metrics.ThrottledIdentity)
 		return nil, status.Errorf(codes.ResourceExhausted, "%s has %d Hellos under way, the most one identity may; retry", u.Username, s.opts.MaxHellosPerIdentity)
 	}
 	return func() {
