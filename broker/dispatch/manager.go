@@ -52,7 +52,7 @@ type Options struct {
 	Client dynamic.Interface
 	// Writer, when set, is a client made by informer.NewClient that the
 	// writes go through instead of Client, so that the API server's
-	// answer is read straight into its cached form (informer.Patch).
+	// answer is read straight into its cached form (patch, informer.Read).
 	Writer rest.Interface
 	// ActAs returns a client (made by informer.NewClient) that writes as
 	// user, for the writes that carry a handler's patch; nil writes

@@ -272,7 +272,7 @@ func (o *object) decoded() *unstructured.Unstructured {
 	if o.view == nil {
 		u, err := o.cur.Decode()
 		if err != nil {
-			// cur.Raw passed json.Valid as an object (fromJSON) or was
+			// cur.Raw passed json.Valid as an object (informer.Read) or was
 			// encoded from a decoded one (Encode), so this does not happen;
 			// the metadata still names the object in Events.
 			u = &unstructured.Unstructured{Object: map[string]any{}}

@@ -10,7 +10,6 @@ import (
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -390,44 +389,6 @@ func (ow *objectWriter) inTurn(o *object, request func() (*informer.Object, erro
 	out, err = request()
 	ow.inFlight.done(time.Since(start))
 	return out, 0, err
-}
-
-// patchFunc patches the object a patcher was made for, or its subresource,
-// and returns the API server's answer in its cached form (nil when it could
-// not be read).
-type patchFunc func(ctx context.Context, pt types.PatchType, data []byte, subresources ...string) (*informer.Object, error)
-
-// patcher returns how o is written: as the broker, or, when as is set,
-// as the identity of the instance that asked for the write, so that the
-// handler's RBAC (status patches need <resource>/status) and every webhook,
-// other handlers' included, judge it as if the handler wrote it.
-func (ow *objectWriter) patcher(o *object, as *authenticationv1.UserInfo) (patchFunc, error) {
-	res, ns, name := o.res.GroupVersionResource, o.cur.Namespace, o.cur.Name
-	opts := metav1.PatchOptions{FieldManager: FieldManager}
-	c := ow.opts.Writer
-	if as != nil && ow.opts.ActAs != nil {
-		var err error
-		if c, err = ow.opts.ActAs(*as); err != nil {
-			return nil, apierrors.NewForbidden(o.res.GroupResource(), name, fmt.Errorf("writing as %s: %w", as.Username, err))
-		}
-	}
-	if c != nil {
-		return func(ctx context.Context, pt types.PatchType, data []byte, subresources ...string) (*informer.Object, error) {
-			return informer.Patch(ctx, c, res, ns, name, pt, data, opts, subresources...)
-		}, nil
-	}
-	ri := ow.opts.Client.Resource(res).Namespace(ns)
-	return func(ctx context.Context, pt types.PatchType, data []byte, subresources ...string) (*informer.Object, error) {
-		out, err := ri.Patch(ctx, name, pt, data, opts, subresources...)
-		if err != nil {
-			return nil, err
-		}
-		c, err := informer.Encode(out)
-		if err != nil {
-			return nil, nil // as informer.Patch: the patch landed
-		}
-		return c, nil
-	}, nil
 }
 
 // buildPatch renders w as a JSON patch against obj. It first tests the UID,

@@ -11,8 +11,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -43,7 +41,7 @@ func NewClient(cfg *rest.Config) (rest.Interface, error) {
 // begins: a list's first page, or a watch that sends the initial objects
 // (the reflector's watch list).
 func listWatch(c rest.Interface, key Key, listed func()) *cache.ListWatch {
-	path := resourcePath(key)
+	path := Path(key)
 	return &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			o.LabelSelector = key.Labels
@@ -67,8 +65,9 @@ func listWatch(c rest.Interface, key Key, listed func()) *cache.ListWatch {
 	}
 }
 
-// resourcePath is the URL of key's collection.
-func resourcePath(key Key) []string {
+// Path is the URL path of key's collection, as lists, watches and the
+// broker's writes address it.
+func Path(key Key) []string {
 	gvr := key.Resource
 	p := []string{"/apis", gvr.Group, gvr.Version}
 	if gvr.Group == "" {
@@ -207,29 +206,4 @@ func eventFromJSON(typ watch.EventType, raw json.RawMessage) (watch.Event, error
 	default:
 		return watch.Event{}, fmt.Errorf("a watch event of type %q", typ)
 	}
-}
-
-// Patch patches the object name of res in namespace, or its subresource,
-// with c (a client NewClient made), and reads the API server's answer
-// straight into its cached form, as lists and watches are read. A dynamic
-// client would decode the answer into maps, which Encode would then encode
-// again: the two were 8% of the broker's CPU at 10,000 Widgets created and
-// deleted. The object is nil when the patch landed but its answer could not
-// be read; the watch brings the same state.
-func Patch(ctx context.Context, c rest.Interface, res schema.GroupVersionResource, namespace, name string,
-	pt types.PatchType, data []byte, opts metav1.PatchOptions, subresources ...string) (*Object, error) {
-	path := append(resourcePath(Key{Resource: res, Namespace: namespace}), name)
-	result := c.Patch(pt).AbsPath(append(path, subresources...)...).
-		VersionedParams(&opts, metav1.ParameterCodec).Body(data).Do(ctx)
-	// Error, not Raw's error: it reads the API server's Status, with the
-	// details that tell a lost race from a refusal (dispatch's lostRace).
-	if err := result.Error(); err != nil {
-		return nil, err
-	}
-	raw, _ := result.Raw()
-	o, err := fromJSON(raw)
-	if err != nil {
-		return nil, nil
-	}
-	return o, nil
 }

@@ -22,7 +22,7 @@ const served = `{"apiVersion":"test.tether.dev/v1","kind":"Widget","metadata":{"
 	`"time":"2026-12-01T10:00:00Z"}],"name":"w","namespace":"ns","resourceVersion":"17","uid":"u1"},"spec":{"size":3}}`
 
 func TestFromJSONKeepsEverythingButManagedFields(t *testing.T) {
-	o, err := fromJSON([]byte(served))
+	o, err := Read([]byte(served))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,7 +48,7 @@ func TestFromJSONKeepsEverythingButManagedFields(t *testing.T) {
 
 func TestFromJSONWithoutManagedFieldsKeepsTheBytes(t *testing.T) {
 	in := `{"metadata":{"name":"w","namespace":"ns","uid":"u1","resourceVersion":"3","deletionTimestamp":"2026-12-01T10:00:00Z"},"data":{"a":"b"}}`
-	o, err := fromJSON([]byte(in))
+	o, err := Read([]byte(in))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +59,7 @@ func TestFromJSONWithoutManagedFieldsKeepsTheBytes(t *testing.T) {
 
 func TestFromJSONRefusesWhatIsNotAnObject(t *testing.T) {
 	for _, in := range []string{`[1]`, `{"metadata":[]}`, `{"metadata":{"name":3}}`, `{`} {
-		if _, err := fromJSON([]byte(in)); err == nil {
+		if _, err := Read([]byte(in)); err == nil {
 			t.Errorf("%s read as an object", in)
 		}
 	}
@@ -136,7 +136,7 @@ func TestResourcePath(t *testing.T) {
 		{Resource: schema.GroupVersionResource{Version: "v1", Resource: "secrets"}, Namespace: "ns"}:                          "/api/v1/namespaces/ns/secrets",
 		{Resource: schema.GroupVersionResource{Group: "test.tether.dev", Version: "v1", Resource: "widgets"}, Namespace: "a"}: "/apis/test.tether.dev/v1/namespaces/a/widgets",
 	} {
-		if got := strings.Join(resourcePath(key), "/"); got != want {
+		if got := strings.Join(Path(key), "/"); got != want {
 			t.Errorf("%v: %s, want %s", key, got, want)
 		}
 	}
@@ -146,10 +146,10 @@ func TestResourcePath(t *testing.T) {
 // object, then encode it without managedFields.
 func BenchmarkFromJSON(b *testing.B) {
 	data := []byte(served)
-	b.Run("fromJSON", func(b *testing.B) {
+	b.Run("Read", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			if _, err := fromJSON(data); err != nil {
+			if _, err := Read(data); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -170,7 +170,7 @@ func BenchmarkFromJSON(b *testing.B) {
 
 // BenchmarkWatchEvent reads watch events as the watch does (encoding/json's
 // Decoder, then the object's cached form) against checking each object's
-// JSON again after the Decoder did (fromJSON, what the watch did before).
+// JSON again after the Decoder did (Read, what the watch did before).
 func BenchmarkWatchEvent(b *testing.B) {
 	frame := []byte(`{"type":"MODIFIED","object":` + served + "}\n")
 	for _, bc := range []struct {
@@ -178,7 +178,7 @@ func BenchmarkWatchEvent(b *testing.B) {
 		read func([]byte) (*Object, error)
 	}{
 		{"checked once", fromValidJSON},
-		{"checked again", fromJSON},
+		{"checked again", Read},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			b.ReportAllocs()

@@ -11,20 +11,20 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 )
 
-// fromJSON makes the cached form of an object from the JSON the API server
-// sent, in one pass over the bytes after checking they are valid JSON: it
+// Read makes the cached form of an object from the JSON the API server
+// sent (a list's item, a watch event's, a write's answer), in one pass over the bytes after checking they are valid JSON: it
 // reads the few metadata fields of Object and cuts metadata.managedFields
 // out. Decoding the object instead (into maps, as an unstructured object)
 // and encoding it again costs several times the CPU and the garbage, on
 // every watch event.
-func fromJSON(data []byte) (*Object, error) {
+func Read(data []byte) (*Object, error) {
 	if !json.Valid(data) {
 		return nil, errors.New("reading an object: not valid JSON")
 	}
 	return fromValidJSON(data)
 }
 
-// fromValidJSON is fromJSON for JSON already known to be valid: a watch
+// fromValidJSON is Read for JSON already known to be valid: a watch
 // event's or a list item's, which encoding/json checked while it read them
 // as json.RawMessage. Checking them again made reading a watch event a
 // quarter slower (BenchmarkWatchEvent).
