@@ -47,7 +47,7 @@ func (m *Manager) Binding(handler, bindingID string) *binding.Binding {
 
 func (m *Manager) admissionBinding(handler, bindingID string) (*reviews, *binding.Binding) {
 	m.mu.Lock()
-	rt := m.handlers[handler]
+	rt := m.controllers[handler]
 	m.mu.Unlock()
 	if rt == nil {
 		return nil, nil

@@ -15,13 +15,13 @@ var ErrConnected = errors.New("the handler has instances connected")
 // nothing to do. The handler comes back when an instance connects.
 func (m *Manager) Forget(handler string) error {
 	m.mu.Lock()
-	rt := m.handlers[handler]
+	rt := m.controllers[handler]
 	if rt != nil && rt.pool.len() > 0 {
 		n := rt.pool.len()
 		m.mu.Unlock()
 		return fmt.Errorf("forgetting handler %s: %w (%d)", handler, ErrConnected, n)
 	}
-	delete(m.handlers, handler)
+	delete(m.controllers, handler)
 	m.mu.Unlock()
 	if rt != nil {
 		rt.stop()

@@ -54,13 +54,13 @@ func TestAReleasedHandlerIsNeitherRestoredNorKeptAfterForget(t *testing.T) {
 	known := func(h string) bool {
 		m.mu.Lock()
 		defer m.mu.Unlock()
-		return m.handlers[h] != nil
+		return m.controllers[h] != nil
 	}
 	if known("released") || !known("away") || !known("connected") {
 		t.Fatalf("restored away %v, connected %v, released %v; want the first two only", known("away"), known("connected"), known("released"))
 	}
 	m.mu.Lock()
-	m.handlers["connected"].pool.add(&session.Instance{Handler: "connected", ID: "i0"})
+	m.controllers["connected"].pool.add(&session.Instance{Handler: "connected", ID: "i0"})
 	m.mu.Unlock()
 
 	for _, c := range []struct {

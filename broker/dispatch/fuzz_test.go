@@ -35,7 +35,7 @@ func FuzzAckWrite(f *testing.F) {
 		}, "spec": map[string]any{"x": 0}}
 		// As for a resource without a status subresource: status goes
 		// with the object.
-		merge := jsonpatch.ComposeMerge(w.handler, map[string]any{"status": w.status})
+		merge := jsonpatch.ComposeMerge(w.handlerPatch, map[string]any{"status": w.status})
 		ops, _, err := jsonpatch.FromMergePatch(obj, merge)
 		if err != nil {
 			return // reported to the handler as an invalid patch

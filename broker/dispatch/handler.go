@@ -54,7 +54,7 @@ func newHandler(opts *Options, log hclog.Logger, name string, bindings []*bindin
 		pool:           newPool(),
 		bindingMetrics: make(map[string]*metrics.Binding, len(bindings)),
 	}
-	h.writes = &objectWriter{handler: name, opts: opts, mu: &h.mu}
+	h.writes = &objectWriter{handlerName: name, opts: opts, mu: &h.mu}
 	h.writes.inFlight.max = opts.Workers / 2
 	for _, b := range bindings {
 		if opts.Metrics != nil {

@@ -174,9 +174,9 @@ type Manager struct {
 	opts Options
 	log  hclog.Logger
 
-	mu       sync.Mutex
-	ctx      context.Context
-	handlers map[string]*controller
+	mu          sync.Mutex
+	ctx         context.Context
+	controllers map[string]*controller
 	// known is what Known returns once Start has returned.
 	known []presence.Record
 	// restored: the handlers recorded in Leases were brought back.
@@ -226,7 +226,7 @@ func New(opts Options) *Manager {
 	if opts.WriteLimiter == nil {
 		opts.WriteLimiter = NewWriteLimiter(DefaultWriteQPS, DefaultWriteBurst)
 	}
-	return &Manager{opts: opts, log: opts.Log, handlers: map[string]*controller{}}
+	return &Manager{opts: opts, log: opts.Log, controllers: map[string]*controller{}}
 }
 
 // Start runs until ctx ends, then stops every handler's workers.
@@ -239,8 +239,8 @@ func (m *Manager) Start(ctx context.Context) error {
 	m.awaitAccepting(ctx)
 	<-ctx.Done()
 	m.mu.Lock()
-	handlers := m.handlers
-	m.handlers = map[string]*controller{}
+	handlers := m.controllers
+	m.controllers = map[string]*controller{}
 	m.known = m.knownLocked(handlers)
 	m.mu.Unlock()
 	for _, rt := range handlers {
@@ -256,10 +256,10 @@ func (m *Manager) Start(ctx context.Context) error {
 func (m *Manager) Known() []presence.Record {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if len(m.handlers) == 0 {
+	if len(m.controllers) == 0 {
 		return m.known
 	}
-	return m.knownLocked(m.handlers)
+	return m.knownLocked(m.controllers)
 }
 
 func (m *Manager) knownLocked(handlers map[string]*controller) []presence.Record {
@@ -287,7 +287,7 @@ func (m *Manager) awaitAccepting(ctx context.Context) {
 	m.accepting.Store(m.opts.Clock.Now().UnixNano())
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	for _, rt := range m.handlers {
+	for _, rt := range m.controllers {
 		rt.presence.poke()
 	}
 }
@@ -303,7 +303,7 @@ func (m *Manager) Attach(_ context.Context, in *session.Instance, hello *tetherv
 	}
 	grace, absentAfter := m.opts.Absence.For(hello.GetGrace(), hello.GetAbsentReleaseAfter())
 	fp := binding.Fingerprint(bindings)
-	rt := m.handlers[in.Handler]
+	rt := m.controllers[in.Handler]
 	var sweep []presence.Scope
 	if rt != nil && rt.fingerprint != fp {
 		if n := rt.pool.len(); n > 0 {
@@ -324,7 +324,7 @@ func (m *Manager) Attach(_ context.Context, in *session.Instance, hello *tetherv
 			}
 			return session.Attachment{}, fmt.Errorf("starting handler %q: %w", in.Handler, err)
 		}
-		m.handlers[in.Handler] = rt
+		m.controllers[in.Handler] = rt
 	}
 	rt.presence.setLimits(grace, absentAfter)
 	rt.addInstance(in)
@@ -418,7 +418,7 @@ func (m *Manager) restoreOne(ctx context.Context, r presence.Record) error {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if _, ok := m.handlers[r.Handler]; ok {
+	if _, ok := m.controllers[r.Handler]; ok {
 		return nil // an instance connected meanwhile
 	}
 	rt := newController(m, r.Handler, bindings, binding.Fingerprint(bindings), dropped(nil, sweep, bindings))
@@ -437,7 +437,7 @@ func (m *Manager) restoreOne(ctx context.Context, r presence.Record) error {
 		m.log.Error("cannot restore handler", "handler", r.Handler, "error", err)
 		return nil
 	}
-	m.handlers[r.Handler] = rt
+	m.controllers[r.Handler] = rt
 	m.log.Info("restored handler from its lease", "handler", r.Handler, "absent_since", absentSince,
 		"bindings", len(bindings), "recorded_bindings", len(r.Bindings))
 	return nil

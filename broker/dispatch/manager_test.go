@@ -101,7 +101,7 @@ func TestRestoreRetriesUntilTheLeasesCanBeRead(t *testing.T) {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.handlers["away"] == nil {
+	if m.controllers["away"] == nil {
 		t.Error("the recorded handler was not restored")
 	}
 }

@@ -46,9 +46,9 @@ func (ow *objectWriter) measure(verb string, res resource.Resource, req *request
 	}
 	switch held := req.held; {
 	case w.addHold && !held && !req.deleting:
-		m.Holds().Added(ow.handler)
+		m.Holds().Added(ow.handlerName)
 	case w.removeHold && held:
-		m.Holds().Released(ow.handler, w.release)
+		m.Holds().Released(ow.handlerName, w.release)
 	}
 }
 
@@ -79,7 +79,7 @@ func (m *Manager) Synced() bool {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	for _, rt := range m.handlers {
+	for _, rt := range m.controllers {
 		for _, s := range rt.subs {
 			if !s.HasSynced() {
 				return false

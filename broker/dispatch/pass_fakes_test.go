@@ -132,7 +132,7 @@ func (f *fakeWriter) releaseTurn(*object) time.Duration { return f.releaseWait }
 // as remember does with the API server's answer.
 func (f *fakeWriter) land(o *object, w *write) {
 	obj := o.decoded().DeepCopy()
-	obj.Object = jsonpatch.ApplyMerge(obj.Object, jsonpatch.ComposeMerge(w.handler, w.merge))
+	obj.Object = jsonpatch.ApplyMerge(obj.Object, jsonpatch.ComposeMerge(w.handlerPatch, w.merge))
 	fins := obj.GetFinalizers()
 	if w.addHold && !hold.Has(obj, f.h.name) {
 		fins = append(fins, hold.Finalizer(f.h.name))
@@ -170,7 +170,7 @@ func (f *fakeWriter) summary() []string {
 		if w.lastHandled != nil {
 			parts = append(parts, "handled")
 		}
-		if len(w.handler) > 0 {
+		if len(w.handlerPatch) > 0 {
 			parts = append(parts, "patch")
 		}
 		out = append(out, strings.Join(parts, " "))

@@ -72,7 +72,7 @@ func TestResultsAreWrittenWhereTheBindingStoresThem(t *testing.T) {
 				"status":   map[string]any{"create_fn": map[string]any{"b": int64(2)}},
 			}}
 			w := a.write("h")
-			ow := &objectWriter{handler: "h"}
+			ow := &objectWriter{handlerName: "h"}
 			p, err := ow.buildPatch(&object{res: res}, obj, w)
 			if err != nil {
 				t.Fatalf("buildPatch: %v", err)

@@ -119,9 +119,9 @@ func (a *accumulated) empty() bool {
 // when the API server refuses it.
 
 func (a *accumulated) write(handler string) *write {
-	w := &write{handler: a.merge, status: a.status, as: a.as}
+	w := &write{handlerPatch: a.merge, status: a.status, as: a.as}
 	for id, r := range a.results {
-		w.handler = jsonpatch.ComposeMerge(w.handler, annotation(progress.ResultKey(handler, id), r))
+		w.handlerPatch = jsonpatch.ComposeMerge(w.handlerPatch, annotation(progress.ResultKey(handler, id), r))
 	}
 	return w
 }
@@ -165,9 +165,9 @@ func checkPatch(m map[string]any) error {
 
 // write is everything one handling changes on an object.
 type write struct {
-	handler map[string]any // the handler's merge patch, with its results
-	merge   map[string]any // the broker's own annotations, as a merge patch
-	status  map[string]any // merge patch for the status subresource, the handler's
+	handlerPatch map[string]any // the handler's merge patch, with its results
+	merge        map[string]any // the broker's own annotations, as a merge patch
+	status       map[string]any // merge patch for the status subresource, the handler's
 	// as is whom the handler's part is written as (nil: the broker), so
 	// that it faces the handler's RBAC and every webhook as if the
 	// handler wrote it. A write without the handler's part is the broker's.
@@ -195,8 +195,8 @@ type write struct {
 func (w *write) recordHandled(handler string, obj map[string]any) error {
 	asIs := progress.Essence(obj)
 	after := asIs
-	if len(w.handler) > 0 {
-		after = progress.Essence(jsonpatch.ApplyMerge(obj, w.handler))
+	if len(w.handlerPatch) > 0 {
+		after = progress.Essence(jsonpatch.ApplyMerge(obj, w.handlerPatch))
 		w.asIs = asIs
 	}
 	return w.record(handler, after)
@@ -217,7 +217,7 @@ func (w *write) record(handler string, essence map[string]any) error {
 // dropHandlerPart takes the handler's patch, status and results out of w,
 // and records as handled the object as it is.
 func (w *write) dropHandlerPart(handler string) error {
-	w.handler, w.status = nil, nil
+	w.handlerPatch, w.status = nil, nil
 	if w.asIs == nil {
 		return nil
 	}
@@ -230,7 +230,7 @@ func (w *write) dropHandlerPart(handler string) error {
 type note struct{ reason, message string }
 
 func (w *write) empty() bool {
-	return len(w.handler) == 0 && len(w.merge) == 0 && len(w.status) == 0 && !w.addHold && !w.removeHold
+	return len(w.handlerPatch) == 0 && len(w.merge) == 0 && len(w.status) == 0 && !w.addHold && !w.removeHold
 }
 
 // setAnnotation adds one of the broker's annotations to the merge patch.
@@ -249,9 +249,9 @@ func annotation(key, value string) map[string]any {
 // broker's limiters; and it sorts what the API server refused. What to
 // write is the controller's decision; how it lands is the writer's.
 type objectWriter struct {
-	handler string
-	opts    *Options    // the Manager's: clients, limiters, Events, metrics
-	mu      *sync.Mutex // the controller's, which guards the objects' last-seen copy
+	handlerName string
+	opts        *Options    // the Manager's: clients, limiters, Events, metrics
+	mu          *sync.Mutex // the controller's, which guards the objects' last-seen copy
 	// recorded reports whether the handler's Lease records it and the
 	// resources it binds (presenceKeeper.recorded): no hold is written
 	// before, or a broker that died in between would leave a hold that no
@@ -299,7 +299,7 @@ func (ow *objectWriter) apply(ctx context.Context, o *object, w *write) (wait ti
 			return 0, ow.failed(o, w, err)
 		}
 		ow.remember(o, out)
-		w.handler, w.merge, w.addHold, w.removeHold = nil, nil, false, false
+		w.handlerPatch, w.merge, w.addHold, w.removeHold = nil, nil, false, false
 	}
 	if !o.res.HasStatus {
 		w.status = nil // it went with the object
@@ -363,7 +363,7 @@ func (ow *objectWriter) request(o *object, w *write) (*request, error) {
 		return nil, nil
 	}
 	var as *authenticationv1.UserInfo
-	if len(w.handler) > 0 {
+	if len(w.handlerPatch) > 0 {
 		as = w.as
 	}
 	patch, err := ow.patcher(o, as)
@@ -376,7 +376,7 @@ func (ow *objectWriter) request(o *object, w *write) (*request, error) {
 		return nil, fmt.Errorf("encoding patch: %w", err)
 	}
 	return &request{rv: o.cur.ResourceVersion, data: data, patch: patch,
-		held: hold.Has(obj, ow.handler), deleting: obj.GetDeletionTimestamp() != nil}, nil
+		held: hold.Has(obj, ow.handlerName), deleting: obj.GetDeletionTimestamp() != nil}, nil
 }
 
 // inTurn makes one request in o's turn (see turn): wait > 0, and no
@@ -394,7 +394,7 @@ func (ow *objectWriter) inTurn(o *object, request func() (*informer.Object, erro
 // buildPatch renders w as a JSON patch against obj. It first tests the UID,
 // so that a write meant for X never lands on a re-created X'.
 func (ow *objectWriter) buildPatch(o *object, obj *unstructured.Unstructured, w *write) (jsonpatch.Patch, error) {
-	merge := jsonpatch.ComposeMerge(w.handler, w.merge)
+	merge := jsonpatch.ComposeMerge(w.handlerPatch, w.merge)
 	if len(w.status) > 0 && !o.res.HasStatus {
 		// Without a status subresource, status is written with the object;
 		// w keeps it until the patch lands, for another try.
@@ -406,14 +406,14 @@ func (ow *objectWriter) buildPatch(o *object, obj *unstructured.Unstructured, w 
 	}
 	var holdOps jsonpatch.Patch
 	// No finalizer may be added once deletion started.
-	if w.addHold && obj.GetDeletionTimestamp() == nil && hold.Add(&holdOps, obj, ow.handler) {
+	if w.addHold && obj.GetDeletionTimestamp() == nil && hold.Add(&holdOps, obj, ow.handlerName) {
 		guard = true
 	}
 	switch {
 	case w.removeHold && broken(breakClobber) && len(obj.GetFinalizers()) > 0:
 		holdOps.Remove("/metadata/finalizers")
 	case w.removeHold:
-		hold.Remove(&holdOps, obj, ow.handler)
+		hold.Remove(&holdOps, obj, ow.handlerName)
 	}
 	if len(ops) == 0 && holdOps.Empty() {
 		return nil, nil
@@ -446,17 +446,17 @@ func (ow *objectWriter) failed(o *object, w *write, err error) error {
 		return nil
 	case lostRace(err):
 		return fmt.Errorf("writing %s/%s, which changed since it was read (written again on its next state): %w", obj.GetNamespace(), obj.GetName(), err)
-	case refused(err) && (len(w.handler) > 0 || len(w.status) > 0):
+	case refused(err) && (len(w.handlerPatch) > 0 || len(w.status) > 0):
 		ow.opts.Recorder.Event(obj, true, "InvalidPatch",
-			fmt.Sprintf("the API server refused the patch of handler %q, which is dropped: %v", ow.handler, err))
-		if err := w.dropHandlerPart(ow.handler); err != nil {
+			fmt.Sprintf("the API server refused the patch of handler %q, which is dropped: %v", ow.handlerName, err))
+		if err := w.dropHandlerPart(ow.handlerName); err != nil {
 			o.work.pending = nil
 			return err
 		}
 		return fmt.Errorf("writing %s/%s: the handler's patch was refused, and the rest is written again without it: %w", obj.GetNamespace(), obj.GetName(), err)
 	case refused(err):
 		ow.opts.Recorder.Event(obj, true, "WriteRejected",
-			fmt.Sprintf("the API server refused the broker's write for handler %q; retrying with backoff: %v", ow.handler, err))
+			fmt.Sprintf("the API server refused the broker's write for handler %q; retrying with backoff: %v", ow.handlerName, err))
 		return fmt.Errorf("writing %s/%s: %w: %v", obj.GetNamespace(), obj.GetName(), errRefused, err)
 	default:
 		return fmt.Errorf("writing %s/%s: %w", obj.GetNamespace(), obj.GetName(), err)

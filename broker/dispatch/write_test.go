@@ -69,7 +69,7 @@ func TestRefusedHandlerPatchIsNotRecordedAsHandled(t *testing.T) {
 		"metadata": map[string]any{"name": "w"},
 		"spec":     map[string]any{"size": int64(1)},
 	}
-	w := &write{handler: map[string]any{"metadata": map[string]any{"labels": map[string]any{"denied": "yes"}}}}
+	w := &write{handlerPatch: map[string]any{"metadata": map[string]any{"labels": map[string]any{"denied": "yes"}}}}
 	if err := w.recordHandled("h", obj); err != nil {
 		t.Fatal(err)
 	}
@@ -79,8 +79,8 @@ func TestRefusedHandlerPatchIsNotRecordedAsHandled(t *testing.T) {
 	if err := w.dropHandlerPart("h"); err != nil {
 		t.Fatal(err)
 	}
-	if len(w.handler) != 0 {
-		t.Errorf("the handler's patch is still in the write: %v", w.handler)
+	if len(w.handlerPatch) != 0 {
+		t.Errorf("the handler's patch is still in the write: %v", w.handlerPatch)
 	}
 	if !progress.Equal(w.lastHandled, progress.Essence(obj)) {
 		t.Errorf("recorded as handled: %v, want the object as it is: %v", w.lastHandled, progress.Essence(obj))
@@ -105,7 +105,7 @@ func TestNoHoldBeforeTheHandlersLeaseRecordsIt(t *testing.T) {
 	client := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(kruntime.NewScheme(),
 		map[schema.GroupVersionResource]string{widgets.GroupVersionResource: "WidgetList"}, obj.DeepCopy())
 	var recorded atomic.Bool
-	ow := &objectWriter{handler: "h", mu: &sync.Mutex{}, recorded: recorded.Load,
+	ow := &objectWriter{handlerName: "h", mu: &sync.Mutex{}, recorded: recorded.Load,
 		opts: &Options{Client: client, WriteLimiter: NewWriteLimiter(1000, 1000), Clock: clock.RealClock{}}}
 	o := &object{work: &objectWork{}, uid: "x", res: &widgets, cur: cached(t, obj)}
 
@@ -165,7 +165,7 @@ func TestStatusWrittenWithTheObjectSurvivesAnotherTry(t *testing.T) {
 			client := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(kruntime.NewScheme(),
 				map[schema.GroupVersionResource]string{widgets.GroupVersionResource: "WidgetList"}, obj.DeepCopy())
 			clk := clocktesting.NewFakeClock(time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC))
-			ow := &objectWriter{handler: "h", mu: &sync.Mutex{},
+			ow := &objectWriter{handlerName: "h", mu: &sync.Mutex{},
 				opts: &Options{Client: client, WriteLimiter: NewWriteLimiter(1, 1), Clock: clk}}
 			tc.first(ow, client)
 			o := &object{work: &objectWork{}, uid: "x", res: &widgets, cur: cached(t, obj)}
@@ -225,7 +225,7 @@ func TestWriteThatWaitedIsSentAsBuiltWhileItsObjectStaysTheSame(t *testing.T) {
 				return true, widget("3"), nil
 			})
 			clk := clocktesting.NewFakeClock(time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC))
-			ow := &objectWriter{handler: "h", mu: &sync.Mutex{},
+			ow := &objectWriter{handlerName: "h", mu: &sync.Mutex{},
 				opts: &Options{Client: client, WriteLimiter: NewWriteLimiter(1, 1), Clock: clk}}
 			ow.turn(&object{work: &objectWork{}}) // another object's write takes the turn of now
 			ow.inFlight.done(time.Millisecond)
