@@ -8,7 +8,7 @@ BUF     := $(BIN)/buf
 # a 2-core machine responsive.
 TESTFLAGS ?= -race -count=1 -timeout 30m -p 2
 
-.PHONY: fuzz all build test check vet fmt fmt-check proto proto-lint proto-check \
+.PHONY: fuzz all build test check vet rules-check fmt fmt-check proto proto-lint proto-check \
         proto-breaking proto-python proto-typescript typescript docs conformance controlplane test-binaries cluster node image demo chaos chaos-selftest bench bench-timers bench-scale bench-pushdown bench-failover bench-admission clean help
 
 all: build
@@ -57,10 +57,14 @@ fuzz: ## run each fuzz target for FUZZTIME inputs (default 5000x)
 		$(GO) test ./$${t%%:*} -run '^$$' -fuzz "^$${t##*:}$$" -fuzztime $(FUZZTIME) || exit 1; \
 	done
 
-check: vet fmt-check proto-lint proto-check proto-breaking ## static checks that CI runs
+check: vet fmt-check proto-lint proto-check proto-breaking rules-check ## static checks that CI runs
 
 vet:
 	$(GO) vet ./...
+
+rules-check: ## check the shipped alerting rules and run their unit tests with promtool (built once into the cache)
+	$(GO) run ./test/promtool check rules deploy/helm/tether/files/alerts.yaml
+	$(GO) run ./test/promtool test rules test/promtool/testdata/alerts_test.yaml
 
 fmt: ## gofmt the tree
 	gofmt -w $$(git ls-files '*.go')

@@ -51,7 +51,9 @@ func (l *leading) run(ctx context.Context) {
 		})
 	}
 	l.setServing(healthpb.HealthCheckResponse_SERVING)
+	l.metrics.Leading(true)
 	_ = w.Wait()
+	l.metrics.Leading(false)
 	l.setServing(healthpb.HealthCheckResponse_NOT_SERVING)
 	l.unlabelOwnPod()
 	select {

@@ -26,6 +26,7 @@
 //	tether_timers_scheduled{handler}                gauge
 //	tether_api_writes_total{verb,resource,code}     counter
 //	tether_handler_present{handler}                 gauge, 1 or 0
+//	tether_leader                                   gauge, 1 on the replica that leads
 //	tether_admission_review_duration_seconds{handler,binding,result}   histogram
 //	tether_admission_failures_total{handler,binding,policy,reason}     counter
 //	tether_access_reviews_total{result}                                counter

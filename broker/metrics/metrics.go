@@ -48,6 +48,7 @@ type Metrics struct {
 	ackLatency *prometheus.HistogramVec
 	queueDepth *prometheus.GaugeVec
 	timers     *prometheus.GaugeVec
+	leader     prometheus.Gauge
 	admission  *Admission
 	signin     *SignIn
 	holds      *Holds
@@ -86,6 +87,10 @@ func New(reg prometheus.Registerer) *Metrics {
 		Name: "tether_timers_scheduled",
 		Help: "Timer ticks and daemon restarts scheduled for the handler, sampled.",
 	}, handler))
+	m.leader = register(reg, prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "tether_leader",
+		Help: "1 while this replica leads (watches, dispatches, holds and writes), else 0: a follower, or a broker stopping.",
+	}))
 	m.admission = newAdmission(reg)
 	m.signin = newSignIn(reg)
 	m.bindings = newBindingMetrics(reg)
@@ -152,4 +157,12 @@ func (m *Metrics) TimersScheduled(handler string, n int) {
 		return
 	}
 	m.timers.WithLabelValues(handler).Set(float64(n))
+}
+
+// Leading records whether this replica leads.
+func (m *Metrics) Leading(leading bool) {
+	if m == nil {
+		return
+	}
+	m.leader.Set(gauge(leading))
 }
