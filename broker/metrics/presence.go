@@ -73,13 +73,15 @@ func (p *Presence) Closed(handler string) {
 
 // Present records whether an instance of the handler is connected. The
 // first time a handler is seen, its hold counters are set to zero for
-// every reason, so that rates start from a known value.
+// every reason, and it is not orphaned, so that rates and alerts start from
+// a known value.
 func (p *Presence) Present(handler string, present bool) {
 	if p == nil {
 		return
 	}
 	if _, seen := p.known.LoadOrStore(handler, true); !seen {
 		p.holds.zero(handler)
+		p.orphaned.WithLabelValues(handler)
 	}
 	p.present.WithLabelValues(handler).Set(gauge(present))
 }

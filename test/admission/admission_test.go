@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	corev1 "k8s.io/api/core/v1"
@@ -191,6 +192,14 @@ func TestSlowHandlerFailurePolicyDecides(t *testing.T) {
 			if got := failures(t, e, "slow-"+tc.name, policy, "timeout"); got < 1 {
 				t.Errorf("tether_admission_failures_total{policy=%q,reason=\"timeout\"} = %v, want at least 1", policy, got)
 			}
+			// The admission metrics the shipped alerts and dashboard query
+			// are exported (test/lifecycle checks the others).
+			families := brokerMetrics(t, e)
+			for _, name := range testenv.MonitoredMetrics(t) {
+				if _, ok := families[name]; strings.HasPrefix(name, "tether_admission_") && !ok {
+					t.Errorf("the alerts or the dashboard query %s, which the broker does not export", name)
+				}
+			}
 			if tc.failClosed {
 				if err == nil || !strings.Contains(err.Error(), "slow-fail-closed") {
 					t.Fatalf("fail closed: want a refusal naming the handler, got %v", err)
@@ -257,6 +266,22 @@ func TestReleaseRemovesWebhooksWithBrokerDown(t *testing.T) {
 // and reason from the broker's /metrics.
 func failures(t *testing.T, e *env, handler, policy, reason string) float64 {
 	t.Helper()
+	var sum float64
+	for _, m := range brokerMetrics(t, e)["tether_admission_failures_total"].GetMetric() {
+		labels := map[string]string{}
+		for _, l := range m.GetLabel() {
+			labels[l.GetName()] = l.GetValue()
+		}
+		if labels["handler"] == handler && labels["policy"] == policy && labels["reason"] == reason {
+			sum += m.GetCounter().GetValue()
+		}
+	}
+	return sum
+}
+
+// brokerMetrics reads the broker's /metrics.
+func brokerMetrics(t *testing.T, e *env) map[string]*dto.MetricFamily {
+	t.Helper()
 	resp, err := http.Get("http://" + e.b.MetricsAddr().String() + "/metrics")
 	if err != nil {
 		t.Fatal(err)
@@ -267,17 +292,7 @@ func failures(t *testing.T, e *env, handler, policy, reason string) float64 {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var sum float64
-	for _, m := range families["tether_admission_failures_total"].GetMetric() {
-		labels := map[string]string{}
-		for _, l := range m.GetLabel() {
-			labels[l.GetName()] = l.GetValue()
-		}
-		if labels["handler"] == handler && labels["policy"] == policy && labels["reason"] == reason {
-			sum += m.GetCounter().GetValue()
-		}
-	}
-	return sum
+	return families
 }
 
 // Uninstalling the broker (deleting its Deployment) removes every webhook

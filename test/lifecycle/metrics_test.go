@@ -20,6 +20,7 @@ import (
 	"github.com/tether-dev/tether/broker/hold"
 	"github.com/tether-dev/tether/sdk"
 	"github.com/tether-dev/tether/test/controlplane"
+	"github.com/tether-dev/tether/test/testenv"
 )
 
 // startBrokerWithMetrics is startBroker with the metrics and health
@@ -104,6 +105,15 @@ func TestMetricsAndHealth(t *testing.T) {
 	})
 	for _, f := range failed {
 		t.Error(f)
+	}
+	// What the shipped alerts and dashboard query, the broker exports (the
+	// admission metrics are test/admission's: no webhook here).
+	families := metricFamilies(t, base+"/metrics")
+	for _, name := range testenv.MonitoredMetrics(t) {
+		if _, ok := families[name]; !ok && !strings.HasPrefix(name, "tether_admission_") {
+			failed = append(failed, name)
+			t.Errorf("the alerts or the dashboard (%v) query %s, which the broker does not export", testenv.MonitoringFiles, name)
+		}
 	}
 	if len(failed) > 0 || testing.Verbose() {
 		_, body := scrape(t, base+"/metrics")
