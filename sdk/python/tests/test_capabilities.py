@@ -73,3 +73,33 @@ class Progress(unittest.TestCase):
                 self.assertEqual(bool(ack.progress), sent)
                 r.stop()
                 self.assertIsNone(r.error)
+
+    def test_a_broker_without_progress_gets_the_retry_whatever_its_size(self):
+        # Progress past MAX_PROGRESS_BYTES fails the delivery only where it
+        # would be sent: a broker that keeps none gets the RETRY, and the
+        # subhandlers run again.
+        for name, offered, outcome in (("a broker with progress", (BOOTSTRAP, pb.CAPABILITY_PROGRESS), pb.OUTCOME_FAIL),
+                                       ("a broker without it", (BOOTSTRAP,), pb.OUTCOME_RETRY)):
+            with self.subTest(name):
+                reg = tether.Registry()
+
+                @tether.on.create(*W, registry=reg, id="create")
+                def created(**_):
+                    @tether.subhandler(id="big")
+                    def big(patch, **_):
+                        patch.spec["big"] = "x" * (20 << 10)
+
+                    @tether.subhandler(id="later")
+                    def later(**_):
+                        raise tether.TemporaryError("later")
+
+                broker = FakeBroker(capabilities=offered).start()
+                self.addCleanup(broker.stop)
+                r = Runner(reg, broker=broker.address).start()
+                broker.connected()
+                ack = broker.deliver(delivery("create"))
+                self.assertEqual(ack.outcome, outcome, ack.message)
+                self.assertEqual(ack.progress, b"")
+                r.stop()
+                self.assertIsNone(r.error)
+

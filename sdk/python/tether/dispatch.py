@@ -102,7 +102,7 @@ class Dispatcher:
         else:
             ack = outcome.of_return(d.id, subs.final_patch(pruned(patch)) if subs else pruned(patch), value)
         if subs is not None and ack.outcome == pb.OUTCOME_RETRY:
-            ack = _with_progress(ack, subs.progress())
+            ack.progress = subs.progress()  # bounded where it is sent (subhandlers.bounded)
         # Whatever the outcome: Events say what happened on the way to it.
         ack.events.extend(events)
         _log_outcome(logger, reg, cause, ack, time.monotonic() - start, error)
@@ -134,16 +134,6 @@ class Dispatcher:
         verdict = "allowed" if resp.allowed else f"refused ({resp.code or 403}: {resp.message})"
         logger.debug("binding %s: review of %s %s", reg.spec.id, cause.operation, verdict)
         return pb.Ack(delivery_id=d.id, outcome=pb.OUTCOME_OK, admission=resp)
-
-
-def _with_progress(ack: pb.Ack, progress: bytes) -> pb.Ack:
-    """A RETRY with the subhandlers' progress, or the FAIL that says it is
-    too large for the broker."""
-    why = subhandlers.check_size(progress)
-    if why is not None:
-        return outcome.fail(ack.delivery_id, why)
-    ack.progress = progress
-    return ack
 
 
 def _gone(reg: Registration, cause: Cause, ack: pb.Ack) -> bool:

@@ -15,7 +15,7 @@ from typing import Any
 
 import grpc
 
-from . import capabilities, outcome
+from . import capabilities, outcome, subhandlers
 from .daemons import SHUTTING_DOWN, DaemonSet
 from .dispatch import Dispatcher
 from .errors import RejectedError
@@ -97,7 +97,7 @@ class Session:
             LOGGER.debug("the broker keeps no progress; the subhandlers done in delivery %s will run again",
                          ack.delivery_id)
             ack.progress = b""
-        self.send(outcome.request(ack))
+        self.send(outcome.request(subhandlers.bounded(ack)))
 
     async def run(self, channel: grpc.aio.Channel, stopping: asyncio.Event) -> None:
         """Serve one stream: return once stopping is set and the stream is

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from . import bindings, events, filters, hierarchies, kwargs, limits, outcome, patch as patches
 from .delivery import decode
 from .errors import ErrorsMode, PermanentError, TemporaryError
+from .log import LOGGER
 from .selectors import ABSENT, PRESENT
 
 if TYPE_CHECKING:
@@ -305,10 +306,17 @@ async def execute(*, fns: Mapping[str, Callable[..., Any]] | Iterable[Callable[.
     await subs.execute()
 
 
-def check_size(progress: bytes) -> str | None:
-    """Why progress cannot be sent; None when it can."""
-    if len(progress) <= limits.MAX_PROGRESS_BYTES:
-        return None
-    return (f"the subhandlers' progress (which are done, with their patches and results) is {len(progress)} "
-            f"bytes, more than the {limits.MAX_PROGRESS_BYTES} the broker keeps: patch and return less in "
-            "subhandlers")
+def bounded(ack: pb.Ack) -> pb.Ack:
+    """The ack as it may go to a broker that keeps progress: a RETRY whose
+    progress is past MAX_PROGRESS_BYTES is the FAIL that says so, its
+    Events kept. A broker without CAPABILITY_PROGRESS gets no progress at
+    all, so the size matters only where it is sent."""
+    if len(ack.progress) <= limits.MAX_PROGRESS_BYTES:
+        return ack
+    why = (f"the subhandlers' progress (which are done, with their patches and results) is {len(ack.progress)} "
+           f"bytes, more than the {limits.MAX_PROGRESS_BYTES} the broker keeps: patch and return less in "
+           "subhandlers")
+    LOGGER.error("delivery %s failed permanently: %s", ack.delivery_id, why)
+    failed = outcome.fail(ack.delivery_id, why)
+    failed.events.extend(ack.events)
+    return failed

@@ -32,7 +32,7 @@ import weakref
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
-from . import durations, essence, files, outcome
+from . import durations, essence, files, outcome, subhandlers
 from .bindings import Kind, Spec
 from .daemons import AsyncDaemonStopped, DaemonStopped, failure
 from .dispatch import Dispatcher
@@ -257,7 +257,7 @@ class FakeBroker:
         key = (reg.spec.id, d.ref.uid)
         if attempt > 1:
             d.progress = self._progress.get(key, b"")
-        ack = self._ack(reg, d)
+        ack = subhandlers.bounded(self._ack(reg, d))  # a broker that keeps progress
         if ack.outcome == pb.OUTCOME_RETRY and ack.progress:
             self._progress[key] = ack.progress
         else:
