@@ -45,6 +45,20 @@ func (a *Authenticator) AuthorizeName(ctx context.Context, handler string, prior
 	return a.authorize(ctx, HelloRights(a.opts.Namespace, handler, priority), nil)
 }
 
+// AuthorizeRecorded is Authorize for an identity that is not signing in
+// but was recorded: the user a handler's presence Lease says its instances
+// signed in as, asked before the handler is restored from that Lease, at
+// priority 0 (a restored handler has no instance to take work over). The
+// Lease is only as trustworthy as whoever may write Leases in the broker's
+// namespace, so what it records is held to the same rights as at Hello: no
+// user recorded is a denial. Its errors are those of Authorize.
+func (a *Authenticator) AuthorizeRecorded(ctx context.Context, user authenticationv1.UserInfo, handler string, bindings []*binding.Binding) error {
+	if user.Username == "" {
+		return fmt.Errorf("%w: the lease records no identity the handler signed in as", ErrDenied)
+	}
+	return a.authorizeAs(ctx, user, Rights(a.opts.Namespace, handler, 0, bindings), bindings)
+}
+
 func (a *Authenticator) authorize(ctx context.Context, rights []Right, bindings []*binding.Binding) error {
 	user, err := a.authenticate(ctx)
 	if err != nil {
@@ -53,6 +67,12 @@ func (a *Authenticator) authorize(ctx context.Context, rights []Right, bindings 
 		}
 		return err
 	}
+	return a.authorizeAs(ctx, user, rights, bindings)
+}
+
+// authorizeAs asks whether user has each of rights, then whether the
+// broker itself can serve bindings.
+func (a *Authenticator) authorizeAs(ctx context.Context, user authenticationv1.UserInfo, rights []Right, bindings []*binding.Binding) error {
 	for _, r := range rights {
 		err := a.check(ctx, user, r)
 		if err == nil {

@@ -12,7 +12,9 @@
 // writes or holds (a finalizer is a write); create of webhook
 // configurations for admission.
 // [Authenticator.Authorize] asks for each at Hello and again while the
-// session lasts. The broker's own RBAC is never a way around the
+// session lasts; [Authenticator.AuthorizeRecorded] asks the same of the
+// identity a presence Lease records, before the handler is restored from
+// it. The broker's own RBAC is never a way around the
 // handler's, and is narrow itself: [BrokerRights] are what the broker's
 // identity needs to serve the bindings (list and watch, patch where it
 // writes or holds), asked with SelfSubjectAccessReview at Hello, so that a
