@@ -20,6 +20,7 @@ const (
 	annReleaseRequested = "tether.dev/release-requested"
 	annReleasing        = "tether.dev/releasing"
 	annReleased         = "tether.dev/released"
+	annNotRestored      = "tether.dev/not-restored"
 )
 
 // User is an identity a handler signed in as.
@@ -67,10 +68,14 @@ type Marks struct {
 	// Lease stays only until `broker release` deletes it, and no broker
 	// restores the handler from it.
 	Released time.Time
+	// NotRestored is why the broker would not restore the handler from its
+	// Lease (its recorded identity failed the rights check of a Hello);
+	// empty when it did, and cleared once an instance signs in again.
+	NotRestored string
 }
 
 func decodeMarks(a map[string]string) Marks {
-	m := Marks{Orphaned: a[annOrphaned]}
+	m := Marks{Orphaned: a[annOrphaned], NotRestored: a[annNotRestored]}
 	// A mark that does not parse counts as set now: it was set.
 	at := func(v string) time.Time {
 		if v == "" {
@@ -89,6 +94,12 @@ func decodeMarks(a map[string]string) Marks {
 // MarkOrphaned records why handler is orphaned, or clears it (empty).
 func (s *Store) MarkOrphaned(ctx context.Context, handler, why string) error {
 	return s.annotate(ctx, handler, map[string]any{annOrphaned: orNull(why)})
+}
+
+// MarkNotRestored records why the broker did not restore handler from its
+// Lease, or clears it (empty).
+func (s *Store) MarkNotRestored(ctx context.Context, handler, why string) error {
+	return s.annotate(ctx, handler, map[string]any{annNotRestored: orNull(why)})
 }
 
 // RequestRelease asks the running broker to release handler.

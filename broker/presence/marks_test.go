@@ -36,9 +36,10 @@ func TestMarksSurviveTheKeepersPutsUntilTheHandlerReturns(t *testing.T) {
 	put(rec)
 	must(s.MarkOrphaned(ctx, "h", "gone"))
 	must(s.RequestRelease(ctx, "h", now))
+	must(s.MarkNotRestored(ctx, "h", "denied"))
 	put(rec)
-	if m := get().Marks; m.Orphaned != "gone" || !m.ReleaseRequested.Equal(now) || !m.Released.IsZero() {
-		t.Fatalf("after a Put: marks %+v, want orphaned and the request kept", m)
+	if m := get().Marks; m.Orphaned != "gone" || !m.ReleaseRequested.Equal(now) || !m.Released.IsZero() || m.NotRestored != "denied" {
+		t.Fatalf("after a Put: marks %+v, want orphaned, not restored and the request kept", m)
 	}
 	if u := get().User; u.Name != rec.User.Name || len(u.Groups) != 1 {
 		t.Fatalf("user %+v, want %+v", u, rec.User)
@@ -53,8 +54,8 @@ func TestMarksSurviveTheKeepersPutsUntilTheHandlerReturns(t *testing.T) {
 	}
 	rec.Instances, rec.AbsentSince = 1, time.Time{}
 	put(rec)
-	if m := get().Marks; !m.Released.IsZero() {
-		t.Fatalf("the handler returned: marks %+v, want released cleared", m)
+	if m := get().Marks; !m.Released.IsZero() || m.NotRestored != "" {
+		t.Fatalf("the handler returned: marks %+v, want released and not restored cleared", m)
 	}
 	must(s.Delete(ctx, "h"))
 	must(s.Delete(ctx, "h"))

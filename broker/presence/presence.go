@@ -171,8 +171,10 @@ func encode(l *coordinationv1.Lease, r Record) error {
 		l.Annotations[annUser] = r.User.encode()
 	}
 	if r.Instances > 0 {
-		// The handler is back: a release of its past is over.
+		// The handler is back: a release of its past is over, and it
+		// signed in, rights checked, as the broker restoring it would not.
 		delete(l.Annotations, annReleased)
+		delete(l.Annotations, annNotRestored)
 	}
 	l.Annotations[annGrace] = r.Grace.String()
 	l.Annotations[annAbsentReleaseAfter] = r.AbsentReleaseAfter.String()

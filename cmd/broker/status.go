@@ -97,6 +97,9 @@ func status(args []string, stdout, stderr io.Writer) error {
 		if r.Marks.Orphaned != "" {
 			fmt.Fprintf(stdout, "\nhandler %s is orphaned: %s\n", r.Handler, r.Marks.Orphaned)
 		}
+		if r.Marks.NotRestored != "" {
+			fmt.Fprintf(stdout, "\nhandler %s was not restored from its lease: %s\n", r.Handler, r.Marks.NotRestored)
+		}
 	}
 	for _, r := range records {
 		printStuck(stdout, r, now)
@@ -115,6 +118,8 @@ func state(r presence.Record, now time.Time) string {
 		return "release requested"
 	case r.Marks.Orphaned != "":
 		return "orphaned"
+	case r.Marks.NotRestored != "":
+		return "not restored"
 	}
 	if r.Instances > 0 {
 		if stale := now.Sub(r.LastSeen); stale > staleAfter {
