@@ -93,7 +93,7 @@ func (b *Broker) assemble(ctx context.Context, authz *auth.Authenticator) (p *pa
 		return nil, fmt.Errorf("creating discovery client: %w", err)
 	}
 	resolver := resource.NewResolver(resource.Options{Discovery: disc})
-	if err := p.watchAndDispatch(resolver, kinds); err != nil {
+	if err := p.watchAndDispatch(resolver, kinds, authz); err != nil {
 		return nil, err
 	}
 	p.sessions = p.newSessions(resolver, kinds, authz)
@@ -144,8 +144,10 @@ func (p *parts) servingTLS(ctx context.Context) (*tls.Config, error) {
 }
 
 // watchAndDispatch builds the informers, the dispatcher and, with
-// admission, the endpoint that hands reviews to the dispatcher.
-func (p *parts) watchAndDispatch(resolver *resource.Resolver, kinds map[binding.Kind]bool) error {
+// admission, the endpoint that hands reviews to the dispatcher. authz (nil
+// when Insecure) re-checks the identities of the handlers restored from
+// their Leases.
+func (p *parts) watchAndDispatch(resolver *resource.Resolver, kinds map[binding.Kind]bool, authz *auth.Authenticator) error {
 	watcher, err := informer.NewClient(p.cfg)
 	if err != nil {
 		return err
@@ -164,6 +166,12 @@ func (p *parts) watchAndDispatch(resolver *resource.Resolver, kinds map[binding.
 	if !p.opts.Insecure {
 		writeAs = newActAs(p.wcfg).client
 	}
+	var reauthorize func(context.Context, string, presence.User, []*binding.Binding) error
+	if authz != nil {
+		reauthorize = func(ctx context.Context, handler string, u presence.User, bs []*binding.Binding) error {
+			return authz.AuthorizeRecorded(ctx, authenticationv1.UserInfo{Username: u.Name, Groups: u.Groups}, handler, bs)
+		}
+	}
 	o := p.opts
 	p.dispatcher = dispatch.New(dispatch.Options{
 		Log: p.log, Client: p.writer, Writer: writeJSON, ActAs: writeAs, Informers: p.informers, Recorder: p.recorder,
@@ -171,6 +179,7 @@ func (p *parts) watchAndDispatch(resolver *resource.Resolver, kinds map[binding.
 		Metrics: p.metrics, Webhooks: hooks, NoPushdown: o.NoPushdown, StuckAfter: o.StuckAfter,
 		WriteLimiter:   dispatch.NewWriteLimiter(o.WriteQPS, o.WriteBurst),
 		ReleaseLimiter: dispatch.NewWriteLimiter(o.ReleaseQPS, dispatch.ReleaseBurst(o.ReleaseQPS)),
+		Reauthorize:    reauthorize,
 		Compile: func(ctx context.Context, bs []*tetherv1.Binding) ([]*binding.Binding, error) {
 			return binding.Compile(ctx, bs, resolver, o.Defaults, kinds)
 		},

@@ -84,6 +84,13 @@ type Options struct {
 	Absence AbsenceLimits
 	// Compile validates bindings; it restores handlers from their Leases.
 	Compile func(ctx context.Context, bindings []*tetherv1.Binding) ([]*binding.Binding, error)
+	// Reauthorize re-checks, before a handler is restored from its Lease,
+	// that the identity the Lease records has the rights a Hello with
+	// bindings needs (auth.Authenticator.AuthorizeRecorded): an error
+	// wrapping auth.ErrDenied leaves the handler unrestored
+	// (reauthorize.go), any other is retried. nil checks nothing
+	// (insecure mode, where no identity is recorded).
+	Reauthorize func(ctx context.Context, handler string, user presence.User, bindings []*binding.Binding) error
 	// ReleaseLimiter paces the writes that strip holds from live objects of
 	// a long-absent handler (default DefaultReleaseQPS, in bursts of
 	// ReleaseBurst).
@@ -338,6 +345,8 @@ func (m *Manager) Attach(_ context.Context, in *session.Instance, hello *tetherv
 // and until then the broker is not ready; a Lease that cannot be read, or a
 // binding that no longer compiles (a CRD removed, a version no longer
 // served, admission off), is logged and left out, and the rest is restored.
+// A Lease whose recorded identity fails the rights check of a Hello is not
+// restored at all (reauthorize.go).
 func (m *Manager) restore(ctx context.Context) {
 	if m.opts.Presence == nil || m.opts.Compile == nil {
 		return
@@ -415,6 +424,15 @@ func (m *Manager) restoreOne(ctx context.Context, r presence.Record) error {
 				sweep = append(sweep, presence.Scope{Resource: gvr, Namespaces: pb.GetNamespaces()})
 			}
 		}
+	}
+	m.mu.Lock()
+	_, attached := m.handlers[r.Handler]
+	m.mu.Unlock()
+	if attached {
+		return nil // an instance connected meanwhile, its rights checked at Hello
+	}
+	if ok, err := m.reauthorized(ctx, r, bindings); !ok {
+		return err
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()

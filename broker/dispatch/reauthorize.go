@@ -1,0 +1,75 @@
+package dispatch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/tether-dev/tether/broker/auth"
+	"github.com/tether-dev/tether/broker/binding"
+	"github.com/tether-dev/tether/broker/presence"
+)
+
+// A handler's presence Lease is written by the broker, but anyone who may
+// write Leases in the broker's namespace can write one too. Restoring a
+// handler from it writes its webhook configurations, sweeps its holds from
+// the scopes it records and releases its holds after its grace, so before
+// that the identity it records is held to the rights a Hello needs for the
+// bindings it records (Options.Reauthorize). A record that fails is not
+// restored at all, rather than without the binding that failed: left out,
+// that binding's scope would be swept of the handler's holds at once,
+// STRICT ones included, on the say of a record nobody vouched for. Not
+// restored, nothing of the record is acted on: the handler's holds stay as
+// they are, and no webhook is written for it, until an instance signs in
+// as it (its rights checked as every Hello's are) or `broker release
+// --handler` releases it.
+
+// reasonNotRestored is the Event reason of a record that failed the check.
+const reasonNotRestored = "HandlerNotRestored"
+
+// reauthorized reports whether r may be restored with bindings: true when
+// no check is configured (insecure mode) or the recorded identity passes
+// it. A denial is logged, posted as a Warning Event on the Lease and marked
+// on it for `broker status`; other errors (the API server not answering)
+// are returned, for the restore to retry.
+func (m *Manager) reauthorized(ctx context.Context, r presence.Record, bindings []*binding.Binding) (bool, error) {
+	if m.opts.Reauthorize == nil {
+		return true, nil
+	}
+	err := m.opts.Reauthorize(ctx, r.Handler, r.User, bindings)
+	switch {
+	case err == nil:
+		if r.Marks.NotRestored != "" {
+			if err := m.opts.Presence.MarkNotRestored(ctx, r.Handler, ""); err != nil {
+				m.log.Warn("cannot clear the not-restored mark of the handler's lease", "handler", r.Handler, "error", err)
+			}
+		}
+		return true, nil
+	case !errors.Is(err, auth.ErrDenied):
+		return false, fmt.Errorf("re-checking the rights of the identity the lease records: %w", err)
+	}
+	why := fmt.Sprintf("the identity its lease records (%q) fails the rights check of a Hello: %v", r.User.Name, err)
+	m.log.Error("not restoring handler: its holds stay as they are and no webhook is written for it until an instance signs in as it",
+		"handler", r.Handler, "user", r.User.Name, "error", err)
+	m.opts.Recorder.Event(m.lease(r.Handler), true, reasonNotRestored, fmt.Sprintf(
+		"handler %q not restored: %s. Its holds stay as they are, its recorded sweep is ignored and no webhook is written for it, "+
+			"until an instance signs in as it or `broker release --handler %s`", r.Handler, why, r.Handler))
+	if why != r.Marks.NotRestored {
+		if err := m.opts.Presence.MarkNotRestored(ctx, r.Handler, why); err != nil {
+			m.log.Warn("cannot mark the handler's lease not restored", "handler", r.Handler, "error", err)
+		}
+	}
+	return false, nil
+}
+
+// lease is the handler's presence Lease, as Events name it.
+func (m *Manager) lease(handler string) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{}
+	u.SetAPIVersion("coordination.k8s.io/v1")
+	u.SetKind("Lease")
+	u.SetNamespace(m.opts.Presence.Namespace)
+	u.SetName(presence.LeaseName(handler))
+	return u
+}
