@@ -90,9 +90,9 @@ func (a *Authenticator) authorizeAs(ctx context.Context, user authenticationv1.U
 func (a *Authenticator) check(ctx context.Context, user authenticationv1.UserInfo, r Right) error {
 	key := rightKey(user, r)
 	switch {
-	case a.allowed.recently(key):
+	case a.allowed.has(key):
 		return nil
-	case a.denied.recently(key):
+	case a.denied.has(key):
 		return denial(user, r)
 	}
 	extra := map[string]authorizationv1.ExtraValue{}
@@ -126,11 +126,11 @@ func (a *Authenticator) check(ctx context.Context, user authenticationv1.UserInf
 func (a *Authenticator) answered(key string, allowed bool) bool {
 	if allowed {
 		a.opts.Metrics.SignIn().Reviewed(metrics.AccessAllowed)
-		a.allowed.remember(key)
+		a.allowed.put(key, struct{}{}, a.opts.AllowedTTL)
 		return true
 	}
 	a.opts.Metrics.SignIn().Reviewed(metrics.AccessDenied)
-	a.denied.remember(key)
+	a.denied.put(key, struct{}{}, a.opts.DeniedTTL)
 	return false
 }
 

@@ -57,9 +57,9 @@ func (a *Authenticator) authorizeBroker(ctx context.Context, bindings []*binding
 func (a *Authenticator) checkSelf(ctx context.Context, r Right) error {
 	key := "\x00broker\x00" + rightKey(authenticationv1.UserInfo{}, r)
 	switch {
-	case a.allowed.recently(key):
+	case a.allowed.has(key):
 		return nil
-	case a.denied.recently(key):
+	case a.denied.has(key):
 		return brokerDenial(r)
 	}
 	ssar := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{

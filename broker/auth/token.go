@@ -6,7 +6,6 @@ import (
 	"net"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"google.golang.org/grpc"
@@ -68,19 +67,16 @@ const DefaultDeniedTTL = 5 * time.Second
 type Authenticator struct {
 	opts Options
 
-	mu       sync.Mutex
-	cache    map[[32]byte]review
-	swept    time.Time
-	inFlight *limit.Counter // token reviews per peer host
-	allowed  *verdicts
-	denied   *verdicts
+	reviews  *expiring[[32]byte, review] // by the token's hash
+	inFlight *limit.Counter              // token reviews per peer host
+	// allowed and denied are the SubjectAccessReviews' verdicts, by right.
+	allowed, denied *expiring[string, struct{}]
 }
 
 // review is a cached TokenReview outcome: a user, or the refusal message.
 type review struct {
 	user    authenticationv1.UserInfo
 	refused string
-	expires time.Time
 }
 
 // New returns an Authenticator.
@@ -107,9 +103,10 @@ func New(opts Options) *Authenticator {
 		opts.Clock = clock.RealClock{}
 	}
 	return &Authenticator{
-		opts: opts, cache: map[[32]byte]review{}, inFlight: &limit.Counter{PerKey: opts.MaxReviewsPerPeer},
-		allowed: newVerdicts(opts.AllowedTTL, opts.MaxCached, opts.Clock),
-		denied:  newVerdicts(opts.DeniedTTL, opts.MaxCached, opts.Clock),
+		opts: opts, reviews: newExpiring[[32]byte, review](opts.MaxCached, opts.Clock),
+		inFlight: &limit.Counter{PerKey: opts.MaxReviewsPerPeer},
+		allowed:  newExpiring[string, struct{}](opts.MaxCached, opts.Clock),
+		denied:   newExpiring[string, struct{}](opts.MaxCached, opts.Clock),
 	}
 }
 
@@ -160,7 +157,7 @@ func (a *Authenticator) authenticateToken(ctx context.Context, token, host strin
 		return authenticationv1.UserInfo{}, status.Error(codes.Unauthenticated, "a bearer token is required (authorization: Bearer <ServiceAccount token>)")
 	}
 	key := sha256.Sum256([]byte(token))
-	if r, ok := a.cached(key); ok {
+	if r, ok := a.reviews.get(key); ok {
 		return r.result()
 	}
 	if !a.inFlight.Acquire(host) {
@@ -174,25 +171,25 @@ func (a *Authenticator) authenticateToken(ctx context.Context, token, host strin
 	if err != nil {
 		return authenticationv1.UserInfo{}, status.Errorf(codes.Unavailable, "reviewing the token: %v", err)
 	}
-	r := a.judge(tr.Status)
-	a.store(key, r)
+	r, ttl := a.judge(tr.Status)
+	a.reviews.put(key, r, ttl)
 	return r.result()
 }
 
-// judge turns a TokenReview's answer into a cacheable review.
-func (a *Authenticator) judge(st authenticationv1.TokenReviewStatus) review {
-	now := a.opts.Clock.Now()
+// judge turns a TokenReview's answer into a review, and says how long to
+// cache it.
+func (a *Authenticator) judge(st authenticationv1.TokenReviewStatus) (review, time.Duration) {
 	switch {
 	case !st.Authenticated:
 		msg := st.Error
 		if msg == "" {
 			msg = "the API server does not accept it"
 		}
-		return review{refused: msg, expires: now.Add(a.opts.RefusedTTL)}
+		return review{refused: msg}, a.opts.RefusedTTL
 	case len(a.opts.Audiences) > 0 && !slices.ContainsFunc(st.Audiences, func(s string) bool { return slices.Contains(a.opts.Audiences, s) }):
-		return review{refused: "it is not meant for this broker (audiences " + strings.Join(a.opts.Audiences, ", ") + ")", expires: now.Add(a.opts.RefusedTTL)}
+		return review{refused: "it is not meant for this broker (audiences " + strings.Join(a.opts.Audiences, ", ") + ")"}, a.opts.RefusedTTL
 	}
-	return review{user: st.User, expires: now.Add(a.opts.CacheTTL)}
+	return review{user: st.User}, a.opts.CacheTTL
 }
 
 func (r review) result() (authenticationv1.UserInfo, error) {
@@ -200,32 +197,6 @@ func (r review) result() (authenticationv1.UserInfo, error) {
 		return authenticationv1.UserInfo{}, status.Errorf(codes.Unauthenticated, "invalid token: %s", r.refused)
 	}
 	return r.user, nil
-}
-
-func (a *Authenticator) cached(key [32]byte) (review, bool) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	r, ok := a.cache[key]
-	return r, ok && a.opts.Clock.Now().Before(r.expires)
-}
-
-// store caches r, first dropping what expired; a full cache (a flood of
-// distinct tokens) caches nothing more until entries expire.
-func (a *Authenticator) store(key [32]byte, r review) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	now := a.opts.Clock.Now()
-	if len(a.cache) >= a.opts.MaxCached || now.Sub(a.swept) > a.opts.CacheTTL {
-		for k, c := range a.cache {
-			if !now.Before(c.expires) {
-				delete(a.cache, k)
-			}
-		}
-		a.swept = now
-	}
-	if len(a.cache) < a.opts.MaxCached {
-		a.cache[key] = r
-	}
 }
 
 func bearer(ctx context.Context) string {

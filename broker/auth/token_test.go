@@ -137,14 +137,14 @@ func TestExpiredReviewsLeaveTheCache(t *testing.T) {
 	if _, err := a.authenticate(streamContext("10.0.0.1", "good-new")); err != nil {
 		t.Fatal(err)
 	}
-	if n := len(a.cache); n != 1 {
+	if n := a.reviews.len(); n != 1 {
 		t.Errorf("%d cached reviews after every other one expired, want 1", n)
 	}
 	// A full cache of live reviews caches nothing more: it cannot grow.
 	for i := range 20 {
 		_, _ = a.authenticate(streamContext("10.0.0.1", fmt.Sprint("forged-", i)))
 	}
-	if n := len(a.cache); n > 8 {
+	if n := a.reviews.len(); n > 8 {
 		t.Errorf("%d cached reviews, more than MaxCached 8", n)
 	}
 }

@@ -15,7 +15,6 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
@@ -241,7 +240,7 @@ func (m *Manager) Start(ctx context.Context) error {
 	m.mu.Lock()
 	m.ctx = ctx
 	m.mu.Unlock()
-	m.restore(ctx)
+	(&restorer{m}).restore(ctx)
 	m.restored.Store(true)
 	m.awaitAccepting(ctx)
 	<-ctx.Done()
@@ -336,138 +335,6 @@ func (m *Manager) Attach(_ context.Context, in *session.Instance, hello *tetherv
 	rt.presence.setLimits(grace, absentAfter)
 	rt.addInstance(in)
 	return session.Attachment{Detach: func() { rt.removeInstance(in) }, Grace: grace, AbsentReleaseAfter: absentAfter}, nil
-}
-
-// restore brings back the handlers a previous broker recorded, absent until
-// an instance connects, so that their holds are still released after their
-// grace even if they never come back. What a retry can fix (the API server
-// not answering, the informers not started yet) is retried with backoff,
-// and until then the broker is not ready; a Lease that cannot be read, or a
-// binding that no longer compiles (a CRD removed, a version no longer
-// served, admission off), is logged and left out, and the rest is restored.
-// A Lease whose recorded identity fails the rights check of a Hello is not
-// restored at all (reauthorize.go).
-func (m *Manager) restore(ctx context.Context) {
-	if m.opts.Presence == nil || m.opts.Compile == nil {
-		return
-	}
-	var pending map[string]bool // the handlers to try again; nil: all
-	for delay := restoreBackoffMin; ; delay = min(2*delay, restoreBackoffMax) {
-		records, err := m.opts.Presence.List(ctx)
-		if err != nil {
-			m.log.Warn("cannot read handler presence; retrying", "error", err, "delay", delay)
-		} else {
-			retry := map[string]bool{}
-			for _, r := range records {
-				if pending != nil && !pending[r.Handler] {
-					continue
-				}
-				if err := m.restoreOne(ctx, r); err != nil {
-					m.log.Warn("cannot restore handler yet; retrying", "handler", r.Handler, "error", err, "delay", delay)
-					retry[r.Handler] = true
-				}
-			}
-			if len(retry) == 0 {
-				return
-			}
-			pending = retry
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-m.opts.Clock.After(delay):
-		}
-	}
-}
-
-// restoreBackoffMin and restoreBackoffMax bound the wait between two tries
-// to restore handlers.
-const (
-	restoreBackoffMin = 100 * time.Millisecond
-	restoreBackoffMax = 10 * time.Second
-)
-
-// restoreOne brings back one recorded handler. It returns an error only for
-// what a retry can fix.
-func (m *Manager) restoreOne(ctx context.Context, r presence.Record) error {
-	if !r.Marks.Released.IsZero() {
-		m.log.Info("not restoring handler: it was released on request ('broker release --handler' deletes its lease)",
-			"handler", r.Handler, "released", r.Marks.Released)
-		return nil
-	}
-	if r.Unreadable != nil && r.Bindings == nil {
-		m.log.Error("cannot restore handler: its lease is unreadable; 'broker release --handler' still finds its holds",
-			"handler", r.Handler, "error", r.Unreadable)
-		return nil
-	}
-	if r.Unreadable != nil {
-		m.log.Error("part of the handler's lease is unreadable; restoring what could be read",
-			"handler", r.Handler, "error", r.Unreadable)
-		if r.Grace <= 0 {
-			r.Grace = m.opts.Absence.Grace
-		}
-	}
-	var bindings []*binding.Binding
-	sweep := r.Sweep
-	for _, pb := range r.Bindings {
-		b, err := m.opts.Compile(ctx, []*tetherv1.Binding{pb})
-		switch {
-		case err == nil:
-			bindings = append(bindings, b...)
-		case transient(err):
-			return fmt.Errorf("compiling binding %q: %w", pb.GetId(), err)
-		default:
-			m.log.Error("binding no longer compiles; the handler is restored without it, and its holds there are swept",
-				"handler", r.Handler, "binding", pb.GetId(), "error", err)
-			if res := pb.GetResource(); mayHold(pb.GetKind()) && res.GetResource() != "" && res.GetVersion() != "" {
-				gvr := schema.GroupVersionResource{Group: res.GetGroup(), Version: res.GetVersion(), Resource: res.GetResource()}
-				sweep = append(sweep, presence.Scope{Resource: gvr, Namespaces: pb.GetNamespaces()})
-			}
-		}
-	}
-	m.mu.Lock()
-	_, attached := m.handlers[r.Handler]
-	m.mu.Unlock()
-	if attached {
-		return nil // an instance connected meanwhile, its rights checked at Hello
-	}
-	if ok, err := m.reauthorized(ctx, r, bindings); !ok {
-		return err
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if _, ok := m.controllers[r.Handler]; ok {
-		return nil // an instance connected meanwhile
-	}
-	rt := newController(m, r.Handler, bindings, binding.Fingerprint(bindings), dropped(nil, sweep, bindings))
-	rt.presence.declared = r.Bindings
-	rt.presence.setLimits(r.Grace, r.AbsentReleaseAfter)
-	absentSince := r.AbsentSinceOrLastSeen()
-	if absentSince.IsZero() {
-		absentSince = m.opts.Clock.Now() // a Lease that says nothing: from now
-	}
-	rt.presence.absentSince = absentSince
-	rt.presence.user = r.User
-	if err := rt.start(m.ctx); err != nil {
-		if errors.Is(err, informer.ErrNotStarted) {
-			return err
-		}
-		m.log.Error("cannot restore handler", "handler", r.Handler, "error", err)
-		return nil
-	}
-	m.controllers[r.Handler] = rt
-	m.log.Info("restored handler from its lease", "handler", r.Handler, "absent_since", absentSince,
-		"bindings", len(bindings), "recorded_bindings", len(r.Bindings))
-	return nil
-}
-
-// mayHold reports whether bindings of kind k can have put holds on objects.
-func mayHold(k tetherv1.BindingKind) bool {
-	switch k {
-	case tetherv1.BindingKind_BINDING_KIND_DELETE, tetherv1.BindingKind_BINDING_KIND_TIMER, tetherv1.BindingKind_BINDING_KIND_DAEMON:
-		return true
-	}
-	return false
 }
 
 // transient reports whether err is the API server not answering, rather

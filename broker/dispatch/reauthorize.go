@@ -34,16 +34,16 @@ const reasonNotRestored = "HandlerNotRestored"
 // it. A denial is logged, posted as a Warning Event on the Lease and marked
 // on it for `broker status`; other errors (the API server not answering)
 // are returned, for the restore to retry.
-func (m *Manager) reauthorized(ctx context.Context, r presence.Record, bindings []*binding.Binding) (bool, error) {
-	if m.opts.Reauthorize == nil {
+func (rs *restorer) reauthorized(ctx context.Context, r presence.Record, bindings []*binding.Binding) (bool, error) {
+	if rs.opts.Reauthorize == nil {
 		return true, nil
 	}
-	err := m.opts.Reauthorize(ctx, r.Handler, r.User, bindings)
+	err := rs.opts.Reauthorize(ctx, r.Handler, r.User, bindings)
 	switch {
 	case err == nil:
 		if r.Marks.NotRestored != "" {
-			if err := m.opts.Presence.MarkNotRestored(ctx, r.Handler, ""); err != nil {
-				m.log.Warn("cannot clear the not-restored mark of the handler's lease", "handler", r.Handler, "error", err)
+			if err := rs.opts.Presence.MarkNotRestored(ctx, r.Handler, ""); err != nil {
+				rs.log.Warn("cannot clear the not-restored mark of the handler's lease", "handler", r.Handler, "error", err)
 			}
 		}
 		return true, nil
@@ -51,25 +51,25 @@ func (m *Manager) reauthorized(ctx context.Context, r presence.Record, bindings 
 		return false, fmt.Errorf("re-checking the rights of the identity the lease records: %w", err)
 	}
 	why := fmt.Sprintf("the identity its lease records (%q) fails the rights check of a Hello: %v", r.User.Name, err)
-	m.log.Error("not restoring handler: its holds stay as they are and no webhook is written for it until an instance signs in as it",
+	rs.log.Error("not restoring handler: its holds stay as they are and no webhook is written for it until an instance signs in as it",
 		"handler", r.Handler, "user", r.User.Name, "error", err)
-	m.opts.Recorder.Event(m.lease(r.Handler), true, reasonNotRestored, fmt.Sprintf(
+	rs.opts.Recorder.Event(rs.lease(r.Handler), true, reasonNotRestored, fmt.Sprintf(
 		"handler %q not restored: %s. Its holds stay as they are, its recorded sweep is ignored and no webhook is written for it, "+
 			"until an instance signs in as it or `broker release --handler %s`", r.Handler, why, r.Handler))
 	if why != r.Marks.NotRestored {
-		if err := m.opts.Presence.MarkNotRestored(ctx, r.Handler, why); err != nil {
-			m.log.Warn("cannot mark the handler's lease not restored", "handler", r.Handler, "error", err)
+		if err := rs.opts.Presence.MarkNotRestored(ctx, r.Handler, why); err != nil {
+			rs.log.Warn("cannot mark the handler's lease not restored", "handler", r.Handler, "error", err)
 		}
 	}
 	return false, nil
 }
 
 // lease is the handler's presence Lease, as Events name it.
-func (m *Manager) lease(handler string) *unstructured.Unstructured {
+func (rs *restorer) lease(handler string) *unstructured.Unstructured {
 	u := &unstructured.Unstructured{}
 	u.SetAPIVersion("coordination.k8s.io/v1")
 	u.SetKind("Lease")
-	u.SetNamespace(m.opts.Presence.Namespace)
+	u.SetNamespace(rs.opts.Presence.Namespace)
 	u.SetName(presence.LeaseName(handler))
 	return u
 }

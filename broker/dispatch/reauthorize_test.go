@@ -108,7 +108,7 @@ func TestRestoreReauthorizesTheRecordedIdentity(t *testing.T) {
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
 	for h, want := range map[string]bool{"allowed": true, "transient": true, "denied-name": false, "denied-binding": false} {
-		if got := m.handlers[h] != nil; got != want {
+		if got := m.controllers[h] != nil; got != want {
 			t.Errorf("%s: restored %v, want %v", h, got, want)
 		}
 		event := slices.Contains(rec.events, reasonNotRestored+" "+presence.LeaseName(h))
