@@ -124,3 +124,82 @@ func TestAStuckHoldSaysWhyItStays(t *testing.T) {
 	})
 	t.Logf("broker status:\n%s", out)
 }
+
+// TestAStuckHoldNamesEachReason: besides a retrying binding and an absent
+// STRICT handler (TestAStuckHoldSaysWhyItStays), a hold on an object being
+// deleted stays while its handler is absent within its grace, while its
+// delete binding has not answered yet, and while the API server refuses the
+// broker's release. Each widget past --stuck-after gets a HoldStuck Event in
+// the words of its reason, and `broker status` lists it with the same words.
+// (The one reason left, no broker leading, is cmd/broker's unit test: status
+// says it only after 30 s without a renewal.)
+func TestAStuckHoldNamesEachReason(t *testing.T) {
+	cp := controlplane.Get(t)
+	dyn := cp.EnsureWidgetCRD(t)
+	var brokerNS string
+	addr := startBroker(t, cp, func(o *broker.Options) {
+		o.StuckAfter = 2 * time.Second
+		brokerNS = o.Namespace
+	})
+	graceNS, busyNS, refuseNS := cp.Namespace(t), cp.Namespace(t), cp.Namespace(t)
+
+	away := sdk.New("stuckaway", append(handlerOpts(t), sdk.WithGrace(time.Hour))...)
+	away.OnDelete(widgets, nothing, sdk.ID("cleanup"), sdk.Namespaces(graceNS))
+	stopAway := runHandler(t, away, addr)
+	busy := sdk.New("stuckbusy", handlerOpts(t)...)
+	busy.OnDelete(widgets, func(ctx context.Context, _ *sdk.Event) error {
+		<-ctx.Done() // answers only when the test ends
+		return ctx.Err()
+	}, sdk.ID("drain"), sdk.Namespaces(busyNS), sdk.Timeout(30*time.Minute))
+	runHandler(t, busy, addr)
+	done := sdk.New("stuckrefused", handlerOpts(t)...)
+	done.OnDelete(widgets, nothing, sdk.ID("finish"), sdk.Namespaces(refuseNS))
+	runHandler(t, done, addr)
+
+	frozen := widget(refuseNS, "f", nil)
+	frozen.SetLabels(map[string]string{"frozen": "yes"})
+	create(t, dyn, widgetGVR, widget(graceNS, "g", nil))
+	create(t, dyn, widgetGVR, widget(busyNS, "b", nil))
+	create(t, dyn, widgetGVR, frozen)
+	for _, w := range []struct{ ns, name, handler string }{{graceNS, "g", "stuckaway"}, {busyNS, "b", "stuckbusy"}, {refuseNS, "f", "stuckrefused"}} {
+		waitObject(t, dyn, widgetGVR, w.ns, w.name, "held", func(o *unstructured.Unstructured) bool {
+			return o != nil && hold.Has(o, w.handler)
+		})
+	}
+	// From now on the API server refuses every write to the frozen widget:
+	// the release after its delete binding answers too.
+	denyLabel(t, cp, refuseNS, "frozen")
+	stopAway()
+	for _, w := range []struct{ ns, name string }{{graceNS, "g"}, {busyNS, "b"}, {refuseNS, "f"}} {
+		del(t, dyn, widgetGVR, w.ns, w.name)
+	}
+
+	cases := []struct{ ns, name, handler, words string }{
+		{graceNS, "g", "stuckaway", "handler absent within its grace"},
+		{busyNS, "b", "stuckbusy", "handler present, binding drain has not answered yet"},
+		{refuseNS, "f", "stuckrefused", "write refused: the API server refuses the broker's write to the object"},
+	}
+	for _, c := range cases {
+		eventually(t, "a HoldStuck Event on "+c.name+" saying "+c.words, func() bool {
+			return slices.ContainsFunc(events(t, cp, c.ns, c.name), func(e corev1.Event) bool {
+				return e.Reason == "HoldStuck" && e.Type == corev1.EventTypeWarning &&
+					strings.Contains(e.Message, `handler "`+c.handler+`"`) && strings.Contains(e.Message, c.words)
+			})
+		})
+	}
+	var out string
+	eventually(t, "broker status to list the three stuck widgets with why", func() bool {
+		o, err := exec.Command(brokerBinary(t), "status", "--kubeconfig", cp.KubeconfigPath(), "--namespace", brokerNS).CombinedOutput()
+		out = string(o)
+		if err != nil {
+			return false
+		}
+		for _, c := range cases {
+			if !strings.Contains(out, "widgets.test.tether.dev "+c.ns+"/"+c.name+" stuck for ") || !strings.Contains(out, c.words) {
+				return false
+			}
+		}
+		return true
+	})
+	t.Logf("broker status:\n%s", out)
+}
