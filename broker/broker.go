@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"go.opentelemetry.io/otel/trace"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
@@ -106,6 +107,9 @@ type Options struct {
 	// StuckAfter is how long a hold may stay on an object being deleted
 	// before it is stuck (default contract.DefaultStuckAfter).
 	StuckAfter time.Duration
+	// Tracer makes a trace of each handled change (broker/tracing makes
+	// it from the OTEL_* variables); nil traces nothing.
+	Tracer trace.Tracer
 }
 
 // authQPS paces the broker's TokenReviews and SubjectAccessReviews.

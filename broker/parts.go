@@ -176,7 +176,7 @@ func (p *parts) watchAndDispatch(resolver *resource.Resolver, kinds map[binding.
 	p.dispatcher = dispatch.New(dispatch.Options{
 		Log: p.log, Client: p.writer, Writer: writeJSON, ActAs: writeAs, Informers: p.informers, Recorder: p.recorder,
 		HandlerEvents: p.handlerEvents, Workers: o.Workers, Presence: p.store, Identity: o.Identity, Absence: o.Absence,
-		Metrics: p.metrics, Webhooks: hooks, NoPushdown: o.NoPushdown, StuckAfter: o.StuckAfter,
+		Metrics: p.metrics, Webhooks: hooks, NoPushdown: o.NoPushdown, StuckAfter: o.StuckAfter, Tracer: o.Tracer,
 		WriteLimiter:   dispatch.NewWriteLimiter(o.WriteQPS, o.WriteBurst),
 		ReleaseLimiter: dispatch.NewWriteLimiter(o.ReleaseQPS, dispatch.ReleaseBurst(o.ReleaseQPS)),
 		Reauthorize:    reauthorize,

@@ -222,6 +222,7 @@ func (rt *controller) observe(res *resource.Resource, c *informer.Object, typ st
 		rt.objects[uid] = o
 	}
 	o.see(c, typ, initial, rt.hasEventBindings(res.GroupVersionResource), rt.opts.MaxRawEvents, rt.clock.Now(), rt.log)
+	rt.noteSeen(uid, typ)
 	seen := o.seen // nil between passes: a send on it is never ready
 	rt.mu.Unlock()
 	select {

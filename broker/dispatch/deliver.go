@@ -137,8 +137,10 @@ func (dl *deliverer) deliverTo(ctx context.Context, in *session.Instance, o *obj
 		expiry.Stop()
 		expiries.Put(expiry)
 	}()
+	ctx, span := dl.traceDelivery(ctx, in, d)
 	start := time.Now()
 	ack, err := dl.send(in, ctx, d, moved, expiry.C)
+	traceAck(ctx, span, ack, err)
 	if !errors.Is(err, session.ErrMoved) {
 		dl.measure(ctx, b, d, time.Since(start), ack, err)
 	}

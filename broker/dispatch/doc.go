@@ -34,7 +34,10 @@
 //   - stuckScan (stuck.go): the gauges of the holds, and the holds on
 //     objects being deleted that stay past StuckAfter, with why
 //     (contract.WhyHeld), from what the workers publish (stay.go);
-//   - pool: which instance owns which object.
+//   - pool: which instance owns which object;
+//   - the trace of a pass (trace.go), when Options.Tracer is set: the
+//     watch event, the wait in the queue, each delivery with its ack and
+//     the trace context it carries, and the writes.
 //
 // Time is the injected Options.Clock's, but for the deadlines sent with
 // deliveries, which end the contexts of real calls.

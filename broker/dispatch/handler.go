@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"go.opentelemetry.io/otel/trace"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -41,8 +42,15 @@ type handler struct {
 	// sched fires ticks and daemon restarts; set when the controller starts.
 	sched *timer.Scheduler
 
+	// tracer makes the spans of the handler's passes; nil when the broker
+	// does not trace (trace.go).
+	tracer trace.Tracer
+
 	mu      sync.Mutex
 	objects map[types.UID]*object
+	// seen has the watch event that queued each object's next pass, only
+	// while the handler traces.
+	seen map[types.UID]watchSeen
 }
 
 func newHandler(opts *Options, log hclog.Logger, name string, bindings []*binding.Binding) *handler {
@@ -53,6 +61,9 @@ func newHandler(opts *Options, log hclog.Logger, name string, bindings []*bindin
 		objects:        map[types.UID]*object{},
 		pool:           newPool(),
 		bindingMetrics: make(map[string]*metrics.Binding, len(bindings)),
+	}
+	if opts.Tracer != nil {
+		h.tracer, h.seen = opts.Tracer, map[types.UID]watchSeen{}
 	}
 	h.writes = &objectWriter{handlerName: name, opts: opts, mu: &h.mu}
 	h.writes.inFlight.max = opts.Workers / 2

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/hashicorp/go-hclog"
+	"go.opentelemetry.io/otel/trace"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -105,6 +106,9 @@ type Options struct {
 	StuckAfter time.Duration
 	// Metrics records what the handlers do; nil records nothing.
 	Metrics *metrics.Metrics
+	// Tracer makes a trace of every pass over an object that delivers or
+	// writes (trace.go); nil traces nothing, at no cost.
+	Tracer trace.Tracer
 	// Webhooks keeps the handlers' webhook configurations; nil keeps none
 	// (the broker serves no admission).
 	Webhooks Webhooks

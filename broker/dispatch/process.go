@@ -44,7 +44,9 @@ type writer interface {
 
 // write makes w and says what the pass does next.
 func (r *reconciler) write(ctx context.Context, o *object, w *write) result {
+	ctx, span := traceWrite(ctx, w)
 	wait, err := r.writer.apply(ctx, o, w)
+	traceWritten(span, wait, err)
 	switch {
 	case errors.Is(err, errRefused):
 		noteRefused(o, err.Error())
@@ -66,6 +68,7 @@ func (r *reconciler) write(ctx context.Context, o *object, w *write) result {
 func (r *reconciler) reconcile(ctx context.Context, uid types.UID) result {
 	r.mu.Lock()
 	o := r.objects[uid]
+	seen := r.takeSeen(uid)
 	var s sight
 	if o != nil {
 		// Only what the informer sees from now on may end a wait for an
@@ -78,7 +81,9 @@ func (r *reconciler) reconcile(ctx context.Context, uid types.UID) result {
 	if o == nil {
 		return goOn
 	}
+	ctx = r.tracePass(ctx, o, seen)
 	defer func() {
+		endPassTrace(ctx)
 		r.mu.Lock()
 		o.endPass()
 		r.mu.Unlock()

@@ -36,6 +36,7 @@ func offered(supported map[binding.Kind]bool) Capabilities {
 		tetherv1.Capability_CAPABILITY_RESULTS_IN_STATUS,
 		tetherv1.Capability_CAPABILITY_DAEMON_EXIT_PATCH,
 		tetherv1.Capability_CAPABILITY_PROGRESS,
+		tetherv1.Capability_CAPABILITY_TRACE_CONTEXT,
 	}
 	if supported[binding.Validate] || supported[binding.Mutate] {
 		c = append(c, tetherv1.Capability_CAPABILITY_ADMISSION)

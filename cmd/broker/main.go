@@ -23,6 +23,7 @@ import (
 	"github.com/tether-dev/tether/broker/contract"
 	"github.com/tether-dev/tether/broker/dispatch"
 	"github.com/tether-dev/tether/broker/session"
+	"github.com/tether-dev/tether/broker/tracing"
 	tetherv1 "github.com/tether-dev/tether/proto/tether/v1"
 	"github.com/tether-dev/tether/sdk/kubeconfig"
 )
@@ -256,6 +257,15 @@ func serve(args []string, _, stderr io.Writer) error {
 			AbsentReleaseAfter: absentAfter(c.absentAfter), MaxAbsentReleaseAfter: c.maxAbsent,
 		},
 	}
+	tr, err := tracing.FromEnv(context.Background())
+	if err != nil {
+		return err
+	}
+	defer shutdownTracing(tr, log)
+	opts.Tracer = tr.Tracer
+	if tr.Tracer != nil {
+		log.Info("tracing: sending spans over OTLP as the OTEL_* variables say")
+	}
 	b, err := listen(opts, c.metricsSet, log)
 	if err != nil {
 		return err
@@ -264,6 +274,19 @@ func serve(args []string, _, stderr io.Writer) error {
 	defer stop()
 	return b.Start(ctx)
 }
+
+// shutdownTracing sends the spans still buffered, waiting at most
+// tracingFlush for the collector.
+func shutdownTracing(tr tracing.Tracer, log hclog.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), tracingFlush)
+	defer cancel()
+	if err := tr.Shutdown(ctx); err != nil {
+		log.Warn("tracing: spans lost at exit", "error", err)
+	}
+}
+
+// tracingFlush bounds how long a stopping broker waits to send its last spans.
+const tracingFlush = 5 * time.Second
 
 // defaultMetricsListen is --metrics-listen's default, for local use.
 const defaultMetricsListen = "127.0.0.1:9090"

@@ -74,6 +74,10 @@ const (
 	// CAPABILITY_PROGRESS: Ack.progress of a RETRY is kept and sent back in
 	// Delivery.progress on the next attempt of the same cause.
 	Capability_CAPABILITY_PROGRESS Capability = 10
+	// CAPABILITY_TRACE_CONTEXT: Delivery.trace_context carries the W3C trace
+	// context of the broker's delivery span, for the handler's span to
+	// continue the trace.
+	Capability_CAPABILITY_TRACE_CONTEXT Capability = 11
 )
 
 // Enum value maps for Capability.
@@ -90,6 +94,7 @@ var (
 		8:  "CAPABILITY_DAEMON_EXIT_PATCH",
 		9:  "CAPABILITY_INDEXES",
 		10: "CAPABILITY_PROGRESS",
+		11: "CAPABILITY_TRACE_CONTEXT",
 	}
 	Capability_value = map[string]int32{
 		"CAPABILITY_UNSPECIFIED":             0,
@@ -103,6 +108,7 @@ var (
 		"CAPABILITY_DAEMON_EXIT_PATCH":       8,
 		"CAPABILITY_INDEXES":                 9,
 		"CAPABILITY_PROGRESS":                10,
+		"CAPABILITY_TRACE_CONTEXT":           11,
 	}
 )
 
@@ -2189,7 +2195,14 @@ type Delivery struct {
 	// instance that lists CAPABILITY_PROGRESS. It is kept in the broker's
 	// memory only: after a broker restart or a change of leader it is empty,
 	// and work it recorded as done is done again.
-	Progress      []byte `protobuf:"bytes,15,opt,name=progress,proto3" json:"progress,omitempty"`
+	Progress []byte `protobuf:"bytes,15,opt,name=progress,proto3" json:"progress,omitempty"`
+	// trace_context is the W3C trace context of the broker's span of this
+	// delivery, keyed by the header names of the W3C Trace Context
+	// specification ("traceparent", and "tracestate" when there is one), for
+	// the handler's span to be its child. Empty when the broker does not
+	// trace (the default) or the span is not sampled. Sent only to an
+	// instance that lists CAPABILITY_TRACE_CONTEXT.
+	TraceContext  map[string]string `protobuf:"bytes,16,rep,name=trace_context,json=traceContext,proto3" json:"trace_context,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2325,6 +2338,13 @@ func (x *Delivery) GetAdmission() *AdmissionRequest {
 func (x *Delivery) GetProgress() []byte {
 	if x != nil {
 		return x.Progress
+	}
+	return nil
+}
+
+func (x *Delivery) GetTraceContext() map[string]string {
+	if x != nil {
+		return x.TraceContext
 	}
 	return nil
 }
@@ -3291,7 +3311,7 @@ const file_tether_v1_broker_proto_rawDesc = "" +
 	"\x15OPERATION_UNSPECIFIED\x10\x00\x12\x11\n" +
 	"\rOPERATION_ADD\x10\x01\x12\x14\n" +
 	"\x10OPERATION_CHANGE\x10\x02\x12\x14\n" +
-	"\x10OPERATION_REMOVE\x10\x03\"\xab\x04\n" +
+	"\x10OPERATION_REMOVE\x10\x03\"\xb8\x05\n" +
 	"\bDelivery\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1d\n" +
 	"\n" +
@@ -3311,7 +3331,11 @@ const file_tether_v1_broker_proto_rawDesc = "" +
 	"\tfield_new\x18\f \x01(\fR\bfieldNew\x128\n" +
 	"\tscheduled\x18\r \x01(\v2\x1a.google.protobuf.TimestampR\tscheduled\x129\n" +
 	"\tadmission\x18\x0e \x01(\v2\x1b.tether.v1.AdmissionRequestR\tadmission\x12\x1a\n" +
-	"\bprogress\x18\x0f \x01(\fR\bprogress\"\xf5\x01\n" +
+	"\bprogress\x18\x0f \x01(\fR\bprogress\x12J\n" +
+	"\rtrace_context\x18\x10 \x03(\v2%.tether.v1.Delivery.TraceContextEntryR\ftraceContext\x1a?\n" +
+	"\x11TraceContextEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xf5\x01\n" +
 	"\x10AdmissionRequest\x12\x10\n" +
 	"\x03uid\x18\x01 \x01(\tR\x03uid\x12;\n" +
 	"\toperation\x18\x02 \x01(\x0e2\x1d.tether.v1.AdmissionOperationR\toperation\x12!\n" +
@@ -3382,7 +3406,7 @@ const file_tether_v1_broker_proto_rawDesc = "" +
 	"\n" +
 	"event_type\x18\x02 \x01(\tR\teventType\x12\x16\n" +
 	"\x06object\x18\x03 \x01(\fR\x06object\x12\x16\n" +
-	"\x06synced\x18\x04 \x01(\bR\x06synced*\xd3\x02\n" +
+	"\x06synced\x18\x04 \x01(\bR\x06synced*\xf1\x02\n" +
 	"\n" +
 	"Capability\x12\x1a\n" +
 	"\x16CAPABILITY_UNSPECIFIED\x10\x00\x12\x1b\n" +
@@ -3396,7 +3420,8 @@ const file_tether_v1_broker_proto_rawDesc = "" +
 	"\x1cCAPABILITY_DAEMON_EXIT_PATCH\x10\b\x12\x16\n" +
 	"\x12CAPABILITY_INDEXES\x10\t\x12\x17\n" +
 	"\x13CAPABILITY_PROGRESS\x10\n" +
-	"*\xbc\x02\n" +
+	"\x12\x1c\n" +
+	"\x18CAPABILITY_TRACE_CONTEXT\x10\v*\xbc\x02\n" +
 	"\vBindingKind\x12\x1c\n" +
 	"\x18BINDING_KIND_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13BINDING_KIND_CREATE\x10\x01\x12\x17\n" +
@@ -3469,7 +3494,7 @@ func file_tether_v1_broker_proto_rawDescGZIP() []byte {
 }
 
 var file_tether_v1_broker_proto_enumTypes = make([]protoimpl.EnumInfo, 12)
-var file_tether_v1_broker_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
+var file_tether_v1_broker_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
 var file_tether_v1_broker_proto_goTypes = []any{
 	(Capability)(0),                // 0: tether.v1.Capability
 	(BindingKind)(0),               // 1: tether.v1.BindingKind
@@ -3507,8 +3532,9 @@ var file_tether_v1_broker_proto_goTypes = []any{
 	(*DaemonExited)(nil),           // 33: tether.v1.DaemonExited
 	(*Cancel)(nil),                 // 34: tether.v1.Cancel
 	(*Indexed)(nil),                // 35: tether.v1.Indexed
-	(*durationpb.Duration)(nil),    // 36: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),  // 37: google.protobuf.Timestamp
+	nil,                            // 36: tether.v1.Delivery.TraceContextEntry
+	(*durationpb.Duration)(nil),    // 37: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),  // 38: google.protobuf.Timestamp
 }
 var file_tether_v1_broker_proto_depIdxs = []int32{
 	14, // 0: tether.v1.ConnectRequest.hello:type_name -> tether.v1.Hello
@@ -3521,32 +3547,32 @@ var file_tether_v1_broker_proto_depIdxs = []int32{
 	34, // 7: tether.v1.ConnectResponse.cancel:type_name -> tether.v1.Cancel
 	35, // 8: tether.v1.ConnectResponse.indexed:type_name -> tether.v1.Indexed
 	17, // 9: tether.v1.Hello.bindings:type_name -> tether.v1.Binding
-	36, // 10: tether.v1.Hello.grace:type_name -> google.protobuf.Duration
-	36, // 11: tether.v1.Hello.absent_release_after:type_name -> google.protobuf.Duration
+	37, // 10: tether.v1.Hello.grace:type_name -> google.protobuf.Duration
+	37, // 11: tether.v1.Hello.absent_release_after:type_name -> google.protobuf.Duration
 	0,  // 12: tether.v1.Hello.capabilities:type_name -> tether.v1.Capability
 	16, // 13: tether.v1.Welcome.resources:type_name -> tether.v1.Resource
-	36, // 14: tether.v1.Welcome.grace:type_name -> google.protobuf.Duration
-	36, // 15: tether.v1.Welcome.absent_release_after:type_name -> google.protobuf.Duration
+	37, // 14: tether.v1.Welcome.grace:type_name -> google.protobuf.Duration
+	37, // 15: tether.v1.Welcome.absent_release_after:type_name -> google.protobuf.Duration
 	0,  // 16: tether.v1.Welcome.capabilities:type_name -> tether.v1.Capability
 	1,  // 17: tether.v1.Binding.kind:type_name -> tether.v1.BindingKind
 	16, // 18: tether.v1.Binding.resource:type_name -> tether.v1.Resource
 	18, // 19: tether.v1.Binding.annotations:type_name -> tether.v1.AnnotationFilter
 	2,  // 20: tether.v1.Binding.finalizer:type_name -> tether.v1.FinalizerPolicy
-	36, // 21: tether.v1.Binding.timeout:type_name -> google.protobuf.Duration
-	36, // 22: tether.v1.Binding.backoff:type_name -> google.protobuf.Duration
-	36, // 23: tether.v1.Binding.max_backoff:type_name -> google.protobuf.Duration
+	37, // 21: tether.v1.Binding.timeout:type_name -> google.protobuf.Duration
+	37, // 22: tether.v1.Binding.backoff:type_name -> google.protobuf.Duration
+	37, // 23: tether.v1.Binding.max_backoff:type_name -> google.protobuf.Duration
 	19, // 24: tether.v1.Binding.timer:type_name -> tether.v1.TimerOptions
 	20, // 25: tether.v1.Binding.daemon:type_name -> tether.v1.DaemonOptions
 	22, // 26: tether.v1.Binding.admission:type_name -> tether.v1.AdmissionOptions
 	3,  // 27: tether.v1.Binding.results:type_name -> tether.v1.ResultStore
 	9,  // 28: tether.v1.AnnotationFilter.operator:type_name -> tether.v1.AnnotationFilter.Operator
-	36, // 29: tether.v1.TimerOptions.interval:type_name -> google.protobuf.Duration
-	36, // 30: tether.v1.TimerOptions.initial_delay:type_name -> google.protobuf.Duration
-	36, // 31: tether.v1.TimerOptions.idle:type_name -> google.protobuf.Duration
-	36, // 32: tether.v1.DaemonOptions.cancellation_timeout:type_name -> google.protobuf.Duration
+	37, // 29: tether.v1.TimerOptions.interval:type_name -> google.protobuf.Duration
+	37, // 30: tether.v1.TimerOptions.initial_delay:type_name -> google.protobuf.Duration
+	37, // 31: tether.v1.TimerOptions.idle:type_name -> google.protobuf.Duration
+	37, // 32: tether.v1.DaemonOptions.cancellation_timeout:type_name -> google.protobuf.Duration
 	4,  // 33: tether.v1.AdmissionOptions.operations:type_name -> tether.v1.AdmissionOperation
 	21, // 34: tether.v1.AdmissionOptions.match_conditions:type_name -> tether.v1.MatchCondition
-	36, // 35: tether.v1.AdmissionOptions.timeout:type_name -> google.protobuf.Duration
+	37, // 35: tether.v1.AdmissionOptions.timeout:type_name -> google.protobuf.Duration
 	5,  // 36: tether.v1.AdmissionOptions.failure_policy:type_name -> tether.v1.FailurePolicy
 	6,  // 37: tether.v1.AdmissionOptions.side_effects:type_name -> tether.v1.SideEffects
 	16, // 38: tether.v1.ObjectRef.resource:type_name -> tether.v1.Resource
@@ -3554,24 +3580,25 @@ var file_tether_v1_broker_proto_depIdxs = []int32{
 	7,  // 40: tether.v1.Delivery.kind:type_name -> tether.v1.DeliveryKind
 	23, // 41: tether.v1.Delivery.ref:type_name -> tether.v1.ObjectRef
 	24, // 42: tether.v1.Delivery.diff:type_name -> tether.v1.DiffEntry
-	37, // 43: tether.v1.Delivery.deadline:type_name -> google.protobuf.Timestamp
-	37, // 44: tether.v1.Delivery.scheduled:type_name -> google.protobuf.Timestamp
+	38, // 43: tether.v1.Delivery.deadline:type_name -> google.protobuf.Timestamp
+	38, // 44: tether.v1.Delivery.scheduled:type_name -> google.protobuf.Timestamp
 	26, // 45: tether.v1.Delivery.admission:type_name -> tether.v1.AdmissionRequest
-	4,  // 46: tether.v1.AdmissionRequest.operation:type_name -> tether.v1.AdmissionOperation
-	8,  // 47: tether.v1.Ack.outcome:type_name -> tether.v1.Outcome
-	36, // 48: tether.v1.Ack.retry_after:type_name -> google.protobuf.Duration
-	27, // 49: tether.v1.Ack.admission:type_name -> tether.v1.AdmissionResponse
-	29, // 50: tether.v1.Ack.events:type_name -> tether.v1.HandlerEvent
-	11, // 51: tether.v1.HandlerEvent.type:type_name -> tether.v1.HandlerEvent.Type
-	30, // 52: tether.v1.HandlerEvent.regarding:type_name -> tether.v1.EventObject
-	36, // 53: tether.v1.DaemonExited.retry_after:type_name -> google.protobuf.Duration
-	12, // 54: tether.v1.BrokerService.Connect:input_type -> tether.v1.ConnectRequest
-	13, // 55: tether.v1.BrokerService.Connect:output_type -> tether.v1.ConnectResponse
-	55, // [55:56] is the sub-list for method output_type
-	54, // [54:55] is the sub-list for method input_type
-	54, // [54:54] is the sub-list for extension type_name
-	54, // [54:54] is the sub-list for extension extendee
-	0,  // [0:54] is the sub-list for field type_name
+	36, // 46: tether.v1.Delivery.trace_context:type_name -> tether.v1.Delivery.TraceContextEntry
+	4,  // 47: tether.v1.AdmissionRequest.operation:type_name -> tether.v1.AdmissionOperation
+	8,  // 48: tether.v1.Ack.outcome:type_name -> tether.v1.Outcome
+	37, // 49: tether.v1.Ack.retry_after:type_name -> google.protobuf.Duration
+	27, // 50: tether.v1.Ack.admission:type_name -> tether.v1.AdmissionResponse
+	29, // 51: tether.v1.Ack.events:type_name -> tether.v1.HandlerEvent
+	11, // 52: tether.v1.HandlerEvent.type:type_name -> tether.v1.HandlerEvent.Type
+	30, // 53: tether.v1.HandlerEvent.regarding:type_name -> tether.v1.EventObject
+	37, // 54: tether.v1.DaemonExited.retry_after:type_name -> google.protobuf.Duration
+	12, // 55: tether.v1.BrokerService.Connect:input_type -> tether.v1.ConnectRequest
+	13, // 56: tether.v1.BrokerService.Connect:output_type -> tether.v1.ConnectResponse
+	56, // [56:57] is the sub-list for method output_type
+	55, // [55:56] is the sub-list for method input_type
+	55, // [55:55] is the sub-list for extension type_name
+	55, // [55:55] is the sub-list for extension extendee
+	0,  // [0:55] is the sub-list for field type_name
 }
 
 func init() { file_tether_v1_broker_proto_init() }
@@ -3599,7 +3626,7 @@ func file_tether_v1_broker_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tether_v1_broker_proto_rawDesc), len(file_tether_v1_broker_proto_rawDesc)),
 			NumEnums:      12,
-			NumMessages:   24,
+			NumMessages:   25,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
