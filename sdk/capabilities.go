@@ -17,6 +17,7 @@ var capabilities = []tetherv1.Capability{
 	tetherv1.Capability_CAPABILITY_ADMISSION,
 	tetherv1.Capability_CAPABILITY_RESULTS_IN_STATUS,
 	tetherv1.Capability_CAPABILITY_DAEMON_EXIT_PATCH,
+	tetherv1.Capability_CAPABILITY_TRACE_CONTEXT,
 }
 
 // BrokerCapabilities are the protocol features the broker offered in its

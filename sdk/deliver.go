@@ -29,8 +29,9 @@ func (h *Handler) invoke(c *call) *tetherv1.Ack {
 		c.log.Error("malformed delivery", "error", err)
 		return failAck(id, "malformed delivery: "+err.Error())
 	}
+	ctx, span := h.traced(c)
 	start := time.Now()
-	err = callSafely(c.ctx, c.b.fn, ev, c.log)
+	err = callSafely(ctx, c.b.fn, ev, c.log)
 	outcome, msg, after := classify(err)
 	ack := &tetherv1.Ack{DeliveryId: id, Outcome: outcome}
 	if outcome == tetherv1.Outcome_OUTCOME_OK {
@@ -47,6 +48,7 @@ func (h *Handler) invoke(c *call) *tetherv1.Ack {
 	// Whatever the outcome: Events say what happened on the way to it.
 	ack.Events = ev.recorded()
 	logOutcome(c.log, ack, time.Since(start))
+	endTraced(span, ack)
 	return ack
 }
 

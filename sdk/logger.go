@@ -11,7 +11,7 @@ import (
 )
 
 // deliveryLogger is a delivery's logger, which names the delivery and its
-// object. It is made when something is first logged at a level the
+// object, and the trace the delivery is part of when the broker sent one. It is made when something is first logged at a level the
 // handler's logger writes: With copies the logger and its fields, and on
 // every tick that cost an ack-only handler 7% of its CPU, though most
 // deliveries log nothing.
@@ -31,8 +31,12 @@ func newDeliveryLogger(base hclog.Logger, d *tetherv1.Delivery) *deliveryLogger 
 
 func (l *deliveryLogger) get() hclog.Logger {
 	l.once.Do(func() {
-		l.l = l.base.With("delivery", l.d.GetId(), "binding", l.d.GetBindingId(), "attempt", l.d.GetAttempt(),
-			"namespace", l.d.GetRef().GetNamespace(), "name", l.d.GetRef().GetName())
+		args := []any{"delivery", l.d.GetId(), "binding", l.d.GetBindingId(), "attempt", l.d.GetAttempt(),
+			"namespace", l.d.GetRef().GetNamespace(), "name", l.d.GetRef().GetName()}
+		if id := traceID(l.d); id != "" {
+			args = append(args, "trace_id", id)
+		}
+		l.l = l.base.With(args...)
 	})
 	return l.l
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"go.opentelemetry.io/otel/trace"
 
 	tetherv1 "github.com/tether-dev/tether/proto/tether/v1"
 )
@@ -74,7 +75,9 @@ type config struct {
 	backoffMax   time.Duration
 	drainTimeout time.Duration
 	dialer       Dialer
-	errs         []error
+	// tracerProvider makes the functions' spans; nil: the global one.
+	tracerProvider trace.TracerProvider
+	errs           []error
 	// grace and absentAfter are asked of the broker when set.
 	grace, absentAfter *time.Duration
 	priority           int32

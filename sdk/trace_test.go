@@ -1,0 +1,73 @@
+package sdk_test
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
+
+	tetherv1 "github.com/tether-dev/tether/proto/tether/v1"
+	"github.com/tether-dev/tether/sdk"
+)
+
+// The function of a delivery that carries the broker's trace context runs
+// in a span that is a child of the broker's delivery span, its ctx carries
+// it, and the delivery's log lines name the trace; a delivery without one
+// makes no span.
+func TestTheFunctionContinuesTheBrokersTrace(t *testing.T) {
+	const traceID, parentID = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
+	spans := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+
+	hs := newHarness(t, &fakeBroker{})
+	h := sdk.New("secret-ttl", hs.options(sdk.WithTracerProvider(tp))...)
+	seen := make(chan trace.SpanContext, 2)
+	h.OnCreate(configMaps, func(ctx context.Context, _ *sdk.Event) error {
+		seen <- trace.SpanContextFromContext(ctx)
+		return nil
+	})
+	hs.run(h)
+	s := hs.session()
+	if !slices.Contains(s.hello.GetCapabilities(), tetherv1.Capability_CAPABILITY_TRACE_CONTEXT) {
+		t.Errorf("Hello.capabilities = %v, without CAPABILITY_TRACE_CONTEXT", s.hello.GetCapabilities())
+	}
+
+	s.deliver(t, delivery("d1", func(d *tetherv1.Delivery) {
+		d.TraceContext = map[string]string{"traceparent": "00-" + traceID + "-" + parentID + "-01"}
+	}))
+	if a := s.ack(t); a.GetOutcome() != tetherv1.Outcome_OUTCOME_OK {
+		t.Fatalf("ack %v", a)
+	}
+	in := recv(t, seen, "the function's span")
+	if in.TraceID().String() != traceID {
+		t.Errorf("the function ran in trace %s, want %s", in.TraceID(), traceID)
+	}
+	ended := spans.Ended()
+	if len(ended) != 1 {
+		t.Fatalf("%d spans ended, want 1", len(ended))
+	}
+	sp := ended[0]
+	if sp.Name() != "tether.handle" || sp.Parent().SpanID().String() != parentID || sp.SpanContext().SpanID() != in.SpanID() {
+		t.Errorf("span %q with parent %s, want tether.handle under %s, the function's", sp.Name(), sp.Parent().SpanID(), parentID)
+	}
+	hs.logs.waitFor(t, "trace_id="+traceID)
+
+	s.deliver(t, delivery("d2"))
+	s.ack(t)
+	if in := recv(t, seen, "the function's span"); in.IsValid() {
+		t.Errorf("a delivery without trace context ran in span %v", in)
+	}
+	if n := len(spans.Ended()); n != 1 {
+		t.Errorf("%d spans after a delivery without trace context, want 1", n)
+	}
+	for _, l := range strings.Split(hs.logs.String(), "\n") {
+		if strings.Contains(l, "delivery=d2") && strings.Contains(l, "trace_id") {
+			t.Errorf("a delivery without trace context logged a trace id: %s", l)
+		}
+	}
+}
