@@ -23,7 +23,7 @@ build: ## compile everything and put the binaries in bin/
 controlplane: ## build etcd and kube-apiserver into the cache (once per pinned version)
 	$(GO) run ./test/cluster --build-only
 
-test-binaries: ## build everything make test starts into the cache, with progress: the control plane, the one-node cluster's binaries and helm (once per pinned version)
+test-binaries: ## build everything make test starts into the cache, with progress: the control plane, the one-node cluster's binaries, helm and jaeger (once per pinned version)
 	$(GO) run ./test/cluster --node --build-only
 
 cluster: ## run a local control plane in the foreground; kubeconfig in .dev/kubeconfig

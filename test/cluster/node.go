@@ -13,7 +13,7 @@ import (
 )
 
 // serveNode runs a one-node cluster in the foreground (make node), or with
-// --build-only builds what it needs, and helm.
+// --build-only builds what it needs, helm and jaeger.
 func serveNode(ctx context.Context, cfg config, log hclog.Logger, stdout, stderr io.Writer) error {
 	if cfg.buildOnly {
 		ensure := controlplane.EnsureOptions{Progress: stderr, Log: log.Named("ensure")}
@@ -30,7 +30,13 @@ func serveNode(ctx context.Context, cfg config, log hclog.Logger, stdout, stderr
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(stdout, "etcd:           %s\nkube-apiserver: %s\nnode binaries:  %s\nhelm:           %s\n", cp.Etcd, cp.KubeAPIServer, bins.Dir, helm)
+		// Not for the node either: test/tracing sends its traces there.
+		jaeger, err := controlplane.EnsureJaeger(ctx, ensure)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "etcd:           %s\nkube-apiserver: %s\nnode binaries:  %s\nhelm:           %s\njaeger:         %s\n",
+			cp.Etcd, cp.KubeAPIServer, bins.Dir, helm, jaeger)
 		return nil
 	}
 	c, err := node.Start(ctx, node.Options{Log: log.Named("node"), Progress: stderr})

@@ -286,6 +286,7 @@ case "$pkg" in
   *containerd*) printf '#!/bin/sh\necho "containerd 2.2.9+unknown"\n' > "$out" ;;
   *coredns*) printf '#!/bin/sh\necho "CoreDNS-1.15.0"\n' > "$out" ;;
   *helm*) printf '#!/bin/sh\necho "v4.3.1"\n' > "$out" ;;
+  *jaeger*) printf '#!/bin/sh\necho {\\"gitVersion\\":\\"v1.75.0\\"}\n' > "$out" ;;
   *) printf '#!/bin/sh\necho "Kubernetes v1.37.2"\n' > "$out" ;;
 esac
 chmod +x "$out"
@@ -443,6 +444,26 @@ func TestEnsureHelmBuildsInItsModule(t *testing.T) {
 		t.Fatalf("go ran as %q, want %q", log, want)
 	}
 	if err := checkVersion(context.Background(), path, HelmVersion, "version", "--short"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestEnsureJaegerBuildsInItsModule: jaeger is built in test/tools/jaeger,
+// and its stamp leaves the others alone.
+func TestEnsureJaegerBuildsInItsModule(t *testing.T) {
+	dir, tools, goCmd, logPath := fakeModuleBuild(t, "jaeger")
+	path, err := EnsureJaeger(context.Background(), EnsureOptions{Dir: dir, ToolsDir: tools, GoCommand: goCmd})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !jaegerSet.ready(dir) || controlPlaneSet.stampOK(dir) || helmSet.stampOK(dir) {
+		t.Fatal("want jaeger's stamp written and the others not")
+	}
+	log, _ := os.ReadFile(logPath)
+	if want := tools + "/jaeger github.com/jaegertracing/jaeger/cmd/jaeger\n"; string(log) != want {
+		t.Fatalf("go ran as %q, want %q", log, want)
+	}
+	if err := checkVersion(context.Background(), path, `"gitVersion":"v1.75.0"`, "version"); err != nil {
 		t.Fatal(err)
 	}
 }
