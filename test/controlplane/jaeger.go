@@ -95,7 +95,9 @@ func StartJaeger(ctx context.Context, opts JaegerOptions) (*Jaeger, error) {
 
 // jaegerConfig is a configuration with the OTLP/gRPC receiver on otlp, the
 // query API's HTTP on port httpPort and its gRPC on grpcPort (which cannot
-// be turned off), the traces in memory, and no metrics endpoint of its own.
+// be turned off), the traces in memory, and neither a metrics endpoint nor
+// traces of its own (which it would send to an OTLP collector on
+// 127.0.0.1:4317, not there).
 func jaegerConfig(otlp string, httpPort, grpcPort int) string {
 	return fmt.Sprintf(`service:
   extensions: [jaeger_storage, jaeger_query]
@@ -110,6 +112,7 @@ func jaegerConfig(otlp string, httpPort, grpcPort int) string {
       level: warn
 extensions:
   jaeger_query:
+    enable_tracing: false
     storage:
       traces: memstore
     http:
