@@ -1,0 +1,211 @@
+package tracing
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/dynamic"
+
+	"github.com/tether-dev/tether/broker/hold"
+	"github.com/tether-dev/tether/test/controlplane"
+	"github.com/tether-dev/tether/test/gobin"
+	"github.com/tether-dev/tether/test/testenv"
+)
+
+// waitTimeout bounds every wait on the cluster, the processes and Jaeger.
+const waitTimeout = 60 * time.Second
+
+const (
+	brokerService  = "tether-broker"
+	handlerService = "tracehandler"
+	handlerName    = "tracehandler"
+)
+
+var widgetGVR = schema.GroupVersionResource{Group: "test.tether.dev", Version: "v1", Resource: "widgets"}
+
+// TestAChangeIsOneTraceAcrossBrokerAndHandler: with OTEL_* pointing the
+// broker and a Go handler at a real Jaeger, the create and the delete of a
+// widget each come back from Jaeger's query API as one trace holding the
+// spans of both processes: the broker's pass with the watch event, the
+// wait in the queue, the delivery (handler and binding as attributes) and
+// its ack, the write that adds or releases the hold, and the handler's
+// function as a child of the broker's delivery span.
+func TestAChangeIsOneTraceAcrossBrokerAndHandler(t *testing.T) {
+	cp := controlplane.Get(t)
+	dyn := cp.EnsureWidgetCRD(t)
+	ns := cp.Namespace(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute) // a first build of jaeger included
+	defer cancel()
+	j, err := controlplane.StartJaeger(ctx, controlplane.JaegerOptions{Dir: t.TempDir(), Output: testenv.LogWriter(t, "jaeger: "),
+		Progress: testenv.LogWriter(t, "")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = j.Stop() })
+
+	otel := func(service string) []string {
+		// A short batching delay: the spans reach Jaeger within 100 ms.
+		return []string{"OTEL_EXPORTER_OTLP_ENDPOINT=http://" + j.OTLP, "OTEL_SERVICE_NAME=" + service, "OTEL_BSP_SCHEDULE_DELAY=100"}
+	}
+	ports, err := controlplane.FreePorts(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := "127.0.0.1:" + strconv.Itoa(ports[0])
+	start(t, "broker", gobin.Build(t, "github.com/tether-dev/tether/cmd/broker"), otel(brokerService),
+		"--kubeconfig", cp.KubeconfigPath(), "--listen", addr, "--insecure", "--namespace", ns, "--metrics-listen", "")
+	h := start(t, "handler", gobin.Build(t, "github.com/tether-dev/tether/test/tracing/tracehandler"), otel(handlerService),
+		"--broker", addr, "--name", handlerName, "--namespace", ns)
+
+	create(t, dyn, ns, "w1")
+	waitLine(t, h, "CREATE "+ns+"/w1")
+	waitObject(t, dyn, ns, "w1", "held", func(o *unstructured.Unstructured) bool { return o != nil && hold.Has(o, handlerName) })
+	created := waitTrace(t, j.Query, "create", "w1", "ADDED", "tether.hold.add")
+	logTree(t, "the trace of the create", created)
+
+	if err := dyn.Resource(widgetGVR).Namespace(ns).Delete(context.Background(), "w1", metav1.DeleteOptions{}); err != nil {
+		t.Fatalf("deleting w1: %v", err)
+	}
+	waitLine(t, h, "DELETE "+ns+"/w1")
+	waitObject(t, dyn, ns, "w1", "gone", func(o *unstructured.Unstructured) bool { return o == nil })
+	deleted := waitTrace(t, j.Query, "delete", "w1", "MODIFIED", "tether.hold.release")
+	logTree(t, "the trace of the delete", deleted)
+}
+
+// waitTrace waits until Jaeger has the whole trace of the delivery of
+// binding to the widget name, queued by a watch event of eventType, whose
+// write sets holdTag, and returns its spans.
+func waitTrace(t *testing.T, query, binding, name, eventType, holdTag string) []*span {
+	t.Helper()
+	var found []*span
+	var last error
+	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, waitTimeout, true, func(ctx context.Context) (bool, error) {
+		all, err := traces(ctx, query, brokerService)
+		if err != nil {
+			last = err
+			return false, nil
+		}
+		last = fmt.Errorf("no trace of Jaeger's %d has a delivery of binding %q to %s", len(all), binding, name)
+		for _, spans := range all {
+			if !delivers(spans, binding, name) {
+				continue
+			}
+			found = spans
+			last = whole(spans, binding, eventType, holdTag)
+			return last == nil, nil
+		}
+		return false, nil
+	})
+	if err != nil {
+		if found != nil {
+			logTree(t, "the trace found", found)
+		}
+		t.Fatalf("waiting for the trace of the %s of %s in Jaeger: %v", binding, name, last)
+	}
+	return found
+}
+
+// delivers tells whether the trace has the broker's delivery of binding to
+// the widget name.
+func delivers(spans []*span, binding, name string) bool {
+	for _, s := range spans {
+		if s.Name == "tether.pass" && s.Tags["k8s.object.name"] == name {
+			for _, d := range spans {
+				if d.Name == "tether.deliver" && d.Tags["tether.binding.id"] == binding {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+// whole says what the trace of a delivery of binding lacks, or nil: the
+// spans of both services, each where it belongs.
+func whole(spans []*span, binding, eventType, holdTag string) error {
+	one := func(name, service string, parent *span, tags map[string]string) (*span, error) {
+		for _, s := range spans {
+			if s.Name != name || s.Service != service || s.Parent != parent || !hasTags(s, tags) {
+				continue
+			}
+			return s, nil
+		}
+		under := "no parent"
+		if parent != nil {
+			under = "parent " + parent.Name
+		}
+		return nil, fmt.Errorf("no span %s of %s with %s and tags %v", name, service, under, tags)
+	}
+	root, err := one("tether.pass", brokerService, nil, map[string]string{"tether.handler": handlerName})
+	if err != nil {
+		return err
+	}
+	del, err := one("tether.deliver", brokerService, root, map[string]string{"tether.handler": handlerName, "tether.binding.id": binding})
+	var errs []error
+	for _, e := range []error{err, second(one("tether.watch_event", brokerService, root, map[string]string{"k8s.watch.event_type": eventType})),
+		second(one("tether.queue", brokerService, root, nil)),
+		second(one("tether.write", brokerService, root, map[string]string{holdTag: "true"}))} {
+		errs = append(errs, e)
+	}
+	if del != nil {
+		errs = append(errs, second(one("tether.ack", brokerService, del, map[string]string{"tether.ack.outcome": "OUTCOME_OK"})),
+			second(one("tether.handle", handlerService, del, map[string]string{"tether.handler": handlerName, "tether.binding.id": binding})))
+	}
+	return errors.Join(errs...)
+}
+
+func second(_ *span, err error) error { return err }
+
+func hasTags(s *span, tags map[string]string) bool {
+	for k, v := range tags {
+		if s.Tags[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+func create(t *testing.T, dyn dynamic.Interface, ns, name string) {
+	t.Helper()
+	obj := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "test.tether.dev/v1", "kind": "Widget",
+		"metadata": map[string]any{"name": name, "namespace": ns},
+		"spec":     map[string]any{"size": int64(1)},
+	}}
+	if _, err := dyn.Resource(widgetGVR).Namespace(ns).Create(context.Background(), obj, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("creating %s: %v", name, err)
+	}
+}
+
+// waitObject waits until the widget ns/name satisfies cond (nil: gone).
+func waitObject(t *testing.T, dyn dynamic.Interface, ns, name, what string, cond func(*unstructured.Unstructured) bool) {
+	t.Helper()
+	testenv.Eventually(t, waitTimeout, fmt.Sprintf("widget %s/%s %s", ns, name, what), func() bool {
+		obj, err := dyn.Resource(widgetGVR).Namespace(ns).Get(context.Background(), name, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			return cond(nil)
+		case err != nil:
+			return false
+		}
+		return cond(obj)
+	})
+}
+
+// waitLine waits until p printed line.
+func waitLine(t *testing.T, p *process, line string) {
+	t.Helper()
+	testenv.Eventually(t, waitTimeout, "the handler printing "+line, func() bool {
+		return p.out.Any(func(l string) bool { return strings.TrimSpace(l) == line })
+	})
+}
