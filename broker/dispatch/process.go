@@ -44,7 +44,7 @@ type writer interface {
 
 // write makes w and says what the pass does next.
 func (r *reconciler) write(ctx context.Context, o *object, w *write) result {
-	ctx, span := traceWrite(ctx, w)
+	ctx, span := r.traceWrite(ctx, w)
 	wait, err := r.writer.apply(ctx, o, w)
 	traceWritten(span, wait, err)
 	switch {

@@ -71,6 +71,9 @@ type passTrace struct {
 
 type passTraceKey struct{}
 
+// noSpan is the span of what is not traced: it records nothing.
+var noSpan = trace.SpanFromContext(context.Background())
+
 // tracePass starts the trace of a pass over o, which seen queued (zero:
 // no watch event did), into ctx; ctx is returned as is when the handler
 // does not trace.
@@ -157,6 +160,9 @@ func (pt *passTrace) rootSpan(ctx context.Context) trace.Span {
 // traceDelivery starts the span of one attempt to deliver d for b to in,
 // and puts its trace context in d when in continues traces.
 func (dl *deliverer) traceDelivery(ctx context.Context, in *session.Instance, d *tetherv1.Delivery) (context.Context, trace.Span) {
+	if dl.tracer == nil {
+		return ctx, noSpan // before the attributes are made: off costs nothing
+	}
 	d.TraceContext = nil
 	ctx, span := startSpan(ctx, spanDeliver, attrHandler.String(dl.name), attrBinding.String(d.BindingId),
 		attrDelivery.String(d.Id), attrKind.String(kindLabel(d.GetKind())), attrAttempt.Int(int(d.Attempt)), attrInstance.String(in.ID))
@@ -189,7 +195,10 @@ func traceAck(ctx context.Context, span trace.Span, ack *tetherv1.Ack, err error
 }
 
 // traceWrite starts the span of the write w.
-func traceWrite(ctx context.Context, w *write) (context.Context, trace.Span) {
+func (h *handler) traceWrite(ctx context.Context, w *write) (context.Context, trace.Span) {
+	if h.tracer == nil {
+		return ctx, noSpan
+	}
 	return startSpan(ctx, spanWrite, attrAddHold.Bool(w.addHold), attrRelease.Bool(w.removeHold))
 }
 

@@ -147,3 +147,22 @@ func has(attrs []attribute.KeyValue, want attribute.KeyValue) bool {
 	}
 	return false
 }
+
+// A handler that does not trace spends no allocation on the spans of a
+// delivery or a write.
+func TestTracingOffAllocatesNothing(t *testing.T) {
+	p := newPassTest(t, bind("c", binding.Create, binding.PolicyHold))
+	dl := &deliverer{handler: p.h}
+	d := &tetherv1.Delivery{Id: "d", BindingId: "c"}
+	w := &write{addHold: true}
+	ctx := context.Background()
+	allocs := testing.AllocsPerRun(100, func() {
+		c, span := dl.traceDelivery(ctx, instanceA, d)
+		traceAck(c, span, &tetherv1.Ack{}, nil)
+		_, span = p.h.traceWrite(ctx, w)
+		traceWritten(span, 0, nil)
+	})
+	if allocs != 0 {
+		t.Errorf("%v allocations per delivery and write with tracing off, want 0", allocs)
+	}
+}
