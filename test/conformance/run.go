@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/tether-dev/tether/broker"
 	"github.com/tether-dev/tether/broker/binding"
@@ -32,6 +33,11 @@ const (
 const (
 	handlerName = "conformance"
 	namespace   = "conformance"
+	// brokerNamespace keeps the broker's Leases and admission certificates.
+	brokerNamespace = "tether-system"
+	// kitUser is who the kit acts as: not the broker's identity, whose own
+	// writes the webhooks let through unreviewed.
+	kitUser = "conformance-kit"
 	// waitFor bounds every wait of a scenario; nothing waits this long when
 	// the handler follows the protocol.
 	waitFor = 30 * time.Second
@@ -49,13 +55,16 @@ type options struct {
 
 // kit is one run: the cluster, the broker, the proxy and the handler.
 type kit struct {
-	opts    options
-	dyn     dynamic.Interface
-	client  kubernetes.Interface
-	wire    *wire
-	handler *exec.Cmd
-	done    chan struct{} // closed when the handler has exited
-	exitErr error         // how it exited, once done is closed
+	opts options
+	cp   *controlplane.ControlPlane
+	dyn  dynamic.Interface // as kitUser
+	// stopBroker stops the broker running now (restartBroker replaces it).
+	stopBroker func()
+	client     kubernetes.Interface
+	wire       *wire
+	handler    *exec.Cmd
+	done       chan struct{} // closed when the handler has exited
+	exitErr    error         // how it exited, once done is closed
 }
 
 // run starts a control plane, the broker and the handler under test, plays
@@ -71,26 +80,30 @@ func run(ctx context.Context, opts options) (*report, error) {
 		return nil, err
 	}
 	defer cp.Stop()
-	k := &kit{opts: opts, client: cp.Client()}
-	if k.dyn, err = dynamic.NewForConfig(cp.RESTConfig()); err != nil {
+	k := &kit{opts: opts, cp: cp, client: cp.Client()}
+	asKit := rest.CopyConfig(cp.RESTConfig())
+	asKit.Impersonate = rest.ImpersonationConfig{UserName: kitUser, Groups: []string{"system:masters", "system:authenticated"}}
+	if k.dyn, err = dynamic.NewForConfig(asKit); err != nil {
 		return nil, fmt.Errorf("making a client: %w", err)
 	}
 	if err := controlplane.InstallWidgetCRD(ctx, k.dyn, waitFor); err != nil {
 		return nil, err
 	}
-	if _, err := k.client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}, metav1.CreateOptions{}); err != nil {
-		return nil, fmt.Errorf("creating the namespace %s: %w", namespace, err)
+	for _, ns := range []string{namespace, brokerNamespace} {
+		if _, err := k.client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+			return nil, fmt.Errorf("creating the namespace %s: %w", ns, err)
+		}
 	}
-	stopBroker, brokerAddr, err := startBroker(ctx, cp, opts.dir)
-	if err != nil {
+	var brokerAddr string
+	if k.stopBroker, brokerAddr, err = startBroker(ctx, cp, opts.dir, "broker.log"); err != nil {
 		return nil, err
 	}
-	defer stopBroker()
+	defer func() { k.stopBroker() }()
 	if k.wire, err = newWire(brokerAddr, opts.hideCapabilities); err != nil {
 		return nil, err
 	}
 	defer k.wire.stop()
-	if err := k.startHandler(); err != nil {
+	if err := k.startHandler("handler.log"); err != nil {
 		return nil, err
 	}
 	defer k.killHandler()
@@ -98,18 +111,21 @@ func run(ctx context.Context, opts options) (*report, error) {
 }
 
 // startBroker runs the broker in this process, plain text, with short
-// backoffs so that retries come quickly.
-func startBroker(ctx context.Context, cp *controlplane.ControlPlane, dir string) (stop func(), addr string, err error) {
-	logFile, err := os.Create(filepath.Join(dir, "broker.log"))
+// backoffs so that retries come quickly, serving admission reviews; its log
+// goes to dir/logName.
+func startBroker(ctx context.Context, cp *controlplane.ControlPlane, dir, logName string) (stop func(), addr string, err error) {
+	logFile, err := os.Create(filepath.Join(dir, logName))
 	if err != nil {
 		return nil, "", fmt.Errorf("creating the broker's log: %w", err)
 	}
 	b, err := broker.New(broker.Options{
-		Log:      hclog.New(&hclog.LoggerOptions{Name: "broker", Level: hclog.Debug, Output: logFile}),
-		Config:   cp.RESTConfig(),
-		Listen:   "127.0.0.1:0",
-		Insecure: true,
-		Defaults: binding.Defaults{Backoff: 100 * time.Millisecond, MaxBackoff: time.Second, Timeout: 10 * time.Second},
+		Log:       hclog.New(&hclog.LoggerOptions{Name: "broker", Level: hclog.Debug, Output: logFile}),
+		Config:    cp.RESTConfig(),
+		Listen:    "127.0.0.1:0",
+		Insecure:  true,
+		Defaults:  binding.Defaults{Backoff: 100 * time.Millisecond, MaxBackoff: time.Second, Timeout: 10 * time.Second},
+		Namespace: brokerNamespace,
+		Admission: broker.Admission{Listen: "127.0.0.1:0"},
 	})
 	if err == nil {
 		err = b.Listen()
@@ -128,10 +144,23 @@ func startBroker(ctx context.Context, cp *controlplane.ControlPlane, dir string)
 	}, b.Addr().String(), nil
 }
 
+// restartBroker stops the broker and starts a new one, its log in
+// dir/logName, to which the proxy then forwards new streams.
+func (k *kit) restartBroker(ctx context.Context, logName string) error {
+	k.stopBroker()
+	k.stopBroker = func() {}
+	stop, addr, err := startBroker(ctx, k.cp, k.opts.dir, logName)
+	if err != nil {
+		return err
+	}
+	k.stopBroker = stop
+	return k.wire.forwardTo(addr)
+}
+
 // startHandler runs the command under test with the environment the
-// README promises, its output in handler.log.
-func (k *kit) startHandler() error {
-	out, err := os.Create(filepath.Join(k.opts.dir, "handler.log"))
+// README promises, its output in dir/logName.
+func (k *kit) startHandler(logName string) error {
+	out, err := os.Create(filepath.Join(k.opts.dir, logName))
 	if err != nil {
 		return fmt.Errorf("creating the handler's log: %w", err)
 	}

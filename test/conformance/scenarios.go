@@ -32,8 +32,9 @@ type scenario struct {
 	run   func(*kit, context.Context) error
 }
 
-// scenarios run in this order: the handshake first, the drain last (it
-// stops the handler).
+// scenarios run in this order: the handshake first, the drain next to last
+// (it stops the handler), the rejected Hello last (it starts the handler
+// again).
 var scenarios = []scenario{
 	{"stream.hello", "the first message is a Hello the broker welcomes", (*kit).hello},
 	{"cap.list", "the Hello lists its capabilities with CAPABILITY_CAPABILITIES", (*kit).capabilities},
@@ -42,7 +43,16 @@ var scenarios = []scenario{
 	{"ack.fail", "create (scenario fail) is acked FAIL, becomes a HandlerFailed Event and is not sent again", (*kit).ackFail},
 	{"ack.patch", "create (scenario patch) is acked OK with a patch and a status patch, both written", (*kit).ackPatch},
 	{"hold.delete", "delete is delivered while the hold is on, acked OK, then the hold goes", (*kit).holdDelete},
+	{"timer.tick", "tick (label timer) ticks, each tick interval after the last one's ack", (*kit).timerTicks},
+	{"timer.ack", "a tick's OK writes its result; deleted, the ticking widget goes", (*kit).timerAck},
+	{"daemon.start", "daemon (label daemon) is started and acked OK while it runs", (*kit).daemonStart},
+	{"daemon.stop", "deleted, its daemon's stop is acked once it returned, within its cancellation timeout", (*kit).daemonStop},
+	{"admission.answer", "validate (label admission) refuses scenario deny with its message, allows the rest", (*kit).admissionAnswer},
+	{"admission.patch", "mutate (label admission) patches scenario mutate's labels as it is created", (*kit).admissionPatch},
+	{"limits.answer", "create (scenario big) would answer over 4 MiB: acked FAIL, the stream kept", (*kit).oversizedAnswer},
+	{"status.retry", "the broker restarts: the handler connects again and gets deliveries", (*kit).reconnect},
 	{"drain.goodbye", "on SIGTERM the handler says Goodbye, the stream ends OK and it exits 0", (*kit).drain},
+	{"status.permanent", "started again, its Hello refused with InvalidArgument: it exits non-zero, connecting once", (*kit).rejectedHello},
 }
 
 const (
@@ -300,23 +310,39 @@ func (k *kit) widgets() dynamic.ResourceInterface {
 	return k.dyn.Resource(controlplane.WidgetGVR).Namespace(namespace)
 }
 
-func (k *kit) createWidget(ctx context.Context, name, scenario string) error {
-	o := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "test.tether.dev/v1", "kind": "Widget",
-		"metadata": map[string]any{"name": name},
-		"spec":     map[string]any{"scenario": scenario},
-	}}
-	if _, err := k.widgets().Create(ctx, o, metav1.CreateOptions{}); err != nil {
+// createWidget creates the widget name with spec.scenario and, given a
+// label key, that label set to "yes" (which the timer, daemon and admission
+// bindings select on).
+func (k *kit) createWidget(ctx context.Context, name, scenario string, label ...string) error {
+	_, err := k.widgets().Create(ctx, widget(name, scenario, label...), metav1.CreateOptions{})
+	if err != nil {
 		return fmt.Errorf("creating the widget %s: %w", name, err)
 	}
 	return nil
 }
 
+func widget(name, scenario string, label ...string) *unstructured.Unstructured {
+	labels := map[string]any{}
+	for _, l := range label {
+		labels[l] = "yes"
+	}
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "test.tether.dev/v1", "kind": "Widget",
+		"metadata": map[string]any{"name": name, "labels": labels},
+		"spec":     map[string]any{"scenario": scenario},
+	}}
+}
+
 // awaitResult waits for the create binding's result on the widget.
 func (k *kit) awaitResult(ctx context.Context, name string, want map[string]any) error {
+	return k.awaitBindingResult(ctx, name, "create", want)
+}
+
+// awaitBindingResult waits for the result of the binding id on the widget.
+func (k *kit) awaitBindingResult(ctx context.Context, name, id string, want map[string]any) error {
 	var got string
-	err := k.awaitWidget(ctx, name, fmt.Sprintf("the create result %v", want), func(o *unstructured.Unstructured) bool {
-		got = o.GetAnnotations()[progress.ResultKey(handlerName, "create")]
+	err := k.awaitWidget(ctx, name, fmt.Sprintf("the %s result %v", id, want), func(o *unstructured.Unstructured) bool {
+		got = o.GetAnnotations()[progress.ResultKey(handlerName, id)]
 		var v map[string]any
 		return json.Unmarshal([]byte(got), &v) == nil && reflect.DeepEqual(v, want)
 	})

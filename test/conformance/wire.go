@@ -23,12 +23,17 @@ import (
 // it. The broker's status at the end of a stream reaches the handler as is.
 type wire struct {
 	tetherv1.UnimplementedBrokerServiceServer
+	srv  *grpc.Server
+	addr string
+
+	mu sync.Mutex
+	// upstream is the broker's, replaced when the kit restarts the broker.
 	upstream tetherv1.BrokerServiceClient
 	conn     *grpc.ClientConn
-	srv      *grpc.Server
-	addr     string
-
-	mu      sync.Mutex
+	// reject, when set, ends every new stream after its first message with
+	// this status, as a broker that refuses the Hello does, without
+	// reaching the broker.
+	reject  *status.Status
 	changed chan struct{} // closed and replaced at every record
 	streams []*stream
 	// beforeAck, when set, runs before an ack is forwarded to the broker,
@@ -66,25 +71,43 @@ type ackAt struct {
 // newWire listens on a free loopback port and forwards to the broker at
 // brokerAddr (plain text).
 func newWire(brokerAddr string, hideCapabilities bool) (*wire, error) {
-	conn, err := grpc.NewClient(brokerAddr, grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20), grpc.MaxCallSendMsgSize(64<<20)))
-	if err != nil {
-		return nil, fmt.Errorf("connecting the proxy to the broker: %w", err)
-	}
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		conn.Close()
 		return nil, fmt.Errorf("listening for the handler: %w", err)
 	}
-	w := &wire{upstream: tetherv1.NewBrokerServiceClient(conn), conn: conn, addr: lis.Addr().String(),
-		hideCapabilities: hideCapabilities, changed: make(chan struct{}), srv: grpc.NewServer(grpc.MaxRecvMsgSize(64 << 20))}
+	w := &wire{addr: lis.Addr().String(), hideCapabilities: hideCapabilities, changed: make(chan struct{}),
+		srv: grpc.NewServer(grpc.MaxRecvMsgSize(64 << 20))}
+	if err := w.forwardTo(brokerAddr); err != nil {
+		lis.Close()
+		return nil, err
+	}
 	tetherv1.RegisterBrokerServiceServer(w.srv, w)
 	go func() { _ = w.srv.Serve(lis) }()
 	return w, nil
 }
 
+// forwardTo sends the streams that start from now on to the broker at
+// brokerAddr (plain text).
+func (w *wire) forwardTo(brokerAddr string) error {
+	conn, err := grpc.NewClient(brokerAddr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20), grpc.MaxCallSendMsgSize(64<<20)))
+	if err != nil {
+		return fmt.Errorf("connecting the proxy to the broker: %w", err)
+	}
+	w.mu.Lock()
+	old := w.conn
+	w.upstream, w.conn = tetherv1.NewBrokerServiceClient(conn), conn
+	w.mu.Unlock()
+	if old != nil {
+		old.Close()
+	}
+	return nil
+}
+
 func (w *wire) stop() {
 	w.srv.Stop()
+	w.mu.Lock()
+	defer w.mu.Unlock()
 	w.conn.Close()
 }
 
@@ -92,12 +115,19 @@ func (w *wire) stop() {
 func (w *wire) Connect(down tetherv1.BrokerService_ConnectServer) error {
 	ctx, cancel := context.WithCancel(down.Context())
 	defer cancel()
-	up, err := w.upstream.Connect(ctx)
-	if err != nil {
-		return err
-	}
 	s := &stream{acks: map[string]ackAt{}}
 	w.record(func() { w.streams = append(w.streams, s) })
+	w.mu.Lock()
+	upstream, reject := w.upstream, w.reject
+	w.mu.Unlock()
+	if reject != nil {
+		return w.refuse(s, down, reject)
+	}
+	up, err := upstream.Connect(ctx)
+	if err != nil {
+		w.record(func() { s.ended, s.endStatus = true, status.Convert(err) })
+		return err
+	}
 	go w.fromHandler(s, down, up)
 	for {
 		msg, err := up.Recv()
@@ -170,6 +200,15 @@ func (w *wire) fromHandler(s *stream, down tetherv1.BrokerService_ConnectServer,
 			return
 		}
 	}
+}
+
+// refuse records the handler's first message and ends the stream with st.
+func (w *wire) refuse(s *stream, down tetherv1.BrokerService_ConnectServer, st *status.Status) error {
+	if msg, err := down.Recv(); err == nil {
+		w.record(func() { s.first, s.hello = msg, msg.GetHello() })
+	}
+	w.record(func() { s.ended, s.endStatus = true, st })
+	return st.Err()
 }
 
 func (s *stream) deliveryLocked(id string) *tetherv1.Delivery {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -32,6 +33,11 @@ func run() error {
 	ns := sdk.Namespaces(os.Getenv("TETHER_NAMESPACE"))
 	h.OnCreate(widgets, create, sdk.ID("create"), ns)
 	h.OnDelete(widgets, func(context.Context, *sdk.Event) error { return nil }, sdk.ID("delete"), ns)
+	h.OnTimer(widgets, 500*time.Millisecond, tick, sdk.ID("tick"), ns, sdk.Labels("conformance.tether.dev/timer=yes"))
+	h.OnDaemon(widgets, daemon, sdk.ID("daemon"), ns, sdk.Labels("conformance.tether.dev/daemon=yes"),
+		sdk.CancellationTimeout(10*time.Second))
+	h.OnValidate(widgets, validate, sdk.ID("validate"), ns, sdk.Labels("conformance.tether.dev/admission=yes"))
+	h.OnMutate(widgets, mutate, sdk.ID("mutate"), ns, sdk.Labels("conformance.tether.dev/admission=yes"))
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 	return h.Run(ctx, os.Getenv("TETHER_BROKER"))
@@ -53,12 +59,45 @@ func create(_ context.Context, ev *sdk.Event) error {
 	case "patch":
 		ev.SetLabel("conformance.tether.dev/patched", "yes")
 		ev.PatchStatus(map[string]any{"phase": "Patched"})
+	case "big":
+		ev.SetAnnotation("conformance.tether.dev/big", strings.Repeat("x", 5<<20))
+	}
+	return nil
+}
+
+func tick(_ context.Context, ev *sdk.Event) error {
+	ev.SetResult(map[string]any{"ticked": true})
+	return nil
+}
+
+// daemon runs until stopped, then takes half a second to clean up.
+func daemon(ctx context.Context, _ *sdk.Event) error {
+	<-ctx.Done()
+	time.Sleep(500 * time.Millisecond)
+	return nil
+}
+
+func validate(_ context.Context, r *sdk.Review) error {
+	if s, _, _ := nestedString(r.Object.Object, "spec", "scenario"); s == "deny" {
+		return sdk.Deny("conformance: denied")
+	}
+	return nil
+}
+
+func mutate(_ context.Context, r *sdk.Review) error {
+	if s, _, _ := nestedString(r.Object.Object, "spec", "scenario"); s == "mutate" {
+		labels := r.Object.GetLabels()
+		labels["conformance.tether.dev/mutated"] = "yes"
+		r.Object.SetLabels(labels)
 	}
 	return nil
 }
 
 func unstructuredString(ev *sdk.Event, path ...string) (string, bool, error) {
-	obj := ev.Object().Object
+	return nestedString(ev.Object().Object, path...)
+}
+
+func nestedString(obj map[string]any, path ...string) (string, bool, error) {
 	for _, p := range path[:len(path)-1] {
 		m, ok := obj[p].(map[string]any)
 		if !ok {

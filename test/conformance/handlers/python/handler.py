@@ -5,6 +5,7 @@ answers of test/conformance/README.md, on the Python SDK (sdk/python).
   /usr/bin/python3 -I -B -u test/conformance/handlers/python/handler.py
 """
 
+import asyncio
 import os
 import sys
 
@@ -33,12 +34,39 @@ def create(spec, patch, retry, **_):
     if scenario == "patch":
         patch.metadata.labels["conformance.tether.dev/patched"] = "yes"
         patch.status["phase"] = "Patched"
+    if scenario == "big":
+        patch.metadata.annotations["conformance.tether.dev/big"] = "x" * (5 << 20)
     return None
 
 
 @tether.on.delete(*WIDGETS, registry=registry, id="delete")
 def delete(**_):
     pass
+
+
+@tether.timer(*WIDGETS, registry=registry, id="tick", interval=0.5, labels="conformance.tether.dev/timer=yes",
+              results="annotation")
+def tick(**_):
+    return {"ticked": True}
+
+
+@tether.daemon(*WIDGETS, registry=registry, id="daemon", labels="conformance.tether.dev/daemon=yes",
+               cancellation_timeout=10)
+async def daemon(stopped, **_):
+    await stopped.wait()
+    await asyncio.sleep(0.5)  # the daemon's cleanup, which its stop's ack waits for
+
+
+@tether.on.validate(*WIDGETS, registry=registry, id="validate", labels="conformance.tether.dev/admission=yes")
+def validate(spec, **_):
+    if spec.get("scenario") == "deny":
+        raise tether.AdmissionError("conformance: denied")
+
+
+@tether.on.mutate(*WIDGETS, registry=registry, id="mutate", labels="conformance.tether.dev/admission=yes")
+def mutate(spec, patch, **_):
+    if spec.get("scenario") == "mutate":
+        patch.metadata.labels["conformance.tether.dev/mutated"] = "yes"
 
 
 def main():

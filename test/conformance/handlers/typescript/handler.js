@@ -26,6 +26,31 @@ async function create(d) {
       throw new tether.PermanentError("conformance: permanent failure");
     case "patch":
       return { patch: { metadata: { labels: { "conformance.tether.dev/patched": "yes" } } }, statusPatch: { phase: "Patched" } };
+    case "big":
+      return { patch: { metadata: { annotations: { "conformance.tether.dev/big": "x".repeat(5 << 20) } } } };
+  }
+}
+
+/** Runs until stopped, then takes half a second to clean up, which its stop's ack waits for.
+ * @param {import("../../../../sdk/typescript/build/src").Delivery} d */
+async function daemon(d) {
+  await new Promise((resolve) => {
+    if (d.signal.aborted) resolve(undefined);
+    else d.signal.addEventListener("abort", () => resolve(undefined), { once: true });
+  });
+  await new Promise((resolve) => setTimeout(resolve, 500));
+}
+
+/** @param {import("../../../../sdk/typescript/build/src").Review} r */
+function validate(r) {
+  if (r.object?.spec?.scenario === "deny") throw new tether.DeniedError("conformance: denied");
+}
+
+/** @param {import("../../../../sdk/typescript/build/src").Review} r */
+function mutate(r) {
+  if (r.object?.spec?.scenario === "mutate") {
+    r.object.metadata = r.object.metadata ?? {};
+    r.object.metadata.labels = { ...r.object.metadata.labels, "conformance.tether.dev/mutated": "yes" };
   }
 }
 
@@ -33,6 +58,13 @@ async function main() {
   const h = new tether.Handler(env.TETHER_HANDLER ?? "", { insecure: env.TETHER_INSECURE === "true" });
   h.onCreate(widgets, create, { id: "create", namespaces });
   h.onDelete(widgets, async () => {}, { id: "delete", namespaces });
+  h.onTimer(widgets, async () => ({ result: { ticked: true } }), {
+    id: "tick", namespaces, interval: 500, labelSelector: "conformance.tether.dev/timer=yes",
+  });
+  h.onDaemon(widgets, daemon, { id: "daemon", namespaces, labelSelector: "conformance.tether.dev/daemon=yes", cancellationTimeout: 10000 });
+  const admission = { namespaces, labelSelector: "conformance.tether.dev/admission=yes" };
+  h.onValidate(widgets, validate, { id: "validate", ...admission });
+  h.onMutate(widgets, mutate, { id: "mutate", ...admission });
   await h.run(env.TETHER_BROKER ?? "", { signal: tether.untilSignal() });
 }
 

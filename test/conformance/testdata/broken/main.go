@@ -1,7 +1,8 @@
-// Command broken is a handler that breaks two rules of docs/protocol.md on
+// Command broken is a handler that breaks three rules of docs/protocol.md on
 // purpose, for the kit's own test: it answers the retry scenario RETRY
-// without its retry_after, forever (ack.retry), and the fail scenario OK
-// (ack.fail). Everything else it answers as the spec says.
+// without its retry_after, forever (ack.retry), the fail scenario OK
+// (ack.fail), and its timer's ticks FAIL (timer.ack). Everything else it
+// answers as the spec says.
 package main
 
 import (
@@ -10,7 +11,9 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
+	"time"
 
 	"github.com/tether-dev/tether/sdk"
 )
@@ -22,6 +25,29 @@ func main() {
 	ns := sdk.Namespaces(os.Getenv("TETHER_NAMESPACE"))
 	h.OnCreate(widgets, create, sdk.ID("create"), ns)
 	h.OnDelete(widgets, func(context.Context, *sdk.Event) error { return nil }, sdk.ID("delete"), ns)
+	h.OnTimer(widgets, 500*time.Millisecond, func(context.Context, *sdk.Event) error {
+		return sdk.Permanent(errors.New("broken: a tick fails"))
+	}, sdk.ID("tick"), ns, sdk.Labels("conformance.tether.dev/timer=yes"))
+	h.OnDaemon(widgets, func(ctx context.Context, _ *sdk.Event) error {
+		<-ctx.Done()
+		time.Sleep(500 * time.Millisecond) // the spec's cleanup
+		return nil
+	}, sdk.ID("daemon"), ns, sdk.Labels("conformance.tether.dev/daemon=yes"), sdk.CancellationTimeout(10*time.Second))
+	admission := sdk.Labels("conformance.tether.dev/admission=yes")
+	h.OnValidate(widgets, func(_ context.Context, r *sdk.Review) error {
+		if scenario(r.Object.Object) == "deny" {
+			return sdk.Deny("conformance: denied")
+		}
+		return nil
+	}, sdk.ID("validate"), ns, admission)
+	h.OnMutate(widgets, func(_ context.Context, r *sdk.Review) error {
+		if scenario(r.Object.Object) == "mutate" {
+			labels := r.Object.GetLabels()
+			labels["conformance.tether.dev/mutated"] = "yes"
+			r.Object.SetLabels(labels)
+		}
+		return nil
+	}, sdk.ID("mutate"), ns, admission)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 	if err := h.Run(ctx, os.Getenv("TETHER_BROKER")); err != nil {
@@ -30,9 +56,14 @@ func main() {
 	}
 }
 
+func scenario(obj map[string]any) string {
+	spec, _ := obj["spec"].(map[string]any)
+	s, _ := spec["scenario"].(string)
+	return s
+}
+
 func create(_ context.Context, ev *sdk.Event) error {
-	spec, _ := ev.Object().Object["spec"].(map[string]any)
-	switch spec["scenario"] {
+	switch scenario(ev.Object().Object) {
 	case "ok":
 		ev.SetResult(map[string]any{"scenario": "ok"})
 	case "retry":
@@ -40,6 +71,8 @@ func create(_ context.Context, ev *sdk.Event) error {
 	case "patch":
 		ev.SetLabel("conformance.tether.dev/patched", "yes")
 		ev.PatchStatus(map[string]any{"phase": "Patched"})
+	case "big":
+		ev.SetAnnotation("conformance.tether.dev/big", strings.Repeat("x", 5<<20))
 	}
 	return nil
 }

@@ -1,0 +1,92 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	tetherv1 "github.com/tether-dev/tether/proto/tether/v1"
+)
+
+// rejectMessage is what the proxy says when it refuses the Hello, as the
+// broker names a misconfigured binding.
+const rejectMessage = "conformance: binding create: refused on purpose"
+
+// reconnect restarts the broker: the handler must connect again, be
+// welcomed, and handle a new widget's create.
+func (k *kit) reconnect(ctx context.Context) error {
+	k.wire.mu.Lock()
+	before := len(k.wire.streams)
+	k.wire.mu.Unlock()
+	if err := k.restartBroker(ctx, "broker-restarted.log"); err != nil {
+		return fmt.Errorf("restarting the broker: %w", err)
+	}
+	if !k.wire.await(ctx, waitFor, func() bool {
+		for _, s := range k.wire.streams[before:] {
+			if s.welcome != nil && !s.ended {
+				return true
+			}
+		}
+		return false
+	}) {
+		return fmt.Errorf("no stream welcomed by the restarted broker within %v", waitFor)
+	}
+	const name = "reconnected"
+	if err := k.createWidget(ctx, name, "ok"); err != nil {
+		return err
+	}
+	acks, err := k.awaitAcks(ctx, name, tetherv1.DeliveryKind_DELIVERY_KIND_CREATE, 1)
+	if err != nil {
+		return err
+	}
+	if got := acks[0].a.GetOutcome(); got != tetherv1.Outcome_OUTCOME_OK {
+		return fmt.Errorf("create acked %v (%s), want OK", got, acks[0].a.GetMessage())
+	}
+	return k.awaitResult(ctx, name, map[string]any{"scenario": "ok"})
+}
+
+// rejectedHello starts the handler again with the proxy refusing every
+// Hello with InvalidArgument, a permanent status: it must say why and exit
+// with a status other than 0, without trying again.
+func (k *kit) rejectedHello(ctx context.Context) error {
+	k.wire.mu.Lock()
+	k.wire.reject = status.New(codes.InvalidArgument, rejectMessage)
+	before := len(k.wire.streams)
+	k.wire.mu.Unlock()
+	if err := k.startHandler("handler-rejected.log"); err != nil {
+		return err
+	}
+	attempts := func() int {
+		k.wire.mu.Lock()
+		defer k.wire.mu.Unlock()
+		return len(k.wire.streams) - before
+	}
+	select {
+	case <-k.done:
+	case <-time.After(waitFor):
+		return fmt.Errorf("the handler still runs %v after its Hello was refused, having connected %d times", waitFor, attempts())
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	switch n := attempts(); {
+	case k.exitErr == nil:
+		return errors.New("the handler exited with status 0 after its Hello was refused")
+	case n != 1:
+		return fmt.Errorf("the handler connected %d times, want once: a refused Hello is not retried", n)
+	}
+	out, err := os.ReadFile(filepath.Join(k.opts.dir, "handler-rejected.log"))
+	if err != nil {
+		return fmt.Errorf("reading the handler's output: %w", err)
+	}
+	if !strings.Contains(string(out), rejectMessage) {
+		return fmt.Errorf("the handler's output does not give the broker's message %q", rejectMessage)
+	}
+	return nil
+}
