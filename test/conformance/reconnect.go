@@ -56,6 +56,7 @@ func (k *kit) reconnect(ctx context.Context) error {
 // Hello with InvalidArgument, a permanent status: it must say why and exit
 // with a status other than 0, without trying again.
 func (k *kit) rejectedHello(ctx context.Context) error {
+	k.killHandler() // the one before, if the drain left it running
 	k.wire.mu.Lock()
 	k.wire.reject = status.New(codes.InvalidArgument, rejectMessage)
 	before := len(k.wire.streams)

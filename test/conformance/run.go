@@ -172,11 +172,12 @@ func (k *kit) startHandler(logName string) error {
 		out.Close()
 		return fmt.Errorf("starting the handler %q: %w", k.opts.command, err)
 	}
-	k.handler, k.done = cmd, make(chan struct{})
+	done := make(chan struct{}) // this process's, not the next one's
+	k.handler, k.done = cmd, done
 	go func() {
 		k.exitErr = cmd.Wait()
 		out.Close()
-		close(k.done)
+		close(done)
 	}()
 	return nil
 }
