@@ -14,6 +14,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/tether-dev/tether/broker/auth"
 	"github.com/tether-dev/tether/test/controlplane"
 )
 
@@ -156,4 +157,39 @@ func firstDifference(t *testing.T, got, want any) string {
 	}
 	tail := func(l []string) string { return strings.Join(l[i:min(len(l), i+8)], "\n") }
 	return fmt.Sprintf("at line %d, the chart's:\n%s\ndeploy/broker's:\n%s", i+1, tail(gl), tail(wl))
+}
+
+// TestChartGrantsHandlerResources: the value handlerResources renders one
+// ClusterRole with the aggregation label, get, list, watch and patch on
+// each item's resources unless it lists verbs; without it there is none
+// (TestChartIsDeployBroker).
+func TestChartGrantsHandlerResources(t *testing.T) {
+	out := helm(t, "template", "tether", chartDir, "--namespace", ns,
+		"--set", "handlerResources[0].apiGroup=seed.tether.dev,handlerResources[0].resources={gadgets}",
+		"--set", "handlerResources[1].apiGroup=,handlerResources[1].resources={configmaps},handlerResources[1].verbs={list,watch}")
+	var found bool
+	for _, o := range decodeAll(t, []byte(out)) {
+		if o.GetKind() != "ClusterRole" || o.GetName() != "tether-broker-handlers" {
+			continue
+		}
+		found = true
+		if o.GetLabels()[auth.AggregationLabel] != "true" {
+			t.Errorf("tether-broker-handlers lacks the label %s: %v", auth.AggregationLabel, o.GetLabels())
+		}
+		rules, _, _ := unstructured.NestedSlice(o.Object, "rules")
+		want := []any{
+			map[string]any{"apiGroups": []any{"seed.tether.dev"}, "resources": []any{"gadgets"}, "verbs": []any{"get", "list", "watch", "patch"}},
+			map[string]any{"apiGroups": []any{""}, "resources": []any{"configmaps"}, "verbs": []any{"list", "watch"}},
+		}
+		if !reflect.DeepEqual(rules, want) {
+			t.Errorf("tether-broker-handlers rules\n  %v\nwant\n  %v", rules, want)
+		}
+	}
+	if !found {
+		t.Errorf("no ClusterRole tether-broker-handlers in\n%s", out)
+	}
+	_, err := runHelm(t, "template", "tether", chartDir, "--set", "handlerResources[0].apiGroup=x,handlerResources[0].resources={y},handlerResources[0].verbs={delete}")
+	if err == nil || !strings.Contains(err.Error(), "handlerResources") {
+		t.Errorf("a verb other than get, list, watch, patch: %v, want an error that names handlerResources", err)
+	}
 }

@@ -22,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/yaml"
 
 	"github.com/tether-dev/tether/broker"
+	"github.com/tether-dev/tether/broker/auth"
 	"github.com/tether-dev/tether/test/controlplane"
 )
 
@@ -56,9 +57,12 @@ var handlerArgs = []string{
 // wantObjects is every object deploy/ makes, as kind/namespace/name.
 var wantObjects = []string{
 	"ClusterRole//tether-broker",
+	"ClusterRole//tether-broker-base",
+	"ClusterRole//tether-broker-example-handler",
 	"ClusterRole//tether-example-handler",
 	"ClusterRole//tether-metrics-reader",
 	"ClusterRoleBinding//tether-broker",
+	"ClusterRoleBinding//tether-broker-base",
 	"ClusterRoleBinding//tether-example-handler",
 	"Deployment/tether-system/example-handler",
 	"Deployment/tether-system/tether-broker",
@@ -164,9 +168,18 @@ func TestManifestsApply(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		wantAggregation := &rbacv1.AggregationRule{ClusterRoleSelectors: []metav1.LabelSelector{
+			{MatchLabels: map[string]string{auth.AggregationLabel: "true"}},
+		}}
+		if !reflect.DeepEqual(cr.AggregationRule, wantAggregation) || len(cr.Rules) != 0 {
+			t.Errorf("ClusterRole %s: aggregation %v, rules %v; want %v and no rules of its own (no controller manager here fills them)",
+				brokerName, cr.AggregationRule, cr.Rules, wantAggregation)
+		}
+		base, err := kube.RbacV1().ClusterRoles().Get(ctx, brokerName+"-base", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
 		want := []rbacv1.PolicyRule{
-			{APIGroups: []string{"*"}, Resources: []string{"*"}, Verbs: []string{"get", "list", "watch"}},
-			{APIGroups: []string{"*"}, Resources: []string{"*", "*/status"}, Verbs: []string{"patch"}},
 			{APIGroups: []string{"", "events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
 			{APIGroups: []string{"authentication.k8s.io"}, Resources: []string{"tokenreviews"}, Verbs: []string{"create"}},
 			{APIGroups: []string{"authorization.k8s.io"}, Resources: []string{"subjectaccessreviews"}, Verbs: []string{"create"}},
@@ -175,9 +188,21 @@ func TestManifestsApply(t *testing.T) {
 				Verbs: []string{"get", "list", "watch", "create", "update", "delete"}},
 			{APIGroups: []string{"rbac.authorization.k8s.io"}, Resources: []string{"clusterroles"}, Verbs: []string{"get", "list", "create", "update", "delete"}},
 			{APIGroups: []string{"rbac.authorization.k8s.io"}, Resources: []string{"clusterrolebindings"}, Verbs: []string{"get", "list", "create"}},
+			{APIGroups: []string{""}, Resources: []string{"namespaces"}, ResourceNames: []string{ns}, Verbs: []string{"get"}},
 		}
-		if !reflect.DeepEqual(cr.Rules, want) {
-			t.Errorf("ClusterRole %s rules\n  %v\nwant\n  %v", brokerName, cr.Rules, want)
+		if !reflect.DeepEqual(base.Rules, want) {
+			t.Errorf("ClusterRole %s rules\n  %v\nwant\n  %v", base.Name, base.Rules, want)
+		}
+		exampleForBroker, err := kube.RbacV1().ClusterRoles().Get(ctx, exampleBrokerRole, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantExample := []rbacv1.PolicyRule{
+			{APIGroups: []string{""}, Resources: []string{"secrets", "configmaps"}, Verbs: []string{"get", "list", "watch", "patch"}},
+		}
+		if !reflect.DeepEqual(exampleForBroker.Rules, wantExample) || exampleForBroker.Labels[auth.AggregationLabel] != "true" {
+			t.Errorf("ClusterRole %s: labels %v, rules\n  %v\nwant the aggregation label and\n  %v",
+				exampleBrokerRole, exampleForBroker.Labels, exampleForBroker.Rules, wantExample)
 		}
 		role, err := kube.RbacV1().Roles(ns).Get(ctx, brokerName, metav1.GetOptions{})
 		if err != nil {
@@ -214,6 +239,13 @@ func TestManifestsApply(t *testing.T) {
 		}
 		if crb.RoleRef.Kind != "ClusterRole" || crb.RoleRef.Name != brokerName || !slices.Equal(crb.Subjects, []rbacv1.Subject{sa}) {
 			t.Errorf("ClusterRoleBinding %s = %+v %+v", brokerName, crb.RoleRef, crb.Subjects)
+		}
+		crb, err = kube.RbacV1().ClusterRoleBindings().Get(ctx, brokerName+"-base", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if crb.RoleRef.Kind != "ClusterRole" || crb.RoleRef.Name != brokerName+"-base" || !slices.Equal(crb.Subjects, []rbacv1.Subject{sa}) {
+			t.Errorf("ClusterRoleBinding %s-base = %+v %+v", brokerName, crb.RoleRef, crb.Subjects)
 		}
 		rb, err := kube.RbacV1().RoleBindings(ns).Get(ctx, brokerName, metav1.GetOptions{})
 		if err != nil {

@@ -97,27 +97,33 @@ func checkAccess(t *testing.T, kube kubernetes.Interface, namespace, name string
 }
 
 // TestBrokerRBACIsEnough asks the API server what the ServiceAccount
-// tether-broker may do after deploy/ is applied: everything the broker needs,
+// tether-broker may do after deploy/ is applied, with no handler's grant
+// aggregated (this control plane runs no controller manager, so the
+// ClusterRole tether-broker stays empty, as with deploy/broker alone):
+// everything the broker needs for itself, nothing on what handlers bind,
 // and not what it must never do.
 func TestBrokerRBACIsEnough(t *testing.T) {
 	cp, _ := applyManifests(t)
 	const other = "some-namespace"
 	table := []access{
-		// Watching what handlers bind, cluster-wide and in one namespace.
-		allow("list", "test.tether.dev", "widgets", ""),
-		allow("watch", "test.tether.dev", "widgets", ""),
-		allow("get", "test.tether.dev", "widgets", other),
-		allow("list", "", "secrets", ""),
-		allow("watch", "", "secrets", ""),
-		allow("list", "", "configmaps", other),
-		allow("watch", "apps", "deployments", ""),
-		allow("list", "", "namespaces", ""),
-		// Holds, progress, handler patches.
-		allow("patch", "test.tether.dev", "widgets", other),
-		allow("patch", "test.tether.dev", "widgets", other).sub("status"),
-		allow("patch", "", "secrets", other),
-		allow("patch", "", "configmaps", other),
-		allow("patch", "apps", "deployments", other).sub("status"),
+		// Nothing a handler may bind, until a handler's install grants it
+		// (TestBrokerRightsFollowTheHandlers): the ClusterRole tether-broker
+		// aggregates those grants and holds none of its own.
+		deny("list", "test.tether.dev", "widgets", ""),
+		deny("patch", "test.tether.dev", "widgets", other),
+		deny("get", "", "secrets", "kube-system"),
+		deny("list", "", "secrets", ""),
+		deny("patch", "", "pods", "kube-system").sub("ephemeralcontainers"),
+		deny("get", "", "nodes", "").sub("proxy"),
+		deny("patch", "admissionregistration.k8s.io", "validatingadmissionpolicybindings", ""),
+		deny("patch", "admissionregistration.k8s.io", "validatingadmissionpolicies", ""),
+		deny("patch", "apps", "deployments", "kube-system"),
+		deny("patch", "apps", "deployments", other).sub("status"),
+		deny("patch", "", "configmaps", "kube-system"),
+		deny("list", "", "namespaces", ""),
+		// Its own Namespace, read to own its uninstall grant; no other.
+		allow("get", "", "namespaces", "").named(ns),
+		deny("get", "", "namespaces", "").named("kube-system"),
 		// Events.
 		allow("create", "", "events", other),
 		allow("patch", "", "events", other),
@@ -213,8 +219,14 @@ func TestBrokerRBACIsEnough(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"list", "secrets", "--all-namespaces"}, "yes"},
 		{[]string{"create", "leases.coordination.k8s.io", "-n", ns}, "yes"},
+		{[]string{"list", "secrets", "--all-namespaces"}, "no"},
+		{[]string{"get", "secrets", "-n", "kube-system"}, "no"},
+		{[]string{"patch", "pods", "--subresource=ephemeralcontainers", "-n", "kube-system"}, "no"},
+		{[]string{"get", "nodes", "--subresource=proxy"}, "no"},
+		{[]string{"patch", "validatingadmissionpolicybindings.admissionregistration.k8s.io"}, "no"},
+		{[]string{"patch", "deployments.apps", "-n", "kube-system"}, "no"},
+		{[]string{"patch", "configmaps", "-n", "kube-system"}, "no"},
 		{[]string{"delete", "secrets", "-n", "default"}, "no"},
 		{[]string{"create", "pods", "-n", "default"}, "no"},
 	} {
@@ -275,10 +287,13 @@ func TestExampleHandlerRBAC(t *testing.T) {
 
 // TestBrokerServiceAccountDoesItsJob authenticates with a real token of the
 // ServiceAccount tether-broker and does what the broker does, and what it
-// must not do.
+// must not do, with the example handler's grant and one for widgets
+// aggregated (aggregateForBroker).
 func TestBrokerServiceAccountDoesItsJob(t *testing.T) {
 	cp, _ := applyManifests(t)
 	admin := cp.EnsureWidgetCRD(t)
+	grantBrokerWidgets(t, cp)
+	aggregateForBroker(t, cp)
 	objNS := cp.Namespace(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -371,8 +386,9 @@ func TestBrokerServiceAccountDoesItsJob(t *testing.T) {
 		si.Stop()
 	}
 
-	// A hold and progress, with a JSON patch guarded by the resourceVersion;
-	// then a status patch on the subresource.
+	// A hold and progress, with a JSON patch guarded by the resourceVersion.
+	// Not the status subresource: a handler's status patch is written as
+	// the handler, and no handler's grant gives the broker widgets/status.
 	hold, _ := json.Marshal([]map[string]any{
 		{"op": "test", "path": "/metadata/resourceVersion", "value": w.GetResourceVersion()},
 		{"op": "add", "path": "/metadata/finalizers", "value": []string{"tether.dev/test"}},
@@ -385,7 +401,7 @@ func TestBrokerServiceAccountDoesItsJob(t *testing.T) {
 		t.Errorf("finalizers after the patch: %v", patched.GetFinalizers())
 	}
 	_, err = wr.Patch(ctx, "w", types.MergePatchType, []byte(`{"status":{"phase":"Ready"}}`), metav1.PatchOptions{}, "status")
-	ok("patch a widget's status", err)
+	forbidden("patch a widget's status as the broker", err)
 	release, _ := json.Marshal([]map[string]any{
 		{"op": "test", "path": "/metadata/finalizers", "value": []string{"tether.dev/test"}},
 		{"op": "remove", "path": "/metadata/finalizers"},
@@ -555,7 +571,7 @@ func TestBrokerWritesOnlyItsOwnGrant(t *testing.T) {
 	rbac := asBroker.RbacV1()
 	ctx := context.Background()
 	grant := "tether-broker-uninstall-" + ns
-	rules := []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"get"}}}
+	rules := []rbacv1.PolicyRule{{APIGroups: []string{"authentication.k8s.io"}, Resources: []string{"tokenreviews"}, Verbs: []string{"create"}}}
 	bindingOf := func(name, sa, role string) *rbacv1.ClusterRoleBinding {
 		return &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name},
 			Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: sa, Namespace: ns}},
