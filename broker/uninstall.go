@@ -276,11 +276,7 @@ func (u *uninstaller) underWay(ctx context.Context) bool {
 // all the same. It returns the broker's ServiceAccount, "" when it has
 // none or the guard could not be put on.
 func (u *uninstaller) guard(ctx context.Context) string {
-	lease := ""
-	if le := u.opts.LeaderElection.withDefaults(); le.Enabled {
-		lease = le.LeaseName
-	}
-	refs, sa, err := guard.Guarded(ctx, u.kube, u.opts.Namespace, lease)
+	refs, sa, err := guard.Guarded(ctx, u.kube, u.opts.Namespace, u.leaderLease())
 	if err == nil {
 		err = guard.Protect(ctx, u.dyn, u.opts.Namespace, refs)
 	}
@@ -299,17 +295,29 @@ func (u *uninstaller) guard(ctx context.Context) string {
 
 // unguard takes the uninstall guard off (package guard), then
 // revokes the broker's grant: last, since it may take the permissions that
-// let the broker do the rest. The revoke is refused when the ServiceAccount
-// went with the guard; then the namespace is being deleted, and the garbage
-// collector removes the grant once it is gone.
+// let the broker do the rest. What it guarded is asked again (Guarded)
+// while the broker's RoleBinding still grants it the listing, the replica
+// that guarded may be another one, and each is then freed by name. The
+// revoke is refused when the ServiceAccount went with the guard; then the
+// namespace is being deleted, and the garbage collector removes the grant
+// once it is gone.
 func (u *uninstaller) unguard(ctx context.Context) error {
-	freed, err := guard.Unprotect(ctx, u.dyn, u.opts.Namespace)
+	refs, _, gerr := guard.Guarded(ctx, u.kube, u.opts.Namespace, u.leaderLease())
+	freed, err := guard.Unprotect(ctx, u.dyn, u.opts.Namespace, refs)
 	u.log.Info("uninstall: guard taken off", "objects", fmt.Sprint(freed))
-	if err != nil {
+	if err = errors.Join(gerr, err); err != nil {
 		return fmt.Errorf("uninstall: %w", err)
 	}
 	if err := guard.Revoke(ctx, u.kube, u.opts.Namespace); err != nil {
 		u.log.Info("uninstall: the grant stays until the namespace is gone", "error", err)
 	}
 	return nil
+}
+
+// leaderLease is the leader Lease's name, "" without leader election.
+func (u *uninstaller) leaderLease() string {
+	if le := u.opts.LeaderElection.withDefaults(); le.Enabled {
+		return le.LeaseName
+	}
+	return ""
 }

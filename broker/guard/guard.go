@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
@@ -24,8 +25,8 @@ import (
 // belongs to handlers' holds.
 const Finalizer = "broker.tether.dev/uninstall"
 
-// Resources are what may be guarded, in the order Unprotect frees them:
-// the ServiceAccount last, since its token is gone with it.
+// Resources are what may be guarded, in the order they are freed: the
+// ServiceAccount last, since its token is gone with it.
 var Resources = []schema.GroupVersionResource{
 	{Group: "coordination.k8s.io", Version: "v1", Resource: "leases"},
 	{Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "rolebindings"},
@@ -42,10 +43,12 @@ type Ref struct {
 func (r Ref) String() string { return r.Resource.Resource + "/" + r.Name }
 
 // Guarded lists what the broker, authenticated as kube's user, needs in
-// namespace: the leader Lease (when lease is not empty) and, when the user
-// is a ServiceAccount of namespace, that ServiceAccount and the
-// RoleBindings there that name it, with their Roles. sa is the
-// ServiceAccount's name, "" for a user of another kind.
+// namespace, in the order Unprotect must free them: the leader Lease (when
+// lease is not empty) and, when the user is a ServiceAccount of namespace,
+// the RoleBindings there that name it and their Roles, then that
+// ServiceAccount. sa is the
+// ServiceAccount's name, "" for a user of another kind. When the
+// RoleBindings cannot be listed, refs still ends with the ServiceAccount.
 func Guarded(ctx context.Context, kube kubernetes.Interface, namespace, lease string) (refs []Ref, sa string, err error) {
 	if lease != "" {
 		refs = append(refs, Ref{Resources[0], lease})
@@ -58,20 +61,37 @@ func Guarded(ctx context.Context, kube kubernetes.Interface, namespace, lease st
 	if !ok || ns != namespace {
 		return refs, "", nil // a user of its own, as on a laptop: nothing of it goes with the namespace
 	}
+	account := Ref{Resources[3], sa}
 	bindings, err := kube.RbacV1().RoleBindings(namespace).List(ctx, metav1.ListOptions{})
 	if err != nil {
-		return refs, sa, fmt.Errorf("listing the RoleBindings of %s: %w", namespace, err)
+		return append(refs, account), sa, fmt.Errorf("listing the RoleBindings of %s: %w", namespace, err)
+	}
+	// The broker's own (named as its ServiceAccount) go after the others:
+	// it may get and patch those by name whatever else it lost (its
+	// ClusterRole tether-broker-base), while its rights on the others may
+	// go with its own RoleBinding.
+	var others, own []Ref
+	add := func(r Ref) {
+		switch {
+		case slices.Contains(others, r) || slices.Contains(own, r):
+		case r.Name == sa:
+			own = append(own, r)
+		default:
+			others = append(others, r)
+		}
 	}
 	for _, rb := range bindings.Items {
-		if !names(rb.Subjects, namespace, sa) {
-			continue
-		}
-		refs = append(refs, Ref{Resources[1], rb.Name})
-		if rb.RoleRef.Kind == "Role" {
-			refs = append(refs, Ref{Resources[2], rb.RoleRef.Name})
+		if names(rb.Subjects, namespace, sa) {
+			add(Ref{Resources[1], rb.Name})
 		}
 	}
-	return append(refs, Ref{Resources[3], sa}), sa, nil
+	for _, rb := range bindings.Items {
+		if names(rb.Subjects, namespace, sa) && rb.RoleRef.Kind == "Role" {
+			add(Ref{Resources[2], rb.RoleRef.Name})
+		}
+	}
+	refs = append(append(refs, others...), own...)
+	return append(refs, account), sa, nil
 }
 
 // serviceAccountOf parses system:serviceaccount:<namespace>:<name>.
@@ -99,17 +119,40 @@ func names(subjects []rbacv1.Subject, namespace, name string) bool {
 func Protect(ctx context.Context, dyn dynamic.Interface, namespace string, refs []Ref) error {
 	var errs []error
 	for _, r := range refs {
-		if err := set(ctx, dyn, namespace, r, true); err != nil {
+		if _, err := set(ctx, dyn, namespace, r, true); err != nil {
 			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)
 }
 
-// Unprotect takes the guard off every object of namespace that carries it,
-// in the order of Resources, and returns what it freed.
-func Unprotect(ctx context.Context, dyn dynamic.Interface, namespace string) ([]Ref, error) {
+// Unprotect takes the guard off each of refs that carries it, by name and
+// in the order given (Guarded's), and returns what it freed. It lists
+// nothing: once it has freed the broker's RoleBinding, the broker may
+// still get and patch its Role and ServiceAccount by name, and nothing
+// else in namespace.
+func Unprotect(ctx context.Context, dyn dynamic.Interface, namespace string, refs []Ref) ([]Ref, error) {
 	var freed []Ref
+	var errs []error
+	for _, r := range refs {
+		changed, err := set(ctx, dyn, namespace, r, false)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if changed {
+			freed = append(freed, r)
+		}
+	}
+	return freed, errors.Join(errs...)
+}
+
+// UnprotectAll takes the guard off every object of namespace that carries
+// it, in the order of Resources, and returns what it freed: for an admin
+// who does not know what the broker guarded (`broker release --all`). It
+// lists each of Resources in namespace.
+func UnprotectAll(ctx context.Context, dyn dynamic.Interface, namespace string) ([]Ref, error) {
+	var refs []Ref
 	var errs []error
 	for _, gvr := range Resources {
 		list, err := dyn.Resource(gvr).Namespace(namespace).List(ctx, metav1.ListOptions{})
@@ -118,18 +161,13 @@ func Unprotect(ctx context.Context, dyn dynamic.Interface, namespace string) ([]
 			continue
 		}
 		for _, obj := range list.Items {
-			if !hasGuard(obj.GetFinalizers()) {
-				continue
+			if hasGuard(obj.GetFinalizers()) {
+				refs = append(refs, Ref{gvr, obj.GetName()})
 			}
-			r := Ref{gvr, obj.GetName()}
-			if err := set(ctx, dyn, namespace, r, false); err != nil {
-				errs = append(errs, err)
-				continue
-			}
-			freed = append(freed, r)
 		}
 	}
-	return freed, errors.Join(errs...)
+	freed, err := Unprotect(ctx, dyn, namespace, refs)
+	return freed, errors.Join(append(errs, err)...)
 }
 
 func hasGuard(finalizers []string) bool {
@@ -142,15 +180,16 @@ func hasGuard(finalizers []string) bool {
 }
 
 // set adds (on) or removes the guard with a JSON patch that tests the list
-// as it was read, read again after a refused test.
-func set(ctx context.Context, dyn dynamic.Interface, namespace string, r Ref, on bool) error {
+// as it was read, read again after a refused test. It reports whether it
+// changed the object; one that is not there is left alone.
+func set(ctx context.Context, dyn dynamic.Interface, namespace string, r Ref, on bool) (bool, error) {
 	res := dyn.Resource(r.Resource).Namespace(namespace)
 	var err error
 	for range 5 {
 		var obj *unstructured.Unstructured
 		obj, err = res.Get(ctx, r.Name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
-			return nil
+			return false, nil
 		}
 		if err != nil {
 			break
@@ -164,15 +203,18 @@ func set(ctx context.Context, dyn dynamic.Interface, namespace string, r Ref, on
 			hold.RemoveFinalizer(&p, obj, Finalizer)
 		}
 		if p.Empty() {
-			return nil
+			return false, nil
 		}
 		body, jerr := p.JSON()
 		if jerr != nil {
-			return jerr
+			return false, jerr
 		}
 		_, err = res.Patch(ctx, r.Name, types.JSONPatchType, body, metav1.PatchOptions{})
-		if err == nil || apierrors.IsNotFound(err) {
-			return nil
+		if err == nil {
+			return true, nil
+		}
+		if apierrors.IsNotFound(err) {
+			return false, nil
 		}
 		if !apierrors.IsInvalid(err) && !apierrors.IsConflict(err) {
 			break // not a stale read: another try cannot help
@@ -182,5 +224,5 @@ func set(ctx context.Context, dyn dynamic.Interface, namespace string, r Ref, on
 	if on {
 		what = "putting the uninstall guard on"
 	}
-	return fmt.Errorf("%s %s in %s: %w", what, r, namespace, err)
+	return false, fmt.Errorf("%s %s in %s: %w", what, r, namespace, err)
 }

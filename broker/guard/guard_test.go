@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/tether-dev/tether/test/controlplane"
 )
@@ -20,7 +21,7 @@ import (
 // broker's ServiceAccount, the RoleBinding that names it and its Role, and
 // the leader Lease, not a binding of someone else; with the guard on, a
 // deleted ServiceAccount stays (deleting) and the token it issued still
-// works; Unprotect lets it go.
+// works; UnprotectAll (as an admin, for `broker release --all`) lets it go.
 func TestGuardKeepsWhatTheBrokerNeedsUntilUnprotect(t *testing.T) {
 	cp, ns, asBroker := brokerIn(t)
 	ctx := context.Background()
@@ -73,7 +74,7 @@ func TestGuardKeepsWhatTheBrokerNeedsUntilUnprotect(t *testing.T) {
 		t.Fatalf("the broker's token while its ServiceAccount is deleting: %v", err)
 	}
 
-	freed, err := Unprotect(ctx, dyn, ns)
+	freed, err := UnprotectAll(ctx, dyn, ns)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -177,11 +178,18 @@ func brokerIn(t *testing.T) (*controlplane.ControlPlane, string, kubernetes.Inte
 	t.Helper()
 	cp := controlplane.Get(t)
 	ns := cp.Namespace(t)
+	return cp, ns, kubernetes.NewForConfigOrDie(brokerConfig(t, cp, ns))
+}
+
+// brokerConfig is the control plane's config authenticated with a token
+// of the ServiceAccount broker in ns.
+func brokerConfig(t *testing.T, cp *controlplane.ControlPlane, ns string) *rest.Config {
+	t.Helper()
 	token, err := cp.ServiceAccountToken(context.Background(), ns, "broker")
 	if err != nil {
 		t.Fatal(err)
 	}
 	cfg := cp.RESTConfig()
 	cfg.BearerToken = token
-	return cp, ns, kubernetes.NewForConfigOrDie(cfg)
+	return cfg
 }

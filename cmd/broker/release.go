@@ -87,7 +87,7 @@ func releaseCmd(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	// The guard would keep the namespace from being deleted.
-	freed, gerr := guard.Unprotect(ctx, dyn, namespace)
+	freed, gerr := guard.UnprotectAll(ctx, dyn, namespace)
 	for _, r := range freed {
 		fmt.Fprintf(stdout, "%s: uninstall guard taken off\n", r)
 	}
