@@ -165,6 +165,13 @@ func TestBrokerRBACIsEnough(t *testing.T) {
 		deny("create", "", "configmaps", other),
 		deny("update", "", "configmaps", other),
 
+		// Whether an absent STRICT handler's ServiceAccount still exists
+		// (broker/orphans): read by name, never listed or written.
+		allow("get", "", "serviceaccounts", other),
+		deny("list", "", "serviceaccounts", ""),
+		deny("watch", "", "serviceaccounts", other),
+		deny("patch", "", "serviceaccounts", other),
+		deny("update", "", "serviceaccounts", other),
 		// Handlers' patches are written as the handler: ServiceAccounts
 		// only, by name; never another user, group, uid or extra.
 		allow("impersonate", "", "serviceaccounts", other),
