@@ -65,7 +65,8 @@ func (l *leading) run(ctx context.Context) {
 
 // afterRestore waits for the dispatcher to restore the recorded handlers
 // and sync their informers, then does what must follow a restore: the
-// leader label that sends handlers here, the uninstall guard (widened as handlers are granted), and the look
+// leader label that sends handlers here, the uninstall guard (its grant
+// widened at every Hello let in and every recheck period), and the look
 // at orphans (a handler released before the restore would come back with
 // it).
 func (l *leading) afterRestore(ctx context.Context) {
@@ -81,7 +82,7 @@ func (l *leading) afterRestore(ctx context.Context) {
 		widened := make(chan struct{})
 		go func() {
 			defer close(widened)
-			l.uninstaller.widen(ctx, sa)
+			l.uninstaller.widen(ctx)
 		}()
 		defer func() { <-widened }()
 	}

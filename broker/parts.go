@@ -222,7 +222,8 @@ func (p *parts) newSessions(resolver *resource.Resolver, kinds map[binding.Kind]
 		Defaults: o.Defaults, HelloTimeout: o.HelloTimeout, Supported: kinds, ExcludedNamespaces: excluded,
 		DefaultWindow: o.DefaultWindow, MaxWindow: o.MaxWindow, Version: o.Version,
 		Metrics: p.metrics, Authorize: authorize, AuthorizeName: authorizeName, RecheckEvery: o.RecheckEvery,
-		Index: index.Streamer{Informers: p.informers, Log: p.log.Named("index")}.Stream,
+		Index:    index.Streamer{Informers: p.informers, Log: p.log.Named("index")}.Stream,
+		Admitted: func(ctx context.Context) { p.uninstaller.widenNow(ctx) },
 	})
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -157,6 +158,11 @@ type uninstaller struct {
 	store    *presence.Store
 	recorder *eventRecorder
 	adm      *admissionParts // nil without admission
+
+	// mu orders guard's Grant and widenNow; sa is the ServiceAccount whose
+	// grant guard made, "" before.
+	mu sync.Mutex
+	sa string
 }
 
 // run releases every hold the broker owns (rule 3f): those of known and of
@@ -276,12 +282,17 @@ func (u *uninstaller) underWay(ctx context.Context) bool {
 // all the same. It returns the broker's ServiceAccount, "" when it has
 // none or the guard could not be put on.
 func (u *uninstaller) guard(ctx context.Context) string {
+	u.mu.Lock()
+	defer u.mu.Unlock()
 	refs, sa, err := guard.Guarded(ctx, u.kube, u.opts.Namespace, u.leaderLease())
 	if err == nil {
 		err = guard.Protect(ctx, u.dyn, u.opts.Namespace, refs)
 	}
 	if err == nil && sa != "" {
 		err = guard.Grant(ctx, u.kube, u.opts.Namespace, sa)
+	}
+	if err == nil {
+		u.sa = sa
 	}
 	if err != nil {
 		if ctx.Err() == nil {

@@ -86,6 +86,10 @@ type Options struct {
 	// not granted the name costs no compile; its errors are Authorize's.
 	// nil checks nothing.
 	AuthorizeName func(ctx context.Context, handler string, priority int32) error
+	// Admitted is called once a Hello's rights are granted, before its
+	// instance is attached and so before anything is held for it: the
+	// broker widens its uninstall grant there. nil does nothing.
+	Admitted func(ctx context.Context)
 	// MaxHellosPerIdentity bounds the Hellos of one identity being checked
 	// and compiled at once (default DefaultMaxHellosPerIdentity), and
 	// MaxHellos those of all (default DefaultMaxHellos); a Hello past
@@ -354,6 +358,9 @@ func (s *Server) signIn(ctx context.Context, hello *tetherv1.Hello) ([]*binding.
 		if err := s.opts.Authorize(ctx, hello.GetHandler(), hello.GetPriority(), bindings); err != nil {
 			return nil, authStatus(err)
 		}
+	}
+	if s.opts.Admitted != nil {
+		s.opts.Admitted(ctx)
 	}
 	return bindings, nil
 }

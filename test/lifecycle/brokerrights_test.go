@@ -13,14 +13,16 @@ import (
 
 	"github.com/tether-dev/tether/broker"
 	"github.com/tether-dev/tether/broker/auth"
+	"github.com/tether-dev/tether/broker/guard"
 	"github.com/tether-dev/tether/sdk"
 	"github.com/tether-dev/tether/test/controlplane"
 )
 
 // brokerIdentity makes the ServiceAccount sa of ns an identity with the
 // rights a broker has for itself (deploy/broker's tether-broker-base and
-// its Role, as far as this broker uses them), and none on what handlers
-// bind, and returns a client configuration that authenticates as it.
+// its Role, as far as this broker uses them: its uninstall guard and grant
+// included), and none on what handlers bind, and returns a client
+// configuration that authenticates as it.
 func brokerIdentity(t *testing.T, cp *controlplane.ControlPlane, ns, sa string) *rest.Config {
 	t.Helper()
 	ctx := context.Background()
@@ -36,14 +38,26 @@ func brokerIdentity(t *testing.T, cp *controlplane.ControlPlane, ns, sa string) 
 		{APIGroups: []string{"authorization.k8s.io"}, Resources: []string{"subjectaccessreviews"}, Verbs: []string{"create"}},
 		{APIGroups: []string{""}, Resources: []string{"serviceaccounts"}, Verbs: []string{"impersonate"}},
 		{APIGroups: []string{""}, Resources: []string{"namespaces"}, ResourceNames: []string{ns}, Verbs: []string{"get"}},
+		// The uninstall grant, removed when the test ends (no garbage
+		// collector here removes it with the namespace).
+		{APIGroups: []string{"rbac.authorization.k8s.io"}, Resources: []string{"clusterroles"}, Verbs: []string{"get", "list", "create", "update", "delete"}},
+		{APIGroups: []string{"rbac.authorization.k8s.io"}, Resources: []string{"clusterrolebindings"}, Verbs: []string{"get", "list", "create"}},
 	}}
 	if _, err := rbac.ClusterRoles().Create(ctx, role, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = rbac.ClusterRoles().Delete(context.Background(), base, metav1.DeleteOptions{}) })
+	t.Cleanup(func() {
+		_ = rbac.ClusterRoles().Delete(context.Background(), base, metav1.DeleteOptions{})
+		_ = rbac.ClusterRoles().Delete(context.Background(), guard.GrantName(ns), metav1.DeleteOptions{})
+		_ = rbac.ClusterRoleBindings().Delete(context.Background(), guard.GrantName(ns), metav1.DeleteOptions{})
+	})
 	bindClusterRole(t, cp, base, ns, sa)
 	own := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "broker", Namespace: ns}, Rules: []rbacv1.PolicyRule{
 		{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get", "list", "watch", "create", "update", "patch"}},
+		// The uninstall guard.
+		{APIGroups: []string{""}, Resources: []string{"serviceaccounts"}, Verbs: []string{"get", "patch"}},
+		{APIGroups: []string{"rbac.authorization.k8s.io"}, Resources: []string{"roles"}, Verbs: []string{"get", "patch"}},
+		{APIGroups: []string{"rbac.authorization.k8s.io"}, Resources: []string{"rolebindings"}, Verbs: []string{"get", "list", "patch"}},
 	}}
 	if _, err := rbac.Roles(ns).Create(ctx, own, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
