@@ -168,14 +168,19 @@ func (k *kit) startHandler(logName string) error {
 	cmd.Env = append(os.Environ(), envBroker+"="+k.wire.addr, envInsecure+"=true", envHandler+"="+handlerName,
 		envNamespace+"="+namespace)
 	cmd.Stdout, cmd.Stderr = out, out
-	if err := cmd.Start(); err != nil {
+	// In a process group of its own that the kernel kills with the kit: a
+	// kit killed mid-run must not leave the handler retrying forever (seen:
+	// one held the machine's test lock for 20 minutes).
+	p, err := controlplane.StartProcess("the handler under test", cmd)
+	if err != nil {
 		out.Close()
 		return fmt.Errorf("starting the handler %q: %w", k.opts.command, err)
 	}
 	done := make(chan struct{}) // this process's, not the next one's
 	k.handler, k.done = cmd, done
 	go func() {
-		k.exitErr = cmd.Wait()
+		<-p.Done()
+		k.exitErr = p.Err()
 		out.Close()
 		close(done)
 	}()
