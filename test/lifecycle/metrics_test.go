@@ -107,13 +107,22 @@ func TestMetricsAndHealth(t *testing.T) {
 		t.Error(f)
 	}
 	// What the shipped alerts and dashboard query, the broker exports (the
-	// admission metrics are test/admission's: no webhook here).
-	families := metricFamilies(t, base+"/metrics")
-	for _, name := range testenv.MonitoredMetrics(t) {
-		if _, ok := families[name]; !ok && !strings.HasPrefix(name, "tether_admission_") {
-			failed = append(failed, name)
-			t.Errorf("the alerts or the dashboard (%v) query %s, which the broker does not export", testenv.MonitoringFiles, name)
+	// admission metrics are test/admission's: no webhook here). The hold
+	// gauges come with the first sample, within 10 s.
+	var unexported []string
+	_ = wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, waitTimeout, true, func(context.Context) (bool, error) {
+		families := metricFamilies(t, base+"/metrics")
+		unexported = unexported[:0]
+		for _, name := range testenv.MonitoredMetrics(t) {
+			if _, ok := families[name]; !ok && !strings.HasPrefix(name, "tether_admission_") {
+				unexported = append(unexported, name)
+			}
 		}
+		return len(unexported) == 0, nil
+	})
+	for _, name := range unexported {
+		failed = append(failed, name)
+		t.Errorf("the alerts or the dashboard (%v) query %s, which the broker does not export", testenv.MonitoringFiles, name)
 	}
 	if len(failed) > 0 || testing.Verbose() {
 		_, body := scrape(t, base+"/metrics")
