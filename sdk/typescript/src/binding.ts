@@ -107,14 +107,6 @@ export interface AdmissionOptions {
   sideEffects?: "none" | "noneOnDryRun";
 }
 
-/** Options of a daemon binding, besides BindingOptions. */
-export interface DaemonOptions extends BindingOptions {
-  /** How long the broker waits for a stopped daemon to return (default 60000); past it, it counts it stopped. */
-  cancellationTimeout?: number;
-  /** Start the daemon again, with backoff, when it returns by itself. */
-  restart?: boolean;
-}
-
 /** Options of a validate or mutate binding, besides the filters of BindingOptions. */
 export interface ReviewOptions extends Pick<BindingOptions, "id" | "namespaces" | "labelSelector" | "annotations" | "when" | "finalizer"> {
   admission?: AdmissionOptions;
