@@ -69,6 +69,8 @@ type Record struct {
 	// Marks are what the leader and `broker release` write on the Lease
 	// beside the record; Put leaves them as they are.
 	Marks Marks
+	// Signature is what the Store's key says of the record (sign.go).
+	Signature Signature
 	// Unreadable says what of the Lease could not be decoded; the fields
 	// that could are still set (Handler always, Resources when they
 	// decoded), so that its holds can still be found and released.
@@ -112,6 +114,9 @@ func (r Record) AbsentSinceOrLastSeen() time.Time {
 type Store struct {
 	Client    kubernetes.Interface
 	Namespace string
+	// Key, when set, signs what Put writes and checks what List reads
+	// (sign.go); nil neither signs nor checks.
+	Key *Key
 }
 
 // List returns every handler's record.
@@ -122,7 +127,9 @@ func (s *Store) List(ctx context.Context) ([]Record, error) {
 	}
 	out := make([]Record, 0, len(list.Items))
 	for i := range list.Items {
-		out = append(out, decode(&list.Items[i]))
+		r := decode(&list.Items[i])
+		r.Signature = verify(s.secret(), &list.Items[i])
+		out = append(out, r)
 	}
 	return out, nil
 }
@@ -134,7 +141,7 @@ func (s *Store) Put(ctx context.Context, r Record) error {
 		cur, err := leases.Get(ctx, LeaseName(r.Handler), metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: LeaseName(r.Handler), Namespace: s.Namespace}}
-			if err := encode(l, r); err != nil {
+			if err := s.encode(l, r); err != nil {
 				return err
 			}
 			_, err = leases.Create(ctx, l, metav1.CreateOptions{})
@@ -144,12 +151,30 @@ func (s *Store) Put(ctx context.Context, r Record) error {
 			return err
 		}
 		l := cur.DeepCopy()
-		if err := encode(l, r); err != nil {
+		if err := s.encode(l, r); err != nil {
 			return err
 		}
 		_, err = leases.Update(ctx, l, metav1.UpdateOptions{})
 		return err
 	})
+}
+
+// encode writes r on l, and signs it with the Key.
+func (s *Store) encode(l *coordinationv1.Lease, r Record) error {
+	if err := encode(l, r); err != nil {
+		return err
+	}
+	if k := s.secret(); k != nil {
+		sign(k, l)
+	}
+	return nil
+}
+
+func (s *Store) secret() []byte {
+	if s.Key == nil {
+		return nil
+	}
+	return s.Key.Secret
 }
 
 func encode(l *coordinationv1.Lease, r Record) error {
