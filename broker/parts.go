@@ -74,6 +74,13 @@ func (b *Broker) assemble(ctx context.Context, authz *auth.Authenticator) (p *pa
 	if err := ensureNamespace(ctx, p.kube, b.opts.Namespace); err != nil {
 		b.log.Warn("cannot make sure the broker's namespace exists; presence may not be recorded", "namespace", b.opts.Namespace, "error", err)
 	}
+	if !b.opts.Insecure {
+		// Handlers' identities are checked, so their Leases are signed:
+		// the restore trusts only what it signed (presence/sign.go).
+		if p.store.Key, err = presence.LoadKey(ctx, p.kube, b.opts.Namespace, b.log); err != nil {
+			return nil, err
+		}
+	}
 	tlsConfig, err := p.servingTLS(ctx)
 	if err != nil {
 		return nil, err

@@ -25,8 +25,9 @@ type restorer struct{ *Manager }
 // and until then the broker is not ready; a Lease that cannot be read, or a
 // binding that no longer compiles (a CRD removed, a version no longer
 // served, admission off), is logged and left out, and the rest is restored.
-// A Lease whose recorded identity fails the rights check of a Hello is not
-// restored at all (reauthorize.go).
+// A Lease whose signature does not match, or, unsigned, whose recorded
+// identity fails the rights check of a Hello, is not restored at all
+// (reauthorize.go).
 func (rs *restorer) restore(ctx context.Context) {
 	if rs.opts.Presence == nil || rs.opts.Compile == nil {
 		return
@@ -111,7 +112,7 @@ func (rs *restorer) restoreOne(ctx context.Context, r presence.Record) error {
 	if attached {
 		return nil // an instance connected meanwhile, its rights checked at Hello
 	}
-	if ok, err := rs.reauthorized(ctx, r, bindings); !ok {
+	if ok, err := rs.trusted(ctx, r, bindings); !ok {
 		return err
 	}
 	rs.mu.Lock()

@@ -85,8 +85,11 @@ func (r *restartable) leaseWriter(t *testing.T) (kubernetes.Interface, string) {
 // write Leases in the broker's namespace writes, with presence's own
 // encoder, a Lease for a made-up handler with a fail-closed STRICT validate
 // binding on ConfigMaps, and rewrites the real handler's Lease to sweep
-// widgets of its holds. The restarted broker restores neither: it posts a
-// HandlerNotRestored Event on both Leases and `broker status` says why, no
+// widgets of its holds. The restarted broker restores neither: the made-up
+// handler's Lease is unsigned, so its recorded identity is checked and
+// denied, and the real handler's was signed by the broker and no longer
+// matches its signature. It posts a HandlerNotRestored Event on both
+// Leases and `broker status` says why, no
 // webhook configuration is written for the made-up handler, and the real
 // handler's hold stays until the real handler, back, runs its delete.
 func TestAForgedLeaseIsNotRestored(t *testing.T) {
@@ -144,7 +147,7 @@ func TestAForgedLeaseIsNotRestored(t *testing.T) {
 		held = hold.Has(get(t, dyn, widgetGVR, objects, "w"), "real")
 		return hookErr == nil || !held ||
 			hasEvent(t, cp, r.ns, presence.LeaseName("forged"), "HandlerNotRestored", forger) &&
-				hasEvent(t, cp, r.ns, presence.LeaseName("real"), "HandlerNotRestored", forger)
+				hasEvent(t, cp, r.ns, presence.LeaseName("real"), "HandlerNotRestored", "signature does not match")
 	})
 	if hookErr == nil {
 		t.Errorf("the broker wrote the webhook configuration %s for a handler only a Lease vouched for", config)
