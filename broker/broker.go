@@ -20,6 +20,7 @@ import (
 	"github.com/tether-dev/tether/broker/binding"
 	"github.com/tether-dev/tether/broker/dispatch"
 	"github.com/tether-dev/tether/broker/metrics"
+	"github.com/tether-dev/tether/broker/session"
 	tetherv1 "github.com/tether-dev/tether/proto/tether/v1"
 )
 
@@ -149,6 +150,9 @@ func New(opts Options) (*Broker, error) {
 	}
 	if opts.WriteBurst <= 0 {
 		opts.WriteBurst = dispatch.DefaultWriteBurst
+	}
+	if opts.RecheckEvery <= 0 {
+		opts.RecheckEvery = session.DefaultRecheckEvery
 	}
 	if opts.Namespace == "" {
 		opts.Namespace = "tether-system"

@@ -19,7 +19,6 @@ import (
 	"github.com/tether-dev/tether/broker/metrics"
 	"github.com/tether-dev/tether/broker/presence"
 	"github.com/tether-dev/tether/broker/release"
-	"github.com/tether-dev/tether/broker/session"
 	"github.com/tether-dev/tether/broker/webhook"
 )
 
@@ -50,9 +49,6 @@ const releasePoll = 2 * time.Second
 
 // run looks until ctx ends.
 func (o *orphans) run(ctx context.Context) {
-	if o.every <= 0 {
-		o.every = session.DefaultRecheckEvery
-	}
 	t := time.NewTicker(min(o.every, releasePoll))
 	defer t.Stop()
 	var checked time.Time

@@ -5,17 +5,12 @@ import (
 	"time"
 
 	"github.com/tether-dev/tether/broker/guard"
-	"github.com/tether-dev/tether/broker/session"
 )
 
 // widen adds to the broker's uninstall grant, every RecheckEvery while it
 // leads, the rules bound to its ServiceAccount since (widenNow).
 func (u *uninstaller) widen(ctx context.Context) {
-	every := u.opts.RecheckEvery
-	if every <= 0 {
-		every = session.DefaultRecheckEvery
-	}
-	t := time.NewTicker(every)
+	t := time.NewTicker(u.opts.RecheckEvery)
 	defer t.Stop()
 	for {
 		select {
