@@ -12,7 +12,7 @@ import time
 from concurrent.futures import Executor
 from typing import Any
 
-from . import admission, durations, filters, hierarchies, kwargs, log, outcome, subhandlers
+from . import admission, durations, filters, hierarchies, kwargs, log, outcome, subhandlers, tracing
 from .bindings import Kind
 from .delivery import Cause, MalformedDelivery, decode
 from .indexing import Indices
@@ -25,10 +25,13 @@ from .v1 import broker_pb2 as pb
 
 class Dispatcher:
     """Runs functions; executor runs the sync ones (None: the event loop's
-    default executor); memos keeps each object's memo."""
+    default executor); memos keeps each object's memo; handler names the
+    handler in the functions' spans."""
 
-    def __init__(self, executor: Executor | None = None, memos: Memos | None = None, indices: Indices | None = None):
+    def __init__(self, executor: Executor | None = None, memos: Memos | None = None, indices: Indices | None = None,
+                 handler: str = ""):
         self.executor = executor
+        self.handler = handler
         self.memos = memos if memos is not None else Memos()
         self.indices = indices  # passed to functions by name
 
@@ -43,7 +46,8 @@ class Dispatcher:
         """The cause, the object's logger and every keyword argument of the
         binding's kind (the filter callables may read any of them)."""
         cause = decode(d, reg.spec, None if reg.checks else reg.wants)
-        logger = log.for_object(cause.namespace, cause.name, binding=reg.spec.id, delivery=d.id)
+        logger = log.for_object(cause.namespace, cause.name, binding=reg.spec.id, delivery=d.id,
+                                **tracing.log_fields(d))
         extra.setdefault("patch", Patch())
         extra.setdefault("memo", self.memos.of(cause.uid))
         return cause, logger, kwargs.values(cause, logger=logger, **extra)
@@ -79,6 +83,12 @@ class Dispatcher:
         ignores."""
         if reg.spec.kind.admission:
             return await self._review(reg, d)
+        with tracing.handling(d, self.handler) as span:
+            ack = await self._handle(reg, d)
+            span.ended(ack)
+        return ack
+
+    async def _handle(self, reg: Registration, d: pb.Delivery) -> pb.Ack:
         patch = Patch()
         try:
             cause, logger, values = self._values(reg, d, patch=patch)

@@ -322,7 +322,7 @@ async def _serve(registry: Registry, cfg: Config, stopping: asyncio.Event,
     brokers = targets(cfg)
     root = root_certificates(cfg)
     executor = ThreadPoolExecutor(max_workers=cfg.window, thread_name_prefix="tether")
-    dispatcher = Dispatcher(executor, memos, registry.indices)
+    dispatcher = Dispatcher(executor, memos, registry.indices, cfg.name)
     backoff = Backoff(cfg.max_backoff)
     LOGGER.info("handler %s (instance %s): %d bindings, connecting to %s%s%s", cfg.name, cfg.instance_id,
                 len(msg.bindings), " or ".join(brokers), " in plain text" if cfg.insecure else "",

@@ -15,7 +15,7 @@ from typing import Any
 
 import grpc
 
-from . import capabilities, outcome, subhandlers
+from . import capabilities, outcome, subhandlers, tracing
 from .daemons import SHUTTING_DOWN, DaemonSet
 from .dispatch import Dispatcher
 from .errors import RejectedError
@@ -204,7 +204,8 @@ class Session:
 
     def _accept(self, d: pb.Delivery) -> None:
         """Start a delivery, or ack it at once when it cannot run."""
-        log = for_object(d.ref.namespace, d.ref.name, LOGGER, binding=d.binding_id, delivery=d.id)
+        log = for_object(d.ref.namespace, d.ref.name, LOGGER, binding=d.binding_id, delivery=d.id,
+                         **tracing.log_fields(d))
         if not d.id:
             log.warning("dropping a delivery without id")
             return

@@ -118,10 +118,16 @@ class FakeBroker:
     default registry). Methods take ``binding=`` (a binding id) when
     several bindings of the kind could take the object. memo is the
     process's, of which each object's memo is a copy, as
-    tether.operator(memo=) is."""
+    tether.operator(memo=) is. trace_context is what every delivery carries
+    in Delivery.trace_context, as from a broker that traces
+    ({"traceparent": "00-<trace id>-<span id>-01"}): the functions' log
+    lines then name the trace, and with opentelemetry importable they run
+    in a span of it (docs/observability.md, "Traces")."""
 
-    def __init__(self, registry: Registry | None = None, *, memo: Memo | None = None):
+    def __init__(self, registry: Registry | None = None, *, memo: Memo | None = None,
+                 trace_context: dict[str, str] | None = None):
         self.registry = registry if registry is not None else get_default_registry()
+        self.trace_context = dict(trace_context or {})
         self._ids = itertools.count(1)
         self._dispatcher = Dispatcher(memos=Memos(memo), indices=self.registry.indices)
         self.registry.indices.complete.set()  # nothing waits: the test feeds the indices itself
@@ -317,6 +323,7 @@ class FakeBroker:
                 namespace=meta.get("namespace", ""), name=meta.get("name", ""), uid=meta.get("uid", ""),
                 resource_version=meta.get("resourceVersion", "")))
         d.deadline.FromDatetime(datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(seconds=TIMEOUT))
+        d.trace_context.update(self.trace_context)
         return d
 
     def _ack(self, reg: Registration, d: pb.Delivery) -> pb.Ack:
