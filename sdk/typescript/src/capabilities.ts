@@ -13,6 +13,7 @@ export const capabilities: Capability[] = [
   Capability.ADMISSION,
   Capability.RESULTS_IN_STATUS,
   Capability.DAEMON_EXIT_PATCH,
+  Capability.TRACE_CONTEXT,
 ];
 
 /**

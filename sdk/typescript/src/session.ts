@@ -26,6 +26,7 @@ import { decode, errorAck, failAck, kindName, okAck, retryAck, type HandlerEvent
 import { CLOSE_TIMEOUT, MAX_MESSAGE_BYTES, WELCOME_TIMEOUT } from "./limits";
 import { withFields, type Logger } from "./logger";
 import { requestBytes } from "./service";
+import { traced, traceFields } from "./trace";
 
 /** What one run of a handler works with: the Hello and the bindings by id. */
 export interface Plan {
@@ -143,7 +144,7 @@ export class Session {
   /** Starts a delivery's function, or acks it at once when it cannot run. */
   private accept(d: DeliveryProto): void {
     const id = d.id;
-    const log = withFields(this.log, { delivery: id, binding: d.bindingId, attempt: d.attempt, object: `${d.ref?.namespace ?? ""}/${d.ref?.name ?? ""}` });
+    const log = withFields(this.log, { delivery: id, binding: d.bindingId, attempt: d.attempt, object: `${d.ref?.namespace ?? ""}/${d.ref?.name ?? ""}`, ...traceFields(d) });
     if (!id) return log.warn("dropping a delivery without id");
     if (this.inflight.has(id)) return log.warn("delivery already in flight; the running attempt will ack it");
     const b = this.plan.bindings.get(d.bindingId);
@@ -170,16 +171,27 @@ export class Session {
     }
     this.inflight.set(id, f);
     const events: HandlerEvent[] = [];
+    if (kind === "admission") {
+      review(d, b.fn as ReviewFunction, b.kind === "mutate", f.controller.signal, log).then(
+        (ack) => this.finish(id, f, ack, log),
+        (err) => this.finish(id, f, errorAck(id, err, events), log),
+      );
+      return;
+    }
     const call = async (): Promise<Ack> => {
-      if (kind === "admission") return review(d, b.fn as ReviewFunction, b.kind === "mutate", f.controller.signal, log);
-      const answer = await (b.fn as HandlerFunction)(decode(d, kind, f.controller.signal, log, events));
+      let answer;
+      try {
+        answer = await (b.fn as HandlerFunction)(decode(d, kind, f.controller.signal, log, events));
+      } catch (err) {
+        return errorAck(id, err, events);
+      }
       try {
         return okAck(id, answer, events);
       } catch (err) {
         return failAck(id, `cannot encode what the function returned: ${(err as Error).message}`);
       }
     };
-    call().then(
+    traced(d, this.plan.hello.handler, call).then(
       (ack) => this.finish(id, f, ack, log),
       (err) => this.finish(id, f, errorAck(id, err, events), log),
     );
