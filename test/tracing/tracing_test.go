@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -20,15 +21,21 @@ import (
 	"github.com/tether-dev/tether/test/controlplane"
 	"github.com/tether-dev/tether/test/gobin"
 	"github.com/tether-dev/tether/test/testenv"
+	"github.com/tether-dev/tether/test/typescript"
 )
 
 // waitTimeout bounds every wait on the cluster, the processes and Jaeger.
 const waitTimeout = 60 * time.Second
 
-const (
-	brokerService  = "tether-broker"
-	handlerService = "tracehandler"
-	handlerName    = "tracehandler"
+const brokerService = "tether-broker"
+
+// handler is the handler process a test runs: its name, which the broker's
+// spans carry, and the service of its own spans.
+type handler struct{ name, service string }
+
+var (
+	goHandler = handler{name: "tracehandler", service: "tracehandler"}
+	tsHandler = handler{name: "tshandler", service: "tshandler"}
 )
 
 var widgetGVR = schema.GroupVersionResource{Group: "test.tether.dev", Version: "v1", Resource: "widgets"}
@@ -41,6 +48,29 @@ var widgetGVR = schema.GroupVersionResource{Group: "test.tether.dev", Version: "
 // its ack, the write that adds or releases the hold, and the handler's
 // function as a child of the broker's delivery span.
 func TestAChangeIsOneTraceAcrossBrokerAndHandler(t *testing.T) {
+	oneTracePerChange(t, goHandler, func(env []string, addr, ns string) *process {
+		return start(t, "handler", gobin.Build(t, "github.com/tether-dev/tether/test/tracing/tracehandler"), env,
+			"--broker", addr, "--name", goHandler.name, "--namespace", ns)
+	})
+}
+
+// TestATypeScriptHandlersFunctionIsInTheTrace: the same with the
+// TypeScript SDK's handler (tshandler), a Node process that registers
+// OpenTelemetry's Node SDK with an OTLP exporter: its function's span is a
+// child of the broker's delivery span, in the same trace.
+func TestATypeScriptHandlersFunctionIsInTheTrace(t *testing.T) {
+	const dir = "tshandler" // its package, beside this file
+	typescript.Install(t, dir)
+	oneTracePerChange(t, tsHandler, func(env []string, addr, ns string) *process {
+		return start(t, "handler", "node", env, filepath.Join(dir, "handler.js"),
+			"--broker", addr, "--name", tsHandler.name, "--namespace", ns)
+	})
+}
+
+// oneTracePerChange starts Jaeger, a broker and the handler h (run by
+// handler with env, the broker's address and the namespace), creates and
+// deletes a widget and checks that each change is one trace in Jaeger.
+func oneTracePerChange(t *testing.T, h handler, run func(env []string, addr, ns string) *process) {
 	cp := controlplane.Get(t)
 	dyn := cp.EnsureWidgetCRD(t)
 	ns := cp.Namespace(t)
@@ -64,28 +94,27 @@ func TestAChangeIsOneTraceAcrossBrokerAndHandler(t *testing.T) {
 	addr := "127.0.0.1:" + strconv.Itoa(ports[0])
 	start(t, "broker", gobin.Build(t, "github.com/tether-dev/tether/cmd/broker"), otel(brokerService),
 		"--kubeconfig", cp.KubeconfigPath(), "--listen", addr, "--insecure", "--namespace", ns, "--metrics-listen", "")
-	h := start(t, "handler", gobin.Build(t, "github.com/tether-dev/tether/test/tracing/tracehandler"), otel(handlerService),
-		"--broker", addr, "--name", handlerName, "--namespace", ns)
+	p := run(otel(h.service), addr, ns)
 
 	create(t, dyn, ns, "w1")
-	waitLine(t, h, "CREATE "+ns+"/w1")
-	waitObject(t, dyn, ns, "w1", "held", func(o *unstructured.Unstructured) bool { return o != nil && hold.Has(o, handlerName) })
-	created := waitTrace(t, j.Query, "create", "w1", "ADDED", "tether.hold.add")
+	waitLine(t, p, "CREATE "+ns+"/w1")
+	waitObject(t, dyn, ns, "w1", "held", func(o *unstructured.Unstructured) bool { return o != nil && hold.Has(o, h.name) })
+	created := waitTrace(t, j.Query, h, "create", "w1", "ADDED", "tether.hold.add")
 	logTree(t, "the trace of the create", created)
 
 	if err := dyn.Resource(widgetGVR).Namespace(ns).Delete(context.Background(), "w1", metav1.DeleteOptions{}); err != nil {
 		t.Fatalf("deleting w1: %v", err)
 	}
-	waitLine(t, h, "DELETE "+ns+"/w1")
+	waitLine(t, p, "DELETE "+ns+"/w1")
 	waitObject(t, dyn, ns, "w1", "gone", func(o *unstructured.Unstructured) bool { return o == nil })
-	deleted := waitTrace(t, j.Query, "delete", "w1", "MODIFIED", "tether.hold.release")
+	deleted := waitTrace(t, j.Query, h, "delete", "w1", "MODIFIED", "tether.hold.release")
 	logTree(t, "the trace of the delete", deleted)
 }
 
 // waitTrace waits until Jaeger has the whole trace of the delivery of
-// binding to the widget name, queued by a watch event of eventType, whose
-// write sets holdTag, and returns its spans.
-func waitTrace(t *testing.T, query, binding, name, eventType, holdTag string) []*span {
+// binding of h to the widget name, queued by a watch event of eventType,
+// whose write sets holdTag, and returns its spans.
+func waitTrace(t *testing.T, query string, h handler, binding, name, eventType, holdTag string) []*span {
 	t.Helper()
 	var found []*span
 	var last error
@@ -101,7 +130,7 @@ func waitTrace(t *testing.T, query, binding, name, eventType, holdTag string) []
 				continue
 			}
 			found = spans
-			last = whole(spans, binding, eventType, holdTag)
+			last = whole(spans, h, binding, eventType, holdTag)
 			return last == nil, nil
 		}
 		return false, nil
@@ -130,9 +159,9 @@ func delivers(spans []*span, binding, name string) bool {
 	return false
 }
 
-// whole says what the trace of a delivery of binding lacks, or nil: the
-// spans of both services, each where it belongs.
-func whole(spans []*span, binding, eventType, holdTag string) error {
+// whole says what the trace of a delivery of binding of h lacks, or nil:
+// the spans of both services, each where it belongs.
+func whole(spans []*span, h handler, binding, eventType, holdTag string) error {
 	one := func(name, service string, parent *span, tags map[string]string) (*span, error) {
 		for _, s := range spans {
 			if s.Name != name || s.Service != service || s.Parent != parent || !hasTags(s, tags) {
@@ -146,11 +175,11 @@ func whole(spans []*span, binding, eventType, holdTag string) error {
 		}
 		return nil, fmt.Errorf("no span %s of %s with %s and tags %v", name, service, under, tags)
 	}
-	root, err := one("tether.pass", brokerService, nil, map[string]string{"tether.handler": handlerName})
+	root, err := one("tether.pass", brokerService, nil, map[string]string{"tether.handler": h.name})
 	if err != nil {
 		return err
 	}
-	del, err := one("tether.deliver", brokerService, root, map[string]string{"tether.handler": handlerName, "tether.binding.id": binding})
+	del, err := one("tether.deliver", brokerService, root, map[string]string{"tether.handler": h.name, "tether.binding.id": binding})
 	var errs []error
 	for _, e := range []error{err, second(one("tether.watch_event", brokerService, root, map[string]string{"k8s.watch.event_type": eventType})),
 		second(one("tether.queue", brokerService, root, nil)),
@@ -159,7 +188,7 @@ func whole(spans []*span, binding, eventType, holdTag string) error {
 	}
 	if del != nil {
 		errs = append(errs, second(one("tether.ack", brokerService, del, map[string]string{"tether.ack.outcome": "OUTCOME_OK"})),
-			second(one("tether.handle", handlerService, del, map[string]string{"tether.handler": handlerName, "tether.binding.id": binding})))
+			second(one("tether.handle", h.service, del, map[string]string{"tether.handler": h.name, "tether.binding.id": binding})))
 	}
 	return errors.Join(errs...)
 }

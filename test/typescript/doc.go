@@ -1,5 +1,6 @@
 // Package typescript builds the TypeScript SDK (sdk/typescript) for the
-// tests that run it, and runs the SDK's own unit tests (node --test on the
+// tests that run it, installs the handler packages that depend on it by
+// path (Install), and runs the SDK's own unit tests (node --test on the
 // tsc output) as part of go test ./....
 //
 // The tests need node and npm on PATH: npm ci installs the SDK's pinned

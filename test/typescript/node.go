@@ -43,6 +43,38 @@ func Require(t testing.TB) {
 
 var built = sync.OnceValue(build)
 
+// Install builds the SDK (Build) and installs the dependencies of the
+// package in dir, a handler that depends on the SDK by path, from its
+// committed package-lock.json (npm ci, when its node_modules is missing or
+// older than the lockfile), under the same file lock as the build.
+func Install(t testing.TB, dir string) {
+	t.Helper()
+	Build(t)
+	err := locked(func() error {
+		if !stale(filepath.Join(dir, "node_modules", ".package-lock.json"), filepath.Join(dir, "package-lock.json")) {
+			return nil
+		}
+		return npm(dir, "ci", "--no-audit", "--no-fund")
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// locked runs fn holding the build's file lock, which test binaries of
+// other packages that build or install at the same time wait on.
+func locked(fn func() error) error {
+	lock, err := os.OpenFile(filepath.Join(os.TempDir(), "tether-typescript-build.lock"), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return fmt.Errorf("opening the build lock: %w", err)
+	}
+	defer lock.Close()
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
+		return fmt.Errorf("taking the build lock: %w", err)
+	}
+	return fn()
+}
+
 // Build installs the SDK's dependencies (npm ci, when node_modules is
 // missing or older than package-lock.json) and compiles it with tsc, once
 // per test binary; it fails t when either fails. Test binaries of other
@@ -56,20 +88,14 @@ func Build(t testing.TB) {
 }
 
 func build() error {
-	lock, err := os.OpenFile(filepath.Join(os.TempDir(), "tether-typescript-build.lock"), os.O_CREATE|os.O_RDWR, 0o644)
-	if err != nil {
-		return fmt.Errorf("opening the build lock: %w", err)
-	}
-	defer lock.Close()
-	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
-		return fmt.Errorf("taking the build lock: %w", err)
-	}
-	if stale(filepath.Join(SDKDir, "node_modules", ".package-lock.json"), filepath.Join(SDKDir, "package-lock.json")) {
-		if err := npm("ci", "--no-audit", "--no-fund"); err != nil {
-			return err
+	return locked(func() error {
+		if stale(filepath.Join(SDKDir, "node_modules", ".package-lock.json"), filepath.Join(SDKDir, "package-lock.json")) {
+			if err := npm(SDKDir, "ci", "--no-audit", "--no-fund"); err != nil {
+				return err
+			}
 		}
-	}
-	return npm("run", "build")
+		return npm(SDKDir, "run", "build")
+	})
 }
 
 // stale tells whether installed is missing or older than lockfile.
@@ -82,13 +108,13 @@ func stale(installed, lockfile string) bool {
 	return err != nil || a.ModTime().Before(b.ModTime())
 }
 
-func npm(args ...string) error {
+func npm(dir string, args ...string) error {
 	cmd := exec.Command("npm", args...)
-	cmd.Dir = SDKDir
+	cmd.Dir = dir
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("npm %v in %s: %w\n%s", args, SDKDir, err, out.Bytes())
+		return fmt.Errorf("npm %v in %s: %w\n%s", args, dir, err, out.Bytes())
 	}
 	return nil
 }
