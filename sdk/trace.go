@@ -2,6 +2,7 @@ package sdk
 
 import (
 	"context"
+	"strings"
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
@@ -49,9 +50,16 @@ func (h *Handler) traced(c *call) (context.Context, trace.Span) {
 		attribute.String("tether.handler", h.name),
 		attribute.String("tether.binding.id", c.d.GetBindingId()),
 		attribute.String("tether.delivery.id", c.d.GetId()),
-		attribute.String("tether.delivery.kind", c.kind.String()),
+		attribute.String("tether.delivery.kind", kindLabel(c.d.GetKind())),
 		attribute.Int("tether.delivery.attempt", int(c.d.GetAttempt())),
 	))
+}
+
+// kindLabel names a delivery kind as the broker's spans and metrics do:
+// "create", "event", "daemon-start" (DELIVERY_KIND_ cut, lower case,
+// dashes).
+func kindLabel(k tetherv1.DeliveryKind) string {
+	return strings.ReplaceAll(strings.ToLower(strings.TrimPrefix(k.String(), "DELIVERY_KIND_")), "_", "-")
 }
 
 // endTraced ends the function's span with the outcome of its ack.

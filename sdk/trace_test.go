@@ -2,6 +2,7 @@ package sdk_test
 
 import (
 	"context"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -69,5 +70,41 @@ func TestTheFunctionContinuesTheBrokersTrace(t *testing.T) {
 		if strings.Contains(l, "delivery=d2") && strings.Contains(l, "trace_id") {
 			t.Errorf("a delivery without trace context logged a trace id: %s", l)
 		}
+	}
+}
+
+// The function's span names the delivery kind as the broker's delivery
+// span does (tether.delivery.kind "event" for a watch event, as in the
+// Python and TypeScript SDKs), with the other attributes of the delivery.
+func TestTheFunctionsSpanNamesTheDeliveryAsTheBrokerDoes(t *testing.T) {
+	const traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	spans := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+
+	hs := newHarness(t, &fakeBroker{})
+	h := sdk.New("secret-ttl", hs.options(sdk.WithTracerProvider(tp))...)
+	h.OnEvent(configMaps, func(context.Context, *sdk.Event) error { return nil }, sdk.ID("watch"))
+	hs.run(h)
+	s := hs.session()
+	s.deliver(t, delivery("d1", func(d *tetherv1.Delivery) {
+		d.BindingId, d.Kind, d.Attempt, d.EventType = "watch", tetherv1.DeliveryKind_DELIVERY_KIND_EVENT, 2, "MODIFIED"
+		d.TraceContext = map[string]string{"traceparent": traceparent}
+	}))
+	if a := s.ack(t); a.GetOutcome() != tetherv1.Outcome_OUTCOME_OK {
+		t.Fatalf("ack %v", a)
+	}
+	ended := spans.Ended()
+	if len(ended) != 1 {
+		t.Fatalf("%d spans ended, want 1", len(ended))
+	}
+	got := map[string]string{}
+	for _, kv := range ended[0].Attributes() {
+		got[string(kv.Key)] = kv.Value.Emit()
+	}
+	want := map[string]string{"tether.handler": "secret-ttl", "tether.binding.id": "watch", "tether.delivery.id": "d1",
+		"tether.delivery.kind": "event", "tether.delivery.attempt": "2", "tether.ack.outcome": "OUTCOME_OK"}
+	if !maps.Equal(got, want) {
+		t.Errorf("span attributes %v, want %v", got, want)
 	}
 }
