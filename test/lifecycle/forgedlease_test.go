@@ -180,22 +180,39 @@ func TestAForgedLeaseIsNotRestored(t *testing.T) {
 // after its grace, as it would be without authentication.
 func TestAGenuineLeaseIsRestoredWithAuthentication(t *testing.T) {
 	cp := controlplane.Get(t)
-	dyn := cp.EnsureWidgetCRD(t)
 	r := startRestartable(t, cp)
-	objects := cp.Namespace(t)
-	r.grant(t, "genuine", "genuine", handlerRule("genuine", "connect"))
-	r.grantIn(t, objects, "genuine", "genuine", widgetRule("get", "list", "watch", "patch"))
-	h := r.handler("genuine", r.token(t, "genuine"))
+	objects := heldThenStopped(t, cp, r, "genuine")
+	releasedAfterRestart(t, cp, r, objects, "genuine")
+}
+
+// heldThenStopped grants the handler name its rights over the widgets of a
+// namespace of its own, runs it until it holds the widget w there, then
+// stops it and the broker; it returns the namespace.
+func heldThenStopped(t *testing.T, cp *controlplane.ControlPlane, r *restartable, name string) (objects string) {
+	t.Helper()
+	cp.EnsureWidgetCRD(t)
+	objects = cp.Namespace(t)
+	r.grant(t, name, name, handlerRule(name, "connect"))
+	r.grantIn(t, objects, name, name, widgetRule("get", "list", "watch", "patch"))
+	h := r.handler(name, r.token(t, name))
 	h.OnDelete(widgets, nothing, sdk.Namespaces(objects))
 	stop := runHandler(t, h, r.addr)
-	createHeld(t, cp, objects, "genuine", "w")
+	createHeld(t, cp, objects, name, "w")
 	stop()
 	r.stop()
+	return objects
+}
 
+// releasedAfterRestart deletes the widget w the absent handler holds,
+// starts the broker again and waits for the restored handler's hold to be
+// released after its grace, with no HandlerNotRestored Event.
+func releasedAfterRestart(t *testing.T, cp *controlplane.ControlPlane, r *restartable, objects, name string) {
+	t.Helper()
+	dyn := cp.Dynamic(t)
 	del(t, dyn, widgetGVR, objects, "w")
 	r.start(t)
 	waitObject(t, dyn, widgetGVR, objects, "w", "released by the restarted broker after the grace", gone)
-	if hasEvent(t, cp, r.ns, presence.LeaseName("genuine"), "HandlerNotRestored", "") {
-		t.Error("the genuine handler's Lease was refused")
+	if hasEvent(t, cp, r.ns, presence.LeaseName(name), "HandlerNotRestored", "") {
+		t.Errorf("the Lease of %s was refused", name)
 	}
 }

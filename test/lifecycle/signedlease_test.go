@@ -87,17 +87,8 @@ func TestARewrittenLeaseOfARealHandlerIsNotRestored(t *testing.T) {
 // restored and its hold released after its grace.
 func TestAnUnsignedLeaseIsRestoredOnUpgrade(t *testing.T) {
 	cp := controlplane.Get(t)
-	dyn := cp.EnsureWidgetCRD(t)
 	r := startRestartable(t, cp)
-	objects := cp.Namespace(t)
-	r.grant(t, "older", "older", handlerRule("older", "connect"))
-	r.grantIn(t, objects, "older", "older", widgetRule("get", "list", "watch", "patch"))
-	h := r.handler("older", r.token(t, "older"))
-	h.OnDelete(widgets, nothing, sdk.Namespaces(objects))
-	stop := runHandler(t, h, r.addr)
-	createHeld(t, cp, objects, "older", "w")
-	stop()
-	r.stop()
+	objects := heldThenStopped(t, cp, r, "older")
 
 	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]any{"tether.dev/signature": nil}}})
 	if err != nil {
@@ -111,12 +102,7 @@ func TestAnUnsignedLeaseIsRestoredOnUpgrade(t *testing.T) {
 	if _, signed := l.Annotations["tether.dev/signature"]; signed {
 		t.Fatal("the Lease is still signed")
 	}
-	del(t, dyn, widgetGVR, objects, "w")
-	r.start(t)
-	waitObject(t, dyn, widgetGVR, objects, "w", "released by the restarted broker after the grace", gone)
-	if hasEvent(t, cp, r.ns, presence.LeaseName("older"), "HandlerNotRestored", "") {
-		t.Error("the unsigned Lease was refused")
-	}
+	releasedAfterRestart(t, cp, r, objects, "older")
 	eventually(t, "the restored handler's Lease signed again", func() bool {
 		l, err := leases.Get(context.Background(), presence.LeaseName("older"), metav1.GetOptions{})
 		return err == nil && l.Annotations["tether.dev/signature"] != ""
