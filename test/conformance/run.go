@@ -65,6 +65,9 @@ type kit struct {
 	handler    *exec.Cmd
 	done       chan struct{} // closed when the handler has exited
 	exitErr    error         // how it exited, once done is closed
+	// windowed is the session on which the handler's window is smaller
+	// than the broker's (window.bound), which window.over judges too.
+	windowed *stream
 }
 
 // run starts a control plane, the broker and the handler under test, plays

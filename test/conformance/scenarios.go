@@ -32,9 +32,10 @@ type scenario struct {
 	run   func(*kit, context.Context) error
 }
 
-// scenarios run in this order: the handshake first, the drain next to last
-// (it stops the handler), the rejected Hello last (it starts the handler
-// again).
+// scenarios run in this order: the handshake first, the window's after the
+// reconnect (they end the session, and the handler's smaller window would
+// turn reviews away), the drain next to last (it stops the handler), the
+// rejected Hello last (it starts the handler again).
 var scenarios = []scenario{
 	{"stream.hello", "the first message is a Hello the broker welcomes", (*kit).hello},
 	{"cap.list", "the Hello lists its capabilities with CAPABILITY_CAPABILITIES", (*kit).capabilities},
@@ -51,6 +52,8 @@ var scenarios = []scenario{
 	{"admission.patch", "mutate (label admission) patches scenario mutate's labels as it is created", (*kit).admissionPatch},
 	{"limits.answer", "create (scenario big) would answer over 4 MiB: acked FAIL, the stream kept", (*kit).oversizedAnswer},
 	{"status.retry", "the broker restarts: the handler connects again and gets deliveries", (*kit).reconnect},
+	{"window.bound", "on a fresh session whose Welcome says a window of 1, two slow creates sent at once: the handler holds one at a time", (*kit).windowBound},
+	{"window.over", "the create sent while its window was full is acked RETRY, and later OK", (*kit).windowOver},
 	{"drain.goodbye", "on SIGTERM the handler says Goodbye, the stream ends OK and it exits 0", (*kit).drain},
 	{"status.permanent", "started again, its Hello refused with InvalidArgument: it exits non-zero, connecting once", (*kit).rejectedHello},
 }

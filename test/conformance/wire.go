@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
@@ -18,9 +19,11 @@ import (
 )
 
 // wire is a gRPC proxy between the handler under test and the broker: it
-// forwards every message both ways unchanged and records it, so that the
-// scenarios judge what the handler sent, not only what the broker made of
-// it. The broker's status at the end of a stream reaches the handler as is.
+// forwards every message both ways and records it, so that the scenarios
+// judge what the handler sent, not only what the broker made of it. It
+// changes a message only where a scenario asks (the capabilities, the
+// Welcome's window). The broker's status at the end of a stream reaches the
+// handler as is, and a stream the kit ends (renew) ends with Unavailable.
 type wire struct {
 	tetherv1.UnimplementedBrokerServiceServer
 	srv  *grpc.Server
@@ -44,18 +47,29 @@ type wire struct {
 	// gets and the Welcome the handler gets (they are recorded as sent):
 	// each side then meets a peer older than capabilities.
 	hideCapabilities bool
+	// window, when not zero, replaces Welcome.window in what the handler
+	// gets on the streams that start from now on (the broker's is recorded):
+	// the handler then has a smaller window than the broker honours, and the
+	// broker sends it more than its window.
+	window uint32
 }
 
 // stream is one Connect stream as the proxy saw it.
 type stream struct {
-	first      *tetherv1.ConnectRequest // the handler's first message
-	hello      *tetherv1.Hello
-	welcome    *tetherv1.Welcome
+	first   *tetherv1.ConnectRequest // the handler's first message
+	hello   *tetherv1.Hello
+	welcome *tetherv1.Welcome // as the broker sent it
+	// window is Welcome.window as the handler got it.
+	window     uint32
 	deliveries []delivery
 	acks       map[string]ackAt // by delivery id
 	goodbye    time.Time        // zero until the handler says Goodbye
 	ended      bool
 	endStatus  *status.Status // how the broker ended it (OK for a clean end)
+	// cut, once set, ends the stream as a broker going away does (renew),
+	// which sets wasCut.
+	cut    func()
+	wasCut bool
 }
 
 type delivery struct {
@@ -128,33 +142,73 @@ func (w *wire) Connect(down tetherv1.BrokerService_ConnectServer) error {
 		w.record(func() { s.ended, s.endStatus = true, status.Convert(err) })
 		return err
 	}
+	w.record(func() { s.cut = cancel })
 	go w.fromHandler(s, down, up)
 	for {
 		msg, err := up.Recv()
 		if err != nil {
 			st := status.Convert(err)
-			if errors.Is(err, io.EOF) {
+			w.mu.Lock()
+			cut := s.wasCut
+			w.mu.Unlock()
+			switch {
+			case errors.Is(err, io.EOF):
 				st, err = status.New(0, ""), nil
+			case cut:
+				st = status.New(codes.Unavailable, "conformance: the kit ends the session for a fresh one")
+				err = st.Err()
 			}
 			w.record(func() { s.ended, s.endStatus = true, st })
 			return err
 		}
+		if msg.GetWelcome() != nil {
+			msg = w.rewriteWelcome(s, msg)
+		}
 		w.record(func() {
-			switch m := msg.GetMessage().(type) {
-			case *tetherv1.ConnectResponse_Welcome:
-				s.welcome = m.Welcome
-			case *tetherv1.ConnectResponse_Delivery:
-				s.deliveries = append(s.deliveries, delivery{m.Delivery, time.Now()})
+			if d := msg.GetDelivery(); d != nil {
+				s.deliveries = append(s.deliveries, delivery{d, time.Now()})
 			}
 		})
-		if w.hideCapabilities && msg.GetWelcome() != nil {
-			msg = proto.Clone(msg).(*tetherv1.ConnectResponse)
-			msg.GetWelcome().Capabilities = nil
-		}
 		if err := down.Send(msg); err != nil {
 			return err
 		}
 	}
+}
+
+// rewriteWelcome records the broker's Welcome and returns the one the
+// handler gets: without capabilities, or with another window, when the kit
+// asks for it.
+func (w *wire) rewriteWelcome(s *stream, msg *tetherv1.ConnectResponse) *tetherv1.ConnectResponse {
+	w.mu.Lock()
+	window := w.window
+	w.mu.Unlock()
+	sent := msg
+	if w.hideCapabilities || window != 0 {
+		sent = proto.Clone(msg).(*tetherv1.ConnectResponse)
+		if w.hideCapabilities {
+			sent.GetWelcome().Capabilities = nil
+		}
+		if window != 0 {
+			sent.GetWelcome().Window = window
+		}
+	}
+	w.record(func() { s.welcome, s.window = msg.GetWelcome(), sent.GetWelcome().GetWindow() })
+	return sent
+}
+
+// renew ends every stream going on with Unavailable, as a broker going
+// away does, so that the handler starts a fresh session; from then on the
+// handler gets window in the Welcome (0: the broker's).
+func (w *wire) renew(window uint32) {
+	w.record(func() {
+		w.window = window
+		for _, s := range w.streams {
+			if s.cut != nil && !s.ended {
+				s.wasCut = true
+				s.cut()
+			}
+		}
+	})
 }
 
 // fromHandler forwards the handler's messages until its side ends.

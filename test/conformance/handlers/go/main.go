@@ -44,7 +44,7 @@ func run() error {
 }
 
 // create answers by the widget's spec.scenario.
-func create(_ context.Context, ev *sdk.Event) error {
+func create(ctx context.Context, ev *sdk.Event) error {
 	scenario, _, _ := unstructuredString(ev, "spec", "scenario")
 	switch scenario {
 	case "ok":
@@ -61,6 +61,12 @@ func create(_ context.Context, ev *sdk.Event) error {
 		ev.PatchStatus(map[string]any{"phase": "Patched"})
 	case "big":
 		ev.SetAnnotation("conformance.tether.dev/big", strings.Repeat("x", 5<<20))
+	case "slow":
+		select {
+		case <-time.After(time.Second):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 	}
 	return nil
 }

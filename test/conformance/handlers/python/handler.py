@@ -8,6 +8,7 @@ answers of test/conformance/README.md, on the Python SDK (sdk/python).
 import asyncio
 import os
 import sys
+import time
 
 # The SDK of this source tree: run with python3 -I, neither this folder nor
 # $PYTHONPATH is on sys.path.
@@ -36,6 +37,8 @@ def create(spec, patch, retry, **_):
         patch.status["phase"] = "Patched"
     if scenario == "big":
         patch.metadata.annotations["conformance.tether.dev/big"] = "x" * (5 << 20)
+    if scenario == "slow":
+        time.sleep(1)  # runs a second, so that the kit's second create finds the window full
     return None
 
 

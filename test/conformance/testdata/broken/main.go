@@ -62,7 +62,7 @@ func scenario(obj map[string]any) string {
 	return s
 }
 
-func create(_ context.Context, ev *sdk.Event) error {
+func create(ctx context.Context, ev *sdk.Event) error {
 	switch scenario(ev.Object().Object) {
 	case "ok":
 		ev.SetResult(map[string]any{"scenario": "ok"})
@@ -73,6 +73,12 @@ func create(_ context.Context, ev *sdk.Event) error {
 		ev.PatchStatus(map[string]any{"phase": "Patched"})
 	case "big":
 		ev.SetAnnotation("conformance.tether.dev/big", strings.Repeat("x", 5<<20))
+	case "slow":
+		select {
+		case <-time.After(time.Second):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 	}
 	return nil
 }
