@@ -52,6 +52,25 @@ func (k *kit) reconnect(ctx context.Context) error {
 	return k.awaitResult(ctx, name, map[string]any{"scenario": "ok"})
 }
 
+// connNew: every session so far (the first, the one after the broker's
+// restart, the one after the proxy ended a session) came on a connection of
+// its own, which the proxy tells by the handler's address.
+func (k *kit) connNew(ctx context.Context) error {
+	k.wire.mu.Lock()
+	defer k.wire.mu.Unlock()
+	if len(k.wire.streams) < 2 {
+		return errors.New("the handler had one session only: nothing to judge")
+	}
+	first := map[string]int{} // address: the first session on it
+	for i, s := range k.wire.streams {
+		if j, ok := first[s.peer]; ok {
+			return fmt.Errorf("session %d came on the connection of session %d (%s): each session needs a new one", i+1, j+1, s.peer)
+		}
+		first[s.peer] = i
+	}
+	return nil
+}
+
 // rejectedHello starts the handler again with the proxy refusing every
 // Hello with InvalidArgument, a permanent status: it must say why and exit
 // with a status other than 0, without trying again.

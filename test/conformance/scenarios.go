@@ -54,6 +54,7 @@ var scenarios = []scenario{
 	{"status.retry", "the broker restarts: the handler connects again and gets deliveries", (*kit).reconnect},
 	{"window.bound", "on a fresh session whose Welcome says a window of 1, two slow creates sent at once: the handler holds one at a time", (*kit).windowBound},
 	{"window.over", "the create sent while its window was full is acked RETRY, and later OK", (*kit).windowOver},
+	{"conn.new", "each session so far came on a new connection (address)", (*kit).connNew},
 	{"drain.goodbye", "on SIGTERM the handler says Goodbye, the stream ends OK and it exits 0", (*kit).drain},
 	{"status.permanent", "started again, its Hello refused with InvalidArgument: it exits non-zero, connecting once", (*kit).rejectedHello},
 }

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
@@ -57,6 +58,7 @@ type wire struct {
 // stream is one Connect stream as the proxy saw it.
 type stream struct {
 	first   *tetherv1.ConnectRequest // the handler's first message
+	peer    string                   // the handler's address: one per connection
 	hello   *tetherv1.Hello
 	welcome *tetherv1.Welcome // as the broker sent it
 	// window is Welcome.window as the handler got it.
@@ -130,6 +132,9 @@ func (w *wire) Connect(down tetherv1.BrokerService_ConnectServer) error {
 	ctx, cancel := context.WithCancel(down.Context())
 	defer cancel()
 	s := &stream{acks: map[string]ackAt{}}
+	if p, ok := peer.FromContext(down.Context()); ok {
+		s.peer = p.Addr.String()
+	}
 	w.record(func() { w.streams = append(w.streams, s) })
 	w.mu.Lock()
 	upstream, reject := w.upstream, w.reject
