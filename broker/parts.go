@@ -56,11 +56,11 @@ type parts struct {
 }
 
 // assemble builds the parts, in the order they depend on one another.
-func (b *Broker) assemble(ctx context.Context, authz *auth.Authenticator) (p *parts, err error) {
-	p = &parts{Broker: b, cfg: rest.CopyConfig(b.opts.Config)}
+func (b *Broker) assemble(ctx context.Context, authz *auth.Authenticator) (_ *parts, err error) {
+	p := &parts{Broker: b, cfg: rest.CopyConfig(b.opts.Config)}
 	defer func() {
 		if err != nil {
-			p.stop()
+			p.stop() // p, not the nil the error returns
 		}
 	}()
 	if err := p.clients(); err != nil {

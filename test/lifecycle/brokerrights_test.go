@@ -54,6 +54,8 @@ func brokerIdentity(t *testing.T, cp *controlplane.ControlPlane, ns, sa string) 
 	bindClusterRole(t, cp, base, ns, sa)
 	own := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "broker", Namespace: ns}, Rules: []rbacv1.PolicyRule{
 		{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get", "list", "watch", "create", "update", "patch"}},
+		// The key that signs presence Leases (and the CAs), as deploy/broker's Role.
+		{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get", "create", "update"}},
 		// The uninstall guard.
 		{APIGroups: []string{""}, Resources: []string{"serviceaccounts"}, Verbs: []string{"get", "patch"}},
 		{APIGroups: []string{"rbac.authorization.k8s.io"}, Resources: []string{"roles"}, Verbs: []string{"get", "patch"}},
