@@ -77,6 +77,19 @@ func Ensure(ctx context.Context, opts EnsureOptions) (Binaries, error) {
 	return binariesIn(opts.Dir), nil
 }
 
+// ensureOne is ensureSet for a set of one binary, a tool the tests run
+// (helm, jaeger, promtool): it returns the cached binary's path.
+func ensureOne(ctx context.Context, opts EnsureOptions, set binarySet) (string, error) {
+	name := set.targets[0].name
+	if err := opts.setDefaults(); err != nil {
+		return "", fmt.Errorf("ensuring %s: %w", name, err)
+	}
+	if err := ensureSet(ctx, &opts, set); err != nil {
+		return "", err
+	}
+	return filepath.Join(opts.Dir, name), nil
+}
+
 // ensureSet makes the cache folder hold every binary of set and its stamp,
 // as Ensure describes.
 func ensureSet(ctx context.Context, opts *EnsureOptions, set binarySet) error {

@@ -31,13 +31,7 @@ var helmSet = binarySet{
 // is missing, as [Ensure] does for the control plane's binaries (same cache
 // folder, own stamp).
 func EnsureHelm(ctx context.Context, opts EnsureOptions) (string, error) {
-	if err := opts.setDefaults(); err != nil {
-		return "", fmt.Errorf("ensuring helm: %w", err)
-	}
-	if err := ensureSet(ctx, &opts, helmSet); err != nil {
-		return "", err
-	}
-	return filepath.Join(opts.Dir, "helm"), nil
+	return ensureOne(ctx, opts, helmSet)
 }
 
 // Helm runs the cached helm the way the tests do: in Dir, against

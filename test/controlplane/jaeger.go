@@ -33,13 +33,7 @@ var jaegerSet = binarySet{
 // when it is missing, as [Ensure] does for the control plane's binaries
 // (same cache folder, own stamp).
 func EnsureJaeger(ctx context.Context, opts EnsureOptions) (string, error) {
-	if err := opts.setDefaults(); err != nil {
-		return "", fmt.Errorf("ensuring jaeger: %w", err)
-	}
-	if err := ensureSet(ctx, &opts, jaegerSet); err != nil {
-		return "", err
-	}
-	return filepath.Join(opts.Dir, "jaeger"), nil
+	return ensureOne(ctx, opts, jaegerSet)
 }
 
 // JaegerOptions configures [StartJaeger].

@@ -2,8 +2,6 @@ package controlplane
 
 import (
 	"context"
-	"fmt"
-	"path/filepath"
 )
 
 // PrometheusVersion is the Prometheus release whose promtool checks the
@@ -28,11 +26,5 @@ var promtoolSet = binarySet{
 // first when it is missing, as [Ensure] does for the control plane's
 // binaries (same cache folder, own stamp).
 func EnsurePromtool(ctx context.Context, opts EnsureOptions) (string, error) {
-	if err := opts.setDefaults(); err != nil {
-		return "", fmt.Errorf("ensuring promtool: %w", err)
-	}
-	if err := ensureSet(ctx, &opts, promtoolSet); err != nil {
-		return "", err
-	}
-	return filepath.Join(opts.Dir, "promtool"), nil
+	return ensureOne(ctx, opts, promtoolSet)
 }
