@@ -97,18 +97,8 @@ func TestAForgedLeaseIsNotRestored(t *testing.T) {
 	dyn := cp.EnsureWidgetCRD(t)
 	r := startRestartable(t, cp)
 	objects := cp.Namespace(t)
-	r.grant(t, "real", "real", handlerRule("real", "connect", "strict"))
-	r.grantIn(t, objects, "real", "real", widgetRule("get", "list", "watch", "patch"))
 	var j journal
-	realHandler := func() *sdk.Handler {
-		h := r.handler("real", r.token(t, "real"))
-		h.OnDelete(widgets, j.record(nil), sdk.Namespaces(objects), sdk.Finalizer(sdk.FinalizerStrict))
-		return h
-	}
-	stopReal := runHandler(t, realHandler(), r.addr)
-	createHeld(t, cp, objects, "real", "w")
-	stopReal()
-	r.stop()
+	realHandler := strictHeldThenStopped(t, cp, r, objects, &j)
 
 	kube, forger := r.leaseWriter(t)
 	store := &presence.Store{Client: kube, Namespace: r.ns}
@@ -183,6 +173,26 @@ func TestAGenuineLeaseIsRestoredWithAuthentication(t *testing.T) {
 	r := startRestartable(t, cp)
 	objects := heldThenStopped(t, cp, r, "genuine")
 	releasedAfterRestart(t, cp, r, objects, "genuine")
+}
+
+// strictHeldThenStopped grants the handler "real" its rights over the
+// widgets of objects, runs it with a STRICT delete binding recorded in j
+// until it holds the widget w there, then stops it and the broker; it
+// returns how to make the handler again.
+func strictHeldThenStopped(t *testing.T, cp *controlplane.ControlPlane, r *restartable, objects string, j *journal) (realHandler func() *sdk.Handler) {
+	t.Helper()
+	r.grant(t, "real", "real", handlerRule("real", "connect", "strict"))
+	r.grantIn(t, objects, "real", "real", widgetRule("get", "list", "watch", "patch"))
+	realHandler = func() *sdk.Handler {
+		h := r.handler("real", r.token(t, "real"))
+		h.OnDelete(widgets, j.record(nil), sdk.Namespaces(objects), sdk.Finalizer(sdk.FinalizerStrict))
+		return h
+	}
+	stopReal := runHandler(t, realHandler(), r.addr)
+	createHeld(t, cp, objects, "real", "w")
+	stopReal()
+	r.stop()
+	return realHandler
 }
 
 // heldThenStopped grants the handler name its rights over the widgets of a

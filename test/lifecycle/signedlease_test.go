@@ -32,18 +32,8 @@ func TestARewrittenLeaseOfARealHandlerIsNotRestored(t *testing.T) {
 	dyn := cp.EnsureWidgetCRD(t)
 	r := startRestartable(t, cp)
 	objects := cp.Namespace(t)
-	r.grant(t, "real", "real", handlerRule("real", "connect", "strict"))
-	r.grantIn(t, objects, "real", "real", widgetRule("get", "list", "watch", "patch"))
 	var j journal
-	realHandler := func() *sdk.Handler {
-		h := r.handler("real", r.token(t, "real"))
-		h.OnDelete(widgets, j.record(nil), sdk.Namespaces(objects), sdk.Finalizer(sdk.FinalizerStrict))
-		return h
-	}
-	stopReal := runHandler(t, realHandler(), r.addr)
-	createHeld(t, cp, objects, "real", "w")
-	stopReal()
-	r.stop()
+	realHandler := strictHeldThenStopped(t, cp, r, objects, &j)
 
 	kube, _ := r.leaseWriter(t)
 	store := &presence.Store{Client: kube, Namespace: r.ns}
