@@ -79,17 +79,7 @@ func TestRestoreReauthorizesTheRecordedIdentity(t *testing.T) {
 		return nil
 	}
 	rec := &recorded{}
-	m := New(Options{
-		Informers: informer.New(informer.Options{}), Presence: store, Recorder: rec, Reauthorize: reauthorize,
-		Compile: func(context.Context, []*tetherv1.Binding) ([]*binding.Binding, error) { return nil, nil },
-	})
-	runCtx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- m.Start(runCtx) }()
-	defer func() {
-		cancel()
-		<-done
-	}()
+	m := startRestoring(t, ctx, store, rec, reauthorize)
 	waitSynced(t, m)
 	if unanswered.Load() >= 0 {
 		t.Errorf("synced before the review of %q was answered", "transient")
@@ -133,4 +123,24 @@ func waitSynced(t *testing.T, m *Manager) {
 		case <-tick.C:
 		}
 	}
+}
+
+// startRestoring starts a Manager that restores what store records,
+// re-checking identities with reauthorize and posting Events to rec; it is
+// stopped when the test ends.
+func startRestoring(t *testing.T, ctx context.Context, store *presence.Store, rec *recorded,
+	reauthorize func(context.Context, string, presence.User, []*binding.Binding) error) *Manager {
+	t.Helper()
+	m := New(Options{
+		Informers: informer.New(informer.Options{}), Presence: store, Recorder: rec, Reauthorize: reauthorize,
+		Compile: func(context.Context, []*tetherv1.Binding) ([]*binding.Binding, error) { return nil, nil },
+	})
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- m.Start(runCtx) }()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+	return m
 }

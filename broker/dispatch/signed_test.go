@@ -13,9 +13,7 @@ import (
 
 	"github.com/tether-dev/tether/broker/auth"
 	"github.com/tether-dev/tether/broker/binding"
-	"github.com/tether-dev/tether/broker/informer"
 	"github.com/tether-dev/tether/broker/presence"
-	tetherv1 "github.com/tether-dev/tether/proto/tether/v1"
 )
 
 // TestRestoreTrustsOnlyWhatItSigned: a record the broker signed is
@@ -57,17 +55,7 @@ func TestRestoreTrustsOnlyWhatItSigned(t *testing.T) {
 		return fmt.Errorf("handler: %w: %s may not connect", auth.ErrDenied, user.Name)
 	}
 	rec := &recorded{}
-	m := New(Options{
-		Informers: informer.New(informer.Options{}), Presence: signing, Recorder: rec, Reauthorize: reauthorize,
-		Compile: func(context.Context, []*tetherv1.Binding) ([]*binding.Binding, error) { return nil, nil },
-	})
-	runCtx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- m.Start(runCtx) }()
-	defer func() {
-		cancel()
-		<-done
-	}()
+	m := startRestoring(t, ctx, signing, rec, reauthorize)
 	waitSynced(t, m)
 
 	m.mu.Lock()
