@@ -2,6 +2,7 @@ package certs
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"time"
@@ -11,154 +12,157 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// Keys of the Secret besides tls.crt and tls.key: the CA, whose key every
-// replica needs to renew the serving certificate on the same CA.
+// Keys and names of the Secrets. The serving Secret (Options.SecretName)
+// holds tls.crt, tls.key and the CA bundle (ca.crt); the CA Secret, named
+// as the serving one plus CASecretSuffix, holds the CA that signs
+// (ca.crt, ca.key), so that what serves is not what signs.
 const (
-	SecretCACert = "ca.crt"
-	SecretCAKey  = "ca.key"
+	CASecretSuffix = "-ca"
+	SecretCACert   = "ca.crt"
+	SecretCAKey    = "ca.key"
 )
 
 // MaxSecretAttempts bounds the rounds of writing a Secret the replicas share
 // (a certificate, a key) when other replicas write it at the same time.
 const MaxSecretAttempts = 5
 
-// syncSecret makes the Secret hold a valid CA and a serving certificate
-// for the wanted names, creating or renewing them as needed, and serves
-// what it holds. The Secret is the one truth replicas and restarts share:
-// whoever loses a race to write it reads it again and takes the winner's.
+// errRace is a write that lost to another replica's: read again.
+var errRace = errors.New("another replica wrote the Secret first")
+
+// errTerminating is a create refused because the namespace is being deleted.
+var errTerminating = errors.New("the namespace is being deleted")
+
+// syncSecret makes the Secrets hold a valid CA and a serving certificate
+// for the wanted names, creating, rotating or renewing them as needed, and
+// serves what they hold. The Secrets are the one truth replicas and
+// restarts share: whoever loses a race to write them reads them again and
+// takes the winner's.
 func (c *Serving) syncSecret(ctx context.Context) error {
-	secrets := c.opts.Client.CoreV1().Secrets(c.opts.Namespace)
-	ref := c.opts.Namespace + "/" + c.opts.SecretName
 	for range MaxSecretAttempts {
-		sec, err := secrets.Get(ctx, c.opts.SecretName, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			ca, srv, err := c.generate(time.Now())
-			if err != nil {
-				return err
-			}
-			sec = &corev1.Secret{
-				ObjectMeta: metav1.ObjectMeta{
-					Name:      c.opts.SecretName,
-					Namespace: c.opts.Namespace,
-					Labels: map[string]string{
-						"app.kubernetes.io/name":      "tether-broker",
-						"app.kubernetes.io/component": c.opts.Name,
-					},
-				},
-				Type: corev1.SecretTypeTLS,
-				Data: secretData(ca, srv),
-			}
-			_, err = secrets.Create(ctx, sec, metav1.CreateOptions{})
-			if apierrors.IsAlreadyExists(err) {
-				continue // another replica created it first: take theirs
-			}
-			if apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) {
-				// An uninstall by namespace deletion: the broker must still
-				// serve, to release its holds, and nothing can be kept.
-				// What is served already stays.
-				if c.cert.Load() == nil {
-					c.log.Warn("the namespace is being deleted: serving a CA and certificate kept in memory only", "secret", ref)
-					c.use(srv.tls, ca.certPEM)
-				}
-				return nil
-			}
-			if err != nil {
-				return fmt.Errorf("creating the %s certificate Secret %s: %w", c.opts.Name, ref, err)
-			}
-			c.log.Info("created the CA and serving certificate", "secret", ref,
-				"ca_not_after", ca.leaf().NotAfter, "not_after", srv.leaf().NotAfter)
-			c.use(srv.tls, ca.certPEM)
-			return nil
+		err := c.syncOnce(ctx)
+		if errors.Is(err, errRace) {
+			continue
 		}
-		if err != nil {
-			return fmt.Errorf("reading the %s certificate Secret %s: %w", c.opts.Name, ref, err)
-		}
-		ca, srv, why, err := c.renewal(sec.Data, time.Now())
-		if err != nil {
-			return err
-		}
-		if why == "" {
-			c.use(srv.tls, ca.certPEM)
-			return nil
-		}
-		sec = sec.DeepCopy()
-		if sec.Data == nil {
-			sec.Data = map[string][]byte{}
-		}
-		maps.Copy(sec.Data, secretData(ca, srv))
-		_, err = secrets.Update(ctx, sec, metav1.UpdateOptions{})
-		if apierrors.IsConflict(err) {
-			continue // another replica renewed it first: judge theirs
-		}
-		if err != nil {
-			return fmt.Errorf("renewing the %s certificate in Secret %s (%s): %w", c.opts.Name, ref, why, err)
-		}
-		c.log.Info("renewed the certificate", "secret", ref, "why", why,
-			"ca_not_after", ca.leaf().NotAfter, "not_after", srv.leaf().NotAfter)
-		c.use(srv.tls, ca.certPEM)
-		return nil
+		return err
 	}
-	return fmt.Errorf("the %s certificate Secret %s changed %d times while it was being written; trying again later", c.opts.Name, ref, MaxSecretAttempts)
+	return fmt.Errorf("the %s certificate Secrets %s changed %d times while they were being written; trying again later",
+		c.opts.Name, c.ref(c.opts.SecretName), MaxSecretAttempts)
 }
 
-// generate makes a new CA and a serving certificate for the wanted names.
-func (c *Serving) generate(now time.Time) (ca, srv keyPair, err error) {
-	if ca, err = newCA(c.opts.Name, now, c.opts.CAValidity); err != nil {
-		return ca, srv, fmt.Errorf("generating the %s CA: %w", c.opts.Name, err)
+func (c *Serving) syncOnce(ctx context.Context) error {
+	now := c.opts.Clock.Now()
+	srvSec, err := c.getSecret(ctx, c.opts.SecretName)
+	if err != nil {
+		return err
 	}
-	if srv, err = newServing(c.opts.Name, ca, c.opts.DNSNames, c.opts.IPAddresses, now, c.opts.Validity); err != nil {
-		return ca, srv, fmt.Errorf("generating the %s serving certificate: %w", c.opts.Name, err)
+	caSec, err := c.getSecret(ctx, c.caSecretName())
+	if err != nil {
+		return err
 	}
-	return ca, srv, nil
-}
-
-// renewal judges the Secret's data: it returns the CA and serving
-// certificate to serve, and why they are new ("" when they are the
-// Secret's own and still good).
-func (c *Serving) renewal(data map[string][]byte, now time.Time) (ca, srv keyPair, why string, err error) {
-	ca, err = parseKeyPair(data[SecretCACert], data[SecretCAKey])
-	switch {
-	case err != nil:
-		why = fmt.Sprintf("the CA is missing or invalid: %v", err)
-	case !ca.leaf().IsCA:
-		why = "the CA certificate is not a CA"
-	case wornOut(ca.leaf(), now):
-		why = "less than a third of the CA's validity is left"
+	ca, why, err := c.signingCA(dataOf(caSec), dataOf(srvSec), now)
+	if err != nil {
+		return err
 	}
 	if why != "" {
-		// A new CA invalidates the CA bundle the webhook configurations
-		// carry until they are written again (Changed); rare by design.
-		ca, srv, err = c.generate(now)
-		return ca, srv, why, err
+		err = c.writeSecret(ctx, caSec, c.caSecretName(), corev1.SecretTypeOpaque,
+			map[string][]byte{SecretCACert: ca.certPEM, SecretCAKey: ca.keyPEM})
+		if errors.Is(err, errTerminating) {
+			return c.serveInMemory(ca, now)
+		}
+		if err != nil {
+			return fmt.Errorf("writing the %s CA (%s): %w", c.opts.Name, why, err)
+		}
+		c.log.Info("wrote the CA", "secret", c.ref(c.caSecretName()), "why", why, "ca_not_after", ca.leaf().NotAfter)
 	}
-	dns, ips := c.opts.DNSNames, c.opts.IPAddresses
-	srv, err = parseKeyPair(data[corev1.TLSCertKey], data[corev1.TLSPrivateKeyKey])
-	switch {
-	case err != nil:
-		why = fmt.Sprintf("the serving certificate is missing or invalid: %v", err)
-	case srv.leaf().CheckSignatureFrom(ca.leaf()) != nil:
-		why = "the serving certificate is not signed by the CA"
-	case wornOut(srv.leaf(), now):
-		why = "less than a third of the serving certificate's validity is left"
-	case !covers(srv.leaf(), dns, ips):
-		why = fmt.Sprintf("the serving certificate does not cover %v %v", dns, ips)
-		// Keep the names it had: during a rolling update that changes
-		// them, old and new replicas would otherwise take turns renewing.
-		dns, ips = unionNames(dns, ips, srv.leaf())
-	default:
-		return ca, srv, "", nil
+	p, err := c.plan(dataOf(srvSec), ca, now)
+	if err != nil {
+		return err
 	}
-	if srv, err = newServing(c.opts.Name, ca, dns, ips, now, c.opts.Validity); err != nil {
-		return ca, srv, why, fmt.Errorf("generating the %s serving certificate: %w", c.opts.Name, err)
+	data := map[string][]byte{SecretCACert: p.bundle, corev1.TLSCertKey: p.srv.certPEM, corev1.TLSPrivateKeyKey: p.srv.keyPEM}
+	if srvSec == nil || !sameData(srvSec.Data, data) {
+		err = c.writeSecret(ctx, srvSec, c.opts.SecretName, corev1.SecretTypeTLS, data)
+		if errors.Is(err, errTerminating) {
+			return c.serveInMemory(ca, now)
+		}
+		if err != nil {
+			return fmt.Errorf("writing the %s serving certificate (%s): %w", c.opts.Name, p.why, err)
+		}
+		c.log.Info("wrote the serving certificate and CA bundle", "secret", c.ref(c.opts.SecretName), "why", p.why,
+			"cas", p.cas, "not_after", p.srv.leaf().NotAfter)
 	}
-	return ca, srv, why, nil
+	c.use(p.srv.tls, p.bundle)
+	return nil
 }
 
-func secretData(ca, srv keyPair) map[string][]byte {
-	return map[string][]byte{
-		SecretCACert:            ca.certPEM,
-		SecretCAKey:             ca.keyPEM,
-		corev1.TLSCertKey:       srv.certPEM,
-		corev1.TLSPrivateKeyKey: srv.keyPEM,
+// serveInMemory serves ca and a certificate of it, kept nowhere, unless
+// something is served already: in an uninstall by namespace deletion the
+// broker must still serve, to release its holds, and nothing can be kept.
+func (c *Serving) serveInMemory(ca keyPair, now time.Time) error {
+	if c.cert.Load() != nil {
+		return nil
 	}
+	c.log.Warn("the namespace is being deleted: serving a CA and certificate kept in memory only", "secret", c.ref(c.opts.SecretName))
+	srv, err := newServing(c.opts.Name, ca, c.opts.DNSNames, c.opts.IPAddresses, now, c.opts.Validity)
+	if err != nil {
+		return fmt.Errorf("generating the %s serving certificate: %w", c.opts.Name, err)
+	}
+	c.use(srv.tls, ca.certPEM)
+	return nil
+}
+
+func (c *Serving) caSecretName() string { return c.opts.SecretName + CASecretSuffix }
+
+func (c *Serving) ref(name string) string { return c.opts.Namespace + "/" + name }
+
+// getSecret reads the Secret name; nil when there is none.
+func (c *Serving) getSecret(ctx context.Context, name string) (*corev1.Secret, error) {
+	sec, err := c.opts.Client.CoreV1().Secrets(c.opts.Namespace).Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading the %s certificate Secret %s: %w", c.opts.Name, c.ref(name), err)
+	}
+	return sec, nil
+}
+
+// writeSecret makes the Secret name hold data and nothing else: created
+// when old is nil, else updated from old (guarded by its resourceVersion).
+func (c *Serving) writeSecret(ctx context.Context, old *corev1.Secret, name string, typ corev1.SecretType, data map[string][]byte) error {
+	secrets := c.opts.Client.CoreV1().Secrets(c.opts.Namespace)
+	var err error
+	if old == nil {
+		_, err = secrets.Create(ctx, &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: c.opts.Namespace, Labels: map[string]string{
+				"app.kubernetes.io/name":      "tether-broker",
+				"app.kubernetes.io/component": c.opts.Name,
+			}},
+			Type: typ,
+			Data: data,
+		}, metav1.CreateOptions{})
+	} else {
+		sec := old.DeepCopy()
+		sec.Data = maps.Clone(data)
+		_, err = secrets.Update(ctx, sec, metav1.UpdateOptions{})
+	}
+	switch {
+	case apierrors.IsAlreadyExists(err) || apierrors.IsConflict(err):
+		return errRace
+	case apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause):
+		return errTerminating
+	case err != nil:
+		return fmt.Errorf("writing Secret %s: %w", c.ref(name), err)
+	}
+	return nil
+}
+
+func dataOf(sec *corev1.Secret) map[string][]byte {
+	if sec == nil {
+		return nil
+	}
+	return sec.Data
+}
+
+func sameData(a, b map[string][]byte) bool {
+	return maps.EqualFunc(a, b, func(x, y []byte) bool { return string(x) == string(y) })
 }

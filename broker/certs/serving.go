@@ -13,6 +13,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/clock"
 )
 
 // Defaults of Options.
@@ -20,6 +21,7 @@ const (
 	DefaultValidity   = 365 * 24 * time.Hour
 	DefaultCAValidity = 10 * 365 * 24 * time.Hour
 	DefaultInterval   = 30 * time.Second
+	DefaultCAOverlap  = 7 * 24 * time.Hour
 )
 
 // Options configure Serving. Either CertFile and KeyFile are set (a given
@@ -57,6 +59,13 @@ type Options struct {
 	// Interval between checks of the Secret or the files; default
 	// DefaultInterval.
 	Interval time.Duration
+	// CAOverlap is how long a new CA is published beside the old one before
+	// it signs what is served, and how long the old one stays published
+	// after; default DefaultCAOverlap.
+	CAOverlap time.Duration
+	// Clock tells the time certificates are judged and made at; default the
+	// real one.
+	Clock clock.PassiveClock
 }
 
 // Serving is a serving certificate and the CA bundle that verifies it.
@@ -90,6 +99,12 @@ func New(opts Options) (*Serving, error) {
 	}
 	if opts.Interval <= 0 {
 		opts.Interval = DefaultInterval
+	}
+	if opts.CAOverlap <= 0 {
+		opts.CAOverlap = DefaultCAOverlap
+	}
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
 	}
 	opts.DNSNames = slices.Clone(opts.DNSNames)
 	opts.IPAddresses = slices.Clone(opts.IPAddresses)

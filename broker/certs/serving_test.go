@@ -35,7 +35,18 @@ func generatedCerts(t *testing.T, client kubernetes.Interface, ns string, dns ..
 
 func getSecret(t *testing.T, client kubernetes.Interface, ns string) *corev1.Secret {
 	t.Helper()
-	sec, err := client.CoreV1().Secrets(ns).Get(t.Context(), testSecret, metav1.GetOptions{})
+	return getSecretNamed(t, client, ns, testSecret)
+}
+
+// getCASecret is the Secret that keeps the CA apart from the serving key.
+func getCASecret(t *testing.T, client kubernetes.Interface, ns string) *corev1.Secret {
+	t.Helper()
+	return getSecretNamed(t, client, ns, testSecret+CASecretSuffix)
+}
+
+func getSecretNamed(t *testing.T, client kubernetes.Interface, ns, name string) *corev1.Secret {
+	t.Helper()
+	sec, err := client.CoreV1().Secrets(ns).Get(t.Context(), name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,10 +86,17 @@ func TestFirstLoadCreatesTheSecret(t *testing.T) {
 	if sec.Type != corev1.SecretTypeTLS {
 		t.Errorf("Secret type %q", sec.Type)
 	}
-	for _, k := range []string{SecretCACert, SecretCAKey, corev1.TLSCertKey, corev1.TLSPrivateKeyKey} {
+	for _, k := range []string{SecretCACert, corev1.TLSCertKey, corev1.TLSPrivateKeyKey} {
 		if len(sec.Data[k]) == 0 {
 			t.Errorf("the Secret has no %s", k)
 		}
+	}
+	if _, ok := sec.Data[SecretCAKey]; ok {
+		t.Error("the serving Secret holds the CA key")
+	}
+	caSec := getCASecret(t, cp.Client(), ns)
+	if !bytes.Equal(caSec.Data[SecretCACert], sec.Data[SecretCACert]) || len(caSec.Data[SecretCAKey]) == 0 {
+		t.Error("the CA Secret does not hold the CA of the bundle and its key")
 	}
 	if !bytes.Equal(c.CABundle(), sec.Data[SecretCACert]) {
 		t.Error("CABundle is not the Secret's ca.crt")
@@ -154,7 +172,8 @@ func TestWornOutServingCertRenewedOnSameCA(t *testing.T) {
 
 	// Another replica left a certificate with ten minutes of its hour left.
 	sec := getSecret(t, cp.Client(), ns)
-	ca, err := parseKeyPair(sec.Data[SecretCACert], sec.Data[SecretCAKey])
+	caSec := getCASecret(t, cp.Client(), ns)
+	ca, err := parseKeyPair(caSec.Data[SecretCACert], caSec.Data[SecretCAKey])
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -216,7 +235,7 @@ func TestBrokenCAReplaced(t *testing.T) {
 	if err := c.Load(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	sec := getSecret(t, cp.Client(), ns)
+	sec := getCASecret(t, cp.Client(), ns)
 	sec.Data[SecretCAKey] = []byte("garbage")
 	if _, err := cp.Client().CoreV1().Secrets(ns).Update(t.Context(), sec, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
