@@ -168,7 +168,7 @@ func newAdmission(ctx context.Context, kube kubernetes.Interface, opts Options, 
 	a, ns := opts.Admission, opts.Namespace
 	copts := certs.Options{
 		Name: "admission", Client: kube, Namespace: ns, SecretName: a.secretName(),
-		CertFile: a.CertFile, KeyFile: a.KeyFile, CAFile: a.CAFile, Log: log.Named("admission"),
+		CertFile: a.CertFile, KeyFile: a.KeyFile, CAFile: a.CAFile, Log: log.Named("admission"), CAOverlap: opts.CAOverlap,
 	}
 	excluded := a.excludedNamespaces(ns)
 	log.Info("no admission webhook intercepts these namespaces", "namespaces", excluded)

@@ -42,6 +42,11 @@ type Options struct {
 	// given files, with the CA bundle published in a ConfigMap.
 	TLS       *tls.Config
 	GRPCCerts GRPCCerts
+	// CAOverlap is how long a new CA the broker makes (gRPC's, the
+	// webhooks') is published beside the old one before it signs the
+	// serving certificate, and how long the old one stays published after
+	// (default certs.DefaultCAOverlap).
+	CAOverlap time.Duration
 	// Defaults fill in what bindings leave unset.
 	Defaults binding.Defaults
 	// Workers per handler (default dispatch.DefaultWorkers).

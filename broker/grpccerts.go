@@ -70,13 +70,13 @@ func (g GRPCCerts) withDefaults() GRPCCerts {
 }
 
 // serving builds the gRPC serving certificate, its Secret in namespace.
-func (g GRPCCerts) serving(kube kubernetes.Interface, namespace string, log hclog.Logger) (*certs.Serving, error) {
+func (g GRPCCerts) serving(kube kubernetes.Interface, namespace string, overlap time.Duration, log hclog.Logger) (*certs.Serving, error) {
 	g = g.withDefaults()
 	svc := g.Service + "." + namespace
 	opts := certs.Options{
 		Name: "grpc", Client: kube, Namespace: namespace, SecretName: g.SecretName,
 		DNSNames: []string{g.Service, svc, svc + ".svc", svc + ".svc.cluster.local"},
-		CertFile: g.CertFile, KeyFile: g.KeyFile, CAFile: g.CAFile, Log: log.Named("grpc-certs"),
+		CertFile: g.CertFile, KeyFile: g.KeyFile, CAFile: g.CAFile, Log: log.Named("grpc-certs"), CAOverlap: overlap,
 	}
 	for _, h := range g.Hosts {
 		if ip := net.ParseIP(h); ip != nil {

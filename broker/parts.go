@@ -141,7 +141,7 @@ func (p *parts) servingTLS(ctx context.Context) (*tls.Config, error) {
 		return p.opts.TLS, nil
 	}
 	var err error
-	if p.grpcCerts, err = p.opts.GRPCCerts.serving(p.kube, p.opts.Namespace, p.log); err != nil {
+	if p.grpcCerts, err = p.opts.GRPCCerts.serving(p.kube, p.opts.Namespace, p.opts.CAOverlap, p.log); err != nil {
 		return nil, err
 	}
 	if err := p.grpcCerts.Load(ctx); err != nil {

@@ -20,6 +20,7 @@ import (
 	"github.com/tether-dev/tether/broker"
 	"github.com/tether-dev/tether/broker/binding"
 	"github.com/tether-dev/tether/broker/buildinfo"
+	"github.com/tether-dev/tether/broker/certs"
 	"github.com/tether-dev/tether/broker/contract"
 	"github.com/tether-dev/tether/broker/dispatch"
 	"github.com/tether-dev/tether/broker/session"
@@ -33,6 +34,7 @@ type config struct {
 	listen        string
 	insecure      bool
 	grpcCerts     broker.GRPCCerts
+	caOverlap     time.Duration
 	tlsHosts      string
 	qps           float64
 	burst         int
@@ -186,6 +188,8 @@ func (c *config) servingFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.grpcCerts.SecretName, "tls-secret", broker.DefaultGRPCSecret, "Secret in --namespace keeping the CA and gRPC serving certificate the broker generates and renews when no --tls-cert-file is given")
 	fs.StringVar(&c.grpcCerts.Service, "tls-service", broker.DefaultGRPCService, "the Service in --namespace handlers reach the broker through: the generated certificate is valid for its names")
 	fs.StringVar(&c.tlsHosts, "tls-hosts", "localhost,127.0.0.1", "comma-separated more names and IP addresses the generated certificate is valid for (localhost: kubectl port-forward)")
+	fs.DurationVar(&c.caOverlap, "ca-overlap", certs.DefaultCAOverlap, "how long a new CA the broker makes (gRPC's, the webhooks') is published beside the old one before it signs\n"+
+		"the serving certificate, and how long the old one stays published after the switch")
 	fs.StringVar(&c.grpcCerts.CAConfigMap, "tls-ca-configmap", broker.DefaultCAConfigMap, "ConfigMap in --namespace where the broker publishes the CA bundle handlers verify it with (key "+broker.CAConfigMapKey+"); - publishes none")
 	fs.StringVar(&c.audiences, "token-audience", "", "comma-separated audiences a handler's token must be meant for (TokenReview); empty: the API server's own")
 	fs.DurationVar(&c.stuckAfter, "stuck-after", contract.DefaultStuckAfter, "how long a handler's hold may stay on an object being deleted before it is stuck: a HoldStuck Event\n"+
@@ -245,7 +249,7 @@ func serve(args []string, _, stderr io.Writer) error {
 	}
 
 	opts := broker.Options{
-		Log: log, Config: restCfg, Listen: c.listen, Insecure: c.insecure, GRPCCerts: c.grpcCerts,
+		Log: log, Config: restCfg, Listen: c.listen, Insecure: c.insecure, GRPCCerts: c.grpcCerts, CAOverlap: c.caOverlap,
 		Defaults: binding.Defaults{Retries: c.retries, Timeout: c.timeout, Backoff: c.backoff, MaxBackoff: c.maxBackoff},
 		Workers:  c.workers, WriteQPS: c.qps, WriteBurst: c.burst, NoPushdown: c.noPushdown, ReleaseQPS: c.releaseQPS, DefaultWindow: c.defaultWindow, MaxWindow: c.maxWindow,
 		HelloTimeout: c.helloTimeout, MaxMessageSize: c.maxMsgSize, GRPCLimits: c.grpcLimits, Version: buildinfo.Version(),
