@@ -8,11 +8,13 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/pem"
 	"errors"
 	"math/big"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -125,4 +127,34 @@ func TestUnreadableTokenFileEndsRun(t *testing.T) {
 	if n := hs.broker.hellos.Load(); n != 0 {
 		t.Errorf("broker saw %d Hellos, want 0", n)
 	}
+}
+
+// TestCAFileReReadOnReconnect: the broker's CA bundle file is read at each
+// connection attempt, so a handler whose mounted bundle now holds the
+// broker's new CA trusts it at the next reconnect.
+func TestCAFileReReadOnReconnect(t *testing.T) {
+	a, b := newTestPKI(t), newTestPKI(t)
+	var served atomic.Pointer[tls.Certificate]
+	served.Store(&a.server.Certificates[0])
+	hs := newHarness(t, nil).withTLS(&tls.Config{MinVersion: tls.VersionTLS12,
+		GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return served.Load(), nil }})
+	caFile := filepath.Join(t.TempDir(), "ca.crt")
+	writeCA := func(p testPKI) {
+		t.Helper()
+		block := &pem.Block{Type: "CERTIFICATE", Bytes: p.server.Certificates[0].Certificate[0]}
+		if err := os.WriteFile(caFile, pem.EncodeToMemory(block), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	writeCA(a)
+	h := sdk.New("secret-ttl", hs.options(sdk.WithTLS(&tls.Config{ServerName: "bufnet", MinVersion: tls.VersionTLS12}),
+		sdk.WithTLSCAFile(caFile), sdk.WithToken("s3cret"))...)
+	h.OnCreate(configMaps, noop)
+	hs.run(h)
+	first := hs.session()
+
+	served.Store(&b.server.Certificates[0])
+	writeCA(b)
+	first.end <- status.Error(codes.Unavailable, "broker is moving")
+	hs.session()
 }

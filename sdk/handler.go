@@ -258,8 +258,12 @@ func (h *Handler) dialOptions() []grpc.DialOption {
 	if tlsConfig == nil {
 		tlsConfig = &tls.Config{MinVersion: tls.VersionTLS12}
 	}
+	creds := credentials.NewTLS(tlsConfig)
+	if h.cfg.tlsCAFile != "" {
+		creds = newCAFileCredentials(tlsConfig, h.cfg.tlsCAFile)
+	}
 	return append(opts,
-		grpc.WithTransportCredentials(credentials.NewTLS(tlsConfig)),
+		grpc.WithTransportCredentials(creds),
 		grpc.WithPerRPCCredentials(bearerToken{token: h.cfg.token, file: h.cfg.tokenFile}),
 	)
 }

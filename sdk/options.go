@@ -70,6 +70,7 @@ type config struct {
 	token        string
 	tokenFile    string
 	tlsConfig    *tls.Config
+	tlsCAFile    string
 	insecure     bool
 	backoffMin   time.Duration
 	backoffMax   time.Duration
@@ -166,6 +167,21 @@ func WithTLS(cfg *tls.Config) Option {
 			return
 		}
 		c.tlsConfig = cfg
+	}
+}
+
+// WithTLSCAFile verifies the broker against the PEM CA bundle in path, read
+// anew at every connection attempt, so that a rotated CA (the broker's
+// ConfigMap tether-broker-ca, mounted) is trusted at the next reconnect. It
+// replaces the RootCAs of WithTLS's configuration, whose other settings
+// (ServerName) still apply.
+func WithTLSCAFile(path string) Option {
+	return func(c *config) {
+		if path == "" {
+			c.fail("WithTLSCAFile: empty path")
+			return
+		}
+		c.tlsCAFile = path
 	}
 }
 
@@ -270,6 +286,9 @@ func (c *config) finish() error {
 	}
 	if c.insecure && c.tlsConfig != nil {
 		c.fail("WithInsecure and WithTLS both given")
+	}
+	if c.insecure && c.tlsCAFile != "" {
+		c.fail("WithInsecure and WithTLSCAFile both given")
 	}
 	if !c.insecure && c.token == "" && c.tokenFile == "" {
 		c.tokenFile = DefaultServiceTokenPath

@@ -221,17 +221,19 @@ func (c *config) sdkOptions(log hclog.Logger) ([]sdk.Option, error) {
 	if c.insecure {
 		return append(opts, sdk.WithInsecure()), nil
 	}
-	tlsCfg := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: c.serverName}
+	opts = append(opts, sdk.WithTLS(&tls.Config{MinVersion: tls.VersionTLS12, ServerName: c.serverName}))
 	if c.caFile != "" {
+		// Checked once here, so that a wrong path fails at start; the SDK
+		// reads it again at every connection attempt, so that a rotated CA
+		// is trusted at the next reconnect.
 		pem, err := os.ReadFile(c.caFile)
 		if err != nil {
 			return nil, fmt.Errorf("--tls-ca-file: %w", err)
 		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
+		if !x509.NewCertPool().AppendCertsFromPEM(pem) {
 			return nil, fmt.Errorf("--tls-ca-file: no PEM certificate in %s", c.caFile)
 		}
-		tlsCfg.RootCAs = pool
+		opts = append(opts, sdk.WithTLSCAFile(c.caFile))
 	}
-	return append(opts, sdk.WithTLS(tlsCfg)), nil
+	return opts, nil
 }

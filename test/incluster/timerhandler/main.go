@@ -13,7 +13,6 @@ package main
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"flag"
 	"fmt"
@@ -51,17 +50,9 @@ func run(broker, caFile, serverName, name string, r sdk.Resource, namespace stri
 	if broker == "" || caFile == "" || r.Resource == "" {
 		return errors.New("--broker, --tls-ca-file and --resource are required")
 	}
-	pem, err := os.ReadFile(caFile)
-	if err != nil {
-		return fmt.Errorf("reading the broker's CA: %w", err)
-	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(pem) {
-		return fmt.Errorf("no PEM certificate in %s", caFile)
-	}
 	log := hclog.New(&hclog.LoggerOptions{Name: name, Output: os.Stderr, JSONFormat: true})
 	h := sdk.New(name, sdk.WithLogger(log),
-		sdk.WithTLS(&tls.Config{MinVersion: tls.VersionTLS12, RootCAs: pool, ServerName: serverName}))
+		sdk.WithTLS(&tls.Config{MinVersion: tls.VersionTLS12, ServerName: serverName}), sdk.WithTLSCAFile(caFile))
 	var scope []sdk.BindingOption
 	if namespace != "" {
 		scope = append(scope, sdk.Namespaces(namespace))
