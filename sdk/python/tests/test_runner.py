@@ -311,6 +311,45 @@ class Credentials(unittest.TestCase):
         self.assertEqual(broker.connected(2).metadata.get("authorization"), "Bearer rotated-token",
                          "the token file is read again on every connection")
 
+    def test_the_ca_file_is_read_again_on_every_connection(self):
+        """The broker's CA is rotated: the handler's mounted CA file now
+        holds the new CA, and the next connection trusts it."""
+        tmp = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, tmp)
+        brokers, pems = [], []
+        for n in ("a", "b"):
+            key, cert = os.path.join(tmp, n + ".key"), os.path.join(tmp, n + ".crt")
+            subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+                            "-keyout", key, "-out", cert, "-days", "1", "-subj", "/CN=broker.test",
+                            "-addext", "subjectAltName=DNS:broker.test"], check=True, capture_output=True)
+            with open(key, "rb") as k, open(cert, "rb") as c:
+                pem = c.read()
+                broker = FakeBroker(credentials=grpc.ssl_server_credentials([(k.read(), pem)])).start()
+            self.addCleanup(broker.stop)
+            brokers.append(broker)
+            pems.append(pem)
+        ca_file = os.path.join(tmp, "ca.crt")
+        with open(ca_file, "wb") as f:
+            f.write(pems[0])
+        reg = tether.Registry()
+        tether.on.create(*W, registry=reg, id="create")(lambda **_: None)
+        # The first connection goes to the broker of CA a, the next to b's.
+        r = Runner(reg, broker=(brokers[0].address, brokers[1].address), insecure=False, token_file=self.token(tmp),
+                   tls_ca_file=ca_file, tls_server_name="broker.test").start()
+        self.addCleanup(lambda: r.done.is_set() or r.stop())
+        brokers[0].connected(1)
+        with open(ca_file, "wb") as f:
+            f.write(pems[1])
+        brokers[0].end()
+        brokers[1].connected(1)
+
+    @staticmethod
+    def token(tmp: str) -> str:
+        path = os.path.join(tmp, "token")
+        with open(path, "w") as f:
+            f.write("a-token")
+        return path
+
 
 if __name__ == "__main__":
     unittest.main()

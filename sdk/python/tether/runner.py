@@ -158,7 +158,9 @@ class _TokenFile(grpc.AuthMetadataPlugin):
 
 
 def root_certificates(cfg: Config) -> bytes | None:
-    """The CA of --tls-ca-file, read once; None: the system roots."""
+    """The CA bundle of --tls-ca-file; None: the system roots. It is read at
+    every connection attempt (fresh_root), so that a rotated CA (the broker's
+    ConfigMap, mounted) is trusted at the next reconnect."""
     if not cfg.tls_ca_file:
         return None
     try:
@@ -166,6 +168,16 @@ def root_certificates(cfg: Config) -> bytes | None:
             return f.read()
     except OSError as e:
         raise ConfigError(f"TLS CA file: {e}") from None
+
+
+def fresh_root(cfg: Config, last: bytes | None) -> bytes | None:
+    """The CA file read again; the last one read when it cannot be (it was
+    readable at start: a moment of a volume being updated)."""
+    try:
+        return root_certificates(cfg)
+    except ConfigError as e:
+        LOGGER.warning("%s; connecting with the CA read before", e)
+        return last
 
 
 def targets(cfg: Config) -> tuple[str, ...]:
@@ -320,7 +332,7 @@ async def _serve(registry: Registry, cfg: Config, stopping: asyncio.Event,
     memos outlive each session, as objects do."""
     msg = hello(registry, cfg)
     brokers = targets(cfg)
-    root = root_certificates(cfg)
+    root = root_certificates(cfg)  # an unreadable file is refused before the first attempt
     executor = ThreadPoolExecutor(max_workers=cfg.window, thread_name_prefix="tether")
     dispatcher = Dispatcher(executor, memos, registry.indices, cfg.name)
     backoff = Backoff(cfg.max_backoff)
@@ -331,6 +343,7 @@ async def _serve(registry: Registry, cfg: Config, stopping: asyncio.Event,
     try:
         while not stopping.is_set():
             session = Session(msg, registry, dispatcher, cfg.drain_timeout, on_welcome)
+            root = fresh_root(cfg, root)
             ch = channel(cfg, brokers[attempt % len(brokers)], root)
             attempt += 1
             try:

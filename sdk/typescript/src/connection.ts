@@ -1,6 +1,7 @@
 // The gRPC connection of one session: credentials (TLS with the broker's CA
-// and a bearer token read anew for every attempt, or plain text in insecure
-// mode), keepalive within what the broker permits, and a bounded connect.
+// and a bearer token, their files read anew for every attempt, or plain text
+// in insecure mode), keepalive within what the broker permits, and a bounded
+// connect.
 
 import * as grpc from "@grpc/grpc-js";
 import { readFile } from "node:fs/promises";
@@ -24,7 +25,13 @@ export async function connect(broker: string, opts: HandlerOptions, signal: Abor
   } catch (err) {
     return { error: new Error(`reading the token: ${(err as Error).message}`) };
   }
-  const creds = opts.insecure ? grpc.credentials.createInsecure() : grpc.credentials.createSsl(opts.ca ? Buffer.from(opts.ca) : null);
+  let ca: Buffer | null;
+  try {
+    ca = await rootCA(opts);
+  } catch (err) {
+    return { error: new Error(`reading the broker's CA: ${(err as Error).message}`) };
+  }
+  const creds = opts.insecure ? grpc.credentials.createInsecure() : grpc.credentials.createSsl(ca);
   const client = new BrokerClient(broker, creds, {
     "grpc.keepalive_time_ms": KEEPALIVE_TIME,
     "grpc.keepalive_timeout_ms": KEEPALIVE_TIMEOUT,
@@ -47,6 +54,13 @@ export async function connect(broker: string, opts: HandlerOptions, signal: Abor
   }
   const stream = (client as unknown as { connect(md: grpc.Metadata): grpc.ClientDuplexStream<ConnectRequest, ConnectResponse> }).connect(metadata);
   return { stream, close: () => client.close() };
+}
+
+/** The CA bundle to verify the broker with, caFile read on every attempt; null: the system roots. */
+async function rootCA(opts: HandlerOptions): Promise<Buffer | null> {
+  if (opts.insecure) return null;
+  if (opts.caFile) return readFile(opts.caFile);
+  return opts.ca ? Buffer.from(opts.ca) : null;
 }
 
 /** The bearer token's metadata, read on every attempt so that a rotated token is used; none in insecure mode. */

@@ -30,6 +30,11 @@ export interface HandlerOptions {
   tokenFile?: string;
   /** PEM of the CA that signed the broker's certificate (the ConfigMap tether-broker-ca); default: the system roots. */
   ca?: string | Buffer;
+  /**
+   * A PEM file of the CA bundle instead of ca, read on every connection attempt, so that a
+   * rotated CA (the ConfigMap tether-broker-ca, mounted) is trusted at the next reconnect.
+   */
+  caFile?: string;
   /** Bounds of the delay between connection attempts (default 500 to 2000). */
   reconnectMin?: number;
   reconnectMax?: number;

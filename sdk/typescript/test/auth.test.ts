@@ -4,6 +4,7 @@
 
 import { test } from "node:test";
 import assert from "node:assert/strict";
+import { execFileSync } from "node:child_process";
 import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -50,6 +51,33 @@ test("a broker whose certificate the CA did not sign is not talked to", async ()
   }
   assert.match(lost[0], /connecting to localhost:\d+: Failed to connect before the deadline/);
   assert.equal(broker.hellos.length, 0, "no attempt gets as far as a Hello");
+});
+
+test("the CA file is read again at every connection attempt", async (t) => {
+  // At first the file holds another CA than the broker's: the attempt
+  // fails. Once the file holds the broker's CA (a rotated CA, mounted),
+  // the next attempt trusts it.
+  const dir = mkdtempSync(join(tmpdir(), "tether-ca-"));
+  const caFile = join(dir, "ca.crt");
+  execFileSync("openssl", ["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", join(dir, "other.key"),
+    "-out", caFile, "-days", "1", "-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost"], { stdio: "ignore" });
+  const broker = await TestBroker.start({ tls });
+  t.after(() => broker.stop());
+  const lost: string[] = [];
+  const quiet = () => {};
+  const logger = { debug: quiet, info: quiet, error: quiet, warn: (m: string) => m.includes("lost") && lost.push(m) };
+  const h = new Handler("widgets", { ...broker.options(), insecure: false, token: "t", caFile, logger });
+  h.onCreate(widgets, async () => {});
+  const stop = new AbortController();
+  const ran = h.run(broker.address, { signal: stop.signal });
+  t.after(async () => {
+    stop.abort();
+    await ran;
+  });
+  await until(() => lost.length >= 1);
+  assert.equal(broker.hellos.length, 0, "a broker the CA file does not vouch for was talked to");
+  writeFileSync(caFile, tls.cert);
+  await until(() => broker.hellos.length === 1);
 });
 
 test("in insecure mode no token is sent", async (t) => {
