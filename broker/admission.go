@@ -37,10 +37,11 @@ type Admission struct {
 	// (default 8443). When set, URL is not used.
 	Service     string
 	ServicePort int
-	// SecretName is the Secret in the broker's namespace that keeps the CA and
+	// SecretName is the Secret in the broker's namespace that keeps the
 	// serving certificate the broker generates (default
-	// "tether-admission-tls"), so that replicas and restarts agree. The key
-	// that signs the webhooks' paths is in SecretName + "-path-key".
+	// "tether-admission-tls"), so that replicas and restarts agree; its CA is
+	// in SecretName + certs.CASecretSuffix. The key that signs the webhooks'
+	// paths is in SecretName + "-path-key".
 	SecretName string
 	// CertFile and KeyFile are a serving certificate to use instead, and
 	// CAFile the bundle that verifies it (without it, the API server uses

@@ -37,8 +37,8 @@ const CAConfigMapKey = "ca.crt"
 // the broker's namespace, under CAConfigMapKey, for handlers to mount.
 type GRPCCerts struct {
 	CertFile, KeyFile, CAFile string
-	// SecretName keeps a generated CA and certificate (default
-	// DefaultGRPCSecret).
+	// SecretName keeps a generated certificate (default DefaultGRPCSecret),
+	// and SecretName + certs.CASecretSuffix its CA.
 	SecretName string
 	// Service is the Service in the broker's namespace that handlers reach
 	// it through (default DefaultGRPCService): the generated certificate

@@ -185,7 +185,8 @@ func (c *config) servingFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.grpcCerts.CertFile, "tls-cert-file", "", "a gRPC serving certificate to use instead of generating one (cert-manager style; re-read when it changes)")
 	fs.StringVar(&c.grpcCerts.KeyFile, "tls-key-file", "", "the key of --tls-cert-file")
 	fs.StringVar(&c.grpcCerts.CAFile, "tls-ca-file", "", "the CA bundle that verifies --tls-cert-file, published in --tls-ca-configmap")
-	fs.StringVar(&c.grpcCerts.SecretName, "tls-secret", broker.DefaultGRPCSecret, "Secret in --namespace keeping the CA and gRPC serving certificate the broker generates and renews when no --tls-cert-file is given")
+	fs.StringVar(&c.grpcCerts.SecretName, "tls-secret", broker.DefaultGRPCSecret, "Secret in --namespace keeping the gRPC serving certificate the broker generates and renews when no --tls-cert-file is given;\n"+
+		"its CA is kept apart, in this name plus "+certs.CASecretSuffix)
 	fs.StringVar(&c.grpcCerts.Service, "tls-service", broker.DefaultGRPCService, "the Service in --namespace handlers reach the broker through: the generated certificate is valid for its names")
 	fs.StringVar(&c.tlsHosts, "tls-hosts", "localhost,127.0.0.1", "comma-separated more names and IP addresses the generated certificate is valid for (localhost: kubectl port-forward)")
 	fs.DurationVar(&c.caOverlap, "ca-overlap", certs.DefaultCAOverlap, "how long a new CA the broker makes (gRPC's, the webhooks') is published beside the old one before it signs\n"+
@@ -212,7 +213,8 @@ func (c *config) admissionFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.admission.Service, "admission-service", "", "name of the Service in --namespace in front of the broker's --admission-listen port, when the broker runs in the cluster;\n"+
 		"the webhook configurations point to it instead of --admission-url")
 	fs.IntVar(&c.admission.ServicePort, "admission-service-port", 8443, "port of --admission-service")
-	fs.StringVar(&c.admission.SecretName, "admission-secret", "tether-admission-tls", "Secret in --namespace keeping the CA and serving certificate the broker generates and rotates for the webhooks")
+	fs.StringVar(&c.admission.SecretName, "admission-secret", "tether-admission-tls", "Secret in --namespace keeping the serving certificate the broker generates and rotates for the webhooks;\n"+
+		"its CA is kept apart, in this name plus "+certs.CASecretSuffix)
 	fs.StringVar(&c.admission.CertFile, "admission-tls-cert-file", "", "a serving certificate to use instead of generating one (cert-manager style; re-read when it changes)")
 	fs.StringVar(&c.admission.KeyFile, "admission-tls-key-file", "", "the key of --admission-tls-cert-file")
 	fs.StringVar(&c.admission.CAFile, "admission-ca-file", "", "the CA bundle the API server verifies --admission-tls-cert-file with")
