@@ -44,6 +44,13 @@ var testDefaults = binding.Defaults{Backoff: 100 * time.Millisecond, MaxBackoff:
 // its address.
 func startBroker(t testing.TB, cp *controlplane.ControlPlane, tweaks ...func(*broker.Options)) string {
 	t.Helper()
+	addr, _ := startStoppableBroker(t, cp, tweaks...)
+	return addr
+}
+
+// startStoppableBroker is startBroker that also returns the broker's stop.
+func startStoppableBroker(t testing.TB, cp *controlplane.ControlPlane, tweaks ...func(*broker.Options)) (addr string, stop func()) {
+	t.Helper()
 	opts := broker.Options{
 		Log:      hclog.New(&hclog.LoggerOptions{Name: "broker", Level: hclog.Info, Output: testenv.LogWriter(t, "")}),
 		Config:   cp.RESTConfig(),
@@ -56,8 +63,8 @@ func startBroker(t testing.TB, cp *controlplane.ControlPlane, tweaks ...func(*br
 	for _, tweak := range tweaks {
 		tweak(&opts)
 	}
-	b, _ := testenv.StartBroker(t, opts)
-	return b.Addr().String()
+	b, stop := testenv.StartBroker(t, opts)
+	return b.Addr().String(), stop
 }
 
 // runHandler runs h against the broker until the returned stop is called
