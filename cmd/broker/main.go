@@ -23,6 +23,7 @@ import (
 	"github.com/tether-dev/tether/broker/certs"
 	"github.com/tether-dev/tether/broker/contract"
 	"github.com/tether-dev/tether/broker/dispatch"
+	"github.com/tether-dev/tether/broker/memlimit"
 	"github.com/tether-dev/tether/broker/session"
 	"github.com/tether-dev/tether/broker/tracing"
 	tetherv1 "github.com/tether-dev/tether/proto/tether/v1"
@@ -238,6 +239,9 @@ func serve(args []string, _, stderr io.Writer) error {
 		return err
 	}
 	log := newLogger(c.logLevel, c.logFormat, stderr)
+	if err := memlimit.Apply(os.Getenv, log); err != nil {
+		return err
+	}
 	restCfg, source, err := kubeconfig.Load(c.kubeconfig)
 	if err != nil {
 		return err

@@ -49,10 +49,18 @@ var replicated = []schema.GroupVersionResource{
 	{Version: "v1", Resource: "configmaps"},
 }
 
+// systemNamespaces are never a copy's target: the cluster's own
+// components live there, and a copy could shadow one of their objects.
+var systemNamespaces = []string{"kube-system", "kube-public", "kube-node-lease"}
+
 // replicator copies annotated Secrets and ConfigMaps into other namespaces.
 type replicator struct {
 	kube kubernetes.Interface
 	dyn  dynamic.Interface
+	// namespaces is the handler's scope (--namespaces): where it binds
+	// sources, and the only namespaces it copies into. Empty: every
+	// namespace but the system ones.
+	namespaces []string
 }
 
 // register binds the replicator for every replicated resource: create and
@@ -93,7 +101,7 @@ func (r *replicator) sync(ctx context.Context, gvr schema.GroupVersionResource, 
 		return fmt.Errorf("listing namespaces: %w", err)
 	}
 	anns := src.GetAnnotations()
-	targets := selectNamespaces(activeNamespaces(namespaces.Items), src.GetNamespace(), anns[annInclude], anns[annExclude])
+	targets := selectNamespaces(activeNamespaces(namespaces.Items), r.namespaces, src.GetNamespace(), anns[annInclude], anns[annExclude])
 	copies, err := r.copiesOf(ctx, gvr, key)
 	if err != nil {
 		return err
@@ -140,17 +148,24 @@ func (r *replicator) cleanup(ctx context.Context, gvr schema.GroupVersionResourc
 	return nil
 }
 
-// copiesOf lists the copies of the source key in every namespace, by
-// namespace.
+// copiesOf lists the copies of the source key, by the copy label: in each
+// namespace of the handler's scope, or in every namespace when it has none
+// (a handler granted only its namespaces may not list cluster-wide).
 func (r *replicator) copiesOf(ctx context.Context, gvr schema.GroupVersionResource, key string) (map[string]*unstructured.Unstructured, error) {
-	list, err := r.dyn.Resource(gvr).List(ctx, metav1.ListOptions{LabelSelector: labelCopy + "=true"})
-	if err != nil {
-		return nil, fmt.Errorf("listing copies: %w", err)
+	scopes := r.namespaces
+	if len(scopes) == 0 {
+		scopes = []string{metav1.NamespaceAll}
 	}
 	out := map[string]*unstructured.Unstructured{}
-	for i := range list.Items {
-		if c := &list.Items[i]; isCopyOf(c, key) {
-			out[c.GetNamespace()] = c
+	for _, ns := range scopes {
+		list, err := r.dyn.Resource(gvr).Namespace(ns).List(ctx, metav1.ListOptions{LabelSelector: labelCopy + "=true"})
+		if err != nil {
+			return nil, fmt.Errorf("listing copies: %w", err)
+		}
+		for i := range list.Items {
+			if c := &list.Items[i]; isCopyOf(c, key) {
+				out[c.GetNamespace()] = c
+			}
 		}
 	}
 	return out, nil
@@ -243,13 +258,16 @@ func activeNamespaces(items []corev1.Namespace) []string {
 
 // selectNamespaces picks the namespaces a source in self is copied to, out
 // of the existing ones: those in the include list (every one when the list
-// is empty), minus those in the exclude list and self. Lists are
-// comma-separated; blanks around names are ignored. The result is sorted.
-func selectNamespaces(existing []string, self, include, exclude string) []string {
+// is empty), minus those in the exclude list, self and the system
+// namespaces; within scope, the handler's namespaces, when it is not empty.
+// Lists are comma-separated; blanks around names are ignored. The result
+// is sorted.
+func selectNamespaces(existing, scope []string, self, include, exclude string) []string {
 	inc, exc := splitList(include), splitList(exclude)
 	var out []string
 	for _, ns := range existing {
-		if ns == self || slices.Contains(exc, ns) || (len(inc) > 0 && !slices.Contains(inc, ns)) {
+		if ns == self || slices.Contains(exc, ns) || slices.Contains(systemNamespaces, ns) ||
+			(len(inc) > 0 && !slices.Contains(inc, ns)) || (len(scope) > 0 && !slices.Contains(scope, ns)) {
 			continue
 		}
 		out = append(out, ns)
