@@ -119,6 +119,34 @@ func TestChartFollowsItsNamespace(t *testing.T) {
 	}
 }
 
+// TestChartSchedulesAsTold: the scheduling values reach the broker's Pods,
+// a class of one's own replaces the chart's PriorityClass, and the
+// NetworkPolicy can be left out.
+func TestChartSchedulesAsTold(t *testing.T) {
+	out := helm(t, "template", "tether", chartDir, "--namespace", "ops",
+		"--set", "priorityClass.create=false,priorityClass.name=platform-critical,networkPolicy.enabled=false",
+		"--set", "nodeSelector.pool=infra,tolerations[0].key=dedicated,tolerations[0].operator=Exists,affinity=null,topologySpreadConstraints=null")
+	kinds := map[string]bool{}
+	for _, o := range decodeAll(t, []byte(out)) {
+		kinds[o.GetKind()] = true
+		if o.GetKind() != "Deployment" {
+			continue
+		}
+		pod, _, _ := unstructured.NestedMap(o.Object, "spec", "template", "spec")
+		tolerations, _ := pod["tolerations"].([]any)
+		if pod["priorityClassName"] != "platform-critical" || fmt.Sprint(pod["nodeSelector"]) != "map[pool:infra]" ||
+			len(tolerations) != 1 || pod["affinity"] != nil || pod["topologySpreadConstraints"] != nil {
+			t.Errorf("the broker's Pod spec: priorityClassName %v, nodeSelector %v, tolerations %v, affinity %v, topologySpreadConstraints %v",
+				pod["priorityClassName"], pod["nodeSelector"], pod["tolerations"], pod["affinity"], pod["topologySpreadConstraints"])
+		}
+	}
+	for _, kind := range []string{"PriorityClass", "NetworkPolicy"} {
+		if kinds[kind] {
+			t.Errorf("the chart renders a %s it was told not to", kind)
+		}
+	}
+}
+
 // TestChartRefusesAnUnknownLogFormat: a value the broker would refuse at
 // start fails the install instead.
 func TestChartRefusesAnUnknownLogFormat(t *testing.T) {

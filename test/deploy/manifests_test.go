@@ -23,6 +23,7 @@ import (
 
 	"github.com/tether-dev/tether/broker"
 	"github.com/tether-dev/tether/broker/auth"
+	"github.com/tether-dev/tether/broker/memlimit"
 	"github.com/tether-dev/tether/test/controlplane"
 )
 
@@ -304,6 +305,13 @@ func TestManifestsApply(t *testing.T) {
 		checkProbe(t, "liveness", c.LivenessProbe, "/healthz", ports, 9090)
 		checkResources(t, c)
 		checkSecurity(t, pod, c)
+		checkMemoryLimit(t, c)
+		pc, err := kube.SchedulingV1().PriorityClasses().Get(ctx, pod.PriorityClassName, metav1.GetOptions{})
+		if err != nil {
+			t.Errorf("priorityClassName %q: %v", pod.PriorityClassName, err)
+		} else if pc.Value <= 0 || pc.Value > highestUserPriority || pc.GlobalDefault {
+			t.Errorf("PriorityClass %s: value %d, globalDefault %v; want above 0, at most a user's highest, not the default", pc.Name, pc.Value, pc.GlobalDefault)
+		}
 		if len(c.VolumeMounts) != 1 || c.VolumeMounts[0].MountPath != "/tmp" {
 			t.Errorf("the broker mounts %v, want /tmp only: it keeps its certificates in Secrets it reads itself", c.VolumeMounts)
 		}
@@ -339,6 +347,36 @@ func TestManifestsApply(t *testing.T) {
 		}
 	})
 
+	// The broker's NetworkPolicy admits its Pods' three ports and no
+	// other: each port it names is one the container serves.
+	t.Run("NetworkPolicy", func(t *testing.T) {
+		np, err := kube.NetworkingV1().NetworkPolicies(ns).Get(ctx, brokerName, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, err := kube.AppsV1().Deployments(ns).Get(ctx, brokerName, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !selects(np.Spec.PodSelector.MatchLabels, d.Spec.Template.Labels) {
+			t.Errorf("NetworkPolicy selector %v does not select the broker's Pods %v", np.Spec.PodSelector.MatchLabels, d.Spec.Template.Labels)
+		}
+		cports := containerPorts(d.Spec.Template.Spec.Containers[0])
+		var got []int32
+		for _, rule := range np.Spec.Ingress {
+			if len(rule.From) != 0 {
+				t.Errorf("an ingress rule names sources %v; the broker's clients are anywhere", rule.From)
+			}
+			for _, p := range rule.Ports {
+				got = append(got, resolvePort(*p.Port, cports))
+			}
+		}
+		slices.Sort(got)
+		if want := []int32{7443, 8443, 9090}; !slices.Equal(got, want) {
+			t.Errorf("the NetworkPolicy admits ports %v, want the broker's %v", got, want)
+		}
+	})
+
 	t.Run("PodDisruptionBudget", func(t *testing.T) {
 		pdb, err := kube.PolicyV1().PodDisruptionBudgets(ns).Get(ctx, brokerName, metav1.GetOptions{})
 		if err != nil {
@@ -371,6 +409,7 @@ func TestManifestsApply(t *testing.T) {
 		}
 		checkResources(t, c)
 		checkSecurity(t, pod, c)
+		checkMemoryLimit(t, c)
 		checkMount(t, pod, c, "/etc/tether/ca", "tether-broker-ca")
 		// Only the CA bundle the broker publishes, never a Secret.
 		for _, v := range pod.Volumes {
@@ -504,6 +543,29 @@ func checkSecurity(t *testing.T, pod corev1.PodSpec, c corev1.Container) {
 }
 
 // checkMount checks that c mounts the ConfigMap configMap read-only at path.
+// highestUserPriority is the highest value a PriorityClass of a user may
+// have; above it are the system classes (the API server's own limit).
+const highestUserPriority = 1_000_000_000
+
+// checkMemoryLimit: the container is told its memory limit, from which
+// the binary sets the Go runtime's soft limit with headroom, and is not
+// given GOMEMLIMIT equal to the limit itself.
+func checkMemoryLimit(t *testing.T, c corev1.Container) {
+	t.Helper()
+	var found bool
+	for _, e := range c.Env {
+		switch e.Name {
+		case "GOMEMLIMIT":
+			t.Errorf("%s sets GOMEMLIMIT, which overrides the headroom %s leaves", c.Name, memlimit.EnvLimit)
+		case memlimit.EnvLimit:
+			found = e.ValueFrom != nil && e.ValueFrom.ResourceFieldRef != nil && e.ValueFrom.ResourceFieldRef.Resource == "limits.memory"
+		}
+	}
+	if !found {
+		t.Errorf("%s: no %s from the downward API's limits.memory", c.Name, memlimit.EnvLimit)
+	}
+}
+
 func checkMount(t *testing.T, pod corev1.PodSpec, c corev1.Container, path, configMap string) {
 	t.Helper()
 	for _, m := range c.VolumeMounts {
