@@ -97,11 +97,12 @@ type config struct {
 	spread    bool
 	workers   int
 	profile   string
-	// timerHandler is -timer-handler: go, python or python-sync (see
-	// timerhandlers.go); python the interpreter of the Python handler.
+	// timerHandler is -timer-handler: go, python, python-sync or typescript
+	// (see timerhandlers.go); python the interpreter of the Python handler.
 	timerHandler  string
 	python        string
 	pythonVersion string // filled in by checkPython, for the report
+	nodeVersion   string // filled in by checkTypeScript, for the report
 
 	// The label-pushdown benchmark (-pushdown); see pushdown.go.
 	pushdown bool
@@ -137,8 +138,8 @@ run fails, 2 for bad flags.
 
 With -timers, the timer benchmark instead: for each object count and interval,
 that many Widgets with a timer each, handled by an ack-only handler process
-(test/bench/timerhandler, or with -timer-handler python its twin on the Python
-SDK, handler.py beside it), measured for -duration after every object had its
+(test/bench/timerhandler, or with -timer-handler python or typescript its twin
+on the Python or TypeScript SDK, handler.py or handler.js beside it), measured for -duration after every object had its
 first tick: ticks delivered against expected, lateness p50/p99/max, broker and
 handler CPU, broker peak RSS, API writes. Ticks are counted by due time, as
 each timer's own schedule makes them due. Goal for every 1s row (plain and
@@ -171,7 +172,7 @@ Flags:
 	fs.BoolVar(&c.noHold, "no-hold", false, "-timers: sdk.Finalizer(FinalizerNone): no hold, so no write per object at the start")
 	fs.BoolVar(&c.spread, "spread", false, "-timers: create the Widgets after the handler connected, so their first ticks spread over the creation time (default: before the broker starts, as after a broker restart: all first ticks at once)")
 	fs.IntVar(&c.workers, "workers", 0, "-timers: the broker's --workers (0: its default, 64)")
-	fs.StringVar(&c.timerHandler, "timer-handler", timerHandlerGo, "-timers: the handler process: go (test/bench/timerhandler, Go SDK), python (test/bench/timerhandler/handler.py, Python SDK,\nan async function) or python-sync (the same with a plain function, run in the SDK's thread pool); every one only acks")
+	fs.StringVar(&c.timerHandler, "timer-handler", timerHandlerGo, "-timers: the handler process: go (test/bench/timerhandler, Go SDK), python (test/bench/timerhandler/handler.py, Python SDK,\nan async function), python-sync (the same with a plain function, run in the SDK's thread pool) or typescript\n(test/bench/timerhandler/handler.js, TypeScript SDK built with npm, an async function); every one only acks")
 	fs.StringVar(&c.python, "python", defaultPython, "the `interpreter` of the Python handlers (-handler python, -timer-handler python); it must import grpc and google.protobuf (Debian: python3-grpcio, python3-protobuf)")
 	fs.BoolVar(&c.failover, "failover", false, "run the failover benchmark instead: at each -n (default "+failoverCounts+"), two broker replicas with --leader-elect and the bench handler;\n"+
 		"-pairs times each of -ways the leader is stopped while a Widget is created, and the table says when the other replica led, was ready,\n"+

@@ -1,9 +1,9 @@
 package main
 
-// The timer handler processes of -timer-handler. Both register one timer
-// binding whose function only records the tick and returns, and write the
+// The timer handler processes of -timer-handler. Each registers one timer
+// binding whose function only records the tick and returns, and writes the
 // same progress file (-stats) every second for the warm-up; the measurement
-// is timerstats.Summarize in both cases:
+// is timerstats.Summarize in every case:
 //
 //   - go: test/bench/timerhandler on the Go SDK. On SIGTERM it reads the
 //     window the bench wrote and writes its Summarize of it (-summary).
@@ -11,6 +11,9 @@ package main
 //     SDK (sdk/python), an async function or (python-sync) a plain one run
 //     in the SDK's thread pool. On SIGTERM it writes every tick it received
 //     (--ticks, timerstats.Ticks), and the bench applies Summarize here.
+//   - typescript: test/bench/timerhandler/handler.js on the TypeScript SDK
+//     (sdk/typescript, built by npm first), an async function; on SIGTERM it
+//     writes its ticks as the Python handler does.
 
 import (
 	"context"
@@ -27,6 +30,7 @@ import (
 	"github.com/tether-dev/tether/test/bench/timerstats"
 	"github.com/tether-dev/tether/test/controlplane"
 	"github.com/tether-dev/tether/test/pyinterp"
+	"github.com/tether-dev/tether/test/typescript"
 )
 
 // The handlers of -timer-handler.
@@ -34,32 +38,43 @@ const (
 	timerHandlerGo         = "go"
 	timerHandlerPython     = "python"      // an async function on the SDK's event loop
 	timerHandlerPythonSync = "python-sync" // a plain function in the SDK's thread pool
+	timerHandlerTypeScript = "typescript"  // an async function on Node's event loop
 )
 
 // defaultPython is the -python default.
 const defaultPython = pyinterp.Python
 
-// pythonHandler is the Python handler's script, from the repository root.
-var pythonHandler = filepath.Join("test", "bench", "timerhandler", "handler.py")
+// The script handlers, from the repository root.
+var (
+	pythonHandler     = filepath.Join("test", "bench", "timerhandler", "handler.py")
+	typescriptHandler = filepath.Join("test", "bench", "timerhandler", "handler.js")
+)
 
 // isPython reports whether the -timer-handler runs on the Python SDK.
 func isPython(handler string) bool {
 	return handler == timerHandlerPython || handler == timerHandlerPythonSync
 }
 
+// writesTicks reports whether the -timer-handler writes its ticks for the
+// bench to summarize, rather than summarizing them itself as the Go
+// handler does.
+func writesTicks(handler string) bool {
+	return isPython(handler) || handler == timerHandlerTypeScript
+}
+
 // checkTimerHandler checks -timer-handler.
 func checkTimerHandler(handler string) error {
 	switch handler {
-	case timerHandlerGo, timerHandlerPython, timerHandlerPythonSync:
+	case timerHandlerGo, timerHandlerPython, timerHandlerPythonSync, timerHandlerTypeScript:
 		return nil
 	}
-	return fmt.Errorf("-timer-handler: %q is not %s, %s or %s", handler, timerHandlerGo, timerHandlerPython, timerHandlerPythonSync)
+	return fmt.Errorf("-timer-handler: %q is not %s, %s, %s or %s", handler, timerHandlerGo, timerHandlerPython, timerHandlerPythonSync, timerHandlerTypeScript)
 }
 
 // timerHandlerPkg is the Go package withEnv builds as the handler; none
-// for the Python handler.
+// for the script handlers.
 func timerHandlerPkg(handler string) string {
-	if isPython(handler) {
+	if writesTicks(handler) {
 		return ""
 	}
 	return "./test/bench/timerhandler"
@@ -96,15 +111,33 @@ print("tether-python %s, %s %s, grpcio %s, protobuf %s" % (tether.__version__, p
 	return strings.TrimSpace(string(out)), nil
 }
 
+// checkTypeScript builds the TypeScript SDK (npm ci and tsc, as the tests
+// do) before the control plane starts, and describes node for the report.
+func checkTypeScript(ctx context.Context) (string, error) {
+	if err := typescript.BuildSDK(); err != nil {
+		return "", fmt.Errorf("-timer-handler typescript: %w", err)
+	}
+	out, err := exec.CommandContext(ctx, "node", "--version").Output()
+	if err != nil {
+		return "", fmt.Errorf("-timer-handler typescript: node --version: %w", err)
+	}
+	return "node " + strings.TrimSpace(string(out)), nil
+}
+
 // handlerCommand is how to start the run's timer handler: the program, its
 // arguments and what to add to its environment. It names the files the
 // handler writes.
 func (r *timerRun) handlerCommand(bin binaries, addr, ns string) (prog string, args, environ []string) {
 	e := r.e
 	r.stats = filepath.Join(e.work, r.id+"-stats.json")
-	if isPython(e.timerHandler) {
+	if writesTicks(e.timerHandler) {
 		r.ticks = filepath.Join(e.work, r.id+"-ticks.json")
-		args = []string{filepath.Join(e.repo, pythonHandler), "--addr", addr, "--name", timerHandlerName,
+		script := pythonHandler
+		prog, environ = e.python, pythonEnv(e.repo)
+		if e.timerHandler == timerHandlerTypeScript {
+			script, prog, environ = typescriptHandler, "node", nil
+		}
+		args = []string{filepath.Join(e.repo, script), "--addr", addr, "--name", timerHandlerName,
 			"--namespace", ns, "--interval", r.interval.String(), "--window", strconv.Itoa(e.window),
 			"--stats", r.stats, "--ticks", r.ticks}
 		if e.timerHandler == timerHandlerPythonSync {
@@ -116,7 +149,7 @@ func (r *timerRun) handlerCommand(bin binaries, addr, ns string) (prog string, a
 		if e.noHold {
 			args = append(args, "--no-hold")
 		}
-		return e.python, args, pythonEnv(e.repo)
+		return prog, args, environ
 	}
 	r.win = filepath.Join(e.work, r.id+"-window.json")
 	r.summ = filepath.Join(e.work, r.id+"-summary.json")
@@ -137,11 +170,10 @@ func (r *timerRun) handlerCommand(bin binaries, addr, ns string) (prog string, a
 }
 
 // finish stops the handler with SIGTERM and returns the summary of the
-// window w: the Go handler's own, or Summarize of the Python handler's
-// ticks.
+// window w: the Go handler's own, or Summarize of a script handler's ticks.
 func (r *timerRun) finish(w timerstats.Window) (*timerstats.Summary, error) {
-	python := isPython(r.e.timerHandler)
-	if !python {
+	script := writesTicks(r.e.timerHandler)
+	if !script {
 		data, _ := json.Marshal(w)
 		if err := os.WriteFile(r.win, data, 0o644); err != nil {
 			return nil, err
@@ -155,7 +187,7 @@ func (r *timerRun) finish(w timerstats.Window) (*timerstats.Summary, error) {
 	if r.handler.err != nil {
 		return nil, r.handler.exited()
 	}
-	if python {
+	if script {
 		ticks, err := timerstats.ReadTicks(r.ticks)
 		if err != nil {
 			return nil, fmt.Errorf("reading the handler's ticks: %w", err)
@@ -185,6 +217,8 @@ func timerHandlerDesc(cfg *config) string {
 		return fmt.Sprintf("handler python (%s, async function; %s)", pythonHandler, cfg.pythonVersion)
 	case timerHandlerPythonSync:
 		return fmt.Sprintf("handler python-sync (%s --sync, a plain function in the SDK's thread pool; %s)", pythonHandler, cfg.pythonVersion)
+	case timerHandlerTypeScript:
+		return fmt.Sprintf("handler typescript (%s, async function; %s)", typescriptHandler, cfg.nodeVersion)
 	}
 	return "handler go (test/bench/timerhandler)"
 }

@@ -16,7 +16,7 @@ import (
 )
 
 func TestParseTimerHandler(t *testing.T) {
-	for _, h := range []string{"", timerHandlerGo, timerHandlerPython, timerHandlerPythonSync} {
+	for _, h := range []string{"", timerHandlerGo, timerHandlerPython, timerHandlerPythonSync, timerHandlerTypeScript} {
 		c := &config{duration: time.Minute, timerHandler: h}
 		if err := c.parseTimers("10", "1s", "plain", false); err != nil {
 			t.Errorf("-timer-handler %q: %v", h, err)
@@ -29,7 +29,7 @@ func TestParseTimerHandler(t *testing.T) {
 	if err := c.parseTimers("10", "1s", "plain", false); err == nil {
 		t.Error("-timer-handler rust: no error")
 	}
-	if timerHandlerPkg(timerHandlerPython) != "" || timerHandlerPkg(timerHandlerGo) == "" {
+	if timerHandlerPkg(timerHandlerPython) != "" || timerHandlerPkg(timerHandlerTypeScript) != "" || timerHandlerPkg(timerHandlerGo) == "" {
 		t.Error("only the Go handler is built")
 	}
 }
@@ -52,6 +52,14 @@ func TestHandlerCommand(t *testing.T) {
 		"--sync", "--sharp", "--no-hold"}
 	if prog != defaultPython || !slices.Equal(args, want) || !slices.Contains(environ, "PYTHONPATH=/repo/sdk/python") {
 		t.Errorf("python-sync: %s %q %q", prog, args, environ)
+	}
+	e.timerHandler = timerHandlerTypeScript
+	prog, args, environ = r.handlerCommand(binaries{}, "127.0.0.1:1", "ns")
+	want = []string{"/repo/test/bench/timerhandler/handler.js", "--addr", "127.0.0.1:1", "--name", "timers", "--namespace", "ns",
+		"--interval", "1s", "--window", "256", "--stats", "/w/sharp-1s-10-stats.json", "--ticks", "/w/sharp-1s-10-ticks.json",
+		"--sharp", "--no-hold"}
+	if prog != "node" || !slices.Equal(args, want) || environ != nil {
+		t.Errorf("typescript: %s %q %q", prog, args, environ)
 	}
 }
 

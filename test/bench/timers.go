@@ -191,10 +191,15 @@ func benchTimers(ctx context.Context, cfg *config, stderr io.Writer) (rows []tim
 			return nil, err
 		}
 	}
+	if cfg.timerHandler == timerHandlerTypeScript {
+		if cfg.nodeVersion, err = checkTypeScript(ctx); err != nil {
+			return nil, err
+		}
+	}
 	err = withEnv(ctx, cfg, stderr, timerHandlerPkg(cfg.timerHandler), func(e *env, bin binaries) error {
 		if cfg.profile != "" {
-			if isPython(cfg.timerHandler) {
-				e.progressf("-profile: the broker only; the Python handler is not profiled")
+			if writesTicks(cfg.timerHandler) {
+				e.progressf("-profile: the broker only; the %s handler is not profiled", cfg.timerHandler)
 			}
 			if err := os.MkdirAll(cfg.profile, 0o755); err != nil {
 				return err

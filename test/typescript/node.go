@@ -87,6 +87,15 @@ func Build(t testing.TB) {
 	}
 }
 
+// BuildSDK is Build for a program rather than a test: it says why node or
+// npm is missing, or why the install or the build failed.
+func BuildSDK() error {
+	if why := Missing(); why != "" {
+		return fmt.Errorf("%s", why)
+	}
+	return built()
+}
+
 func build() error {
 	return locked(func() error {
 		if stale(filepath.Join(SDKDir, "node_modules", ".package-lock.json"), filepath.Join(SDKDir, "package-lock.json")) {
