@@ -37,21 +37,32 @@ type Tracer struct {
 // variables themselves, as the OpenTelemetry SDK defines them. The exporter
 // connects lazily: a collector that is down loses spans, never the broker.
 func FromEnv(ctx context.Context) (Tracer, error) {
+	tp, err := ProviderFromEnv(ctx, DefaultServiceName)
+	if tp == nil || err != nil {
+		return Tracer{Shutdown: func(context.Context) error { return nil }}, err
+	}
+	return Tracer{Tracer: tp.Tracer(ScopeName), Shutdown: tp.Shutdown}, nil
+}
+
+// ProviderFromEnv is the tracer provider FromEnv makes, for another
+// program of Tether's (a Go handler) that reads the same variables:
+// nil when they leave tracing off. service names the spans' service when
+// the variables name none.
+func ProviderFromEnv(ctx context.Context, service string) (*sdktrace.TracerProvider, error) {
 	on, err := enabled()
 	if !on || err != nil {
-		return Tracer{Shutdown: func(context.Context) error { return nil }}, err
+		return nil, err
 	}
 	exp, err := otlptracegrpc.New(ctx)
 	if err != nil {
-		return Tracer{}, fmt.Errorf("making the OTLP trace exporter: %w", err)
+		return nil, fmt.Errorf("making the OTLP trace exporter: %w", err)
 	}
-	res, err := resource.Merge(resource.NewSchemaless(attribute.String("service.name", DefaultServiceName)),
+	res, err := resource.Merge(resource.NewSchemaless(attribute.String("service.name", service)),
 		resource.Environment())
 	if err != nil {
-		return Tracer{}, fmt.Errorf("reading the trace resource from OTEL_RESOURCE_ATTRIBUTES and OTEL_SERVICE_NAME: %w", err)
+		return nil, fmt.Errorf("reading the trace resource from OTEL_RESOURCE_ATTRIBUTES and OTEL_SERVICE_NAME: %w", err)
 	}
-	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res))
-	return Tracer{Tracer: tp.Tracer(ScopeName), Shutdown: tp.Shutdown}, nil
+	return sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res)), nil
 }
 
 // enabled tells whether the variables turn tracing on, and fails on what

@@ -180,7 +180,7 @@ func (w *watchdog) cause(ctx context.Context, err error) error {
 type brokerController struct {
 	e               *env
 	bin             binaries
-	handlerKind     string // handlerGo or handlerPython
+	handlerKind     string // handlerGo, handlerPython or handlerGoTraced
 	work            string // the workload
 	broker, handler *process
 	watchdog
@@ -232,6 +232,9 @@ func (c *brokerController) start(ctx context.Context, ns string) (context.Contex
 		environ = []string{pprofEnv + "=" + c.pprofAddr,
 			cpuProfileEnv + "=" + filepath.Join(c.e.profile, "broker-"+ns+"-cpu.pprof")}
 	}
+	if c.handlerKind == handlerGoTraced {
+		environ = append(environ, c.tracingEnv("tether-broker")...)
+	}
 	if c.broker, err = startProcessEnv(c.e, fmt.Sprintf("broker-%s", ns), c.bin.broker, environ,
 		"--insecure", "--listen", addr, "--kubeconfig", c.e.cp.KubeconfigPath(),
 		"--kube-api-qps", qps, "--kube-api-burst", strconv.Itoa(c.e.burst), "--log-level", "warn"); err != nil {
@@ -265,7 +268,19 @@ func (c *brokerController) handlerCommand(addr, ns string) (prog string, args, e
 	if c.e.profile != "" {
 		args = append(args, "-cpuprofile", filepath.Join(c.e.profile, "handler-"+ns+"-cpu.pprof"))
 	}
-	return c.bin.handler, args, nil
+	if c.handlerKind == handlerGoTraced {
+		environ = c.tracingEnv("bench-handler")
+	}
+	return c.bin.handler, args, environ
+}
+
+// tracingEnv turns tracing on in a process of the go-traced case: every
+// span (the samplers' default for a trace the broker starts, and the
+// handler continues the broker's) sent over OTLP to the bench's Jaeger,
+// batched as the OpenTelemetry SDK does by default.
+func (c *brokerController) tracingEnv(service string) []string {
+	return []string{"OTEL_EXPORTER_OTLP_ENDPOINT=http://" + c.e.jaeger.OTLP, "OTEL_SERVICE_NAME=" + service,
+		"OTEL_TRACES_SAMPLER=always_on"}
 }
 
 func (c *brokerController) cpu() (time.Duration, error) {

@@ -12,10 +12,12 @@ import (
 	"github.com/tether-dev/tether/test/bench/workload"
 )
 
-// The handlers of -handler: the same names as -timer-handler's.
+// The handlers of -handler: go and python are the same names as
+// -timer-handler's; go-traced is go with tracing on in broker and handler.
 const (
-	handlerGo     = timerHandlerGo     // test/bench/handler
-	handlerPython = timerHandlerPython // test/bench/handler/handler.py
+	handlerGo       = timerHandlerGo     // test/bench/handler
+	handlerPython   = timerHandlerPython // test/bench/handler/handler.py
+	handlerGoTraced = "go-traced"        // test/bench/handler, both sending every span to Jaeger
 )
 
 // The scenarios of a case.
@@ -83,8 +85,8 @@ func parseList(flagName, value string, check func(string) error) ([]string, erro
 }
 
 func checkHandler(h string) error {
-	if h != handlerGo && h != handlerPython {
-		return fmt.Errorf("handler %q is neither %s nor %s", h, handlerGo, handlerPython)
+	if h != handlerGo && h != handlerPython && h != handlerGoTraced {
+		return fmt.Errorf("handler %q is not %s, %s or %s", h, handlerGo, handlerPython, handlerGoTraced)
 	}
 	return nil
 }

@@ -159,7 +159,8 @@ Flags:
 	fs.DurationVar(&c.timeout, "timeout", 10*time.Minute, "how long one phase (create or delete of N objects; with -timers, the warm-up) may take before the run fails")
 	workloads := fs.String("workloads", workload.Result, "comma-separated `workloads` of the create binding, each against raw doing the same writes:\n"+
 		"result (a small result stored by the broker), label (a label patched), status (status patched through /status)")
-	handlers := fs.String("handler", handlerGo, "comma-separated `handlers` of the broker: go (test/bench/handler) or python ("+benchHandlerPy+", run by -python)")
+	handlers := fs.String("handler", handlerGo, "comma-separated `handlers` of the broker: go (test/bench/handler), python ("+benchHandlerPy+", run by -python)\n"+
+		"or go-traced (go with tracing on in broker and handler, every span sent to a Jaeger the bench starts; no goal, its cost is measured)")
 	fs.StringVar(&c.out, "out", "", "also write the table to this `file`")
 	fs.BoolVar(&c.keep, "keep", false, "keep the work folder (binaries, broker, handler and raw controller logs) after a successful run; a failed run always keeps it")
 	fs.BoolVar(&c.brokerOnly, "broker-only", false, "run the broker scenario only: its memory and CPU at a count where a raw round takes too long; no comparison, so no verdict")
@@ -345,8 +346,9 @@ type env struct {
 	cp     *controlplane.ControlPlane
 	admin  *rest.Config
 	kube   kubernetes.Interface
-	dyn    dynamic.Interface // admin client for probes and trackers
-	load   dynamic.Interface // the bench's own fast client: creates and deletes
+	dyn    dynamic.Interface    // admin client for probes and trackers
+	load   dynamic.Interface    // the bench's own fast client: creates and deletes
+	jaeger *controlplane.Jaeger // receives the spans of -handler go-traced; nil without it
 }
 
 func (e *env) progressf(format string, args ...any) {
@@ -451,6 +453,17 @@ func withEnv(ctx context.Context, cfg *config, stderr io.Writer, handlerPkg stri
 	}
 	if err := controlplane.InstallWidgetCRD(ctx, e.dyn, time.Minute); err != nil {
 		return err
+	}
+	if slices.Contains(cfg.handlers, handlerGoTraced) {
+		e.progressf("starting jaeger for the spans of %s (built once and cached)", handlerGoTraced)
+		if e.jaeger, err = controlplane.StartJaeger(ctx, controlplane.JaegerOptions{Dir: e.work, Progress: stderr}); err != nil {
+			return err
+		}
+		defer func() {
+			if serr := e.jaeger.Stop(); serr != nil {
+				e.progressf("stopping jaeger: %v", serr)
+			}
+		}()
 	}
 	return body(e, bin)
 }

@@ -25,6 +25,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/tether-dev/tether/broker/tracing"
 	"github.com/tether-dev/tether/sdk"
 	"github.com/tether-dev/tether/test/bench/cpuprofile"
 	"github.com/tether-dev/tether/test/bench/workload"
@@ -58,18 +59,13 @@ func main() {
 	defer stopProfile()
 
 	widgets := sdk.GVR("test.tether.dev", "v1", "widgets")
-	opts := []sdk.Option{
-		sdk.WithInsecure(),
-		sdk.WithWindow(*window),
-		sdk.WithReconnectBackoff(min(50*time.Millisecond, *backoffMax), *backoffMax),
-		sdk.WithLogger(hclog.New(&hclog.LoggerOptions{
-			Name: "bench-handler", Level: hclog.LevelFromString(*logLevel), Output: os.Stderr,
-		})),
-	}
 	addrs := strings.Split(*addr, ",")
-	if len(addrs) > 1 {
-		opts = append(opts, sdk.WithDialer(sdk.RoundRobin(addrs...)))
+	opts, stopTracing, err := options(*window, *backoffMax, *logLevel, addrs)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "handler:", err)
+		os.Exit(2)
 	}
+	defer stopTracing()
 	h := sdk.New(*name, opts...)
 	scope := []sdk.BindingOption{sdk.Namespaces(*namespace)}
 	if *labels != "" {
@@ -86,6 +82,33 @@ func main() {
 		stopProfile()
 		os.Exit(1)
 	}
+}
+
+// options are the SDK's options from the flags, and for the go-traced case
+// (the OTEL_* variables set) a tracer provider that sends the spans of the
+// handler's functions, under the broker's; the function returned flushes
+// them.
+func options(window int, backoffMax time.Duration, logLevel string, addrs []string) ([]sdk.Option, func(), error) {
+	opts := []sdk.Option{
+		sdk.WithInsecure(),
+		sdk.WithWindow(window),
+		sdk.WithReconnectBackoff(min(50*time.Millisecond, backoffMax), backoffMax),
+		sdk.WithLogger(hclog.New(&hclog.LoggerOptions{
+			Name: "bench-handler", Level: hclog.LevelFromString(logLevel), Output: os.Stderr,
+		})),
+	}
+	if len(addrs) > 1 {
+		opts = append(opts, sdk.WithDialer(sdk.RoundRobin(addrs...)))
+	}
+	tp, err := tracing.ProviderFromEnv(context.Background(), "bench-handler")
+	if err != nil || tp == nil {
+		return opts, func() {}, err
+	}
+	return append(opts, sdk.WithTracerProvider(tp)), func() {
+		flush, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = tp.Shutdown(flush)
+	}, nil
 }
 
 // create is the create binding's function for workload work.
