@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io/fs"
 	"math/rand/v2"
 	"os"
 	"strings"
@@ -249,7 +250,7 @@ func (h *Handler) dialOptions() []grpc.DialOption {
 		opts = append(opts, grpc.WithContextDialer(d))
 	}
 	if h.cfg.insecure {
-		if h.cfg.token != "" || h.cfg.tokenFile != "" {
+		if h.cfg.token != "" || len(h.cfg.tokenFiles) > 0 {
 			h.log.Warn("insecure connection: the configured token is not sent")
 		}
 		return append(opts, grpc.WithTransportCredentials(insecure.NewCredentials()))
@@ -264,28 +265,34 @@ func (h *Handler) dialOptions() []grpc.DialOption {
 	}
 	return append(opts,
 		grpc.WithTransportCredentials(creds),
-		grpc.WithPerRPCCredentials(bearerToken{token: h.cfg.token, file: h.cfg.tokenFile}),
+		grpc.WithPerRPCCredentials(bearerToken{token: h.cfg.token, files: h.cfg.tokenFiles}),
 	)
 }
 
 // bearerToken sends "authorization: Bearer <token>" with every stream,
-// reading the token file anew each time.
+// reading the token file anew each time: the first of files that exists
+// (the defaults are DefaultTokenPaths), or the token itself when none are
+// given.
 type bearerToken struct {
 	token string
-	file  string
+	files []string
 }
 
 func (b bearerToken) GetRequestMetadata(context.Context, ...string) (map[string]string, error) {
-	tok := b.token
-	if b.file != "" {
-		raw, err := os.ReadFile(b.file)
+	tok, file := b.token, ""
+	for i, f := range b.files {
+		raw, err := os.ReadFile(f)
+		if errors.Is(err, fs.ErrNotExist) && i < len(b.files)-1 {
+			continue
+		}
 		if err != nil {
 			return nil, fmt.Errorf("reading token: %w", err)
 		}
-		tok = strings.TrimSpace(string(raw))
+		tok, file = strings.TrimSpace(string(raw)), f
+		break
 	}
 	if tok == "" {
-		return nil, fmt.Errorf("token file %s is empty", b.file)
+		return nil, fmt.Errorf("token file %s is empty", file)
 	}
 	return map[string]string{"authorization": "Bearer " + tok}, nil
 }

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -109,7 +110,7 @@ func TestTruncateKeepsValidUTF8(t *testing.T) {
 
 func TestBearerTokenReadsTheFileEachTime(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "token")
-	creds := bearerToken{file: path}
+	creds := bearerToken{files: []string{path}}
 	for _, tok := range []string{"one", "two"} {
 		if err := os.WriteFile(path, []byte(tok+"\n"), 0o600); err != nil {
 			t.Fatal(err)
@@ -127,6 +128,32 @@ func TestBearerTokenReadsTheFileEachTime(t *testing.T) {
 	}
 	if !creds.RequireTransportSecurity() {
 		t.Error("a bearer token must require transport security")
+	}
+}
+
+// The default token is the first file that exists, looked for again at
+// each connection: a projected token for the broker's audience where the
+// manifests mount one, else the Pod's ServiceAccount token.
+func TestTheDefaultTokenIsTheBrokersAudienceWhereMounted(t *testing.T) {
+	dir := t.TempDir()
+	broker, service := filepath.Join(dir, "tether.dev-token"), filepath.Join(dir, "serviceaccount-token")
+	if err := os.WriteFile(service, []byte("service\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	creds := bearerToken{files: []string{broker, service}}
+	md, err := creds.GetRequestMetadata(context.Background())
+	if err != nil || md["authorization"] != "Bearer service" {
+		t.Fatalf("no broker token mounted: metadata %v, %v; want the ServiceAccount token", md, err)
+	}
+	if err := os.WriteFile(broker, []byte("broker\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	md, err = creds.GetRequestMetadata(context.Background())
+	if err != nil || md["authorization"] != "Bearer broker" {
+		t.Fatalf("broker token mounted: metadata %v, %v; want it", md, err)
+	}
+	if _, err := (bearerToken{files: []string{broker + "-missing", service + "-missing"}}).GetRequestMetadata(context.Background()); err == nil {
+		t.Error("neither file exists: no error")
 	}
 }
 
@@ -151,8 +178,8 @@ func TestDefaultsNeedNoOptions(t *testing.T) {
 		h.cfg.backoffMin != DefaultReconnectMin || h.cfg.backoffMax != DefaultReconnectMax {
 		t.Errorf("defaults = %+v", h.cfg)
 	}
-	if h.cfg.tokenFile != DefaultServiceTokenPath || h.cfg.logger.Name() != "tether-sdk" {
-		t.Errorf("token file %q, logger %q", h.cfg.tokenFile, h.cfg.logger.Name())
+	if !slices.Equal(h.cfg.tokenFiles, DefaultTokenPaths) || h.cfg.logger.Name() != "tether-sdk" {
+		t.Errorf("token files %q, logger %q", h.cfg.tokenFiles, h.cfg.logger.Name())
 	}
 	if parts := strings.Split(h.InstanceID(), "-"); len(parts) < 3 {
 		t.Errorf("instance id %q, want host-pid-random", h.InstanceID())

@@ -30,9 +30,15 @@ const (
 	// is well inside the broker's default grace of 30 s, counted from when
 	// the broker is ready, in which a handler must be back before the
 	// objects being deleted that it holds are released.
-	DefaultReconnectMax      = 2 * time.Second
-	DefaultDrainTimeout      = 10 * time.Second
-	DefaultServiceTokenPath  = "/var/run/secrets/kubernetes.io/serviceaccount/token"
+	DefaultReconnectMax     = 2 * time.Second
+	DefaultDrainTimeout     = 10 * time.Second
+	DefaultServiceTokenPath = "/var/run/secrets/kubernetes.io/serviceaccount/token"
+	// DefaultBrokerTokenPath is where a handler's manifests mount a
+	// projected ServiceAccount token meant for the broker alone (audience
+	// tether.dev/broker, the broker's --token-audience in deploy/): a token
+	// the broker may not replay against the API server, and that no other
+	// Pod's token can stand in for.
+	DefaultBrokerTokenPath   = "/var/run/secrets/tether.dev/token"
 	maxWindow                = 1 << 16
 	defaultLoggerName        = "tether-sdk"
 	defaultInstanceRandBytes = 3
@@ -68,7 +74,7 @@ type config struct {
 	window       int
 	instanceID   string
 	token        string
-	tokenFile    string
+	tokenFiles   []string
 	tlsConfig    *tls.Config
 	tlsCAFile    string
 	insecure     bool
@@ -140,21 +146,26 @@ func WithToken(token string) Option {
 			c.fail("WithToken: empty token")
 			return
 		}
-		c.token, c.tokenFile = token, ""
+		c.token, c.tokenFiles = token, nil
 	}
 }
 
+// DefaultTokenPaths are the token files a handler reads when neither
+// WithToken nor WithTokenFile nor WithInsecure is given: the first that
+// exists at each connection attempt, the broker's own audience first.
+var DefaultTokenPaths = []string{DefaultBrokerTokenPath, DefaultServiceTokenPath}
+
 // WithTokenFile reads the bearer token from path on every connection
 // attempt, so a rotated ServiceAccount token is picked up on reconnect. When
-// neither WithToken nor WithTokenFile nor WithInsecure is given, the
-// in-cluster ServiceAccount token at DefaultServiceTokenPath is used.
+// neither WithToken nor WithTokenFile nor WithInsecure is given, the first
+// of DefaultTokenPaths that exists is read.
 func WithTokenFile(path string) Option {
 	return func(c *config) {
 		if path == "" {
 			c.fail("WithTokenFile: empty path")
 			return
 		}
-		c.tokenFile, c.token = path, ""
+		c.tokenFiles, c.token = []string{path}, ""
 	}
 }
 
@@ -290,8 +301,8 @@ func (c *config) finish() error {
 	if c.insecure && c.tlsCAFile != "" {
 		c.fail("WithInsecure and WithTLSCAFile both given")
 	}
-	if !c.insecure && c.token == "" && c.tokenFile == "" {
-		c.tokenFile = DefaultServiceTokenPath
+	if !c.insecure && c.token == "" && len(c.tokenFiles) == 0 {
+		c.tokenFiles = DefaultTokenPaths
 	}
 	return errors.Join(c.errs...)
 }

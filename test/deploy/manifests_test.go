@@ -45,6 +45,7 @@ var brokerArgs = []string{
 	"--admission-listen=:8443",
 	"--admission-service=tether-broker",
 	"--admission-service-port=8443",
+	"--token-audience=tether.dev/broker",
 }
 
 // handlerArgs are the example handler's arguments.
@@ -68,7 +69,10 @@ var wantObjects = []string{
 	"Deployment/tether-system/example-handler",
 	"Deployment/tether-system/tether-broker",
 	"Namespace//tether-system",
+	"NetworkPolicy/tether-system/example-handler",
+	"NetworkPolicy/tether-system/tether-broker",
 	"PodDisruptionBudget/tether-system/tether-broker",
+	"PriorityClass//tether-broker",
 	"Role/tether-system/tether-broker",
 	"Role/tether-system/tether-handler-example",
 	"RoleBinding/tether-system/tether-broker",

@@ -54,7 +54,9 @@ func TestHandlerOnTheHostThroughPortForward(t *testing.T) {
 	if err := os.WriteFile(ca, []byte(cm.Data["ca.crt"]), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	tok := kubectl(t, c, "-n", tetherNS, "create", "token", "example-handler")
+	// A token for the broker's audience (--token-audience in deploy/): the
+	// default one, for the API server, is refused at sign-in.
+	tok := kubectl(t, c, "-n", tetherNS, "create", "token", "example-handler", "--audience", "tether.dev/broker")
 	if err := os.WriteFile(token, []byte(strings.TrimSpace(tok)), 0o600); err != nil {
 		t.Fatal(err)
 	}

@@ -350,6 +350,26 @@ class Credentials(unittest.TestCase):
             f.write("a-token")
         return path
 
+    def test_the_default_token_is_the_brokers_audience_where_mounted(self):
+        tmp = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, tmp)
+        broker_token, service_token = os.path.join(tmp, "tether.dev-token"), os.path.join(tmp, "sa-token")
+        with open(service_token, "w") as f:
+            f.write("service\n")
+        got = []
+        plugin = runner._TokenFile(broker_token, service_token)
+        plugin(None, lambda md, err: got.append((md, err)))
+        with open(broker_token, "w") as f:
+            f.write("broker\n")
+        plugin(None, lambda md, err: got.append((md, err)))
+        self.assertEqual(got, [((("authorization", "Bearer service"),), None),
+                               ((("authorization", "Bearer broker"),), None)],
+                         "the ServiceAccount token until a token for the broker is mounted, then that one")
+        missing = []
+        runner._TokenFile(broker_token + "-missing", service_token + "-missing")(None, lambda md, err: missing.append(err))
+        self.assertIsInstance(missing[0], OSError)
+        self.assertEqual(runner.DEFAULT_TOKEN_FILES[0], "/var/run/secrets/tether.dev/token")
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -82,7 +82,8 @@ def parser() -> argparse.ArgumentParser:
                    help="plain text and no token, for a broker started with --insecure for local development")
     r.add_argument("--token-file", metavar="FILE",
                    help="file with the bearer token, read again on every connection attempt "
-                        f"(default {runner.DEFAULT_TOKEN_FILE}, the pod's ServiceAccount token)")
+                        f"(default: {runner.DEFAULT_BROKER_TOKEN_FILE}, a token for the broker's audience, where "
+                        f"mounted, else {runner.DEFAULT_TOKEN_FILE}, the pod's ServiceAccount token)")
     r.add_argument("--tls-ca-file", metavar="FILE",
                    help="PEM file of the CA that signed the broker's certificate (default: the system roots)")
     r.add_argument("--tls-server-name", metavar="NAME",

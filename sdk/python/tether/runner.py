@@ -37,6 +37,12 @@ from .version import __version__
 DEFAULT_BROKER = "127.0.0.1:7443"
 DEFAULT_WINDOW = 16
 DEFAULT_TOKEN_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/token"
+# A projected ServiceAccount token meant for the broker alone (audience
+# tether.dev/broker, the broker's --token-audience in deploy/), where the
+# handler's manifests mount one; the Go SDK's DefaultBrokerTokenPath.
+DEFAULT_BROKER_TOKEN_FILE = "/var/run/secrets/tether.dev/token"
+# Read when no token file is given: the first that exists, at each attempt.
+DEFAULT_TOKEN_FILES = (DEFAULT_BROKER_TOKEN_FILE, DEFAULT_TOKEN_FILE)
 DEFAULT_DRAIN_TIMEOUT = 10.0
 RECONNECT_MIN = 0.1
 # The Go SDK's DefaultReconnectMax: back within about 2 s of the broker being
@@ -72,7 +78,7 @@ class Config:
     instance_id: str = dataclasses.field(default_factory=default_instance_id)
     window: int = DEFAULT_WINDOW
     insecure: bool = False
-    # None: the in-cluster ServiceAccount token (DEFAULT_TOKEN_FILE), unless insecure
+    # None: the first of DEFAULT_TOKEN_FILES that exists, unless insecure
     token_file: str | None = None
     tls_ca_file: str | None = None
     tls_server_name: str | None = None
@@ -139,22 +145,34 @@ def _scoped(spec: bindings.Spec, scope: tuple[str, ...]) -> tuple[str, ...] | No
 
 class _TokenFile(grpc.AuthMetadataPlugin):
     """Sends "authorization: Bearer <token>" with every stream, reading the
-    file each time, so a rotated ServiceAccount token is picked up."""
+    first of the files that exists each time, so a rotated ServiceAccount
+    token is picked up."""
 
-    def __init__(self, path: str):
-        self.path = path
+    def __init__(self, *paths: str):
+        self.paths = paths
 
     def __call__(self, context: Any, callback: Any) -> None:
         try:
-            with open(self.path, encoding="utf-8") as f:
-                token = f.read().strip()
+            path, token = _read_token(self.paths)
         except OSError as e:
             callback((), OSError(f"reading the token: {e}"))
             return
         if not token:
-            callback((), ValueError(f"the token file {self.path} is empty"))
+            callback((), ValueError(f"the token file {path} is empty"))
             return
         callback((("authorization", "Bearer " + token),), None)
+
+
+def _read_token(paths: tuple[str, ...]) -> tuple[str, str]:
+    """The first of paths that exists, and the token in it."""
+    for i, path in enumerate(paths):
+        try:
+            with open(path, encoding="utf-8") as f:
+                return path, f.read().strip()
+        except FileNotFoundError:
+            if i == len(paths) - 1:
+                raise
+    raise FileNotFoundError("no token file given")
 
 
 def root_certificates(cfg: Config) -> bytes | None:
@@ -205,7 +223,7 @@ def channel(cfg: Config, target: str, root: bytes | None) -> grpc.aio.Channel:
         options.append(("grpc.ssl_target_name_override", cfg.tls_server_name))
     creds = grpc.composite_channel_credentials(
         grpc.ssl_channel_credentials(root_certificates=root),
-        grpc.metadata_call_credentials(_TokenFile(cfg.token_file or DEFAULT_TOKEN_FILE)))
+        grpc.metadata_call_credentials(_TokenFile(*((cfg.token_file,) if cfg.token_file else DEFAULT_TOKEN_FILES))))
     return grpc.aio.secure_channel(target, creds, options=options)
 
 

@@ -7,7 +7,7 @@ import * as grpc from "@grpc/grpc-js";
 import { readFile } from "node:fs/promises";
 import type { ConnectRequest, ConnectResponse } from "./gen/tether/v1/broker_pb";
 import type { HandlerOptions } from "./handler";
-import { CONNECT_TIMEOUT, DEFAULT_RECONNECT_MAX, DEFAULT_RECONNECT_MIN, DEFAULT_TOKEN_FILE, KEEPALIVE_TIME, KEEPALIVE_TIMEOUT, MAX_RECEIVE_BYTES } from "./limits";
+import { CONNECT_TIMEOUT, DEFAULT_RECONNECT_MAX, DEFAULT_RECONNECT_MIN, DEFAULT_TOKEN_FILES, KEEPALIVE_TIME, KEEPALIVE_TIMEOUT, MAX_RECEIVE_BYTES } from "./limits";
 import { brokerServiceDefinition } from "./service";
 import { sdkName } from "./version";
 
@@ -63,14 +63,26 @@ async function rootCA(opts: HandlerOptions): Promise<Buffer | null> {
   return opts.ca ? Buffer.from(opts.ca) : null;
 }
 
+/** The first of files that exists, and what it holds. */
+export async function readToken(files: string[]): Promise<[string, string]> {
+  for (const [i, file] of files.entries()) {
+    try {
+      return [file, await readFile(file, "utf8")];
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== "ENOENT" || i === files.length - 1) throw err;
+    }
+  }
+  throw new Error("no token file given");
+}
+
 /** The bearer token's metadata, read on every attempt so that a rotated token is used; none in insecure mode. */
 async function authorization(opts: HandlerOptions): Promise<grpc.Metadata> {
   const md = new grpc.Metadata();
   if (opts.insecure) return md;
   let token = opts.token;
   if (!token) {
-    const file = opts.tokenFile || DEFAULT_TOKEN_FILE;
-    token = (await readFile(file, "utf8")).trim();
+    const [file, read] = await readToken(opts.tokenFile ? [opts.tokenFile] : DEFAULT_TOKEN_FILES);
+    token = read.trim();
     if (!token) throw new Error(`token file ${file} is empty`);
   }
   md.set("authorization", `Bearer ${token}`);

@@ -25,7 +25,10 @@ export interface HandlerOptions {
   instanceId?: string;
   /** Plain text and no token: only for a broker started with --insecure on loopback. */
   insecure?: boolean;
-  /** The bearer token; or tokenFile, read on every connection attempt (default: the ServiceAccount token). */
+  /**
+   * The bearer token; or tokenFile, read on every connection attempt (default: the first that exists
+   * of /var/run/secrets/tether.dev/token, a token for the broker's audience, and the ServiceAccount token).
+   */
   token?: string;
   tokenFile?: string;
   /** PEM of the CA that signed the broker's certificate (the ConfigMap tether-broker-ca); default: the system roots. */

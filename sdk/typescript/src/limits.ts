@@ -20,6 +20,13 @@ export const DEFAULT_RECONNECT_MAX = 2000;
 export const DEFAULT_DRAIN_TIMEOUT = 10_000;
 /** The in-cluster ServiceAccount token, read on every connection attempt. */
 export const DEFAULT_TOKEN_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/token";
+/**
+ * A projected ServiceAccount token meant for the broker alone (audience tether.dev/broker, the
+ * broker's --token-audience in deploy/), where the handler's manifests mount one.
+ */
+export const DEFAULT_BROKER_TOKEN_FILE = "/var/run/secrets/tether.dev/token";
+/** Read when no token or tokenFile is given: the first that exists, at each connection attempt. */
+export const DEFAULT_TOKEN_FILES = [DEFAULT_BROKER_TOKEN_FILE, DEFAULT_TOKEN_FILE];
 
 /** The broker answers Hello well within this; past it, the SDK reconnects. */
 export const WELCOME_TIMEOUT = 30_000;

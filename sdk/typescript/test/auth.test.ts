@@ -11,6 +11,8 @@ import { join } from "node:path";
 import { status } from "@grpc/grpc-js";
 import { Handler } from "../src";
 import { TestBroker } from "../src/testing";
+import { readToken } from "../src/connection";
+import { DEFAULT_TOKEN_FILES } from "../src/limits";
 
 // A self-signed certificate for localhost and 127.0.0.1, valid until 2126, made for these tests.
 const testdata = join(__dirname, "..", "..", "test", "testdata");
@@ -96,3 +98,14 @@ async function until(cond: () => boolean): Promise<void> {
     await new Promise((r) => setTimeout(r, 5));
   }
 }
+
+test("without a token or tokenFile, the first default file that exists is read, the broker's audience first", async () => {
+  const dir = mkdtempSync(join(tmpdir(), "tether-token-"));
+  const brokerToken = join(dir, "tether.dev-token"), serviceToken = join(dir, "sa-token");
+  writeFileSync(serviceToken, "service\n");
+  assert.deepEqual(await readToken([brokerToken, serviceToken]), [serviceToken, "service\n"]);
+  writeFileSync(brokerToken, "broker\n");
+  assert.deepEqual(await readToken([brokerToken, serviceToken]), [brokerToken, "broker\n"]);
+  await assert.rejects(readToken([brokerToken + "-missing", serviceToken + "-missing"]), /ENOENT/);
+  assert.equal(DEFAULT_TOKEN_FILES[0], "/var/run/secrets/tether.dev/token");
+});
