@@ -129,7 +129,9 @@
 // instances at once, and Run returns nil. Daemons are stopped whenever a
 // session ends, waiting for them up to the drain timeout as well.
 //
-// Connections use TLS and a bearer token (by default the pod's
-// ServiceAccount token, re-read on every connection attempt). WithInsecure
+// Connections use TLS and a bearer token (by default the first of
+// DefaultTokenPaths that exists: a projected token for the broker's
+// audience, else the pod's ServiceAccount token, re-read on every
+// connection attempt). WithInsecure
 // is for a broker started in development mode on loopback.
 package sdk
