@@ -32,7 +32,7 @@ cluster: ## run a local control plane in the foreground; kubeconfig in .dev/kube
 node: ## run a one-node cluster in the foreground (root; kubelet, containerd, controllers; tether:dev imported); kubeconfig in .dev/kubeconfig
 	$(GO) run ./test/cluster --node --kubeconfig .dev/kubeconfig
 
-image: ## the image without Docker: the static binaries in an OCI image tarball, .dev/tether-image.tar (tether:dev), for ctr images import or kind load image-archive
+image: ## the image without Docker: the static binaries in an OCI image tarball, .dev/tether-image.tar (tether:dev), for ctr images import or kind load image-archive, and its SBOM (.dev/tether-image.spdx.json)
 	$(GO) run ./test/image -o .dev/tether-image.tar -tag tether:dev
 
 demo: ## the main job on the local control plane (see README)

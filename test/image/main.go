@@ -3,8 +3,10 @@
 // layer on an empty base with the names of root and nonroot, the broker
 // the entrypoint, run as 65532:65532 (the Dockerfile's image, with
 // go-containerregistry). It writes the image as a tarball that `ctr images
-// import`, `kind load image-archive` and `docker load` take. The same
-// sources make the same image, digest for digest.
+// import`, `kind load image-archive` and `docker load` take, and beside it
+// its SBOM (SPDX 2.3 JSON: the binaries, the Go toolchain and every module
+// linked in, with package URLs scanners match on). The same sources make
+// the same image, digest for digest, and the same SBOM.
 //
 //	go run ./test/image -o .dev/tether-image.tar -tag tether:dev
 package main
@@ -18,6 +20,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"strings"
 
 	"github.com/google/go-containerregistry/pkg/name"
 
@@ -42,11 +45,15 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	out := fs.String("o", ".dev/tether-image.tar", "the image tarball to write")
 	tag := fs.String("tag", "tether:dev", "the image's name in the tarball, as the manifests in deploy/ use it")
 	arch := fs.String("arch", runtime.GOARCH, "the architecture to build for (GOARCH)")
+	sbomOut := fs.String("sbom", "", "the SBOM to write, SPDX 2.3 JSON: each binary and the Go modules and toolchain it was built with (default: -o with .spdx.json for .tar)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	if *sbomOut == "" {
+		*sbomOut = strings.TrimSuffix(*out, ".tar") + ".spdx.json"
 	}
 	ref, err := name.NewTag(*tag)
 	if err != nil {
@@ -61,7 +68,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	}
 	fmt.Fprintf(stderr, "image: building ./cmd/broker and ./cmd/example-handler for linux/%s\n", *arch)
-	img, err := ociimage.Tether(ctx, repo, *arch)
+	img, bins, err := ociimage.Tether(ctx, repo, *arch)
 	if err != nil {
 		return err
 	}
@@ -72,6 +79,13 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	sbom, err := ociimage.SBOM(ref.String(), digest.String(), ociimage.Describe(ctx, repo), bins)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(*sbomOut, sbom, 0o644); err != nil {
+		return fmt.Errorf("writing the SBOM: %w", err)
+	}
 	size, err := img.Size()
 	if err != nil {
 		return err
@@ -80,6 +94,6 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stderr, "image: %s %s (%.1f MB) written to %s (manifest of %d bytes)\n", ref, digest, float64(fi.Size())/1e6, *out, size)
+	fmt.Fprintf(stderr, "image: %s %s (%.1f MB) written to %s (manifest of %d bytes), its SBOM to %s\n", ref, digest, float64(fi.Size())/1e6, *out, size, *sbomOut)
 	return nil
 }

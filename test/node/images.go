@@ -32,7 +32,7 @@ func buildImages(ctx context.Context, dir string, progress io.Writer) ([]string,
 	}
 	begin := time.Now()
 	fmt.Fprintf(progress, "node: building the images %s and %s\n", TetherImage, PauseImage)
-	tether, err := ociimage.Tether(ctx, repo, runtime.GOARCH)
+	tether, _, err := ociimage.Tether(ctx, repo, runtime.GOARCH)
 	if err != nil {
 		return nil, fmt.Errorf("building %s: %w", TetherImage, err)
 	}

@@ -24,7 +24,7 @@ func Binaries(ctx context.Context, repo, arch string, pkgs ...string) ([]File, e
 	}
 	defer os.RemoveAll(work)
 	ldflags := "-s -w"
-	if v := describe(ctx, repo); v != "" {
+	if v := Describe(ctx, repo); v != "" {
 		ldflags += " -X " + buildinfoVersion + "=" + v
 	}
 	files := make([]File, 0, len(pkgs))
@@ -48,10 +48,10 @@ func Binaries(ctx context.Context, repo, arch string, pkgs ...string) ([]File, e
 // buildinfoVersion is the variable the binaries report as their version.
 const buildinfoVersion = "github.com/tether-dev/tether/broker/buildinfo.stamped"
 
-// describe is git's name for the checkout at repo ("v0.3.0-4-gabcdef0",
+// Describe is git's name for the checkout at repo ("v0.3.0-4-gabcdef0",
 // "abcdef0-dirty"), or "" where there is no git checkout: the binaries then
 // say "dev".
-func describe(ctx context.Context, repo string) string {
+func Describe(ctx context.Context, repo string) string {
 	cmd := exec.CommandContext(ctx, "git", "describe", "--tags", "--always", "--dirty")
 	cmd.Dir = repo
 	out, err := cmd.Output()
@@ -62,13 +62,14 @@ func describe(ctx context.Context, repo string) string {
 }
 
 // Tether builds cmd/broker and cmd/example-handler in repo and makes the
-// Tether image of them.
-func Tether(ctx context.Context, repo, arch string) (v1.Image, error) {
+// Tether image of them; it returns the binaries too, for the SBOM.
+func Tether(ctx context.Context, repo, arch string) (v1.Image, []File, error) {
 	bins, err := Binaries(ctx, repo, arch, "./cmd/broker", "./cmd/example-handler")
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return tether(bins, arch)
+	img, err := tether(bins, arch)
+	return img, bins, err
 }
 
 // WriteTarball writes img as a tarball named tag (as "tether:dev") to file,

@@ -2,15 +2,22 @@ package ociimage
 
 import (
 	"archive/tar"
+	"bytes"
+	"encoding/json"
 	"errors"
 	"io"
 	"maps"
+	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
+
+	"github.com/tether-dev/tether/test/gobin"
 )
 
 var fakeBinaries = []File{
@@ -106,5 +113,56 @@ func TestSameBinariesMakeTheSameImage(t *testing.T) {
 	changed[0] = File{Path: "/broker", Data: []byte("#!broker v2"), Mode: 0o755}
 	if digest(fakeBinaries) == digest(changed) {
 		t.Error("a changed binary made the same image")
+	}
+}
+
+// TestTheSBOMNamesWhatTheBinariesWereBuiltWith: the SBOM of an image of a
+// real binary (test/image, which links go-containerregistry; a test
+// binary records no modules) names it, the Go standard library of its
+// toolchain and its modules, each with the package URL scanners match on,
+// and is the same for the same binaries.
+func TestTheSBOMNamesWhatTheBinariesWereBuiltWith(t *testing.T) {
+	bin, err := os.ReadFile(gobin.Build(t, "github.com/tether-dev/tether/test/image"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := append(skeleton(), File{Path: "/image", Data: bin, Mode: 0o755})
+	sbom, err := SBOM("tether:dev", "sha256:0123", "v0.1.0", files)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc spdxDoc
+	if err := json.Unmarshal(sbom, &doc); err != nil {
+		t.Fatalf("the SBOM is not JSON: %v", err)
+	}
+	if doc.SPDXVersion != "SPDX-2.3" || doc.Name != "tether:dev" || !strings.HasSuffix(doc.DocumentNamespace, "sha256:0123") {
+		t.Errorf("document %q %q %q", doc.SPDXVersion, doc.Name, doc.DocumentNamespace)
+	}
+	purls := map[string]bool{}
+	binaries := 0
+	for _, p := range doc.Packages {
+		if p.PrimaryPurpose == "APPLICATION" {
+			binaries++
+		}
+		for _, r := range p.ExternalRefs {
+			purls[r.Locator] = true
+		}
+	}
+	stdlib := "pkg:golang/stdlib@" + strings.TrimPrefix(runtime.Version(), "go")
+	registry := ""
+	for purl := range purls {
+		if strings.HasPrefix(purl, "pkg:golang/github.com/google/go-containerregistry@") {
+			registry = purl
+		}
+	}
+	if binaries != 1 || !purls[stdlib] || registry == "" {
+		t.Errorf("%d binaries (want 1, passwd and group are none), %s listed: %v, go-containerregistry: %q", binaries, stdlib, purls[stdlib], registry)
+	}
+	again, err := SBOM("tether:dev", "sha256:0123", "v0.1.0", files)
+	if err != nil || !bytes.Equal(again, sbom) {
+		t.Errorf("the same binaries made another SBOM (%v)", err)
+	}
+	if _, err := SBOM("tether:dev", "sha256:0123", "v0.1.0", skeleton()); err == nil {
+		t.Error("an image without a Go binary: no error")
 	}
 }
