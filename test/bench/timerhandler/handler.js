@@ -37,21 +37,41 @@ function nowNs() {
   return epochNs + (process.hrtime.bigint() - startHr);
 }
 
-/** Every tick, in growing arrays (numbers, not objects, to keep the heap small). */
+/** A growable typed array: 8 or 4 bytes a value, so that the handler's RSS is not mostly its own records. */
+class Column {
+  /** @param {BigInt64ArrayConstructor | Int32ArrayConstructor} type */
+  constructor(type) {
+    this.type = type;
+    this.data = new type(1 << 16);
+    this.length = 0;
+  }
+
+  /** @param {any} v */
+  push(v) {
+    if (this.length === this.data.length) {
+      const grown = new this.type(this.data.length * 2);
+      grown.set(/** @type {any} */ (this.data));
+      this.data = grown;
+    }
+    this.data[this.length++] = v;
+  }
+
+  values() {
+    return Array.from(this.data.subarray(0, this.length));
+  }
+}
+
+/** Every tick, as timerstats.Ticks has it: parallel columns of 28 bytes a tick. */
 class Recorder {
   constructor() {
     /** @type {Map<string, number>} */
     this.ids = new Map();
     /** @type {string[]} */
     this.uids = [];
-    /** @type {number[]} */
-    this.object = [];
-    /** @type {bigint[]} */
-    this.arrival = [];
-    /** @type {bigint[]} */
-    this.scheduled = [];
-    /** @type {bigint[]} */
-    this.ack = [];
+    this.object = new Column(Int32Array);
+    this.arrival = new Column(BigInt64Array);
+    this.scheduled = new Column(BigInt64Array);
+    this.ack = new Column(BigInt64Array);
   }
 
   /** @param {string} uid @param {bigint} arrival @param {Date | undefined} scheduled */
@@ -75,8 +95,8 @@ class Recorder {
 
   ticks() {
     return {
-      uids: this.uids, object: this.object,
-      arrival_unix_nano: this.arrival, scheduled_unix_nano: this.scheduled, ack_unix_nano: this.ack,
+      uids: this.uids, object: this.object.values(),
+      arrival_unix_nano: this.arrival.values(), scheduled_unix_nano: this.scheduled.values(), ack_unix_nano: this.ack.values(),
     };
   }
 }
