@@ -74,3 +74,52 @@ func (k *kit) daemonStop(ctx context.Context) error {
 	}
 	return nil
 }
+
+// exitingName is the widget whose daemon returns by itself (scenario
+// exit): the handler must report it with DaemonExited.
+const exitingName = "exiting"
+
+// daemonExited creates a widget whose daemon returns at once, without an
+// error: its start is acked OK, then a DaemonExited names the binding and
+// the widget's UID, not failed, on the same stream; deleted, the widget
+// goes.
+func (k *kit) daemonExited(ctx context.Context) error {
+	if err := k.createWidget(ctx, exitingName, "exit", daemonLabel); err != nil {
+		return err
+	}
+	acks, err := k.awaitAcks(ctx, exitingName, tetherv1.DeliveryKind_DELIVERY_KIND_DAEMON_START, 1)
+	if err != nil {
+		return err
+	}
+	if got := acks[0].a.GetOutcome(); got != tetherv1.Outcome_OUTCOME_OK {
+		return fmt.Errorf("daemon start acked %v (%s), want OK", got, acks[0].a.GetMessage())
+	}
+	k.wire.mu.Lock()
+	ds, _ := k.wire.exchangesLocked(exitingName, tetherv1.DeliveryKind_DELIVERY_KIND_DAEMON_START)
+	uid := ds[0].d.GetRef().GetUid()
+	k.wire.mu.Unlock()
+	var exit *tetherv1.DaemonExited
+	if err := k.wire.awaitErr(ctx, "DaemonExited for widget "+exitingName+"'s daemon, which returned", func() bool {
+		exit = daemonExit(k.wire.streams, uid)
+		return exit != nil
+	}); err != nil {
+		return err
+	}
+	if exit.GetBindingId() != "daemon" || exit.GetFailed() {
+		return fmt.Errorf("DaemonExited names the binding %q with failed = %v (%q), want \"daemon\", not failed", exit.GetBindingId(), exit.GetFailed(), exit.GetMessage())
+	}
+	return k.deleteAndAwaitGone(ctx, exitingName)
+}
+
+// daemonExit is the first DaemonExited for the object uid, nil when none
+// came; the wire's lock must be held.
+func daemonExit(streams []*stream, uid string) *tetherv1.DaemonExited {
+	for _, s := range streams {
+		for _, e := range s.exits {
+			if e.GetUid() == uid {
+				return e
+			}
+		}
+	}
+	return nil
+}

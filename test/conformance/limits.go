@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
+	"google.golang.org/protobuf/proto"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	tetherv1 "github.com/tether-dev/tether/proto/tether/v1"
@@ -45,4 +47,37 @@ func (k *kit) oversizedAnswer(ctx context.Context) error {
 		_, big := o.GetAnnotations()[bigAnnotation]
 		return !big
 	})
+}
+
+const (
+	largeAnnotation = "conformance.tether.dev/large"
+	// largeMessage is the size a handler should take in one message from
+	// the broker (conn.receive); the kit's delivery comes just under it.
+	largeMessage = 32 << 20
+)
+
+// largeDelivery sends the handler a made-up create of scenario ok whose
+// object is just under 32 MiB: the handler must take it on the same
+// stream and ack it OK.
+func (k *kit) largeDelivery(ctx context.Context) error {
+	k.wire.mu.Lock()
+	s := k.wire.liveStreamLocked()
+	k.wire.mu.Unlock()
+	if s == nil {
+		return errors.New("no session going on to send a delivery on")
+	}
+	msg := madeUpCreate("create", "large", "ok", map[string]string{largeAnnotation: ""})
+	room := largeMessage - 4096 - proto.Size(msg)
+	msg = madeUpCreate("create", "large", "ok", map[string]string{largeAnnotation: strings.Repeat("x", room)})
+	if err := k.wire.inject(s, msg); err != nil {
+		return err
+	}
+	a, err := k.awaitAckOf(ctx, s, msg.GetDelivery().GetId())
+	if err != nil {
+		return fmt.Errorf("a %d-byte delivery: %w", proto.Size(msg), err)
+	}
+	if a.GetOutcome() != tetherv1.Outcome_OUTCOME_OK {
+		return fmt.Errorf("the %d-byte delivery was acked %v (%q), want OK", proto.Size(msg), a.GetOutcome(), a.GetMessage())
+	}
+	return nil
 }

@@ -79,6 +79,7 @@ func (k *kit) rejectedHello(ctx context.Context) error {
 	k.wire.mu.Lock()
 	k.wire.reject = status.New(codes.InvalidArgument, rejectMessage)
 	before := len(k.wire.streams)
+	k.relaunched = before
 	k.wire.mu.Unlock()
 	if err := k.startHandler("handler-rejected.log"); err != nil {
 		return err

@@ -35,7 +35,7 @@ func (k *kit) play(ctx context.Context) *report {
 		if err != nil {
 			res.Detail, verdict, r.Passed = err.Error(), "FAIL", false
 		}
-		fmt.Fprintf(k.opts.progress, "%s %-16s %s (%.1fs)\n", verdict, sc.rule, sc.check, res.Seconds)
+		fmt.Fprintf(k.opts.progress, "%s %-17s %s (%.1fs)\n", verdict, sc.rule, sc.check, res.Seconds)
 		if err != nil {
 			fmt.Fprintf(k.opts.progress, "     %s\n", err)
 		}

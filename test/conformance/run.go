@@ -68,6 +68,11 @@ type kit struct {
 	// windowed is the session on which the handler's window is smaller
 	// than the broker's (window.bound), which window.over judges too.
 	windowed *stream
+	// handback says which delivery the kit sent after the Goodbye.
+	handback chan handback
+	// relaunched is the first stream of the handler started again
+	// (status.permanent): the streams before it are the first process's.
+	relaunched int
 }
 
 // run starts a control plane, the broker and the handler under test, plays

@@ -8,7 +8,6 @@ import (
 	"reflect"
 	"slices"
 	"strings"
-	"syscall"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -34,8 +33,11 @@ type scenario struct {
 
 // scenarios run in this order: the handshake first, the window's after the
 // reconnect (they end the session, and the handler's smaller window would
-// turn reviews away), the drain next to last (it stops the handler), the
-// rejected Hello last (it starts the handler again).
+// turn reviews away), the backoff's after them (it ends sessions too, and
+// gives back the broker's window), ack.one once every other delivery is
+// done, the drain next (it stops the handler), the rejected Hello after it
+// (it starts the handler again), and instance.id, which compares the two
+// processes, last.
 var scenarios = []scenario{
 	{"stream.hello", "the first message is a Hello the broker welcomes", (*kit).hello},
 	{"cap.list", "the Hello lists its capabilities with CAPABILITY_CAPABILITIES", (*kit).capabilities},
@@ -43,20 +45,27 @@ var scenarios = []scenario{
 	{"ack.retry", "create (scenario retry) is acked RETRY with retry_after 1s, sent again no sooner, then OK", (*kit).ackRetry},
 	{"ack.fail", "create (scenario fail) is acked FAIL, becomes a HandlerFailed Event and is not sent again", (*kit).ackFail},
 	{"ack.patch", "create (scenario patch) is acked OK with a patch and a status patch, both written", (*kit).ackPatch},
+	{"cancel", "create (scenario slow) cancelled as it runs, as the broker cancels: still acked", (*kit).cancel},
 	{"hold.delete", "delete is delivered while the hold is on, acked OK, then the hold goes", (*kit).holdDelete},
 	{"timer.tick", "tick (label timer) ticks, each tick interval after the last one's ack", (*kit).timerTicks},
 	{"timer.ack", "a tick's OK writes its result; deleted, the ticking widget goes", (*kit).timerAck},
 	{"daemon.start", "daemon (label daemon) is started and acked OK while it runs", (*kit).daemonStart},
 	{"daemon.stop", "deleted, its daemon's stop is acked once it returned, within its cancellation timeout", (*kit).daemonStop},
+	{"daemon.exited", "daemon (label daemon, scenario exit) returns by itself: DaemonExited names it, not failed", (*kit).daemonExited},
 	{"admission.answer", "validate (label admission) refuses scenario deny with its message, allows the rest", (*kit).admissionAnswer},
 	{"admission.patch", "mutate (label admission) patches scenario mutate's labels as it is created", (*kit).admissionPatch},
 	{"limits.answer", "create (scenario big) would answer over 4 MiB: acked FAIL, the stream kept", (*kit).oversizedAnswer},
+	{"conn.receive", "a create of scenario ok just under 32 MiB is taken and acked OK", (*kit).largeDelivery},
 	{"status.retry", "the broker restarts: the handler connects again and gets deliveries", (*kit).reconnect},
 	{"window.bound", "on a fresh session whose Welcome says a window of 1, two slow creates sent at once: the handler holds one at a time", (*kit).windowBound},
 	{"window.over", "the create sent while its window was full is acked RETRY, and later OK", (*kit).windowOver},
+	{"reconnect.backoff", "the session ended and 3 attempts refused Unavailable: the delays grow, stay under 5s, and reset after a Welcome", (*kit).reconnectBackoff},
 	{"conn.new", "each session so far came on a new connection (address)", (*kit).connNew},
-	{"drain.goodbye", "on SIGTERM the handler says Goodbye, the stream ends OK and it exits 0", (*kit).drain},
+	{"ack.one", "a delivery for an undeclared binding is acked FAIL; no delivery acked twice or unsent, none left unanswered", (*kit).ackOne},
+	{"drain.goodbye", "on SIGTERM, a slow create held, the handler says Goodbye, the stream ends OK and it exits 0", (*kit).drain},
+	{"drain.handback", "the delivery the kit sent after the Goodbye is acked RETRY", (*kit).drainHandback},
 	{"status.permanent", "started again, its Hello refused with InvalidArgument: it exits non-zero, connecting once", (*kit).rejectedHello},
+	{"instance.id", "the first process kept one instance_id on every stream; the second one took another", (*kit).instanceID},
 }
 
 const (
@@ -248,37 +257,6 @@ func (k *kit) holdDelete(ctx context.Context) error {
 		}
 		return false, err
 	})
-}
-
-func (k *kit) drain(ctx context.Context) error {
-	if err := k.handler.Process.Signal(syscall.SIGTERM); err != nil {
-		return fmt.Errorf("signalling the handler: %w", err)
-	}
-	var last *stream
-	if !k.wire.await(ctx, waitFor, func() bool {
-		last = k.wire.streams[len(k.wire.streams)-1]
-		return last.ended
-	}) {
-		return errors.New("the stream did not end after SIGTERM")
-	}
-	k.wire.mu.Lock()
-	goodbye, end := last.goodbye, last.endStatus
-	k.wire.mu.Unlock()
-	if goodbye.IsZero() {
-		return errors.New("the stream ended without a Goodbye")
-	}
-	if end.Code() != 0 {
-		return fmt.Errorf("the broker ended the stream with %s (%s), not OK", end.Code(), end.Message())
-	}
-	select {
-	case <-k.done:
-	case <-time.After(waitFor):
-		return fmt.Errorf("the handler did not exit within %v of SIGTERM", waitFor)
-	}
-	if k.exitErr != nil {
-		return fmt.Errorf("the handler exited with %v, want status 0", k.exitErr)
-	}
-	return nil
 }
 
 // firstHello is the first stream's Hello; nil before one came.

@@ -37,13 +37,20 @@ type wire struct {
 	// reject, when set, ends every new stream after its first message with
 	// this status, as a broker that refuses the Hello does, without
 	// reaching the broker.
-	reject  *status.Status
-	changed chan struct{} // closed and replaced at every record
-	streams []*stream
+	reject *status.Status
+	// unavailable is how many of the streams that start from now on the
+	// proxy ends with Unavailable after their first message, as a broker
+	// that is not ready does (reconnect.backoff).
+	unavailable int
+	changed     chan struct{} // closed and replaced at every record
+	streams     []*stream
 	// beforeAck, when set, runs before an ack is forwarded to the broker,
 	// with the delivery it answers: a scenario looks at the cluster while
 	// the broker has not seen the ack yet.
 	beforeAck func(d *tetherv1.Delivery, a *tetherv1.Ack)
+	// onGoodbye, when set, runs when the handler's Goodbye reaches the
+	// proxy, before the broker has it.
+	onGoodbye func(s *stream)
 	// hideCapabilities takes the capabilities out of the Hello the broker
 	// gets and the Welcome the handler gets (they are recorded as sent):
 	// each side then meets a peer older than capabilities.
@@ -57,6 +64,7 @@ type wire struct {
 
 // stream is one Connect stream as the proxy saw it.
 type stream struct {
+	started time.Time                // when the handler opened it
 	first   *tetherv1.ConnectRequest // the handler's first message
 	peer    string                   // the handler's address: one per connection
 	hello   *tetherv1.Hello
@@ -64,10 +72,19 @@ type stream struct {
 	// window is Welcome.window as the handler got it.
 	window     uint32
 	deliveries []delivery
-	acks       map[string]ackAt // by delivery id
-	goodbye    time.Time        // zero until the handler says Goodbye
-	ended      bool
-	endStatus  *status.Status // how the broker ended it (OK for a clean end)
+	acks       map[string]ackAt // by delivery id, the first for each
+	// extraAcks are the acks that named a delivery already acked, or one
+	// not sent on this stream (ack.one).
+	extraAcks []*tetherv1.Ack
+	exits     []*tetherv1.DaemonExited
+	goodbye   time.Time // zero until the handler says Goodbye
+	ended     bool
+	endedAt   time.Time
+	endStatus *status.Status // how the broker ended it (OK for a clean end)
+	// down is the handler's side; sendMu orders what the proxy sends on it
+	// (the broker's messages and those the kit injects).
+	down   tetherv1.BrokerService_ConnectServer
+	sendMu sync.Mutex
 	// cut, once set, ends the stream as a broker going away does (renew),
 	// which sets wasCut.
 	cut    func()
@@ -131,20 +148,24 @@ func (w *wire) stop() {
 func (w *wire) Connect(down tetherv1.BrokerService_ConnectServer) error {
 	ctx, cancel := context.WithCancel(down.Context())
 	defer cancel()
-	s := &stream{acks: map[string]ackAt{}}
+	s := &stream{acks: map[string]ackAt{}, started: time.Now(), down: down}
 	if p, ok := peer.FromContext(down.Context()); ok {
 		s.peer = p.Addr.String()
 	}
 	w.record(func() { w.streams = append(w.streams, s) })
 	w.mu.Lock()
 	upstream, reject := w.upstream, w.reject
+	if reject == nil && w.unavailable > 0 {
+		w.unavailable--
+		reject = status.New(codes.Unavailable, "conformance: the broker is not ready")
+	}
 	w.mu.Unlock()
 	if reject != nil {
 		return w.refuse(s, down, reject)
 	}
 	up, err := upstream.Connect(ctx)
 	if err != nil {
-		w.record(func() { s.ended, s.endStatus = true, status.Convert(err) })
+		w.record(func() { s.end(status.Convert(err)) })
 		return err
 	}
 	w.record(func() { s.cut = cancel })
@@ -163,7 +184,7 @@ func (w *wire) Connect(down tetherv1.BrokerService_ConnectServer) error {
 				st = status.New(codes.Unavailable, "conformance: the kit ends the session for a fresh one")
 				err = st.Err()
 			}
-			w.record(func() { s.ended, s.endStatus = true, st })
+			w.record(func() { s.end(st) })
 			return err
 		}
 		if msg.GetWelcome() != nil {
@@ -174,10 +195,22 @@ func (w *wire) Connect(down tetherv1.BrokerService_ConnectServer) error {
 				s.deliveries = append(s.deliveries, delivery{d, time.Now()})
 			}
 		})
-		if err := down.Send(msg); err != nil {
+		if err := s.send(msg); err != nil {
 			return err
 		}
 	}
+}
+
+// send passes msg on to the handler.
+func (s *stream) send(msg *tetherv1.ConnectResponse) error {
+	s.sendMu.Lock()
+	defer s.sendMu.Unlock()
+	return s.down.Send(msg)
+}
+
+// end records how the stream ended; the wire's lock must be held.
+func (s *stream) end(st *status.Status) {
+	s.ended, s.endedAt, s.endStatus = true, time.Now(), st
 }
 
 // rewriteWelcome records the broker's Welcome and returns the one the
@@ -237,19 +270,26 @@ func (w *wire) fromHandler(s *stream, down tetherv1.BrokerService_ConnectServer,
 					s.hello = m.Hello
 				}
 			case *tetherv1.ConnectRequest_Ack:
-				s.acks[m.Ack.GetDeliveryId()] = ackAt{m.Ack, time.Now()}
 				answered = s.deliveryLocked(m.Ack.GetDeliveryId())
+				if _, twice := s.acks[m.Ack.GetDeliveryId()]; twice || answered == nil {
+					s.extraAcks = append(s.extraAcks, m.Ack)
+				} else {
+					s.acks[m.Ack.GetDeliveryId()] = ackAt{m.Ack, time.Now()}
+				}
+			case *tetherv1.ConnectRequest_DaemonExited:
+				s.exits = append(s.exits, m.DaemonExited)
 			case *tetherv1.ConnectRequest_Goodbye:
 				s.goodbye = time.Now()
 			}
 		})
-		if a := msg.GetAck(); a != nil && answered != nil {
-			w.mu.Lock()
-			before := w.beforeAck
-			w.mu.Unlock()
-			if before != nil {
-				before(answered, a)
-			}
+		w.mu.Lock()
+		before, goodbye := w.beforeAck, w.onGoodbye
+		w.mu.Unlock()
+		if a := msg.GetAck(); a != nil && answered != nil && before != nil {
+			before(answered, a)
+		}
+		if msg.GetGoodbye() != nil && goodbye != nil {
+			goodbye(s)
 		}
 		if w.hideCapabilities && msg.GetHello() != nil {
 			msg = proto.Clone(msg).(*tetherv1.ConnectRequest)
@@ -266,7 +306,7 @@ func (w *wire) refuse(s *stream, down tetherv1.BrokerService_ConnectServer, st *
 	if msg, err := down.Recv(); err == nil {
 		w.record(func() { s.first, s.hello = msg, msg.GetHello() })
 	}
-	w.record(func() { s.ended, s.endStatus = true, st })
+	w.record(func() { s.end(st) })
 	return st.Err()
 }
 

@@ -76,8 +76,12 @@ func tick(_ context.Context, ev *sdk.Event) error {
 	return nil
 }
 
-// daemon runs until stopped, then takes half a second to clean up.
-func daemon(ctx context.Context, _ *sdk.Event) error {
+// daemon runs until stopped, then takes half a second to clean up; for
+// scenario exit it returns at once.
+func daemon(ctx context.Context, ev *sdk.Event) error {
+	if s, _, _ := unstructuredString(ev, "spec", "scenario"); s == "exit" {
+		return nil
+	}
 	<-ctx.Done()
 	time.Sleep(500 * time.Millisecond)
 	return nil

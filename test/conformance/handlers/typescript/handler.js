@@ -34,9 +34,11 @@ async function create(d) {
   }
 }
 
-/** Runs until stopped, then takes half a second to clean up, which its stop's ack waits for.
+/** Runs until stopped, then takes half a second to clean up, which its stop's ack waits for; for
+ * scenario exit, returns at once, which the SDK reports with DaemonExited.
  * @param {import("../../../../sdk/typescript/build/src").Delivery} d */
 async function daemon(d) {
+  if (d.object.spec?.scenario === "exit") return;
   await new Promise((resolve) => {
     if (d.signal.aborted) resolve(undefined);
     else d.signal.addEventListener("abort", () => resolve(undefined), { once: true });

@@ -1,8 +1,9 @@
-// Command broken is a handler that breaks three rules of docs/protocol.md on
+// Command broken is a handler that breaks four rules of docs/protocol.md on
 // purpose, for the kit's own test: it answers the retry scenario RETRY
 // without its retry_after, forever (ack.retry), the fail scenario OK
-// (ack.fail), and its timer's ticks FAIL (timer.ack). Everything else it
-// answers as the spec says.
+// (ack.fail), and its timer's ticks FAIL (timer.ack), and its daemon of
+// scenario exit fails where it should return (daemon.exited). Everything
+// else it answers as the spec says.
 package main
 
 import (
@@ -28,7 +29,10 @@ func main() {
 	h.OnTimer(widgets, 500*time.Millisecond, func(context.Context, *sdk.Event) error {
 		return sdk.Permanent(errors.New("broken: a tick fails"))
 	}, sdk.ID("tick"), ns, sdk.Labels("conformance.tether.dev/timer=yes"))
-	h.OnDaemon(widgets, func(ctx context.Context, _ *sdk.Event) error {
+	h.OnDaemon(widgets, func(ctx context.Context, ev *sdk.Event) error {
+		if scenario(ev.Object().Object) == "exit" {
+			return errors.New("broken: the daemon that should return fails")
+		}
 		<-ctx.Done()
 		time.Sleep(500 * time.Millisecond) // the spec's cleanup
 		return nil

@@ -1,0 +1,101 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"syscall"
+	"time"
+
+	tetherv1 "github.com/tether-dev/tether/proto/tether/v1"
+)
+
+// drainingName is the slow widget whose create the handler holds when the
+// kit stops it, so that its stream stays open past its Goodbye.
+const drainingName = "draining"
+
+// handback is the delivery the kit sends after the handler's Goodbye
+// (drain.handback), and the stream it went on.
+type handback struct {
+	s  *stream
+	id string
+	// err is why it could not be sent.
+	err error
+}
+
+// drain creates a slow widget and, while the handler holds its create,
+// sends it SIGTERM. When its Goodbye reaches the proxy, the kit sends it a
+// made-up delivery, as one crossing the Goodbye (drain.handback). The
+// handler must say Goodbye, the broker end the stream with OK, and the
+// process exit with status 0.
+func (k *kit) drain(ctx context.Context) error {
+	if err := k.createWidget(ctx, drainingName, "slow"); err != nil {
+		return err
+	}
+	if err := k.wire.awaitErr(ctx, "create of widget "+drainingName+" sent", func() bool {
+		ds, _ := k.wire.exchangesLocked(drainingName, tetherv1.DeliveryKind_DELIVERY_KIND_CREATE)
+		return len(ds) > 0
+	}); err != nil {
+		return err
+	}
+	sent := make(chan handback, 1)
+	k.wire.mu.Lock()
+	k.wire.onGoodbye = func(s *stream) {
+		msg := madeUpCreate("create", "handed-back", "ok", nil)
+		sent <- handback{s: s, id: msg.GetDelivery().GetId(), err: k.wire.inject(s, msg)}
+	}
+	k.wire.mu.Unlock()
+	k.handback = sent
+	if err := k.handler.Process.Signal(syscall.SIGTERM); err != nil {
+		return fmt.Errorf("signalling the handler: %w", err)
+	}
+	var last *stream
+	if !k.wire.await(ctx, waitFor, func() bool {
+		last = k.wire.streams[len(k.wire.streams)-1]
+		return last.ended
+	}) {
+		return errors.New("the stream did not end after SIGTERM")
+	}
+	k.wire.mu.Lock()
+	goodbye, end := last.goodbye, last.endStatus
+	k.wire.mu.Unlock()
+	if goodbye.IsZero() {
+		return errors.New("the stream ended without a Goodbye")
+	}
+	if end.Code() != 0 {
+		return fmt.Errorf("the broker ended the stream with %s (%s), not OK", end.Code(), end.Message())
+	}
+	select {
+	case <-k.done:
+	case <-time.After(waitFor):
+		return fmt.Errorf("the handler did not exit within %v of SIGTERM", waitFor)
+	}
+	if k.exitErr != nil {
+		return fmt.Errorf("the handler exited with %v, want status 0", k.exitErr)
+	}
+	return nil
+}
+
+// drainHandback judges the ack of the delivery the kit sent after the
+// handler's Goodbye: RETRY, which hands it back.
+func (k *kit) drainHandback(ctx context.Context) error {
+	var hb handback
+	select {
+	case hb = <-k.handback:
+	default:
+		return errors.New("no Goodbye reached the kit, which sends a delivery after it: nothing to judge")
+	}
+	if hb.err != nil {
+		return hb.err
+	}
+	k.wire.mu.Lock()
+	defer k.wire.mu.Unlock()
+	a := hb.s.acks[hb.id].a
+	switch {
+	case a == nil:
+		return errors.New("the delivery sent after the Goodbye was not acked before the stream ended")
+	case a.GetOutcome() != tetherv1.Outcome_OUTCOME_RETRY:
+		return fmt.Errorf("the delivery sent after the Goodbye was acked %v (%q), want RETRY", a.GetOutcome(), a.GetMessage())
+	}
+	return nil
+}

@@ -1,0 +1,94 @@
+package main
+
+import (
+	"testing"
+	"time"
+
+	tetherv1 "github.com/tether-dev/tether/proto/tether/v1"
+)
+
+// The checks below judge made-up recordings, as the proxy would make them,
+// of a handler that keeps the rule and of one that breaks it: each check
+// can fail.
+
+func TestAckOneFailsAnAckTwiceForADeliveryNotSentOrWithoutOutcome(t *testing.T) {
+	d := func(id string) delivery { return delivery{d: &tetherv1.Delivery{Id: id}} }
+	ack := func(id string) *tetherv1.Ack {
+		return &tetherv1.Ack{DeliveryId: id, Outcome: tetherv1.Outcome_OUTCOME_OK}
+	}
+	keeps := &stream{deliveries: []delivery{d("a"), d("b")}, acks: map[string]ackAt{"a": {a: ack("a")}, "b": {a: ack("b")}}}
+	twice := &stream{deliveries: []delivery{d("a")}, acks: map[string]ackAt{"a": {a: ack("a")}}, extraAcks: []*tetherv1.Ack{ack("a")}}
+	unsent := &stream{acks: map[string]ackAt{}, extraAcks: []*tetherv1.Ack{ack("z")}}
+	if err := oneAckEach([]*stream{keeps}); err != nil {
+		t.Errorf("one ack each: %v", err)
+	}
+	noOutcome := &stream{deliveries: []delivery{d("a")}, acks: map[string]ackAt{"a": {a: &tetherv1.Ack{DeliveryId: "a"}}}}
+	for name, s := range map[string]*stream{"acked twice": twice, "never sent": unsent, "no outcome": noOutcome} {
+		if err := oneAckEach([]*stream{keeps, s}); err == nil {
+			t.Errorf("%s: passed", name)
+		} else {
+			t.Logf("%s: %v", name, err)
+		}
+	}
+	if unanswered(keeps) != nil {
+		t.Error("every delivery answered, yet one is unanswered")
+	}
+	if left := (&stream{deliveries: []delivery{d("a"), d("b")}, acks: map[string]ackAt{"a": {a: ack("a")}}}); unanswered(left).d.GetId() != "b" {
+		t.Error("b is not acked, yet not found unanswered")
+	}
+}
+
+func TestReconnectBackoffJudgesTheDelays(t *testing.T) {
+	ms := func(ns ...int) []time.Duration {
+		var ds []time.Duration
+		for _, n := range ns {
+			ds = append(ds, time.Duration(n)*time.Millisecond)
+		}
+		return ds
+	}
+	tests := []struct {
+		name  string
+		gaps  []time.Duration
+		reset time.Duration
+		pass  bool
+	}{
+		{"the Go and TypeScript SDKs' steps", ms(400, 800, 1500, 1900), 300 * time.Millisecond, true},
+		{"the Python SDK's steps", ms(80, 150, 300, 700), 90 * time.Millisecond, true},
+		{"no delay at all", ms(0, 0, 0, 0), 0, false},
+		{"a constant delay", ms(500, 500, 500, 500), 500 * time.Millisecond, false},
+		{"not reset after a Welcome", ms(400, 800, 1500, 1900), 2 * time.Second, false},
+		{"over the cap", ms(1000, 2000, 4000, 8000), 900 * time.Millisecond, false},
+	}
+	for _, tt := range tests {
+		if err := backedOff(tt.gaps, tt.reset); (err == nil) != tt.pass {
+			t.Errorf("%s: %v, want pass = %v", tt.name, err, tt.pass)
+		}
+	}
+}
+
+func TestInstanceIDIsStableThenNew(t *testing.T) {
+	hello := func(id string) *stream { return &stream{hello: &tetherv1.Hello{InstanceId: id}} }
+	refused := &stream{} // a stream the proxy refused before a Hello came
+	tests := []struct {
+		name          string
+		first, second []*stream
+		pass          bool
+	}{
+		{"stable, then another", []*stream{hello("a"), refused, hello("a")}, []*stream{hello("b")}, true},
+		{"changed within the process", []*stream{hello("a"), hello("a2")}, []*stream{hello("b")}, false},
+		{"the same in both processes", []*stream{hello("a")}, []*stream{hello("a")}, false},
+		{"none", []*stream{hello("")}, []*stream{hello("b")}, false},
+	}
+	for _, tt := range tests {
+		if err := sameThenOther(tt.first, tt.second); (err == nil) != tt.pass {
+			t.Errorf("%s: %v, want pass = %v", tt.name, err, tt.pass)
+		}
+	}
+}
+
+func TestDaemonExitedIsFoundByUID(t *testing.T) {
+	streams := []*stream{{exits: []*tetherv1.DaemonExited{{BindingId: "daemon", Uid: "u1"}}}}
+	if daemonExit(streams, "u1") == nil || daemonExit(streams, "u2") != nil {
+		t.Error("DaemonExited not matched by the object's UID")
+	}
+}
