@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"syscall"
 	"time"
 
@@ -23,7 +24,7 @@ type handback struct {
 	err error
 }
 
-// drain creates a slow widget and, while the handler holds its create,
+// drain creates a slow widget and, once the handler runs its create,
 // sends it SIGTERM. When its Goodbye reaches the proxy, the kit sends it a
 // made-up delivery, as one crossing the Goodbye (drain.handback). The
 // handler must say Goodbye, the broker end the stream with OK, and the
@@ -32,10 +33,21 @@ func (k *kit) drain(ctx context.Context) error {
 	if err := k.createWidget(ctx, drainingName, "slow"); err != nil {
 		return err
 	}
+	var s *stream
 	if err := k.wire.awaitErr(ctx, "create of widget "+drainingName+" sent", func() bool {
-		ds, _ := k.wire.exchangesLocked(drainingName, tetherv1.DeliveryKind_DELIVERY_KIND_CREATE)
-		return len(ds) > 0
+		s = k.wire.liveStreamLocked()
+		return s != nil && slices.ContainsFunc(s.deliveries, func(d delivery) bool { return d.d.GetRef().GetName() == drainingName })
 	}); err != nil {
+		return err
+	}
+	// The handler takes its stream's messages in order: once it answered
+	// one sent after the create, the create runs (for a second), and the
+	// handler still holds it when it says Goodbye.
+	sync := madeUpCreate(undeclaredBinding, "drain-sync", "ok", nil)
+	if err := k.wire.inject(s, sync); err != nil {
+		return err
+	}
+	if _, err := k.awaitAckOf(ctx, s, sync.GetDelivery().GetId()); err != nil {
 		return err
 	}
 	sent := make(chan handback, 1)
