@@ -196,6 +196,7 @@ func (p *parts) watchAndDispatch(resolver *resource.Resolver, kinds map[binding.
 	}
 	p.adm.server, err = admission.New(admission.Options{
 		Log: p.log.Named("admission"), Reviewer: p.dispatcher, Listener: p.alis, Certs: p.adm.certs, Paths: p.adm.paths, Metrics: p.metrics,
+		Tracer: p.opts.Tracer,
 	})
 	return err
 }

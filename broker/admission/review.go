@@ -21,6 +21,7 @@ import (
 func (s *Server) review(w http.ResponseWriter, r *http.Request, handler, bindingID string, review *admissionv1.AdmissionReview, timeout time.Duration) {
 	start := time.Now()
 	req := review.Request
+	traceRequest(r.Context(), req)
 	deadline := reviewDeadline(timeout)
 	ctx, cancel := context.WithTimeout(r.Context(), deadline)
 	resp, b, err := s.opts.Reviewer.Review(ctx, handler, bindingID, req)
@@ -39,10 +40,13 @@ func (s *Server) review(w http.ResponseWriter, r *http.Request, handler, binding
 		s.refuse(w, r, http.StatusNotFound, fmt.Sprintf("binding %q of handler %q is a %s binding, not validate or mutate", bindingID, handler, b.Kind))
 		return
 	}
+	actx, answer := traceAnswer(r.Context())
+	defer answer.End()
 	out, result, err := s.verdict(b, req, resp, err)
 	if err != nil {
-		out = s.applyFailurePolicy(b, handler, req, err, timedOut, deadline)
+		out = s.applyFailurePolicy(actx, b, handler, req, err, timedOut, deadline)
 	}
+	answer.SetAttributes(attrResult.String(result))
 	took := time.Since(start)
 	s.opts.Metrics.Admission().Reviewed(handler, bindingID, result, took)
 	s.log.Debug("admission review answered", "handler", handler, "binding", bindingID, "operation", req.Operation,
@@ -99,7 +103,7 @@ func (s *Server) verdict(b *binding.Binding, req *admissionv1.AdmissionRequest, 
 // applyFailurePolicy answers for a handler that failed, as its binding's
 // failure policy says: Fail refuses the request, Ignore admits it with a
 // warning. Either way the failure is logged and counted.
-func (s *Server) applyFailurePolicy(b *binding.Binding, handler string, req *admissionv1.AdmissionRequest, err error, timedOut bool, deadline time.Duration) *admissionv1.AdmissionResponse {
+func (s *Server) applyFailurePolicy(ctx context.Context, b *binding.Binding, handler string, req *admissionv1.AdmissionRequest, err error, timedOut bool, deadline time.Duration) *admissionv1.AdmissionResponse {
 	policy := b.Admission.FailurePolicy
 	if policy != binding.FailFail {
 		policy = binding.FailIgnore
@@ -119,6 +123,7 @@ func (s *Server) applyFailurePolicy(b *binding.Binding, handler string, req *adm
 		"policy", policy, "operation", req.Operation, "namespace", req.Namespace, "name", req.Name,
 		"reason", reason, "error", why)
 	s.opts.Metrics.Admission().Failed(handler, b.ID, policy, reason)
+	traceFailed(ctx, string(policy), reason, why)
 	what := fmt.Sprintf("tether: the admission webhook of handler %q (binding %q) failed: %s", handler, b.ID, why)
 	if policy == binding.FailIgnore {
 		return &admissionv1.AdmissionResponse{UID: req.UID, Allowed: true,

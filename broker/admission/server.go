@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"go.opentelemetry.io/otel/trace"
 	admissionv1 "k8s.io/api/admission/v1"
 
 	"github.com/tether-dev/tether/broker/binding"
@@ -78,6 +79,8 @@ type Options struct {
 	MaxBodyBytes int64
 	// Metrics times reviews and counts failures; nil records nothing.
 	Metrics *metrics.Metrics
+	// Tracer makes a trace of each review (trace.go); nil: none.
+	Tracer trace.Tracer
 }
 
 // Server is the broker's HTTPS admission endpoint.
@@ -195,6 +198,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.NotFound(w, r)
 		return
 	}
+	r, span := s.traceReview(r, handler, bindingID)
+	defer span.End()
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
 		s.refuse(w, r, http.StatusMethodNotAllowed, fmt.Sprintf("method %s not allowed: admission reviews are POSTed", r.Method))
@@ -280,6 +285,7 @@ func (s *Server) decode(w http.ResponseWriter, r *http.Request) (*admissionv1.Ad
 
 // refuse answers a request that is not a review the broker can serve.
 func (s *Server) refuse(w http.ResponseWriter, r *http.Request, code int, msg string) {
+	traceRefused(r.Context(), code, msg)
 	s.log.Warn("refused an admission request", "status", code, "method", r.Method,
 		"path", r.URL.Path, "remote", r.RemoteAddr, "reason", msg)
 	http.Error(w, msg, code)

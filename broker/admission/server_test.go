@@ -94,12 +94,19 @@ type testServer struct {
 // checks that nothing is left running then.
 func startServer(t *testing.T, r Reviewer, maxBody int64, maxPerHandler int) *testServer {
 	t.Helper()
+	return startServerWith(t, r, func(o *Options) { o.MaxBodyBytes, o.MaxReviewsPerHandler = maxBody, maxPerHandler })
+}
+
+// startServerWith is startServer with the options set sets.
+func startServerWith(t *testing.T, r Reviewer, set func(*Options)) *testServer {
+	t.Helper()
 	leaks := goleak.IgnoreCurrent()
 	t.Cleanup(func() { goleak.VerifyNone(t, leaks) })
 	certs := testCerts(t)
 	reg := prometheus.NewRegistry()
-	srv, err := New(Options{Log: testLogger(t), Reviewer: r, Listen: "127.0.0.1:0", Certs: certs, Paths: testPaths,
-		MaxBodyBytes: maxBody, MaxReviewsPerHandler: maxPerHandler, Metrics: metrics.New(reg)})
+	opts := Options{Log: testLogger(t), Reviewer: r, Listen: "127.0.0.1:0", Certs: certs, Paths: testPaths, Metrics: metrics.New(reg)}
+	set(&opts)
+	srv, err := New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}

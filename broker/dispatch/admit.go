@@ -141,7 +141,9 @@ func (rv *reviews) send(ctx context.Context, uid types.UID, d *tetherv1.Delivery
 				return nil, fmt.Errorf("%w: %w", admission.ErrNoInstance, ctx.Err())
 			}
 		}
+		dctx, span := rv.deliver.traceDelivery(ctx, in, d)
 		ack, err := in.DeliverUnless(ctx, d, changed, nil)
+		traceAck(dctx, span, ack, err)
 		switch {
 		case errors.Is(err, session.ErrMoved), errors.Is(err, session.ErrGone), errors.Is(err, session.ErrLeaving):
 			if ctx.Err() != nil {

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/tether-dev/tether/broker/session"
+	"github.com/tether-dev/tether/broker/tracing"
 	tetherv1 "github.com/tether-dev/tether/proto/tether/v1"
 )
 
@@ -118,11 +119,17 @@ func (h *handler) noteSeen(uid types.UID, typ string) {
 
 // startSpan starts the span name in the trace of the pass in ctx, as a
 // child of the span ctx carries, or of the pass's root, which it makes
-// first. Without a traced pass the span does nothing.
+// first. Outside a pass (an admission review) it is a child of the span ctx
+// carries, made by that span's provider; without either the span does
+// nothing.
 func startSpan(ctx context.Context, name string, attrs ...attribute.KeyValue) (context.Context, trace.Span) {
 	pt, _ := ctx.Value(passTraceKey{}).(*passTrace)
 	if pt == nil {
-		return ctx, trace.SpanFromContext(ctx)
+		parent := trace.SpanFromContext(ctx)
+		if !parent.IsRecording() {
+			return ctx, noSpan
+		}
+		return parent.TracerProvider().Tracer(tracing.ScopeName).Start(ctx, name, trace.WithAttributes(attrs...))
 	}
 	if !trace.SpanFromContext(ctx).SpanContext().IsValid() {
 		ctx = trace.ContextWithSpan(ctx, pt.rootSpan(ctx))
