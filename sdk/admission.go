@@ -162,6 +162,14 @@ func (h *Handler) OnMutate(r Resource, fn AdmissionFunc, opts ...BindingOption) 
 // builds its ack: OK with the answer, or FAIL when the function failed, for
 // the broker to apply the binding's failure policy.
 func (h *Handler) review(c *call) *tetherv1.Ack {
+	ctx, span := h.traced(c)
+	ack := h.answerReview(ctx, c)
+	endTraced(span, ack)
+	return ack
+}
+
+// answerReview runs the function under ctx and makes the review's ack.
+func (h *Handler) answerReview(ctx context.Context, c *call) *tetherv1.Ack {
 	id := c.d.GetId()
 	r, err := newReview(c.d, c.log)
 	if err != nil {
@@ -169,7 +177,7 @@ func (h *Handler) review(c *call) *tetherv1.Ack {
 		return failAck(id, "malformed delivery: "+err.Error())
 	}
 	start := time.Now()
-	err = callSafely(c.ctx, c.b.review, r, c.log)
+	err = callSafely(ctx, c.b.review, r, c.log)
 	resp, err := r.answer(c.kind, c.d.GetObject(), err)
 	if err != nil {
 		c.log.Error("review failed; the binding's failure policy decides", "duration", time.Since(start), "error", err)

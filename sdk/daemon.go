@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 
@@ -33,6 +35,9 @@ type daemon struct {
 
 	stopping bool    // its context was cancelled on purpose
 	stops    []*call // DAEMON_STOP deliveries acked when it returns
+	// span is the function's, under the broker's span of the start, from
+	// the start to the function's return.
+	span trace.Span
 }
 
 // stop cancels the daemon's context, once.
@@ -83,7 +88,8 @@ func (s *session) startDaemon(d *tetherv1.Delivery, b *binding, log hclog.Logger
 	ev.Deadline = time.Time{} // the daemon outlives its start delivery
 	ev.daemon = true
 	ctx, cancel := context.WithCancelCause(s.ctx)
-	dm := &daemon{key: key, ctx: ctx, cancel: cancel, log: dlog, done: make(chan struct{}), ev: ev}
+	ctx, span := s.h.traced(&call{d: d, b: b, kind: DaemonStart, ctx: ctx})
+	dm := &daemon{key: key, ctx: ctx, cancel: cancel, log: dlog, done: make(chan struct{}), ev: ev, span: span}
 	s.daemons[key] = dm
 	go s.runDaemon(dm, b.fn, ev)
 	dlog.Debug("daemon started", "delivery", id)
@@ -92,6 +98,7 @@ func (s *session) startDaemon(d *tetherv1.Delivery, b *binding, log hclog.Logger
 
 func (s *session) runDaemon(dm *daemon, fn Func, ev *Event) {
 	dm.err = callSafely(dm.ctx, fn, ev, dm.log)
+	endDaemonSpan(dm)
 	dm.cancel(context.Canceled) // no-op when stopped; frees the context otherwise
 	close(dm.done)
 	select {
@@ -118,6 +125,7 @@ func (s *session) stopDaemon(d *tetherv1.Delivery, b *binding, log hclog.Logger,
 	ctx, cancel := context.WithCancelCause(s.ctx)
 	c := &call{d: d, b: b, kind: DaemonStart, ctx: ctx, cancel: cancel, log: log,
 		release: func() { cancel(context.Canceled) }}
+	_, c.span = s.h.traced(c)
 	s.inflight[id] = c
 	dm.stops = append(dm.stops, c)
 	dm.log.Debug("stopping daemon", "delivery", id)
@@ -152,6 +160,7 @@ func (s *session) daemonReturned(dm *daemon) {
 			c.release()
 			ack := okAck(id)
 			ack.Message = msg
+			c.endSpan(ack)
 			s.ack(ack)
 		}
 		return
@@ -184,6 +193,16 @@ func carry(exited *tetherv1.DaemonExited, dm *daemon) {
 		dm.log.Error("nothing of the daemon's run is written: its patches and result are more than the broker takes in one message", "bytes", n)
 		exited.Patch, exited.StatusPatch, exited.Result = nil, nil, nil
 	}
+}
+
+// endDaemonSpan ends the span of the daemon's function, which returned:
+// an error but the one that confirms a stop marks it failed.
+func endDaemonSpan(dm *daemon) {
+	if dm.err != nil && dm.span.IsRecording() && !stoppedByContext(dm) {
+		dm.span.RecordError(dm.err)
+		dm.span.SetStatus(codes.Error, dm.err.Error())
+	}
+	dm.span.End()
 }
 
 // stoppedByContext tells whether a stopped daemon's error only says that

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -20,10 +21,10 @@ import (
 
 // daemonDelivery builds a DAEMON_START or DAEMON_STOP for binding
 // "daemon-0" and the object with the given uid.
-func daemonDelivery(kind tetherv1.DeliveryKind, id, uid string) *tetherv1.Delivery {
-	return delivery(id, func(d *tetherv1.Delivery) {
+func daemonDelivery(kind tetherv1.DeliveryKind, id, uid string, mods ...func(*tetherv1.Delivery)) *tetherv1.Delivery {
+	return delivery(id, append([]func(*tetherv1.Delivery){func(d *tetherv1.Delivery) {
 		d.Kind, d.BindingId, d.Ref.Uid = kind, "daemon-0", uid
-	})
+	}}, mods...)...)
 }
 
 func daemonStart(id, uid string) *tetherv1.Delivery {
@@ -50,6 +51,7 @@ type daemonProbe struct {
 type daemonRun struct {
 	ev          *sdk.Event
 	hasDeadline bool
+	span        trace.SpanContext // the span its ctx carries
 }
 
 func newDaemonProbe(ret func(ctx context.Context) error) *daemonProbe {
@@ -71,7 +73,7 @@ func (p *daemonProbe) open() { p.openOnce.Do(func() { close(p.gate) }) }
 func (p *daemonProbe) fn(ctx context.Context, ev *sdk.Event) error {
 	p.calls.Add(1)
 	_, hasDeadline := ctx.Deadline()
-	p.started <- daemonRun{ev: ev, hasDeadline: hasDeadline}
+	p.started <- daemonRun{ev: ev, hasDeadline: hasDeadline, span: trace.SpanContextFromContext(ctx)}
 	<-ctx.Done()
 	p.causes <- context.Cause(ctx)
 	<-p.gate

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/protobuf/proto"
 
 	tetherv1 "github.com/tether-dev/tether/proto/tether/v1"
@@ -51,6 +52,16 @@ type call struct {
 	cancel  context.CancelCauseFunc
 	release context.CancelFunc
 	log     hclog.Logger
+	// span is a daemon stop's, from the stop to the function's return,
+	// ended with its ack; nil for other calls, whose span invoke makes.
+	span trace.Span
+}
+
+// endSpan ends a daemon stop's span with its ack.
+func (c *call) endSpan(ack *tetherv1.Ack) {
+	if c.span != nil {
+		endTraced(c.span, ack)
+	}
 }
 
 type result struct {
@@ -374,7 +385,9 @@ func (s *session) abandonAll() {
 		c.log.Warn("drain timeout: cancelling delivery")
 		c.cancel(ErrShuttingDown)
 		delete(s.inflight, id)
-		s.ack(retryAck(id, ErrShuttingDown.Error()))
+		ack := retryAck(id, ErrShuttingDown.Error())
+		c.endSpan(ack)
+		s.ack(ack)
 	}
 	for key, dm := range s.daemons {
 		dm.log.Warn("drain timeout: daemon has not returned; it ignores its context")

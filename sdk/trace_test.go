@@ -108,3 +108,99 @@ func TestTheFunctionsSpanNamesTheDeliveryAsTheBrokerDoes(t *testing.T) {
 		t.Errorf("span attributes %v, want %v", got, want)
 	}
 }
+
+// traceparentOf is a sampled traceparent of trace traceID and span parent.
+func traceparentOf(traceID, parent string) map[string]string {
+	return map[string]string{"traceparent": "00-" + traceID + "-" + parent + "-01"}
+}
+
+// endedUnder returns the ended span whose parent is parent; it fails the
+// test without one.
+func endedUnder(t *testing.T, spans *tracetest.SpanRecorder, parent string) sdktrace.ReadOnlySpan {
+	t.Helper()
+	for _, s := range spans.Ended() {
+		if s.Parent().SpanID().String() == parent {
+			return s
+		}
+	}
+	t.Fatalf("no span ended under %s of %d", parent, len(spans.Ended()))
+	return nil
+}
+
+func attrsOf(s sdktrace.ReadOnlySpan) map[string]string {
+	got := map[string]string{}
+	for _, kv := range s.Attributes() {
+		got[string(kv.Key)] = kv.Value.Emit()
+	}
+	return got
+}
+
+// A review's function runs in a span under the broker's delivery span, as
+// a lifecycle function does, and its ctx carries it.
+func TestTheAdmissionFunctionContinuesTheBrokersTrace(t *testing.T) {
+	const traceID, parentID = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
+	spans := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	hs := newHarness(t, nil)
+	h := sdk.New("secret-policy", hs.options(sdk.WithTracerProvider(tp))...)
+	seen := make(chan trace.SpanContext, 1)
+	h.OnValidate(secrets, func(ctx context.Context, _ *sdk.Review) error {
+		seen <- trace.SpanContextFromContext(ctx)
+		return nil
+	})
+	hs.run(h)
+	s := hs.session()
+	s.deliver(t, review("r1", func(d *tetherv1.Delivery) { d.TraceContext = traceparentOf(traceID, parentID) }))
+	if a := s.ack(t); a.GetOutcome() != tetherv1.Outcome_OUTCOME_OK {
+		t.Fatalf("ack %v", a)
+	}
+	in := recv(t, seen, "the function's span")
+	sp := endedUnder(t, spans, parentID)
+	if sp.Name() != "tether.handle" || sp.SpanContext().SpanID() != in.SpanID() || in.TraceID().String() != traceID {
+		t.Errorf("span %q (%s) in trace %s, want tether.handle, the function's (%s) in %s", sp.Name(), sp.SpanContext().SpanID(),
+			in.TraceID(), in.SpanID(), traceID)
+	}
+	if a := attrsOf(sp); a["tether.delivery.kind"] != "admission" || a["tether.ack.outcome"] != "OUTCOME_OK" {
+		t.Errorf("span attributes %v, want kind admission and outcome OK", a)
+	}
+}
+
+// A daemon runs in a span under the broker's span of its start, ended
+// when the function returns; its stop is a span under the broker's span
+// of the stop, from the stop to the function's return.
+func TestADaemonRunsInTheTraceOfItsStart(t *testing.T) {
+	const startTrace, startParent = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
+	const stopTrace, stopParent = "5bf92f3577b34da6a3ce929d0e0e4737", "10f067aa0ba902b8"
+	spans := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	p := newDaemonProbe(nil)
+	defer p.open()
+	_, s, _ := startDaemonHandler(t, p, sdk.WithTracerProvider(tp))
+
+	s.deliver(t, daemonDelivery(tetherv1.DeliveryKind_DELIVERY_KIND_DAEMON_START, "s1", "uid-a", func(d *tetherv1.Delivery) {
+		d.TraceContext = traceparentOf(startTrace, startParent)
+	}))
+	wantAck(t, s, "s1", tetherv1.Outcome_OUTCOME_OK)
+	run := recv(t, p.started, "the daemon to start")
+	if run.span.TraceID().String() != startTrace {
+		t.Errorf("the daemon runs in trace %s, want its start's %s", run.span.TraceID(), startTrace)
+	}
+	s.deliver(t, daemonDelivery(tetherv1.DeliveryKind_DELIVERY_KIND_DAEMON_STOP, "x1", "uid-a", func(d *tetherv1.Delivery) {
+		d.TraceContext = traceparentOf(stopTrace, stopParent)
+	}))
+	recv(t, p.causes, "the daemon to be stopped")
+	p.open()
+	wantAck(t, s, "x1", tetherv1.Outcome_OUTCOME_OK)
+
+	started := endedUnder(t, spans, startParent)
+	if started.Name() != "tether.handle" || started.SpanContext().SpanID() != run.span.SpanID() || attrsOf(started)["tether.delivery.kind"] != "daemon-start" {
+		t.Errorf("the daemon's span: %q %v, want tether.handle of a daemon-start, the function's", started.Name(), attrsOf(started))
+	}
+	stopped := endedUnder(t, spans, stopParent)
+	if stopped.Name() != "tether.handle" || attrsOf(stopped)["tether.delivery.kind"] != "daemon-stop" || stopped.EndTime().Before(started.EndTime()) {
+		t.Errorf("the stop's span: %q %v ending %v, want tether.handle of a daemon-stop ending after the daemon's (%v)",
+			stopped.Name(), attrsOf(stopped), stopped.EndTime(), started.EndTime())
+	}
+}
