@@ -79,6 +79,9 @@ func (s *session) startDaemon(d *tetherv1.Delivery, b *binding, log hclog.Logger
 	}
 	dlog := s.log.With("binding", b.id, "daemon", uid,
 		"namespace", d.GetRef().GetNamespace(), "name", d.GetRef().GetName())
+	if id := traceID(d); id != "" {
+		dlog = dlog.With("trace_id", id) // the run's lines name its start's trace
+	}
 	ev, err := newEvent(d, DaemonStart, dlog)
 	if err != nil {
 		log.Error("malformed delivery", "error", err)

@@ -57,13 +57,6 @@ type call struct {
 	span trace.Span
 }
 
-// endSpan ends a daemon stop's span with its ack.
-func (c *call) endSpan(ack *tetherv1.Ack) {
-	if c.span != nil {
-		endTraced(c.span, ack)
-	}
-}
-
 type result struct {
 	c   *call
 	ack *tetherv1.Ack

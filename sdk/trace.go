@@ -73,6 +73,13 @@ func endTraced(span trace.Span, ack *tetherv1.Ack) {
 	span.End()
 }
 
+// endSpan ends a daemon stop's span with its ack.
+func (c *call) endSpan(ack *tetherv1.Ack) {
+	if c.span != nil {
+		endTraced(c.span, ack)
+	}
+}
+
 // traceID is the id of the trace a delivery's trace context continues;
 // empty without one.
 func traceID(d *tetherv1.Delivery) string {

@@ -204,3 +204,22 @@ func TestADaemonRunsInTheTraceOfItsStart(t *testing.T) {
 			stopped.Name(), attrsOf(stopped), stopped.EndTime(), started.EndTime())
 	}
 }
+
+// A daemon's log lines name the trace of its start, as a delivery's do.
+func TestADaemonsLogLinesNameTheTraceOfItsStart(t *testing.T) {
+	const traceID = "4bf92f3577b34da6a3ce929d0e0e4736"
+	p := newDaemonProbe(nil)
+	defer p.open()
+	hs, s, _ := startDaemonHandler(t, p)
+	s.deliver(t, daemonDelivery(tetherv1.DeliveryKind_DELIVERY_KIND_DAEMON_START, "s1", "uid-a", func(d *tetherv1.Delivery) {
+		d.TraceContext = traceparentOf(traceID, "00f067aa0ba902b7")
+	}))
+	wantAck(t, s, "s1", tetherv1.Outcome_OUTCOME_OK)
+	recv(t, p.started, "the daemon to start")
+	for _, l := range strings.Split(hs.logs.String(), "\n") {
+		if strings.Contains(l, "daemon started") && !strings.Contains(l, "trace_id="+traceID) {
+			t.Errorf("the daemon's line does not name its trace: %s", l)
+		}
+	}
+	hs.logs.waitFor(t, "trace_id="+traceID)
+}

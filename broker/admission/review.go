@@ -14,6 +14,7 @@ import (
 
 	"github.com/tether-dev/tether/broker/binding"
 	"github.com/tether-dev/tether/broker/metrics"
+	"github.com/tether-dev/tether/broker/tracing"
 	tetherv1 "github.com/tether-dev/tether/proto/tether/v1"
 )
 
@@ -49,11 +50,11 @@ func (s *Server) review(w http.ResponseWriter, r *http.Request, handler, binding
 	answer.SetAttributes(attrResult.String(result))
 	took := time.Since(start)
 	s.opts.Metrics.Admission().Reviewed(handler, bindingID, result, took)
-	s.log.Debug("admission review answered", "handler", handler, "binding", bindingID, "operation", req.Operation,
+	tracing.Logger(r.Context(), s.log).Debug("admission review answered", "handler", handler, "binding", bindingID, "operation", req.Operation,
 		"namespace", req.Namespace, "name", req.Name, "result", result, "took", took)
 	data, merr := json.Marshal(&admissionv1.AdmissionReview{TypeMeta: review.TypeMeta, Response: out})
 	if merr != nil {
-		s.log.Error("cannot encode an admission answer", "handler", handler, "binding", bindingID, "error", merr)
+		tracing.Logger(r.Context(), s.log).Error("cannot encode an admission answer", "handler", handler, "binding", bindingID, "error", merr)
 		http.Error(w, "encoding the admission answer: "+merr.Error(), http.StatusInternalServerError)
 		return
 	}
@@ -119,7 +120,7 @@ func (s *Server) applyFailurePolicy(ctx context.Context, b *binding.Binding, han
 	case errors.Is(err, ErrInvalidResponse):
 		reason = metrics.AdmissionInvalidResponse
 	}
-	s.log.Warn("admission webhook failed; applying its failure policy", "handler", handler, "binding", b.ID,
+	tracing.Logger(ctx, s.log).Warn("admission webhook failed; applying its failure policy", "handler", handler, "binding", b.ID,
 		"policy", policy, "operation", req.Operation, "namespace", req.Namespace, "name", req.Name,
 		"reason", reason, "error", why)
 	s.opts.Metrics.Admission().Failed(handler, b.ID, policy, reason)

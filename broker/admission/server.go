@@ -20,6 +20,7 @@ import (
 	"github.com/tether-dev/tether/broker/certs"
 	"github.com/tether-dev/tether/broker/limit"
 	"github.com/tether-dev/tether/broker/metrics"
+	"github.com/tether-dev/tether/broker/tracing"
 	tetherv1 "github.com/tether-dev/tether/proto/tether/v1"
 )
 
@@ -286,7 +287,7 @@ func (s *Server) decode(w http.ResponseWriter, r *http.Request) (*admissionv1.Ad
 // refuse answers a request that is not a review the broker can serve.
 func (s *Server) refuse(w http.ResponseWriter, r *http.Request, code int, msg string) {
 	traceRefused(r.Context(), code, msg)
-	s.log.Warn("refused an admission request", "status", code, "method", r.Method,
+	tracing.Logger(r.Context(), s.log).Warn("refused an admission request", "status", code, "method", r.Method,
 		"path", r.URL.Path, "remote", r.RemoteAddr, "reason", msg)
 	http.Error(w, msg, code)
 }

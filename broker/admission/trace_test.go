@@ -5,8 +5,11 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strings"
+	"sync"
 	"testing"
 
+	"github.com/hashicorp/go-hclog"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
@@ -15,6 +18,48 @@ import (
 	"github.com/tether-dev/tether/broker/binding"
 	tetherv1 "github.com/tether-dev/tether/proto/tether/v1"
 )
+
+// syncBuffer is a bytes.Buffer the server's goroutines may log to.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
+
+// checkReviewLogs checks that the lines about the review name its trace:
+// the answer's, and the failure policy's when the handler failed.
+func checkReviewLogs(t *testing.T, logs, traceID string, failed bool) {
+	t.Helper()
+	want := []string{"admission review answered"}
+	if failed {
+		want = append(want, "applying its failure policy")
+	}
+	for _, w := range want {
+		found := false
+		for _, l := range strings.Split(logs, "\n") {
+			if strings.Contains(l, w) {
+				found = true
+				if !strings.Contains(l, "trace_id="+traceID) {
+					t.Errorf("the line %q does not name the review's trace %s", l, traceID)
+				}
+			}
+		}
+		if !found {
+			t.Errorf("no line %q in %s", w, logs)
+		}
+	}
+}
 
 // A traced review is one span of the API server's request, continuing the
 // traceparent it sent, if any; the Reviewer runs under it (the dispatcher
@@ -44,7 +89,11 @@ func TestAReviewIsTraced(t *testing.T) {
 				}
 				return &tetherv1.AdmissionResponse{Allowed: true}, b, nil
 			}}
-			s := startServerWith(t, r, func(o *Options) { o.Tracer = tp.Tracer("test") })
+			var logs syncBuffer
+			s := startServerWith(t, r, func(o *Options) {
+				o.Tracer = tp.Tracer("test")
+				o.Log = hclog.New(&hclog.LoggerOptions{Output: &logs, Level: hclog.Debug})
+			})
 			req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, s.base+testPaths.Path("h", "b"), bytes.NewReader(reviewBody(t, testObject)))
 			if err != nil {
 				t.Fatal(err)
@@ -58,6 +107,7 @@ func TestAReviewIsTraced(t *testing.T) {
 			}
 			resp.Body.Close()
 			checkReviewSpans(t, rec.Ended(), under, tc.traceparent != "", tc.result, tc.fail)
+			checkReviewLogs(t, logs.String(), under.TraceID().String(), tc.fail)
 		})
 	}
 }

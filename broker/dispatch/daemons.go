@@ -177,7 +177,7 @@ func (ds *daemons) takeExits(ctx context.Context, o *object) (time.Duration, err
 		if x.msg.GetFailed() {
 			ds.opts.Recorder.Event(o.decoded(), true, "DaemonFailed", fmt.Sprintf("%s returned an error: %s", what, x.msg.GetMessage()))
 		} else {
-			ds.log.Info("daemon returned", "binding", b.ID, "namespace", o.cur.Namespace, "name", o.cur.Name)
+			traceLog(ctx, ds.log).Info("daemon returned", "binding", b.ID, "namespace", o.cur.Namespace, "name", o.cur.Name)
 		}
 		if err := acc.add(b, exitWrite(x.msg), x.inst.User); err != nil {
 			ds.invalidPatch(o.decoded(), b, err)

@@ -93,7 +93,7 @@ func (dl *deliverer) call(ctx context.Context, o *object, b *binding.Binding, d 
 		if ack.GetOutcome() == tetherv1.Outcome_OUTCOME_RETRY && in.Leaving() {
 			// Handed back by an instance that is stopping (it said Goodbye
 			// before it answered): not an attempt, the next owner takes it.
-			dl.log.Debug("handed back by a leaving instance; re-sending", "instance", in.ID, "delivery", d.Id)
+			traceLog(ctx, dl.log).Debug("handed back by a leaving instance; re-sending", "instance", in.ID, "delivery", d.Id)
 			ack = nil
 			continue
 		}
@@ -107,7 +107,7 @@ func (dl *deliverer) call(ctx context.Context, o *object, b *binding.Binding, d 
 			// otherwise be sent to the same owner forever.
 			ack = &tetherv1.Ack{Outcome: tetherv1.Outcome_OUTCOME_RETRY, Message: fmt.Sprintf("the instance's session ended before it answered: %v", err)}
 		case errors.Is(err, session.ErrGone), errors.Is(err, session.ErrLeaving):
-			dl.log.Debug("instance left before acking; re-sending", "instance", in.ID, "delivery", d.Id)
+			traceLog(ctx, dl.log).Debug("instance left before acking; re-sending", "instance", in.ID, "delivery", d.Id)
 		case ctx.Err() != nil:
 			return reply{result: failedWith(ctx.Err())}
 		case err != nil:

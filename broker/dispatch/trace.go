@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
@@ -162,6 +163,16 @@ func (pt *passTrace) rootSpan(ctx context.Context) trace.Span {
 		q.End(trace.WithTimestamp(pt.began))
 	}
 	return pt.root
+}
+
+// traceLog is log with the id of the trace ctx is in, so that a line
+// about a delivery finds its trace: that of the span ctx carries, else of
+// its pass's root span, if made; log as is without either.
+func traceLog(ctx context.Context, log hclog.Logger) hclog.Logger {
+	if pt, _ := ctx.Value(passTraceKey{}).(*passTrace); pt != nil && pt.root != nil && !trace.SpanContextFromContext(ctx).IsValid() {
+		ctx = trace.ContextWithSpan(ctx, pt.root)
+	}
+	return tracing.Logger(ctx, log)
 }
 
 // traceDelivery starts the span of one attempt to deliver d for b to in,

@@ -1,11 +1,14 @@
 package dispatch
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"go.opentelemetry.io/otel/attribute"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
@@ -165,4 +168,36 @@ func TestTracingOffAllocatesNothing(t *testing.T) {
 	if allocs != 0 {
 		t.Errorf("%v allocations per delivery and write with tracing off, want 0", allocs)
 	}
+}
+
+// The broker's line about a delivery names the trace of its pass: here the
+// re-send after an instance left before it acked.
+func TestTheLinesAboutADeliveryNameItsTrace(t *testing.T) {
+	p := newTracedPass(t, nil, bind("c", binding.Create, binding.PolicyHold))
+	var logs bytes.Buffer
+	p.h.log = hclog.New(&hclog.LoggerOptions{Output: &logs, Level: hclog.Debug})
+	left := false
+	send := p.r.deliver.(*deliverer).send
+	p.r.deliver.(*deliverer).send = func(in *session.Instance, ctx context.Context, d *tetherv1.Delivery, abort <-chan struct{}, expired <-chan time.Time) (*tetherv1.Ack, error) {
+		if !left {
+			left = true
+			return nil, session.ErrGone
+		}
+		return send(in, ctx, d, abort, expired)
+	}
+	p.created()
+	root := p.tree()["- > "+spanPass]
+	if root == nil {
+		t.Fatalf("no pass span in %v", keys(p.tree()))
+	}
+	want := "trace_id=" + root.SpanContext().TraceID().String()
+	for _, l := range strings.Split(logs.String(), "\n") {
+		if strings.Contains(l, "instance left before acking") {
+			if !strings.Contains(l, want) {
+				t.Errorf("the line %q does not have %s", l, want)
+			}
+			return
+		}
+	}
+	t.Errorf("no line about the re-send in %q", logs.String())
 }
