@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/tether-dev/tether/test/controlplane"
 	"github.com/tether-dev/tether/test/example"
 )
 
@@ -60,6 +61,8 @@ type demo struct {
 	broker        *example.Process
 	handler       *example.Process
 	handlerLog    string
+	jaeger        *controlplane.Jaeger // nil: not cached, no traces
+	jaegerLog     *os.File
 	logs          []string // every log file, for the failure message
 	step          int
 	started       time.Time
@@ -91,7 +94,7 @@ func runDemo(ctx context.Context, c demoConfig) (err error) {
 		return err
 	}
 	for _, step := range []func(context.Context) error{
-		d.connected, d.replicate, d.update, d.ttl, d.badTTL, d.deleteSource, d.handlerAbsent,
+		d.connected, d.replicate, d.update, d.ttl, d.badTTL, d.deleteSource, d.handlerAbsent, d.showTrace,
 	} {
 		if err := step(ctx); err != nil {
 			return err
@@ -139,6 +142,9 @@ func (d *demo) setUp(ctx context.Context) error {
 	if err := d.createNamespaces(ctx, brokerNS, sourceNS, targets[0], targets[1], excluded); err != nil {
 		return err
 	}
+	if err := d.startJaeger(ctx); err != nil {
+		return err
+	}
 	if err := d.startBroker(); err != nil {
 		return err
 	}
@@ -154,7 +160,7 @@ func (d *demo) startBroker() error {
 	d.logs = append(d.logs, path)
 	args := []string{"--kubeconfig", d.kubeconfig, "--listen", d.addr, "--insecure",
 		"--namespace", brokerNS, "--grace", grace.String(), "--admission-listen", d.admissionAddr}
-	if d.broker, err = example.Start("broker", d.bins.Broker, args, f); err != nil {
+	if d.broker, err = example.StartEnv("broker", d.bins.Broker, args, d.otelEnv(), f); err != nil {
 		f.Close()
 		return err
 	}
@@ -212,6 +218,7 @@ func (d *demo) stopAll() {
 	if len(stopped) > 0 {
 		d.say("demo: stopped %s", strings.Join(stopped, " and "))
 	}
+	d.stopJaeger()
 }
 
 func ended(p *example.Process) bool {

@@ -73,6 +73,17 @@ func TestDemoRunsAgainstAControlPlane(t *testing.T) {
 			t.Errorf("the demo output lacks %q", want)
 		}
 	}
+	// With Jaeger cached, the last step prints the trace of a pass and
+	// saves it; without, the demo says it runs without traces.
+	traced := []string{"tether.pass [tether-broker]", "  tether.deliver [tether-broker]", "tether.hold.add=true", ".json: a Jaeger UI opens it", "demo: stopped jaeger"}
+	if !controlplane.JaegerCached() {
+		traced = []string{"demo: traces: off; Jaeger is not built"}
+	}
+	for _, want := range traced {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("the demo output lacks %q", want)
+		}
+	}
 	pids := regexp.MustCompile(`pid (\d+)`).FindAllStringSubmatch(out.String(), -1)
 	if len(pids) < 5 { // broker, handler, handler started again, both kills
 		t.Errorf("the demo names %d processes, want 5", len(pids))

@@ -36,6 +36,17 @@ func EnsureJaeger(ctx context.Context, opts EnsureOptions) (string, error) {
 	return ensureOne(ctx, opts, jaegerSet)
 }
 
+// JaegerCached tells whether the cache holds the pinned jaeger, for a
+// caller that goes without traces rather than wait for its first build
+// (make demo).
+func JaegerCached() bool {
+	opts := EnsureOptions{}
+	if err := opts.setDefaults(); err != nil {
+		return false
+	}
+	return jaegerSet.ready(opts.Dir)
+}
+
 // JaegerOptions configures [StartJaeger].
 type JaegerOptions struct {
 	// Dir holds its configuration file; a test's temporary folder.

@@ -94,12 +94,20 @@ func launcher() {
 
 // Start runs path with args; its stdout and stderr go to out.
 func Start(name, path string, args []string, out io.Writer) (*Process, error) {
+	return StartEnv(name, path, args, nil, out)
+}
+
+// StartEnv is Start with env (KEY=value) added to the environment.
+func StartEnv(name, path string, args, env []string, out io.Writer) (*Process, error) {
 	launchOnce.Do(func() {
 		launches = make(chan launch)
 		go launcher()
 	})
 	cmd := exec.Command(path, args...)
 	cmd.Stdout, cmd.Stderr = out, out
+	if env != nil {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	l := launch{cmd: cmd, errc: make(chan error, 1)}
 	launches <- l

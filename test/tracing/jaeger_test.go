@@ -1,136 +1,16 @@
 package tracing
 
 import (
-	"context"
-	"encoding/json"
-	"fmt"
-	"net/http"
-	"net/url"
-	"sort"
-	"strings"
 	"testing"
+
+	"github.com/tether-dev/tether/test/controlplane"
 )
 
-// span is a span as Jaeger's query API returns it, with its service and
-// its parent (the span it is CHILD_OF in the same trace) resolved.
-type span struct {
-	ID, TraceID, Name, Service string
-	Parent                     *span
-	Start                      int64 // microseconds since the epoch
-	Tags                       map[string]string
-}
-
-// jaegerTrace is one trace as /api/traces returns it.
-type jaegerTrace struct {
-	TraceID string `json:"traceID"`
-	Spans   []struct {
-		SpanID        string `json:"spanID"`
-		OperationName string `json:"operationName"`
-		ProcessID     string `json:"processID"`
-		StartTime     int64  `json:"startTime"`
-		References    []struct {
-			RefType string `json:"refType"`
-			TraceID string `json:"traceID"`
-			SpanID  string `json:"spanID"`
-		} `json:"references"`
-		Tags []struct {
-			Key   string `json:"key"`
-			Value any    `json:"value"`
-		} `json:"tags"`
-	} `json:"spans"`
-	Processes map[string]struct {
-		ServiceName string `json:"serviceName"`
-	} `json:"processes"`
-}
-
-// traces reads the traces of service from Jaeger's query API, each as its
-// spans with parents and services resolved.
-func traces(ctx context.Context, query, service string) ([][]*span, error) {
-	u := query + "/api/traces?" + url.Values{"service": {service}, "limit": {"1000"}, "lookback": {"1h"}}.Encode()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("asking jaeger for the traces of %s: %w", service, err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("asking jaeger for the traces of %s: %s", service, resp.Status)
-	}
-	var body struct {
-		Data []jaegerTrace `json:"data"`
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
-		return nil, fmt.Errorf("reading the traces of %s: %w", service, err)
-	}
-	out := make([][]*span, 0, len(body.Data))
-	for _, tr := range body.Data {
-		out = append(out, resolve(tr))
-	}
-	return out, nil
-}
-
-// resolve turns a trace of the query API into its spans, parents linked.
-func resolve(tr jaegerTrace) []*span {
-	byID := map[string]*span{}
-	spans := make([]*span, 0, len(tr.Spans))
-	for _, s := range tr.Spans {
-		sp := &span{ID: s.SpanID, TraceID: tr.TraceID, Name: s.OperationName, Service: tr.Processes[s.ProcessID].ServiceName,
-			Start: s.StartTime, Tags: map[string]string{}}
-		for _, t := range s.Tags {
-			sp.Tags[t.Key] = fmt.Sprint(t.Value)
-		}
-		byID[s.SpanID] = sp
-		spans = append(spans, sp)
-	}
-	for i, s := range tr.Spans {
-		for _, r := range s.References {
-			if r.RefType == "CHILD_OF" && r.TraceID == tr.TraceID {
-				spans[i].Parent = byID[r.SpanID]
-			}
-		}
-	}
-	return spans
-}
-
-// render draws the spans as a tree, children in the order they started,
-// one line each: name [service] and the tags named in show.
-func render(spans []*span, show ...string) string {
-	children := map[*span][]*span{}
-	var roots []*span
-	for _, s := range spans {
-		if s.Parent == nil {
-			roots = append(roots, s)
-		} else {
-			children[s.Parent] = append(children[s.Parent], s)
-		}
-	}
-	var b strings.Builder
-	var walk func(s *span, depth int)
-	walk = func(s *span, depth int) {
-		fmt.Fprintf(&b, "%s%s [%s]", strings.Repeat("  ", depth), s.Name, s.Service)
-		for _, k := range show {
-			if v, ok := s.Tags[k]; ok {
-				fmt.Fprintf(&b, " %s=%s", k, v)
-			}
-		}
-		b.WriteString("\n")
-		kids := children[s]
-		sort.Slice(kids, func(i, j int) bool { return kids[i].Start < kids[j].Start })
-		for _, c := range kids {
-			walk(c, depth+1)
-		}
-	}
-	for _, r := range roots {
-		walk(r, 0)
-	}
-	return b.String()
-}
+// span is a span of a trace read back from Jaeger.
+type span = controlplane.Span
 
 // logTree logs the spans as a tree.
 func logTree(t *testing.T, what string, spans []*span) {
 	t.Helper()
-	t.Logf("%s:\n%s", what, render(spans, "tether.binding.id", "tether.hold.add", "tether.hold.release", "tether.ack.outcome", "k8s.watch.event_type"))
+	t.Logf("%s:\n%s", what, controlplane.RenderTrace(spans, "tether.binding.id", "tether.hold.add", "tether.hold.release", "tether.ack.outcome", "k8s.watch.event_type"))
 }

@@ -30,7 +30,7 @@ const waitTimeout = 60 * time.Second
 const brokerService = "tether-broker"
 
 // handler is the handler process a test runs: its name, which the broker's
-// spans carry, and the service of its own spans.
+// spans carry, and the service of its own spans (empty: it sends none).
 type handler struct{ name, service string }
 
 var (
@@ -71,9 +71,43 @@ func TestATypeScriptHandlersFunctionIsInTheTrace(t *testing.T) {
 // handler with env, the broker's address and the namespace), creates and
 // deletes a widget and checks that each change is one trace in Jaeger.
 func oneTracePerChange(t *testing.T, h handler, run func(env []string, addr, ns string) *process) {
-	cp := controlplane.Get(t)
-	dyn := cp.EnsureWidgetCRD(t)
-	ns := cp.Namespace(t)
+	e := startTraced(t)
+	p := run(e.otel(h.service), e.addr, e.ns)
+
+	create(t, e.dyn, e.ns, "w1")
+	waitLine(t, p, "CREATE "+e.ns+"/w1")
+	waitObject(t, e.dyn, e.ns, "w1", "held", func(o *unstructured.Unstructured) bool { return o != nil && hold.Has(o, h.name) })
+	created := waitTrace(t, e.jaeger, h, "create", "w1", "ADDED", "tether.hold.add")
+	logTree(t, "the trace of the create", created)
+
+	if err := e.dyn.Resource(widgetGVR).Namespace(e.ns).Delete(context.Background(), "w1", metav1.DeleteOptions{}); err != nil {
+		t.Fatalf("deleting w1: %v", err)
+	}
+	waitLine(t, p, "DELETE "+e.ns+"/w1")
+	waitObject(t, e.dyn, e.ns, "w1", "gone", func(o *unstructured.Unstructured) bool { return o == nil })
+	deleted := waitTrace(t, e.jaeger, h, "delete", "w1", "MODIFIED", "tether.hold.release")
+	logTree(t, "the trace of the delete", deleted)
+}
+
+// tracedEnv is what every test here runs against: a control plane with
+// the widgets' CRD, a namespace, a Jaeger, and a broker sending its spans
+// there, listening for handlers on addr.
+type tracedEnv struct {
+	cp     *controlplane.ControlPlane
+	dyn    dynamic.Interface
+	ns     string
+	jaeger *controlplane.Jaeger
+	addr   string
+	broker *process
+}
+
+// startTraced starts Jaeger and a broker exporting to it, with brokerArgs
+// added to its command line.
+func startTraced(t *testing.T, brokerArgs ...string) *tracedEnv {
+	t.Helper()
+	e := &tracedEnv{cp: controlplane.Get(t)}
+	e.dyn = e.cp.EnsureWidgetCRD(t)
+	e.ns = e.cp.Namespace(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute) // a first build of jaeger included
 	defer cancel()
 	j, err := controlplane.StartJaeger(ctx, controlplane.JaegerOptions{Dir: t.TempDir(), Output: testenv.LogWriter(t, "jaeger: "),
@@ -82,44 +116,34 @@ func oneTracePerChange(t *testing.T, h handler, run func(env []string, addr, ns 
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = j.Stop() })
-
-	otel := func(service string) []string {
-		// A short batching delay: the spans reach Jaeger within 100 ms.
-		return []string{"OTEL_EXPORTER_OTLP_ENDPOINT=http://" + j.OTLP, "OTEL_SERVICE_NAME=" + service, "OTEL_BSP_SCHEDULE_DELAY=100"}
-	}
+	e.jaeger = j
 	ports, err := controlplane.FreePorts(1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := "127.0.0.1:" + strconv.Itoa(ports[0])
-	start(t, "broker", gobin.Build(t, "github.com/tether-dev/tether/cmd/broker"), otel(brokerService),
-		"--kubeconfig", cp.KubeconfigPath(), "--listen", addr, "--insecure", "--namespace", ns, "--metrics-listen", "")
-	p := run(otel(h.service), addr, ns)
+	e.addr = "127.0.0.1:" + strconv.Itoa(ports[0])
+	args := append([]string{"--kubeconfig", e.cp.KubeconfigPath(), "--listen", e.addr, "--insecure", "--namespace", e.ns,
+		"--metrics-listen", ""}, brokerArgs...)
+	e.broker = start(t, "broker", gobin.Build(t, "github.com/tether-dev/tether/cmd/broker"), e.otel(brokerService), args...)
+	return e
+}
 
-	create(t, dyn, ns, "w1")
-	waitLine(t, p, "CREATE "+ns+"/w1")
-	waitObject(t, dyn, ns, "w1", "held", func(o *unstructured.Unstructured) bool { return o != nil && hold.Has(o, h.name) })
-	created := waitTrace(t, j.Query, h, "create", "w1", "ADDED", "tether.hold.add")
-	logTree(t, "the trace of the create", created)
-
-	if err := dyn.Resource(widgetGVR).Namespace(ns).Delete(context.Background(), "w1", metav1.DeleteOptions{}); err != nil {
-		t.Fatalf("deleting w1: %v", err)
-	}
-	waitLine(t, p, "DELETE "+ns+"/w1")
-	waitObject(t, dyn, ns, "w1", "gone", func(o *unstructured.Unstructured) bool { return o == nil })
-	deleted := waitTrace(t, j.Query, h, "delete", "w1", "MODIFIED", "tether.hold.release")
-	logTree(t, "the trace of the delete", deleted)
+// otel is the environment that sends a process's spans, as service, to
+// the test's Jaeger.
+func (e *tracedEnv) otel(service string) []string {
+	// A short batching delay: the spans reach Jaeger within 100 ms.
+	return []string{"OTEL_EXPORTER_OTLP_ENDPOINT=http://" + e.jaeger.OTLP, "OTEL_SERVICE_NAME=" + service, "OTEL_BSP_SCHEDULE_DELAY=100"}
 }
 
 // waitTrace waits until Jaeger has the whole trace of the delivery of
 // binding of h to the widget name, queued by a watch event of eventType,
 // whose write sets holdTag, and returns its spans.
-func waitTrace(t *testing.T, query string, h handler, binding, name, eventType, holdTag string) []*span {
+func waitTrace(t *testing.T, j *controlplane.Jaeger, h handler, binding, name, eventType, holdTag string) []*span {
 	t.Helper()
 	var found []*span
 	var last error
 	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, waitTimeout, true, func(ctx context.Context) (bool, error) {
-		all, err := traces(ctx, query, brokerService)
+		all, err := j.Traces(ctx, brokerService)
 		if err != nil {
 			last = err
 			return false, nil
@@ -187,10 +211,25 @@ func whole(spans []*span, h handler, binding, eventType, holdTag string) error {
 		errs = append(errs, e)
 	}
 	if del != nil {
-		errs = append(errs, second(one("tether.ack", brokerService, del, map[string]string{"tether.ack.outcome": "OUTCOME_OK"})),
-			second(one("tether.handle", h.service, del, map[string]string{"tether.handler": h.name, "tether.binding.id": binding})))
+		errs = append(errs, second(one("tether.ack", brokerService, del, map[string]string{"tether.ack.outcome": "OUTCOME_OK"})))
+		if h.service != "" {
+			errs = append(errs, second(one("tether.handle", h.service, del, map[string]string{"tether.handler": h.name, "tether.binding.id": binding})))
+		}
+	}
+	if h.service == "" {
+		errs = append(errs, onlyBrokers(spans))
 	}
 	return errors.Join(errs...)
+}
+
+// onlyBrokers says which span of the trace is not the broker's, or nil.
+func onlyBrokers(spans []*span) error {
+	for _, s := range spans {
+		if s.Service != brokerService {
+			return fmt.Errorf("span %s of %s in the trace of a handler that traces nothing", s.Name, s.Service)
+		}
+	}
+	return nil
 }
 
 func second(_ *span, err error) error { return err }
