@@ -3,7 +3,9 @@
 // namespace and sends the spans of its functions to the OTLP endpoint the
 // OTEL_* variables name, as a handler that traces would set itself up. It
 // prints "CREATE ns/name" and "DELETE ns/name" for the test to follow, and
-// on SIGTERM stops and sends the spans it still holds.
+// on SIGTERM stops and sends the spans it still holds. With --validate it
+// also reviews the widgets' creates (the broker needs --admission-listen),
+// printing "REVIEW ns/name" and refusing those named deny-*.
 package main
 
 import (
@@ -12,6 +14,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -34,6 +37,7 @@ func run() error {
 	addr := flag.String("broker", "127.0.0.1:7443", "broker address")
 	name := flag.String("name", "tracehandler", "handler name")
 	ns := flag.String("namespace", "", "the namespace to bind")
+	validate := flag.Bool("validate", false, "also review the widgets' creates: refuse those named deny-*")
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -63,5 +67,14 @@ func run() error {
 	}
 	h.OnCreate(widgets, say("CREATE"), sdk.ID("create"), sdk.Namespaces(*ns))
 	h.OnDelete(widgets, say("DELETE"), sdk.ID("delete"), sdk.Namespaces(*ns))
+	if *validate {
+		h.OnValidate(widgets, func(_ context.Context, r *sdk.Review) error {
+			fmt.Printf("REVIEW %s/%s\n", r.Namespace, r.Name)
+			if strings.HasPrefix(r.Name, "deny-") {
+				return sdk.Deny("tracehandler refuses widgets named deny-*")
+			}
+			return nil
+		}, sdk.ID("validate"), sdk.Namespaces(*ns), sdk.Operations(sdk.OpCreate))
+	}
 	return h.Run(ctx, *addr)
 }
