@@ -9,6 +9,7 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	"k8s.io/client-go/rest"
 
+	"github.com/tether-dev/tether/broker/auth"
 	"github.com/tether-dev/tether/broker/informer"
 )
 
@@ -19,7 +20,8 @@ const maxActAsClients = 1024
 // actAs makes the clients that write a handler's patches as the handler's
 // own identity (impersonation), so that its RBAC and every webhook judge
 // them as if it wrote them. A ServiceAccount is impersonated by its name
-// alone (the API server adds its groups), which the broker's RBAC allows;
+// alone (the API server adds its groups), which the handler's install
+// grants the broker by name (auth.ImpersonateRight, asked at Hello);
 // another user needs its groups and extras too, and the right to
 // impersonate those, which deploy/ does not grant.
 type actAs struct {
@@ -61,7 +63,7 @@ func (a *actAs) client(u authenticationv1.UserInfo) (rest.Interface, error) {
 // impersonation is how a client acts as u.
 func impersonation(u authenticationv1.UserInfo) rest.ImpersonationConfig {
 	imp := rest.ImpersonationConfig{UserName: u.Username}
-	if !isServiceAccount(u.Username) {
+	if _, _, sa := auth.ServiceAccountOf(u.Username); !sa {
 		imp.Groups = u.Groups
 		imp.UID = u.UID
 		imp.Extra = map[string][]string{}
@@ -84,12 +86,4 @@ func identityKey(imp rest.ImpersonationConfig) string {
 		b.WriteString("\x00" + k + "=" + strings.Join(imp.Extra[k], "\x01"))
 	}
 	return b.String()
-}
-
-// isServiceAccount reports whether name is a ServiceAccount's user name,
-// system:serviceaccount:<namespace>:<name>.
-func isServiceAccount(name string) bool {
-	rest, ok := strings.CutPrefix(name, "system:serviceaccount:")
-	ns, sa, ok2 := strings.Cut(rest, ":")
-	return ok && ok2 && ns != "" && sa != "" && !strings.Contains(sa, ":")
 }

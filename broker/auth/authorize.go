@@ -25,9 +25,10 @@ var ErrDenied = errors.New("permission denied")
 
 // Authorize reviews the stream's token again (from the cache when it was
 // reviewed lately) and asks SubjectAccessReview for every right of
-// [Rights], then SelfSubjectAccessReview for every right of
-// [BrokerRights]: a binding the broker itself cannot watch or hold is
-// refused with the rule to grant, not served half. It is called at Hello
+// [Rights], then SelfSubjectAccessReview for [ImpersonateRight] and every
+// right of [BrokerRights]: a handler the broker may not act as, or a
+// binding it cannot watch or hold, is refused with the rule to grant, not
+// served half. It is called at Hello
 // and then while the session lasts, so that withdrawn rights end it. A
 // missing right is an error wrapping ErrDenied that names the binding, or
 // the Hello field (handler, priority); other errors (the API server
@@ -84,7 +85,7 @@ func (a *Authenticator) authorizeAs(ctx context.Context, user authenticationv1.U
 		b := bindings[r.Binding]
 		return &binding.FieldError{Index: r.Binding, ID: b.ID, Field: r.Field, Err: err}
 	}
-	return a.authorizeBroker(ctx, bindings)
+	return a.authorizeBroker(ctx, user, bindings)
 }
 
 func (a *Authenticator) check(ctx context.Context, user authenticationv1.UserInfo, r Right) error {
