@@ -45,8 +45,8 @@ func (r Ref) String() string { return r.Resource.Resource + "/" + r.Name }
 // Guarded lists what the broker, authenticated as kube's user, needs in
 // namespace, in the order Unprotect must free them: the leader Lease (when
 // lease is not empty) and, when the user is a ServiceAccount of namespace,
-// the RoleBindings there that name it and their Roles, then that
-// ServiceAccount. sa is the
+// the RoleBindings there that name it and their Roles (but those of
+// handlers' grants to impersonate them), then that ServiceAccount. sa is the
 // ServiceAccount's name, "" for a user of another kind. When the
 // RoleBindings cannot be listed, refs still ends with the ServiceAccount.
 func Guarded(ctx context.Context, kube kubernetes.Interface, namespace, lease string) (refs []Ref, sa string, err error) {
@@ -80,18 +80,43 @@ func Guarded(ctx context.Context, kube kubernetes.Interface, namespace, lease st
 			others = append(others, r)
 		}
 	}
+	var granting []rbacv1.RoleBinding
 	for _, rb := range bindings.Items {
-		if names(rb.Subjects, namespace, sa) {
-			add(Ref{Resources[1], rb.Name})
+		if names(rb.Subjects, namespace, sa) && !impersonatesOnly(ctx, kube, namespace, rb.RoleRef) {
+			granting = append(granting, rb)
 		}
 	}
-	for _, rb := range bindings.Items {
-		if names(rb.Subjects, namespace, sa) && rb.RoleRef.Kind == "Role" {
+	for _, rb := range granting {
+		add(Ref{Resources[1], rb.Name})
+	}
+	for _, rb := range granting {
+		if rb.RoleRef.Kind == "Role" {
 			add(Ref{Resources[2], rb.RoleRef.Name})
 		}
 	}
 	refs = append(append(refs, others...), own...)
 	return append(refs, account), sa, nil
+}
+
+// impersonatesOnly reports whether ref is a Role of namespace whose every
+// rule grants impersonate alone: a handler's grant to act as its
+// ServiceAccount, which releasing needs not, so that uninstalling a handler
+// whose ServiceAccount lives in the broker's namespace is not held up
+// until the broker's own uninstall. A Role it cannot read is guarded.
+func impersonatesOnly(ctx context.Context, kube kubernetes.Interface, namespace string, ref rbacv1.RoleRef) bool {
+	if ref.Kind != "Role" {
+		return false
+	}
+	role, err := kube.RbacV1().Roles(namespace).Get(ctx, ref.Name, metav1.GetOptions{})
+	if err != nil || len(role.Rules) == 0 {
+		return false
+	}
+	for _, r := range role.Rules {
+		if !slices.Equal(r.Verbs, []string{"impersonate"}) {
+			return false
+		}
+	}
+	return true
 }
 
 // serviceAccountOf parses system:serviceaccount:<namespace>:<name>.

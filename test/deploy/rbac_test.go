@@ -172,9 +172,15 @@ func TestBrokerRBACIsEnough(t *testing.T) {
 		deny("watch", "", "serviceaccounts", other),
 		deny("patch", "", "serviceaccounts", other),
 		deny("update", "", "serviceaccounts", other),
-		// Handlers' patches are written as the handler: ServiceAccounts
-		// only, by name; never another user, group, uid or extra.
-		allow("impersonate", "", "serviceaccounts", other),
+		// Handlers' patches are written as the handler: the ServiceAccounts
+		// of installed handlers only, each granted by its install (the
+		// example handler's Role); no other, kube-system's controllers
+		// included, and never a user, group, uid or extra.
+		allow("impersonate", "", "serviceaccounts", ns).named(handlerName),
+		deny("impersonate", "", "serviceaccounts", "kube-system").named("clusterrole-aggregation-controller"),
+		deny("impersonate", "", "serviceaccounts", "kube-system"),
+		deny("impersonate", "", "serviceaccounts", other),
+		deny("impersonate", "", "serviceaccounts", ns).named(brokerName),
 		deny("impersonate", "", "users", ""),
 		deny("impersonate", "", "groups", ""),
 		deny("impersonate", "authentication.k8s.io", "uids", ""),
@@ -236,6 +242,8 @@ func TestBrokerRBACIsEnough(t *testing.T) {
 		{[]string{"patch", "configmaps", "-n", "kube-system"}, "no"},
 		{[]string{"delete", "secrets", "-n", "default"}, "no"},
 		{[]string{"create", "pods", "-n", "default"}, "no"},
+		{[]string{"impersonate", "serviceaccounts/clusterrole-aggregation-controller", "-n", "kube-system"}, "no"},
+		{[]string{"impersonate", "serviceaccounts/" + handlerName, "-n", ns}, "yes"},
 	} {
 		res := runKubectl(cp, repoRoot(t), append([]string{"auth", "can-i", as}, tc.args...)...)
 		if got := strings.TrimSpace(res.stdout); got != tc.want {
@@ -415,7 +423,7 @@ func TestBrokerServiceAccountDoesItsJob(t *testing.T) {
 	})
 	_, err = wr.Patch(ctx, "w", types.JSONPatchType, release, metav1.PatchOptions{})
 	ok("release the finalizer", err)
-	_, err = kube.CoreV1().Secrets(objNS).Patch(ctx, "s", types.MergePatchType, []byte(`{"metadata":{"annotations":{"seen":"yes"}}}`), metav1.PatchOptions{})
+	_, err = kube.CoreV1().Secrets(objNS).Patch(ctx, "s", types.MergePatchType, []byte(`{"metadata":{"annotations":{"example.tether.dev/last-handled":"{}"}}}`), metav1.PatchOptions{})
 	ok("patch a Secret", err)
 
 	// A handler's patch, written as the handler: the example handler's
@@ -434,6 +442,9 @@ func TestBrokerServiceAccountDoesItsJob(t *testing.T) {
 	forbidden("patch a widget as the handler's ServiceAccount, which may not", err)
 	_, err = as(rest.ImpersonationConfig{UserName: "alice"}).Resource(secrets).Namespace(objNS).Get(ctx, "s", metav1.GetOptions{})
 	forbidden("act as a user", err)
+	_, err = as(rest.ImpersonationConfig{UserName: "system:serviceaccount:kube-system:clusterrole-aggregation-controller"}).
+		Resource(secrets).Namespace(objNS).Get(ctx, "s", metav1.GetOptions{})
+	forbidden("act as a ServiceAccount of kube-system", err)
 	_, err = as(rest.ImpersonationConfig{UserName: "system:serviceaccount:" + ns + ":" + handlerName, Groups: []string{"system:masters"}}).
 		Resource(secrets).Namespace(objNS).Get(ctx, "s", metav1.GetOptions{})
 	forbidden("act as system:masters", err)
