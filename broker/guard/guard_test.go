@@ -19,7 +19,8 @@ import (
 
 // TestGuardKeepsWhatTheBrokerNeedsUntilUnprotect: Guarded finds the
 // broker's ServiceAccount, the RoleBinding that names it and its Role, and
-// the leader Lease, not a binding of someone else; with the guard on, a
+// the leader Lease, not a binding of someone else nor a handler's grant to
+// impersonate its ServiceAccount; with the guard on, a
 // deleted ServiceAccount stays (deleting) and the token it issued still
 // works; UnprotectAll (as an admin, for `broker release --all`) lets it go.
 func TestGuardKeepsWhatTheBrokerNeedsUntilUnprotect(t *testing.T) {
@@ -28,14 +29,26 @@ func TestGuardKeepsWhatTheBrokerNeedsUntilUnprotect(t *testing.T) {
 	admin := cp.Client()
 	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "broker"}, Rules: []rbacv1.PolicyRule{
 		{APIGroups: []string{"rbac.authorization.k8s.io"}, Resources: []string{"rolebindings"}, Verbs: []string{"list"}},
+		{APIGroups: []string{"rbac.authorization.k8s.io"}, Resources: []string{"roles"}, Verbs: []string{"get"}},
 	}}
-	if _, err := admin.RbacV1().Roles(ns).Create(ctx, role, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
+	// A handler's grant to act as its ServiceAccount here: not needed to
+	// release, not guarded, so that the handler uninstalls at once.
+	actAs := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "as-handler"}, Rules: []rbacv1.PolicyRule{
+		{APIGroups: []string{""}, Resources: []string{"serviceaccounts"}, ResourceNames: []string{"handler"}, Verbs: []string{"impersonate"}},
+	}}
+	for _, r := range []*rbacv1.Role{role, actAs} {
+		if _, err := admin.RbacV1().Roles(ns).Create(ctx, r, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
 	}
-	for name, sa := range map[string]string{"broker": "broker", "other": "someone-else"} {
+	for name, sa := range map[string]string{"broker": "broker", "other": "someone-else", "as-handler": "broker"} {
+		roleName := "broker"
+		if name == "as-handler" {
+			roleName = name
+		}
 		rb := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name},
 			Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: sa, Namespace: ns}},
-			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "broker"}}
+			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: roleName}}
 		if _, err := admin.RbacV1().RoleBindings(ns).Create(ctx, rb, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}

@@ -221,3 +221,41 @@ func TestChartGrantsHandlerResources(t *testing.T) {
 		t.Errorf("a verb other than get, list, watch, patch: %v, want an error that names handlerResources", err)
 	}
 }
+
+// TestChartGrantsHandlerServiceAccounts: the value handlerServiceAccounts
+// renders, per item, a Role in its namespace with impersonate on that
+// ServiceAccount alone, bound to the broker.
+func TestChartGrantsHandlerServiceAccounts(t *testing.T) {
+	out := helm(t, "template", "tether", chartDir, "--namespace", "ops",
+		"--set", "handlerServiceAccounts[0].namespace=gadgets,handlerServiceAccounts[0].name=gadgets-handler")
+	var role, binding bool
+	for _, o := range decodeAll(t, []byte(out)) {
+		if o.GetName() != "tether-broker-as-gadgets-handler" {
+			continue
+		}
+		if o.GetNamespace() != "gadgets" {
+			t.Errorf("%s is in namespace %q, want gadgets", objectKey(o), o.GetNamespace())
+		}
+		switch o.GetKind() {
+		case "Role":
+			role = true
+			rules, _, _ := unstructured.NestedSlice(o.Object, "rules")
+			want := []any{map[string]any{"apiGroups": []any{""}, "resources": []any{"serviceaccounts"},
+				"resourceNames": []any{"gadgets-handler"}, "verbs": []any{"impersonate"}}}
+			if !reflect.DeepEqual(rules, want) {
+				t.Errorf("the Role's rules\n  %v\nwant\n  %v", rules, want)
+			}
+		case "RoleBinding":
+			binding = true
+			if s := subjectsOf(o); len(s) != 1 || s[0]["name"] != "tether-broker" || s[0]["namespace"] != "ops" {
+				t.Errorf("the RoleBinding binds %v, want the broker's ServiceAccount in ops", s)
+			}
+		}
+	}
+	if !role || !binding {
+		t.Errorf("Role %v, RoleBinding %v tether-broker-as-gadgets-handler in\n%s", role, binding, out)
+	}
+	if _, err := runHelm(t, "template", "tether", chartDir, "--set", "handlerServiceAccounts[0].name=x"); err == nil {
+		t.Error("an item without a namespace: no error")
+	}
+}
