@@ -74,14 +74,18 @@ var wantObjects = []string{
 	"PodDisruptionBudget/tether-system/tether-broker",
 	"PriorityClass//tether-broker",
 	"Role/tether-system/tether-broker",
+	"Role/tether-system/tether-broker-example-handler",
 	"Role/tether-system/tether-handler-example",
 	"RoleBinding/tether-system/tether-broker",
+	"RoleBinding/tether-system/tether-broker-example-handler",
 	"RoleBinding/tether-system/tether-handler-example",
 	"Service/tether-system/tether-broker",
 	"ServiceAccount/tether-system/example-handler",
 	"ServiceAccount/tether-system/tether-broker",
 	"ValidatingAdmissionPolicy//tether-broker-grant",
+	"ValidatingAdmissionPolicy//tether-broker-writes",
 	"ValidatingAdmissionPolicyBinding//tether-broker-grant",
+	"ValidatingAdmissionPolicyBinding//tether-broker-writes",
 }
 
 // decodeAll parses a multi-document YAML stream.
@@ -188,7 +192,6 @@ func TestManifestsApply(t *testing.T) {
 			{APIGroups: []string{"", "events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
 			{APIGroups: []string{"authentication.k8s.io"}, Resources: []string{"tokenreviews"}, Verbs: []string{"create"}},
 			{APIGroups: []string{"authorization.k8s.io"}, Resources: []string{"subjectaccessreviews"}, Verbs: []string{"create"}},
-			{APIGroups: []string{""}, Resources: []string{"serviceaccounts"}, Verbs: []string{"impersonate"}},
 			{APIGroups: []string{""}, Resources: []string{"serviceaccounts"}, Verbs: []string{"get"}},
 			{APIGroups: []string{"admissionregistration.k8s.io"}, Resources: []string{"validatingwebhookconfigurations", "mutatingwebhookconfigurations"},
 				Verbs: []string{"get", "list", "watch", "create", "update", "delete"}},
@@ -211,6 +214,18 @@ func TestManifestsApply(t *testing.T) {
 		if !reflect.DeepEqual(exampleForBroker.Rules, wantExample) || exampleForBroker.Labels[auth.AggregationLabel] != "true" {
 			t.Errorf("ClusterRole %s: labels %v, rules\n  %v\nwant the aggregation label and\n  %v",
 				exampleBrokerRole, exampleForBroker.Labels, exampleForBroker.Rules, wantExample)
+		}
+		// The broker may act as the example handler's ServiceAccount, by
+		// name, because the handler's install grants it so.
+		asHandler, err := kube.RbacV1().Roles(ns).Get(ctx, exampleBrokerRole, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantAs := []rbacv1.PolicyRule{
+			{APIGroups: []string{""}, Resources: []string{"serviceaccounts"}, ResourceNames: []string{handlerName}, Verbs: []string{"impersonate"}},
+		}
+		if !reflect.DeepEqual(asHandler.Rules, wantAs) {
+			t.Errorf("Role %s/%s rules\n  %v\nwant\n  %v", ns, exampleBrokerRole, asHandler.Rules, wantAs)
 		}
 		role, err := kube.RbacV1().Roles(ns).Get(ctx, brokerName, metav1.GetOptions{})
 		if err != nil {
