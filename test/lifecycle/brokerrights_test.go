@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -16,13 +17,15 @@ import (
 	"github.com/tether-dev/tether/broker/guard"
 	"github.com/tether-dev/tether/sdk"
 	"github.com/tether-dev/tether/test/controlplane"
+	"github.com/tether-dev/tether/test/testenv"
 )
 
 // brokerIdentity makes the ServiceAccount sa of ns an identity with the
 // rights a broker has for itself (deploy/broker's tether-broker-base and
 // its Role, as far as this broker uses them: its uninstall guard and grant
-// included), and none on what handlers bind, and returns a client
-// configuration that authenticates as it.
+// included), and none on what handlers bind nor on who they are (a
+// handler's install grants impersonate on its ServiceAccount: actAsGrant),
+// and returns a client configuration that authenticates as it.
 func brokerIdentity(t *testing.T, cp *controlplane.ControlPlane, ns, sa string) *rest.Config {
 	t.Helper()
 	ctx := context.Background()
@@ -36,7 +39,6 @@ func brokerIdentity(t *testing.T, cp *controlplane.ControlPlane, ns, sa string) 
 		{APIGroups: []string{"", "events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
 		{APIGroups: []string{"authentication.k8s.io"}, Resources: []string{"tokenreviews"}, Verbs: []string{"create"}},
 		{APIGroups: []string{"authorization.k8s.io"}, Resources: []string{"subjectaccessreviews"}, Verbs: []string{"create"}},
-		{APIGroups: []string{""}, Resources: []string{"serviceaccounts"}, Verbs: []string{"impersonate"}},
 		{APIGroups: []string{""}, Resources: []string{"namespaces"}, ResourceNames: []string{ns}, Verbs: []string{"get"}},
 		// The uninstall grant, removed when the test ends (no garbage
 		// collector here removes it with the namespace).
@@ -75,6 +77,15 @@ func brokerIdentity(t *testing.T, cp *controlplane.ControlPlane, ns, sa string) 
 	cfg.CertFile, cfg.KeyFile, cfg.CertData, cfg.KeyData = "", "", nil, nil
 	cfg.Impersonate = rest.ImpersonationConfig{}
 	return cfg
+}
+
+// actAsGrant is what a handler's install grants the broker sa of s.ns: a
+// Role letting it impersonate the handler's ServiceAccount handlerSA of
+// s.ns, by name.
+func actAsGrant(t *testing.T, s *secure, brokerSA, handlerSA string) {
+	t.Helper()
+	s.grant(t, "broker-as-"+handlerSA, brokerSA, rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"serviceaccounts"},
+		ResourceNames: []string{handlerSA}, Verbs: []string{"impersonate"}})
 }
 
 // bindClusterRole binds the ClusterRole role to the ServiceAccount ns/sa
@@ -151,4 +162,71 @@ func TestTheBrokerRefusesABindingItCannotServe(t *testing.T) {
 	runHandler(t, newHandler(), s.addr)
 	create(t, dyn, widgetGVR, widget(ns, "w", map[string]any{"size": int64(1)}))
 	j.waitCount(t, sdk.Create, "w", 1)
+}
+
+// TestTheBrokerRefusesAHandlerItCannotActAs: the broker holds no
+// cluster-wide impersonate. A handler granted everything, whose install
+// does not let the broker impersonate its ServiceAccount, is refused at
+// Hello with the Role rule to add; once a Role with it is bound to the
+// broker, the same handler is let in and its patch is written as it, the
+// broker not restarted.
+func TestTheBrokerRefusesAHandlerItCannotActAs(t *testing.T) {
+	cp := controlplane.Get(t)
+	dyn := cp.EnsureWidgetCRD(t)
+	ns := cp.Namespace(t)
+	serverTLS, pool := selfSigned(t)
+	cfg := brokerIdentity(t, cp, ns, "broker")
+	addr := startBroker(t, cp, func(o *broker.Options) { o.Config, o.Insecure, o.TLS, o.Namespace = cfg, false, serverTLS, ns })
+	ctx := context.Background()
+	grant := &rbacv1.ClusterRole{
+		ObjectMeta: metav1.ObjectMeta{Name: "broker-widgets-" + ns, Labels: map[string]string{auth.AggregationLabel: "true"}},
+		Rules:      []rbacv1.PolicyRule{widgetRule("get", "list", "watch", "patch")},
+	}
+	if _, err := cp.Client().RbacV1().ClusterRoles().Create(ctx, grant, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cp.Client().RbacV1().ClusterRoles().Delete(context.Background(), grant.Name, metav1.DeleteOptions{})
+	})
+	bindClusterRole(t, cp, grant.Name, ns, "broker")
+	s := &secure{cp: cp, ns: ns, addr: addr, clientTLS: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}
+	s.grant(t, "handler", "h", handlerRule("h", "connect"), widgetRule("get", "list", "watch", "patch"))
+	token := s.token(t, "h")
+	newHandler := func() *sdk.Handler {
+		h := s.handler("h", token)
+		h.OnCreate(widgets, func(_ context.Context, ev *sdk.Event) error {
+			ev.Patch(map[string]any{"metadata": map[string]any{"labels": map[string]any{"seen": "yes"}}})
+			return nil
+		}, sdk.Namespaces(ns))
+		return h
+	}
+
+	expectRejection(t, s.rejected(t, newHandler()), "PermissionDenied", "handler",
+		"the broker itself may not impersonate serviceaccounts.v1. h in namespace "+ns,
+		`a Role in namespace `+ns+` and the rule apiGroups: [""], resources: ["serviceaccounts"], resourceNames: ["h"], verbs: [impersonate]`)
+
+	actAsGrant(t, s, "broker", "h")
+	tick := time.NewTicker(250 * time.Millisecond)
+	defer tick.Stop()
+	for deadline := time.Now().Add(waitTimeout); ; <-tick.C {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		var rej *sdk.RejectedError
+		err := newHandler().Run(ctx, s.addr)
+		cancel()
+		if !errors.As(err, &rej) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the broker may act as the handler, the handler is still rejected: %s", rej.Message)
+		}
+	}
+	runHandler(t, newHandler(), s.addr)
+	create(t, dyn, widgetGVR, widget(ns, "w", map[string]any{"size": int64(1)}))
+	testenv.WaitFor(t, waitTimeout, "the handler's label, written as it", func(ctx context.Context) error {
+		w, err := dyn.Resource(widgetGVR).Namespace(ns).Get(ctx, "w", metav1.GetOptions{})
+		if err == nil && w.GetLabels()["seen"] != "yes" {
+			err = fmt.Errorf("labels %v", w.GetLabels())
+		}
+		return err
+	})
 }

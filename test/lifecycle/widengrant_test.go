@@ -75,6 +75,7 @@ func TestAHandlersGrantIsInTheUninstallGrantBeforeItsFirstHold(t *testing.T) {
 
 	s := &secure{cp: cp, ns: ns, addr: addr, clientTLS: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}
 	s.grant(t, "handler", "h", handlerRule("h", "connect"), widgetRule("get", "list", "watch", "patch"))
+	actAsGrant(t, s, "broker", "h")
 	h := s.handler("h", s.token(t, "h"))
 	h.OnDelete(widgets, func(context.Context, *sdk.Event) error { return nil }, sdk.Namespaces(ns))
 	runHandler(t, h, s.addr)
