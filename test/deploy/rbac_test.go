@@ -442,8 +442,10 @@ func TestBrokerServiceAccountDoesItsJob(t *testing.T) {
 	forbidden("patch a widget as the handler's ServiceAccount, which may not", err)
 	_, err = as(rest.ImpersonationConfig{UserName: "alice"}).Resource(secrets).Namespace(objNS).Get(ctx, "s", metav1.GetOptions{})
 	forbidden("act as a user", err)
+	// The aggregation controller may read every ClusterRole (and update
+	// them); as it, the broker may not.
 	_, err = as(rest.ImpersonationConfig{UserName: "system:serviceaccount:kube-system:clusterrole-aggregation-controller"}).
-		Resource(secrets).Namespace(objNS).Get(ctx, "s", metav1.GetOptions{})
+		Resource(rbacv1.SchemeGroupVersion.WithResource("clusterroles")).Get(ctx, "cluster-admin", metav1.GetOptions{})
 	forbidden("act as a ServiceAccount of kube-system", err)
 	_, err = as(rest.ImpersonationConfig{UserName: "system:serviceaccount:" + ns + ":" + handlerName, Groups: []string{"system:masters"}}).
 		Resource(secrets).Namespace(objNS).Get(ctx, "s", metav1.GetOptions{})
