@@ -118,6 +118,7 @@ func TestTheBrokerRefusesABindingItCannotServe(t *testing.T) {
 	addr := startBroker(t, cp, func(o *broker.Options) { o.Config, o.Insecure, o.TLS, o.Namespace = cfg, false, serverTLS, ns })
 	s := &secure{cp: cp, ns: ns, addr: addr, clientTLS: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}
 	s.grant(t, "handler", "h", handlerRule("h", "connect"), widgetRule("get", "list", "watch", "patch"))
+	actAsGrant(t, s, "broker", "h")
 	token := s.token(t, "h")
 	var j journal
 	newHandler := func() *sdk.Handler {
