@@ -39,7 +39,7 @@ type plan struct {
 // Secret (written before the CA had its own) kept beside the serving key,
 // else a new one. why says why it is to be written ("" when it is the CA
 // Secret's own).
-func (c *Serving) signingCA(caData, srvData map[string][]byte, now time.Time) (ca keyPair, why string, err error) {
+func signingCA(opts Options, caData, srvData map[string][]byte, now time.Time) (ca keyPair, why string, err error) {
 	ca, err = parseKeyPair(caData[SecretCACert], caData[SecretCAKey])
 	if why = caFault(ca, err, now); why == "" {
 		return ca, "", nil
@@ -50,8 +50,8 @@ func (c *Serving) signingCA(caData, srvData map[string][]byte, now time.Time) (c
 			return legacy, "moving the CA key out of the serving Secret into its own", nil
 		}
 	}
-	if ca, err = newCA(c.opts.Name, now, c.opts.CAValidity); err != nil {
-		return ca, why, fmt.Errorf("generating the %s CA: %w", c.opts.Name, err)
+	if ca, err = newCA(opts.Name, now, opts.CAValidity); err != nil {
+		return ca, why, fmt.Errorf("generating the %s CA: %w", opts.Name, err)
 	}
 	return ca, why, nil
 }
@@ -72,19 +72,19 @@ func caFault(ca keyPair, err error, now time.Time) string {
 // madeAt is when a certificate this package made was made.
 func madeAt(cert *x509.Certificate) time.Time { return cert.NotBefore.Add(backdate) }
 
-// plan judges the serving Secret's data against the signing CA: the
+// planFor judges the serving Secret's data against the signing CA: the
 // serving certificate to serve (renewed or switched when due) and the CA
 // bundle to publish.
-func (c *Serving) plan(srvData map[string][]byte, ca keyPair, now time.Time) (plan, error) {
+func planFor(opts Options, srvData map[string][]byte, ca keyPair, now time.Time) (plan, error) {
 	olds := olderCAs(srvData[SecretCACert], ca.leaf(), now)
-	srv, why, dns, ips := c.judgeServing(srvData, ca, olds, now)
+	srv, why, dns, ips := judgeServing(opts, srvData, ca, olds, now)
 	if why != "" {
 		var err error
-		if srv, err = newServing(c.opts.Name, ca, dns, ips, now, c.opts.Validity); err != nil {
-			return plan{}, fmt.Errorf("generating the %s serving certificate: %w", c.opts.Name, err)
+		if srv, err = newServing(opts.Name, ca, dns, ips, now, opts.Validity); err != nil {
+			return plan{}, fmt.Errorf("generating the %s serving certificate: %w", opts.Name, err)
 		}
 	}
-	if srv.leaf().CheckSignatureFrom(ca.leaf()) == nil && !now.Before(madeAt(srv.leaf()).Add(c.opts.CAOverlap)) {
+	if srv.leaf().CheckSignatureFrom(ca.leaf()) == nil && !now.Before(madeAt(srv.leaf()).Add(opts.CAOverlap)) {
 		olds = nil // an overlap after the switch
 	}
 	bundle := bytes.Clone(ca.certPEM)
@@ -99,8 +99,8 @@ func (c *Serving) plan(srvData map[string][]byte, ca keyPair, now time.Time) (pl
 
 // judgeServing returns the Secret's serving certificate and "" when it is
 // to be kept, or why it is to be replaced and the names the new one is for.
-func (c *Serving) judgeServing(srvData map[string][]byte, ca keyPair, olds []*x509.Certificate, now time.Time) (srv keyPair, why string, dns []string, ips []net.IP) {
-	dns, ips = c.opts.DNSNames, c.opts.IPAddresses
+func judgeServing(opts Options, srvData map[string][]byte, ca keyPair, olds []*x509.Certificate, now time.Time) (srv keyPair, why string, dns []string, ips []net.IP) {
+	dns, ips = opts.DNSNames, opts.IPAddresses
 	srv, err := parseKeyPair(srvData[corev1.TLSCertKey], srvData[corev1.TLSPrivateKeyKey])
 	if err != nil {
 		return srv, fmt.Sprintf("the serving certificate is missing or invalid: %v", err), dns, ips
@@ -110,7 +110,7 @@ func (c *Serving) judgeServing(srvData map[string][]byte, ca keyPair, olds []*x5
 	switch {
 	case !byNew && !signedByAny(leaf, olds):
 		why = "the serving certificate is not signed by a CA of the bundle"
-	case !byNew && !now.Before(madeAt(ca.leaf()).Add(c.opts.CAOverlap)):
+	case !byNew && !now.Before(madeAt(ca.leaf()).Add(opts.CAOverlap)):
 		why = "the new CA has been published for the overlap: switching to it"
 	case wornOut(leaf, now):
 		why = "less than a third of the serving certificate's validity is left"

@@ -46,7 +46,7 @@ func (c *Serving) syncSecret(ctx context.Context) error {
 		return err
 	}
 	return fmt.Errorf("the %s certificate Secrets %s changed %d times while they were being written; trying again later",
-		c.opts.Name, c.ref(c.opts.SecretName), MaxSecretAttempts)
+		c.opts.Name, c.opts.ref(c.opts.SecretName), MaxSecretAttempts)
 }
 
 func (c *Serving) syncOnce(ctx context.Context) error {
@@ -55,16 +55,16 @@ func (c *Serving) syncOnce(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	caSec, err := c.getSecret(ctx, c.caSecretName())
+	caSec, err := c.getSecret(ctx, c.opts.caSecretName())
 	if err != nil {
 		return err
 	}
-	ca, why, err := c.signingCA(dataOf(caSec), dataOf(srvSec), now)
+	ca, why, err := signingCA(c.opts, dataOf(caSec), dataOf(srvSec), now)
 	if err != nil {
 		return err
 	}
 	if why != "" {
-		err = c.writeSecret(ctx, caSec, c.caSecretName(), corev1.SecretTypeOpaque,
+		err = c.writeSecret(ctx, caSec, c.opts.caSecretName(), corev1.SecretTypeOpaque,
 			map[string][]byte{SecretCACert: ca.certPEM, SecretCAKey: ca.keyPEM})
 		if errors.Is(err, errTerminating) {
 			return c.serveInMemory(ca, now)
@@ -72,9 +72,9 @@ func (c *Serving) syncOnce(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("writing the %s CA (%s): %w", c.opts.Name, why, err)
 		}
-		c.log.Info("wrote the CA", "secret", c.ref(c.caSecretName()), "why", why, "ca_not_after", ca.leaf().NotAfter)
+		c.log.Info("wrote the CA", "secret", c.opts.ref(c.opts.caSecretName()), "why", why, "ca_not_after", ca.leaf().NotAfter)
 	}
-	p, err := c.plan(dataOf(srvSec), ca, now)
+	p, err := planFor(c.opts, dataOf(srvSec), ca, now)
 	if err != nil {
 		return err
 	}
@@ -87,7 +87,7 @@ func (c *Serving) syncOnce(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("writing the %s serving certificate (%s): %w", c.opts.Name, p.why, err)
 		}
-		c.log.Info("wrote the serving certificate and CA bundle", "secret", c.ref(c.opts.SecretName), "why", p.why,
+		c.log.Info("wrote the serving certificate and CA bundle", "secret", c.opts.ref(c.opts.SecretName), "why", p.why,
 			"cas", p.cas, "not_after", p.srv.leaf().NotAfter)
 	}
 	c.use(p.srv.tls, p.bundle)
@@ -101,7 +101,7 @@ func (c *Serving) serveInMemory(ca keyPair, now time.Time) error {
 	if c.cert.Load() != nil {
 		return nil
 	}
-	c.log.Warn("the namespace is being deleted: serving a CA and certificate kept in memory only", "secret", c.ref(c.opts.SecretName))
+	c.log.Warn("the namespace is being deleted: serving a CA and certificate kept in memory only", "secret", c.opts.ref(c.opts.SecretName))
 	srv, err := newServing(c.opts.Name, ca, c.opts.DNSNames, c.opts.IPAddresses, now, c.opts.Validity)
 	if err != nil {
 		return fmt.Errorf("generating the %s serving certificate: %w", c.opts.Name, err)
@@ -110,9 +110,11 @@ func (c *Serving) serveInMemory(ca keyPair, now time.Time) error {
 	return nil
 }
 
-func (c *Serving) caSecretName() string { return c.opts.SecretName + CASecretSuffix }
+// caSecretName is the Secret of the CA and its key, apart from what serves.
+func (o Options) caSecretName() string { return o.SecretName + CASecretSuffix }
 
-func (c *Serving) ref(name string) string { return c.opts.Namespace + "/" + name }
+// ref names a Secret of the namespace for the log: "<namespace>/<name>".
+func (o Options) ref(name string) string { return o.Namespace + "/" + name }
 
 // getSecret reads the Secret name; nil when there is none.
 func (c *Serving) getSecret(ctx context.Context, name string) (*corev1.Secret, error) {
@@ -121,7 +123,7 @@ func (c *Serving) getSecret(ctx context.Context, name string) (*corev1.Secret, e
 		return nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("reading the %s certificate Secret %s: %w", c.opts.Name, c.ref(name), err)
+		return nil, fmt.Errorf("reading the %s certificate Secret %s: %w", c.opts.Name, c.opts.ref(name), err)
 	}
 	return sec, nil
 }
@@ -151,7 +153,7 @@ func (c *Serving) writeSecret(ctx context.Context, old *corev1.Secret, name stri
 	case apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause):
 		return errTerminating
 	case err != nil:
-		return fmt.Errorf("writing Secret %s: %w", c.ref(name), err)
+		return fmt.Errorf("writing Secret %s: %w", c.opts.ref(name), err)
 	}
 	return nil
 }
