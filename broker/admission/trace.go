@@ -26,12 +26,8 @@ const (
 // The attributes of a review's spans; tether.handler and tether.binding.id
 // and the k8s.* ones are named as on the spans of a pass.
 const (
-	attrHandler   = attribute.Key("tether.handler")
-	attrBinding   = attribute.Key("tether.binding.id")
 	attrOperation = attribute.Key("tether.admission.operation")
 	attrUID       = attribute.Key("tether.admission.uid")
-	attrNamespace = attribute.Key("k8s.namespace.name")
-	attrName      = attribute.Key("k8s.object.name")
 	attrResult    = attribute.Key("tether.admission.result")
 	attrReason    = attribute.Key("tether.admission.failure_reason")
 	attrPolicy    = attribute.Key("tether.admission.failure_policy")
@@ -51,7 +47,7 @@ func (s *Server) traceReview(r *http.Request, handler, bindingID string) (*http.
 	}
 	ctx := propagation.TraceContext{}.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
 	ctx, span := s.opts.Tracer.Start(ctx, spanReview, trace.WithSpanKind(trace.SpanKindServer),
-		trace.WithAttributes(attrHandler.String(handler), attrBinding.String(bindingID)))
+		trace.WithAttributes(tracing.AttrHandler.String(handler), tracing.AttrBinding.String(bindingID)))
 	return r.WithContext(ctx), span
 }
 
@@ -59,7 +55,7 @@ func (s *Server) traceReview(r *http.Request, handler, bindingID string) (*http.
 func traceRequest(ctx context.Context, req *admissionv1.AdmissionRequest) {
 	if span := trace.SpanFromContext(ctx); span.IsRecording() {
 		span.SetAttributes(attrOperation.String(string(req.Operation)), attrUID.String(string(req.UID)),
-			attrNamespace.String(req.Namespace), attrName.String(req.Name))
+			tracing.AttrNamespace.String(req.Namespace), tracing.AttrName.String(req.Name))
 	}
 }
 

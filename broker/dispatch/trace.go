@@ -32,16 +32,12 @@ const (
 // The attributes of the broker's spans; the SDKs name the handler and the
 // binding the same way on theirs.
 const (
-	attrHandler    = attribute.Key("tether.handler")
-	attrBinding    = attribute.Key("tether.binding.id")
 	attrDelivery   = attribute.Key("tether.delivery.id")
 	attrKind       = attribute.Key("tether.delivery.kind")
 	attrAttempt    = attribute.Key("tether.delivery.attempt")
 	attrInstance   = attribute.Key("tether.instance")
 	attrOutcome    = attribute.Key("tether.ack.outcome")
 	attrEventType  = attribute.Key("k8s.watch.event_type")
-	attrNamespace  = attribute.Key("k8s.namespace.name")
-	attrName       = attribute.Key("k8s.object.name")
 	attrUID        = attribute.Key("k8s.object.uid")
 	attrResource   = attribute.Key("k8s.object.resource")
 	attrVersion    = attribute.Key("k8s.object.resource_version")
@@ -149,9 +145,9 @@ func (pt *passTrace) rootSpan(ctx context.Context) trace.Span {
 		start = pt.seen.at
 	}
 	o := pt.o
-	attrs := []attribute.KeyValue{attrHandler.String(pt.handler), attrUID.String(string(o.uid)), attrResource.String(o.res.Resource)}
+	attrs := []attribute.KeyValue{tracing.AttrHandler.String(pt.handler), attrUID.String(string(o.uid)), attrResource.String(o.res.Resource)}
 	if o.cur != nil {
-		attrs = append(attrs, attrNamespace.String(o.cur.Namespace), attrName.String(o.cur.Name), attrVersion.String(o.cur.ResourceVersion))
+		attrs = append(attrs, tracing.AttrNamespace.String(o.cur.Namespace), tracing.AttrName.String(o.cur.Name), attrVersion.String(o.cur.ResourceVersion))
 	}
 	var rootCtx context.Context
 	rootCtx, pt.root = pt.tracer.Start(ctx, spanPass,
@@ -182,7 +178,7 @@ func (dl *deliverer) traceDelivery(ctx context.Context, in *session.Instance, d 
 		return ctx, noSpan // before the attributes are made: off costs nothing
 	}
 	d.TraceContext = nil
-	ctx, span := startSpan(ctx, spanDeliver, attrHandler.String(dl.name), attrBinding.String(d.BindingId),
+	ctx, span := startSpan(ctx, spanDeliver, tracing.AttrHandler.String(dl.name), tracing.AttrBinding.String(d.BindingId),
 		attrDelivery.String(d.Id), attrKind.String(kindLabel(d.GetKind())), attrAttempt.Int(int(d.Attempt)), attrInstance.String(in.ID))
 	if span.SpanContext().IsSampled() && in.Capabilities.Has(tetherv1.Capability_CAPABILITY_TRACE_CONTEXT) {
 		carrier := propagation.MapCarrier{}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/tether-dev/tether/broker/binding"
 	"github.com/tether-dev/tether/broker/session"
+	"github.com/tether-dev/tether/broker/tracing"
 	tetherv1 "github.com/tether-dev/tether/proto/tether/v1"
 )
 
@@ -94,7 +95,7 @@ func TestAPassIsOneTraceCarriedInTheDelivery(t *testing.T) {
 	if del == nil {
 		t.FailNow()
 	}
-	if !has(del.Attributes(), attrBinding.String("c")) || !has(del.Attributes(), attrHandler.String("h")) {
+	if !has(del.Attributes(), tracing.AttrBinding.String("c")) || !has(del.Attributes(), tracing.AttrHandler.String("h")) {
 		t.Errorf("the delivery span has %v, want the handler and the binding", del.Attributes())
 	}
 	if w := tree[spanPass+" > "+spanWrite]; w == nil || !has(w.Attributes(), attrAddHold.Bool(true)) {
