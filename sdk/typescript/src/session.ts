@@ -172,7 +172,8 @@ export class Session {
     this.inflight.set(id, f);
     const events: HandlerEvent[] = [];
     if (kind === "admission") {
-      review(d, b.fn as ReviewFunction, b.kind === "mutate", f.controller.signal, log).then(
+      const answer = () => review(d, b.fn as ReviewFunction, b.kind === "mutate", f.controller.signal, log).catch((err) => errorAck(id, err, events));
+      traced(d, this.plan.hello.handler, answer).then(
         (ack) => this.finish(id, f, ack, log),
         (err) => this.finish(id, f, errorAck(id, err, events), log),
       );

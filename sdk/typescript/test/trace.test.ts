@@ -14,7 +14,7 @@ import { create } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { Handler, PermanentError, type Logger } from "../src";
 import { TestBroker } from "../src/testing";
-import { Capability, DeliveryKind, DeliverySchema, Outcome } from "../src/gen/tether/v1/broker_pb";
+import { AdmissionOperation, Capability, DeliveryKind, DeliverySchema, Outcome } from "../src/gen/tether/v1/broker_pb";
 import { remoteParent } from "../src/trace";
 
 const TRACE = "4bf92f3577b34da6a3ce929d0e0e4736";
@@ -136,4 +136,41 @@ test("without a registered provider the function runs as before, and its log lin
   assert.equal(new TextDecoder().decode(ack.result), '"done"');
   const line = entries.find((e) => e.message === "creating");
   assert.deepEqual([line?.trace_id, line?.active], [TRACE, false]);
+});
+
+test("a traced review's function runs in a tether.handle span under the broker's, as a lifecycle function does", async (t) => {
+  const spans = new InMemorySpanExporter();
+  const manager = new AsyncLocalStorageContextManager().enable();
+  context.setGlobalContextManager(manager);
+  trace.setGlobalTracerProvider(new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(spans)] }));
+  t.after(() => {
+    trace.disable();
+    context.disable();
+  });
+  const broker = await TestBroker.start();
+  let active: Span | undefined;
+  const h = new Handler("widgets", broker.options());
+  h.onValidate(widgets, async () => {
+    await new Promise((resolve) => setImmediate(resolve));
+    active = trace.getActiveSpan();
+  }, { id: "validate" });
+  await broker.run(h);
+  t.after(() => broker.stop());
+  const ack = await broker.deliver(create(DeliverySchema, {
+    bindingId: "validate",
+    kind: DeliveryKind.ADMISSION,
+    attempt: 1,
+    object: new TextEncoder().encode(JSON.stringify(widget)),
+    ref: { resource: widgets, namespace: "ns", name: "w1" },
+    deadline: timestampFromDate(new Date(Date.now() + 10_000)),
+    admission: { uid: "review-1", operation: AdmissionOperation.CREATE, userName: "test", request: new TextEncoder().encode('{"operation":"CREATE"}') },
+    traceContext: { traceparent: `00-${TRACE}-${PARENT}-01` },
+  }));
+  assert.equal(ack.outcome, Outcome.OK);
+  assert.equal(ack.admission?.allowed, true);
+  const got = spans.getFinishedSpans();
+  assert.equal(got.length, 1);
+  assert.deepEqual([got[0].name, got[0].spanContext().traceId, got[0].parentSpanContext?.spanId], ["tether.handle", TRACE, PARENT]);
+  assert.deepEqual([got[0].attributes["tether.delivery.kind"], got[0].attributes["tether.ack.outcome"]], ["admission", "OUTCOME_OK"]);
+  assert.equal(active?.spanContext().spanId, got[0].spanContext().spanId, "the span is active while the function runs");
 });
