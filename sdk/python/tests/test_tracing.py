@@ -137,7 +137,7 @@ class WithOpenTelemetry(unittest.TestCase):
         self.assertEqual((spans[1].status.status_code, spans[1].status.description),
                          (self.trace.StatusCode.ERROR, "no"))
 
-    def test_no_span_without_trace_context_nor_for_reviews(self):
+    def test_no_span_without_trace_context(self):
         reg = tether.Registry()
 
         @tether.on.create("test.tether.dev", "v1", "widgets", registry=reg, id="create")
@@ -149,8 +149,22 @@ class WithOpenTelemetry(unittest.TestCase):
             pass
 
         self.assertEqual(testing.FakeBroker(reg).create(WIDGET).outcome, testing.OK)
-        self.assertTrue(self.broker(reg).validate(WIDGET).allowed)
+        self.assertTrue(testing.FakeBroker(reg).validate(WIDGET).allowed)
         self.assertEqual(self.trace.FINISHED, [])
+
+    def test_a_reviews_function_runs_in_a_span_under_the_brokers(self):
+        reg, seen = tether.Registry(), []
+
+        @tether.on.validate("test.tether.dev", "v1", "widgets", registry=reg, id="validate")
+        def validated(**_):
+            seen.append(self.trace.get_current_span())
+
+        self.assertTrue(self.broker(reg).validate(WIDGET).allowed)
+        spans = self.trace.FINISHED
+        self.assertEqual(seen, spans, "the review's function did not run in the SDK's span")
+        self.assertEqual((spans[0].name, spans[0].trace_id, spans[0].parent_id), ("tether.handle", TRACE, PARENT))
+        self.assertEqual((spans[0].attributes["tether.delivery.kind"], spans[0].attributes["tether.ack.outcome"]),
+                         ("admission", "OUTCOME_OK"))
 
 
 class Session(unittest.TestCase):

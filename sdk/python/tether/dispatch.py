@@ -81,10 +81,8 @@ class Dispatcher:
         Cancelling the task that awaits it (the broker's Cancel) interrupts
         an async function; the ack is then RETRY, whose outcome the broker
         ignores."""
-        if reg.spec.kind.admission:
-            return await self._review(reg, d)
         with tracing.handling(d, self.handler) as span:
-            ack = await self._handle(reg, d)
+            ack = await (self._review(reg, d) if reg.spec.kind.admission else self._handle(reg, d))
             span.ended(ack)
         return ack
 
