@@ -5,8 +5,8 @@
 //     replicator.tether.dev/enabled: "true" into other namespaces
 //     (replicator.tether.dev/include-namespaces and exclude-namespaces, both
 //     comma-separated, pick them; no include list means every other
-//     namespace of the handler's scope, --namespaces, and never
-//     kube-system, kube-public or kube-node-lease). Copies are labelled replicator.tether.dev/copy: "true",
+//     namespace, and never kube-system, kube-public or kube-node-lease).
+//     Copies are labelled replicator.tether.dev/copy: "true",
 //     name their source in replicator.tether.dev/source: "<ns>/<name>" and
 //     are kept in step on create, update and a reconcile timer; deleting
 //     the source deletes them. Sources carry the hold tether.dev/<name>.
@@ -127,8 +127,8 @@ Flags:
 	fs.StringVar(&c.tokenFile, "token-file", "", "`file` to read the bearer token from on every connection attempt")
 	fs.StringVar(&c.kubeconfig, "kubeconfig", "", "kubeconfig `path` for writing copies and deleting Secrets (default: $KUBECONFIG, in-cluster, ~/.kube/config)")
 	fs.StringVar(&c.name, "name", "example", "handler `name`; the hold is the finalizer tether.dev/<name>")
-	fs.StringVar(&c.namespaces, "namespaces", "", "comma-separated `list` of namespaces whose objects the handler binds to, and the only ones it copies into (default: all;\n"+
-		"copies never go to kube-system, kube-public or kube-node-lease)")
+	fs.StringVar(&c.namespaces, "namespaces", "", "comma-separated `list` of namespaces whose objects the handler binds to (default: all);\n"+
+		"copies go to any other namespace but kube-system, kube-public and kube-node-lease")
 	fs.StringVar(&c.logLevel, "log-level", "info", "log `level`: trace, debug, info, warn or error")
 	fs.StringVar(&c.logFormat, "log-format", "text", "log `format`: text or json")
 	fs.DurationVar(&c.reconcileInterval, "reconcile-interval", 30*time.Second, "how often the replicator re-creates missing copies and updates drifted ones")
@@ -202,11 +202,10 @@ func serve(ctx context.Context, c *config, stderr io.Writer) error {
 	}
 	h := sdk.New(c.name, opts...)
 	var scope []sdk.BindingOption
-	namespaces := splitList(c.namespaces)
-	if len(namespaces) > 0 {
-		scope = append(scope, sdk.Namespaces(namespaces...))
+	if ns := splitList(c.namespaces); len(ns) > 0 {
+		scope = append(scope, sdk.Namespaces(ns...))
 	}
-	(&replicator{kube: kube, dyn: dyn, namespaces: namespaces}).register(h, c.reconcileInterval, scope)
+	(&replicator{kube: kube, dyn: dyn}).register(h, c.reconcileInterval, scope)
 	(&reaper{dyn: dyn, now: time.Now}).register(h, c.ttlInterval, scope)
 	if c.ttlWebhook {
 		registerTTLWebhook(h, scope)

@@ -57,10 +57,6 @@ var systemNamespaces = []string{"kube-system", "kube-public", "kube-node-lease"}
 type replicator struct {
 	kube kubernetes.Interface
 	dyn  dynamic.Interface
-	// namespaces is the handler's scope (--namespaces): where it binds
-	// sources, and the only namespaces it copies into. Empty: every
-	// namespace but the system ones.
-	namespaces []string
 }
 
 // register binds the replicator for every replicated resource: create and
@@ -101,7 +97,7 @@ func (r *replicator) sync(ctx context.Context, gvr schema.GroupVersionResource, 
 		return fmt.Errorf("listing namespaces: %w", err)
 	}
 	anns := src.GetAnnotations()
-	targets := selectNamespaces(activeNamespaces(namespaces.Items), r.namespaces, src.GetNamespace(), anns[annInclude], anns[annExclude])
+	targets := selectNamespaces(activeNamespaces(namespaces.Items), src.GetNamespace(), anns[annInclude], anns[annExclude])
 	copies, err := r.copiesOf(ctx, gvr, key)
 	if err != nil {
 		return err
@@ -148,24 +144,17 @@ func (r *replicator) cleanup(ctx context.Context, gvr schema.GroupVersionResourc
 	return nil
 }
 
-// copiesOf lists the copies of the source key, by the copy label: in each
-// namespace of the handler's scope, or in every namespace when it has none
-// (a handler granted only its namespaces may not list cluster-wide).
+// copiesOf lists the copies of the source key in every namespace, by
+// the copy label.
 func (r *replicator) copiesOf(ctx context.Context, gvr schema.GroupVersionResource, key string) (map[string]*unstructured.Unstructured, error) {
-	scopes := r.namespaces
-	if len(scopes) == 0 {
-		scopes = []string{metav1.NamespaceAll}
+	list, err := r.dyn.Resource(gvr).List(ctx, metav1.ListOptions{LabelSelector: labelCopy + "=true"})
+	if err != nil {
+		return nil, fmt.Errorf("listing copies: %w", err)
 	}
 	out := map[string]*unstructured.Unstructured{}
-	for _, ns := range scopes {
-		list, err := r.dyn.Resource(gvr).Namespace(ns).List(ctx, metav1.ListOptions{LabelSelector: labelCopy + "=true"})
-		if err != nil {
-			return nil, fmt.Errorf("listing copies: %w", err)
-		}
-		for i := range list.Items {
-			if c := &list.Items[i]; isCopyOf(c, key) {
-				out[c.GetNamespace()] = c
-			}
+	for i := range list.Items {
+		if c := &list.Items[i]; isCopyOf(c, key) {
+			out[c.GetNamespace()] = c
 		}
 	}
 	return out, nil
@@ -259,15 +248,14 @@ func activeNamespaces(items []corev1.Namespace) []string {
 // selectNamespaces picks the namespaces a source in self is copied to, out
 // of the existing ones: those in the include list (every one when the list
 // is empty), minus those in the exclude list, self and the system
-// namespaces; within scope, the handler's namespaces, when it is not empty.
-// Lists are comma-separated; blanks around names are ignored. The result
-// is sorted.
-func selectNamespaces(existing, scope []string, self, include, exclude string) []string {
+// namespaces. Lists are comma-separated; blanks around names are ignored.
+// The result is sorted.
+func selectNamespaces(existing []string, self, include, exclude string) []string {
 	inc, exc := splitList(include), splitList(exclude)
 	var out []string
 	for _, ns := range existing {
 		if ns == self || slices.Contains(exc, ns) || slices.Contains(systemNamespaces, ns) ||
-			(len(inc) > 0 && !slices.Contains(inc, ns)) || (len(scope) > 0 && !slices.Contains(scope, ns)) {
+			(len(inc) > 0 && !slices.Contains(inc, ns)) {
 			continue
 		}
 		out = append(out, ns)

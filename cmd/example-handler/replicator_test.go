@@ -23,26 +23,23 @@ func TestSelectNamespaces(t *testing.T) {
 	all := []string{"a", "b", "c", "d", "kube-system", "kube-public", "kube-node-lease"}
 	for _, tc := range []struct {
 		name, self, include, exclude string
-		scope                        []string
 		want                         []string
 	}{
-		{"every other namespace but the system ones", "a", "", "", nil, []string{"b", "c", "d"}},
-		{"include limits", "a", "b,c", "", nil, []string{"b", "c"}},
-		{"exclude removes", "a", "", "d", nil, []string{"b", "c"}},
-		{"exclude wins over include", "a", "b,c,d", "d", nil, []string{"b", "c"}},
-		{"never the source's own namespace", "a", "a,b", "", nil, []string{"b"}},
-		{"never a system namespace, even included", "a", "b,kube-system,kube-public,kube-node-lease", "", nil, []string{"b"}},
-		{"blanks and empty items ignored", "a", " b , ,c ", " ", nil, []string{"b", "c"}},
-		{"included namespaces that do not exist are skipped", "a", "b,missing", "", nil, []string{"b"}},
-		{"nothing left", "a", "a", "", nil, nil},
-		{"the handler's scope bounds an empty include list", "a", "", "", []string{"a", "c"}, []string{"c"}},
-		{"the handler's scope bounds an include list", "a", "b,c", "", []string{"a", "c", "kube-system"}, []string{"c"}},
+		{"every other namespace but the system ones", "a", "", "", []string{"b", "c", "d"}},
+		{"include limits", "a", "b,c", "", []string{"b", "c"}},
+		{"exclude removes", "a", "", "d", []string{"b", "c"}},
+		{"exclude wins over include", "a", "b,c,d", "d", []string{"b", "c"}},
+		{"never the source's own namespace", "a", "a,b", "", []string{"b"}},
+		{"never a system namespace, even included", "a", "b,kube-system,kube-public,kube-node-lease", "", []string{"b"}},
+		{"blanks and empty items ignored", "a", " b , ,c ", " ", []string{"b", "c"}},
+		{"included namespaces that do not exist are skipped", "a", "b,missing", "", []string{"b"}},
+		{"nothing left", "a", "a", "", nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := selectNamespaces(all, tc.scope, tc.self, tc.include, tc.exclude)
+			got := selectNamespaces(all, tc.self, tc.include, tc.exclude)
 			if !slices.Equal(got, tc.want) {
-				t.Errorf("selectNamespaces(scope=%q, self=%q, include=%q, exclude=%q) = %q, want %q",
-					tc.scope, tc.self, tc.include, tc.exclude, got, tc.want)
+				t.Errorf("selectNamespaces(self=%q, include=%q, exclude=%q) = %q, want %q",
+					tc.self, tc.include, tc.exclude, got, tc.want)
 			}
 		})
 	}
@@ -240,32 +237,5 @@ func TestCleanupDeletesOnlyThisSourcesCopies(t *testing.T) {
 	}
 	if _, err := secrets.Namespace("b").Get(ctx, "db", metav1.GetOptions{}); err != nil {
 		t.Errorf("the copy of another source was deleted: %v", err)
-	}
-}
-
-// A handler granted only its namespaces lists and writes copies there
-// alone: a copy outside its scope is neither seen nor removed.
-func TestAScopedReplicatorStaysInItsNamespaces(t *testing.T) {
-	ctx := context.Background()
-	outside := buildCopy(source(), "c", nil)
-	r, dyn := fakeReplicator([]string{"src", "a", "b", "c"}, outside)
-	r.namespaces = []string{"src", "a"}
-	if err := r.sync(ctx, secretsGVR, sdk.NewEvent(sdk.Create, source())); err != nil {
-		t.Fatal(err)
-	}
-	secrets := dyn.Resource(secretsGVR)
-	if _, err := secrets.Namespace("a").Get(ctx, "db", metav1.GetOptions{}); err != nil {
-		t.Errorf("no copy in a, which is in scope and included: %v", err)
-	}
-	if _, err := secrets.Namespace("b").Get(ctx, "db", metav1.GetOptions{}); err == nil {
-		t.Error("a copy was made in b, outside the handler's scope")
-	}
-	if _, err := secrets.Namespace("c").Get(ctx, "db", metav1.GetOptions{}); err != nil {
-		t.Errorf("the copy in c, outside the scope, was removed: %v", err)
-	}
-	for _, a := range dyn.Actions() {
-		if a.GetVerb() == "list" && a.GetNamespace() == metav1.NamespaceAll {
-			t.Errorf("listed %s in every namespace; the scope is [src a]", a.GetResource().Resource)
-		}
 	}
 }
