@@ -55,6 +55,18 @@ func (l GRPCLimits) withDefaults() GRPCLimits {
 	return l
 }
 
+// MinPingInterval is the shortest interval between a client's keepalive
+// pings the broker permits (docs/protocol.md, [conn.keepalive]).
+const MinPingInterval = 10 * time.Second
+
+// KeepaliveEnforcement holds clients to MinPingInterval, with or without a
+// stream: past three pings in a row that come sooner, with nothing sent to
+// the client between them, gRPC answers GOAWAY (too_many_pings) and closes
+// the connection.
+func KeepaliveEnforcement() keepalive.EnforcementPolicy {
+	return keepalive.EnforcementPolicy{MinTime: MinPingInterval, PermitWithoutStream: true}
+}
+
 // serverOptions are the gRPC server's limits, keepalives and, unless
 // insecure, its TLS.
 func (l GRPCLimits) serverOptions(maxMessageSize int, tlsConfig *tls.Config) []grpc.ServerOption {
@@ -65,8 +77,9 @@ func (l GRPCLimits) serverOptions(maxMessageSize int, tlsConfig *tls.Config) []g
 		// client opening thousands on one connection is not one.
 		grpc.MaxConcurrentStreams(maxStreamsPerConnection),
 		// The SDKs ping every 30 s; a client pinging more often than every
-		// 10 s is told GOAWAY (too_many_pings) and its connection closed.
-		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
+		// MinPingInterval is told GOAWAY (too_many_pings) and its
+		// connection closed.
+		grpc.KeepaliveEnforcementPolicy(KeepaliveEnforcement()),
 		grpc.KeepaliveParams(keepalive.ServerParameters{
 			Time: 30 * time.Second, Timeout: 10 * time.Second,
 			MaxConnectionIdle: l.MaxConnectionIdle, MaxConnectionAge: l.MaxConnectionAge, MaxConnectionAgeGrace: l.MaxConnectionAgeGrace,
