@@ -34,10 +34,10 @@ type scenario struct {
 // scenarios run in this order: the handshake first, the window's after the
 // reconnect (they end the session, and the handler's smaller window would
 // turn reviews away), the backoff's after them (it ends sessions too, and
-// gives back the broker's window), ack.one once every other delivery is
-// done, the drain next (it stops the handler), the rejected Hello after it
-// (it starts the handler again), and instance.id, which compares the two
-// processes, last.
+// gives back the broker's window), conn.keepalive once the handler has connected every way but the last,
+// ack.one once every other delivery is done, the drain next (it stops the
+// handler), the rejected Hello after it (it starts the handler again), and
+// instance.id, which compares the two processes, last.
 var scenarios = []scenario{
 	{"stream.hello", "the first message is a Hello the broker welcomes", (*kit).hello},
 	{"cap.list", "the Hello lists its capabilities with CAPABILITY_CAPABILITIES", (*kit).capabilities},
@@ -61,6 +61,7 @@ var scenarios = []scenario{
 	{"window.over", "the create sent while its window was full is acked RETRY, and later OK", (*kit).windowOver},
 	{"reconnect.backoff", "the session ended and 3 attempts refused Unavailable: the delays grow, stay under 5s, and reset after a Welcome", (*kit).reconnectBackoff},
 	{"conn.new", "each session so far came on a new connection (address)", (*kit).connNew},
+	{"conn.keepalive", "the proxy enforces the broker's keepalive policy; the session held idle 5s: no connection was told GOAWAY (too_many_pings)", (*kit).connKeepalive},
 	{"ack.one", "a delivery for an undeclared binding is acked FAIL; no delivery acked twice or unsent, none left unanswered", (*kit).ackOne},
 	{"drain.goodbye", "on SIGTERM, a slow create held, the handler says Goodbye, the stream ends OK and it exits 0", (*kit).drain},
 	{"drain.handback", "the delivery the kit sent after the Goodbye is acked RETRY", (*kit).drainHandback},

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/tether-dev/tether/broker"
 	tetherv1 "github.com/tether-dev/tether/proto/tether/v1"
 )
 
@@ -25,6 +26,8 @@ import (
 // changes a message only where a scenario asks (the capabilities, the
 // Welcome's window). The broker's status at the end of a stream reaches the
 // handler as is, and a stream the kit ends (renew) ends with Unavailable.
+// Its gRPC server enforces the broker's keepalive policy, and records each
+// GOAWAY it sends (conn.keepalive).
 type wire struct {
 	tetherv1.UnimplementedBrokerServiceServer
 	srv  *grpc.Server
@@ -44,6 +47,9 @@ type wire struct {
 	unavailable int
 	changed     chan struct{} // closed and replaced at every record
 	streams     []*stream
+	// goaways are those the proxy's gRPC server, which enforces the
+	// broker's keepalive policy, sent the handler (conn.keepalive).
+	goaways []goaway
 	// beforeAck, when set, runs before an ack is forwarded to the broker,
 	// with the delivery it answers: a scenario looks at the cluster while
 	// the broker has not seen the ack yet.
@@ -109,13 +115,14 @@ func newWire(brokerAddr string, hideCapabilities bool) (*wire, error) {
 		return nil, fmt.Errorf("listening for the handler: %w", err)
 	}
 	w := &wire{addr: lis.Addr().String(), hideCapabilities: hideCapabilities, changed: make(chan struct{}),
-		srv: grpc.NewServer(grpc.MaxRecvMsgSize(64 << 20))}
+		srv: grpc.NewServer(grpc.MaxRecvMsgSize(64<<20), grpc.KeepaliveEnforcementPolicy(broker.KeepaliveEnforcement()))}
 	if err := w.forwardTo(brokerAddr); err != nil {
 		lis.Close()
 		return nil, err
 	}
 	tetherv1.RegisterBrokerServiceServer(w.srv, w)
-	go func() { _ = w.srv.Serve(lis) }()
+	seen := func(g goaway) { w.record(func() { w.goaways = append(w.goaways, g) }) }
+	go func() { _ = w.srv.Serve(goawayListener{Listener: lis, seen: seen}) }()
 	return w, nil
 }
 
