@@ -18,7 +18,7 @@ import (
 // TypeScript SDKs' handlers, which must pass every rule (the Go one also
 // with the capabilities hidden from both sides: an SDK and a broker older
 // than capabilities still work together), and against a handler that
-// breaks four rules on purpose, which must fail those and only those.
+// breaks five rules on purpose, which must fail those and only those.
 func TestTheKitJudgesEachSDKsHandler(t *testing.T) {
 	tests := []struct {
 		name       string
@@ -45,7 +45,7 @@ func TestTheKitJudgesEachSDKsHandler(t *testing.T) {
 		}},
 		{name: "broken", command: func(t *testing.T) []string {
 			return []string{gobin.Build(t, "github.com/tether-dev/tether/test/conformance/testdata/broken")}
-		}, wantFailed: []string{"ack.retry", "ack.fail", "timer.ack", "daemon.exited"}},
+		}, wantFailed: []string{"ack.retry", "ack.fail", "timer.ack", "daemon.exited", "daemon.session"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -90,5 +92,41 @@ func TestDaemonExitedIsFoundByUID(t *testing.T) {
 	streams := []*stream{{exits: []*tetherv1.DaemonExited{{BindingId: "daemon", Uid: "u1"}}}}
 	if daemonExit(streams, "u1") == nil || daemonExit(streams, "u2") != nil {
 		t.Error("DaemonExited not matched by the object's UID")
+	}
+}
+
+func TestDaemonSessionFailsADaemonThatBeatsPastTheBound(t *testing.T) {
+	ended := time.Now()
+	tests := []struct {
+		name string
+		last map[string]time.Time
+		pass bool
+	}{
+		{"stopped with the stream", map[string]time.Time{"session-1": ended.Add(50 * time.Millisecond)}, true},
+		{"stopped before the stream ended", map[string]time.Time{"session-1": ended.Add(-time.Second)}, true},
+		{"never seen growing after the end", map[string]time.Time{"session-1": {}}, true},
+		{"beating on past the bound", map[string]time.Time{"session-1": ended.Add(50 * time.Millisecond), "session-2": ended.Add(2500 * time.Millisecond)}, false},
+		{"no run beat", map[string]time.Time{}, false},
+	}
+	for _, tt := range tests {
+		if err := stoppedWithin(tt.last, ended, sessionBound); (err == nil) != tt.pass {
+			t.Errorf("%s: %v, want pass = %v", tt.name, err, tt.pass)
+		}
+	}
+}
+
+func TestBeatsAreTheDaemonsNonEmptyFiles(t *testing.T) {
+	dir := t.TempDir()
+	for name, content := range map[string]string{"session-a": "beat\nbeat\n", "session-b": "", "other": "beat\n"} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := beats(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got["session-a"] != 10 {
+		t.Errorf("beats = %v, want session-a of 10 bytes only", got)
 	}
 }

@@ -79,7 +79,9 @@ type kit struct {
 // every scenario and returns the report; everything it started is stopped
 // before it returns.
 func run(ctx context.Context, opts options) (*report, error) {
-	if err := os.MkdirAll(opts.dir, 0o755); err != nil {
+	// The log folder, and in it the one the daemon of scenario session
+	// beats in (daemon.session).
+	if err := os.MkdirAll(filepath.Join(opts.dir, "beats"), 0o755); err != nil {
 		return nil, fmt.Errorf("making the log folder: %w", err)
 	}
 	fmt.Fprintf(opts.progress, "conformance: logs in %s\n", opts.dir)
@@ -174,7 +176,7 @@ func (k *kit) startHandler(logName string) error {
 	}
 	cmd := exec.Command(k.opts.command[0], k.opts.command[1:]...)
 	cmd.Env = append(os.Environ(), envBroker+"="+k.wire.addr, envInsecure+"=true", envHandler+"="+handlerName,
-		envNamespace+"="+namespace)
+		envNamespace+"="+namespace, envBeats+"="+k.beatsDir())
 	cmd.Stdout, cmd.Stderr = out, out
 	// In a process group of its own that the kernel kills with the kit: a
 	// kit killed mid-run must not leave the handler retrying forever (seen:

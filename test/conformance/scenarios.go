@@ -31,10 +31,12 @@ type scenario struct {
 	run   func(*kit, context.Context) error
 }
 
-// scenarios run in this order: the handshake first, the window's after the
-// reconnect (they end the session, and the handler's smaller window would
-// turn reviews away), the backoff's after them (it ends sessions too, and
-// gives back the broker's window), conn.keepalive once the handler has connected every way but the last,
+// scenarios run in this order: the handshake first, daemon.session with
+// the other daemons' (it ends the session, and the next one has the
+// broker's window), the window's after the reconnect (they end the session,
+// and the handler's smaller window would turn reviews away), the backoff's
+// after them (it ends sessions too, and gives back the broker's window),
+// conn.keepalive once the handler has connected every way but the last,
 // ack.one once every other delivery is done, the drain next (it stops the
 // handler), the rejected Hello after it (it starts the handler again), and
 // instance.id, which compares the two processes, last.
@@ -52,6 +54,7 @@ var scenarios = []scenario{
 	{"daemon.start", "daemon (label daemon) is started and acked OK while it runs", (*kit).daemonStart},
 	{"daemon.stop", "deleted, its daemon's stop is acked once it returned, within its cancellation timeout", (*kit).daemonStop},
 	{"daemon.exited", "daemon (label daemon, scenario exit) returns by itself: DaemonExited names it, not failed", (*kit).daemonExited},
+	{"daemon.session", "daemon (label daemon, scenario session) beats while it runs; the kit ends its session: the beats stop within 2s, and it starts again on the next one", (*kit).daemonSession},
 	{"admission.answer", "validate (label admission) refuses scenario deny with its message, allows the rest", (*kit).admissionAnswer},
 	{"admission.patch", "mutate (label admission) patches scenario mutate's labels as it is created", (*kit).admissionPatch},
 	{"limits.answer", "create (scenario big) would answer over 4 MiB: acked FAIL, the stream kept", (*kit).oversizedAnswer},

@@ -77,14 +77,42 @@ func tick(_ context.Context, ev *sdk.Event) error {
 }
 
 // daemon runs until stopped, then takes half a second to clean up; for
-// scenario exit it returns at once.
+// scenario exit it returns at once, and for scenario session it beats while
+// it runs.
 func daemon(ctx context.Context, ev *sdk.Event) error {
-	if s, _, _ := unstructuredString(ev, "spec", "scenario"); s == "exit" {
+	switch s, _, _ := unstructuredString(ev, "spec", "scenario"); s {
+	case "exit":
 		return nil
+	case "session":
+		if err := beat(ctx); err != nil {
+			return err
+		}
 	}
 	<-ctx.Done()
 	time.Sleep(500 * time.Millisecond)
 	return nil
+}
+
+// beat appends a line to a new file of $TETHER_CONFORMANCE_DIR every
+// 100 ms until ctx ends, so that the kit sees when the daemon stops.
+func beat(ctx context.Context) error {
+	f, err := os.CreateTemp(os.Getenv("TETHER_CONFORMANCE_DIR"), "session-")
+	if err != nil {
+		return fmt.Errorf("creating the daemon's beat file: %w", err)
+	}
+	defer f.Close()
+	t := time.NewTicker(100 * time.Millisecond)
+	defer t.Stop()
+	for {
+		if _, err := f.WriteString("beat\n"); err != nil {
+			return fmt.Errorf("beating: %w", err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
 }
 
 func validate(_ context.Context, r *sdk.Review) error {

@@ -8,6 +8,7 @@ answers of test/conformance/README.md, on the Python SDK (sdk/python).
 import asyncio
 import os
 import sys
+import tempfile
 import time
 
 # The SDK of this source tree: run with python3 -I, neither this folder nor
@@ -58,8 +59,21 @@ def tick(**_):
 async def daemon(stopped, spec, **_):
     if spec.get("scenario") == "exit":
         return  # returns by itself, which the SDK reports with DaemonExited
+    if spec.get("scenario") == "session":
+        await beat(stopped)
     await stopped.wait()
     await asyncio.sleep(0.5)  # the daemon's cleanup, which its stop's ack waits for
+
+
+async def beat(stopped):
+    """Appends a line to a new file of $TETHER_CONFORMANCE_DIR every 100 ms
+    until stopped, so that the kit sees when the daemon stops."""
+    fd, _ = tempfile.mkstemp(prefix="session-", dir=os.environ["TETHER_CONFORMANCE_DIR"])
+    with os.fdopen(fd, "w") as f:
+        while not stopped.is_set():
+            f.write("beat\n")
+            f.flush()
+            await stopped.wait(0.1)
 
 
 @tether.on.validate(*WIDGETS, registry=registry, id="validate", labels="conformance.tether.dev/admission=yes")

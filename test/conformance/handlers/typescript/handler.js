@@ -7,6 +7,8 @@
 // @ts-check
 "use strict";
 
+const crypto = require("node:crypto");
+const fs = require("node:fs");
 const path = require("node:path");
 const tether = require(path.join(__dirname, "..", "..", "..", "..", "sdk", "typescript", "build", "src"));
 
@@ -35,15 +37,40 @@ async function create(d) {
 }
 
 /** Runs until stopped, then takes half a second to clean up, which its stop's ack waits for; for
- * scenario exit, returns at once, which the SDK reports with DaemonExited.
+ * scenario exit, returns at once, which the SDK reports with DaemonExited; for scenario session,
+ * beats while it runs.
  * @param {import("../../../../sdk/typescript/build/src").Delivery} d */
 async function daemon(d) {
   if (d.object.spec?.scenario === "exit") return;
+  if (d.object.spec?.scenario === "session") await beat(d.signal);
   await new Promise((resolve) => {
     if (d.signal.aborted) resolve(undefined);
     else d.signal.addEventListener("abort", () => resolve(undefined), { once: true });
   });
   await new Promise((resolve) => setTimeout(resolve, 500));
+}
+
+/** Appends a line to a new file of $TETHER_CONFORMANCE_DIR every 100 ms until signal is aborted,
+ * so that the kit sees when the daemon stops.
+ * @param {AbortSignal} signal */
+async function beat(signal) {
+  const fd = fs.openSync(path.join(env.TETHER_CONFORMANCE_DIR ?? "", `session-${crypto.randomUUID()}`), "wx");
+  try {
+    while (!signal.aborted) {
+      fs.writeSync(fd, "beat\n");
+      await new Promise((resolve) => {
+        const done = () => {
+          clearTimeout(t);
+          signal.removeEventListener("abort", done);
+          resolve(undefined);
+        };
+        const t = setTimeout(done, 100);
+        signal.addEventListener("abort", done, { once: true });
+      });
+    }
+  } finally {
+    fs.closeSync(fd);
+  }
 }
 
 /** @param {import("../../../../sdk/typescript/build/src").Review} r */

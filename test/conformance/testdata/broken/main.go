@@ -1,9 +1,11 @@
-// Command broken is a handler that breaks four rules of docs/protocol.md on
+// Command broken is a handler that breaks five rules of docs/protocol.md on
 // purpose, for the kit's own test: it answers the retry scenario RETRY
 // without its retry_after, forever (ack.retry), the fail scenario OK
-// (ack.fail), and its timer's ticks FAIL (timer.ack), and its daemon of
-// scenario exit fails where it should return (daemon.exited). Everything
-// else it answers as the spec says.
+// (ack.fail), and its timer's ticks FAIL (timer.ack), its daemon of
+// scenario exit fails where it should return (daemon.exited), and its
+// daemon of scenario session beats on for 3 s after it is stopped, the
+// session over (daemon.session). Everything else it answers as the spec
+// says.
 package main
 
 import (
@@ -30,8 +32,11 @@ func main() {
 		return sdk.Permanent(errors.New("broken: a tick fails"))
 	}, sdk.ID("tick"), ns, sdk.Labels("conformance.tether.dev/timer=yes"))
 	h.OnDaemon(widgets, func(ctx context.Context, ev *sdk.Event) error {
-		if scenario(ev.Object().Object) == "exit" {
+		switch scenario(ev.Object().Object) {
+		case "exit":
 			return errors.New("broken: the daemon that should return fails")
+		case "session":
+			return beatPastStop(ctx)
 		}
 		<-ctx.Done()
 		time.Sleep(500 * time.Millisecond) // the spec's cleanup
@@ -85,4 +90,29 @@ func create(ctx context.Context, ev *sdk.Event) error {
 		}
 	}
 	return nil
+}
+
+// beatPastStop beats as the spec says, but goes on for 3 s after ctx ends:
+// a daemon that ignores its cancellation outlives its session.
+func beatPastStop(ctx context.Context) error {
+	f, err := os.CreateTemp(os.Getenv("TETHER_CONFORMANCE_DIR"), "session-")
+	if err != nil {
+		return fmt.Errorf("creating the daemon's beat file: %w", err)
+	}
+	defer f.Close()
+	t := time.NewTicker(100 * time.Millisecond)
+	defer t.Stop()
+	done, stopped := ctx.Done(), (<-chan time.Time)(nil)
+	for {
+		if _, err := f.WriteString("beat\n"); err != nil {
+			return fmt.Errorf("beating: %w", err)
+		}
+		select {
+		case <-done:
+			done, stopped = nil, time.After(3*time.Second)
+		case <-stopped:
+			return nil
+		case <-t.C:
+		}
+	}
 }
