@@ -29,6 +29,18 @@ function recording(entries: Entry[]): Logger {
   return { debug: write, info: write, warn: write, error: write };
 }
 
+/** Registers OpenTelemetry's SDK, as a Node program does, until the test ends; the spans it records. */
+function recordSpans(t: { after(fn: () => void): void }): InMemorySpanExporter {
+  const spans = new InMemorySpanExporter();
+  context.setGlobalContextManager(new AsyncLocalStorageContextManager().enable());
+  trace.setGlobalTracerProvider(new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(spans)] }));
+  t.after(() => {
+    trace.disable();
+    context.disable();
+  });
+  return spans;
+}
+
 function delivery(binding: string, traceContext: Record<string, string>, fail = false) {
   return create(DeliverySchema, {
     bindingId: binding,
@@ -61,14 +73,7 @@ test("the traceparent's rules: a valid header is the parent, an invalid one none
 });
 
 test("a traced delivery's function runs in a tether.handle span under the broker's, and its log lines name the trace", async (t) => {
-  const spans = new InMemorySpanExporter();
-  const manager = new AsyncLocalStorageContextManager().enable();
-  context.setGlobalContextManager(manager);
-  trace.setGlobalTracerProvider(new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(spans)] }));
-  t.after(() => {
-    trace.disable();
-    context.disable();
-  });
+  const spans = recordSpans(t);
 
   const entries: Entry[] = [];
   const broker = await TestBroker.start();
@@ -139,14 +144,7 @@ test("without a registered provider the function runs as before, and its log lin
 });
 
 test("a traced review's function runs in a tether.handle span under the broker's, as a lifecycle function does", async (t) => {
-  const spans = new InMemorySpanExporter();
-  const manager = new AsyncLocalStorageContextManager().enable();
-  context.setGlobalContextManager(manager);
-  trace.setGlobalTracerProvider(new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(spans)] }));
-  t.after(() => {
-    trace.disable();
-    context.disable();
-  });
+  const spans = recordSpans(t);
   const broker = await TestBroker.start();
   let active: Span | undefined;
   const h = new Handler("widgets", broker.options());
