@@ -61,6 +61,8 @@ func create(ctx context.Context, ev *sdk.Event) error {
 		ev.PatchStatus(map[string]any{"phase": "Patched"})
 	case "big":
 		ev.SetAnnotation("conformance.tether.dev/big", strings.Repeat("x", 5<<20))
+	case "events":
+		ev.Record(sdk.Normal, "Conformance", "conformance: an Event")
 	case "slow":
 		select {
 		case <-time.After(time.Second):

@@ -23,7 +23,7 @@ registry = tether.Registry()
 
 # The protocol's default store, the annotation, which the kit reads.
 @tether.on.create(*WIDGETS, registry=registry, id="create", results="annotation")
-def create(spec, patch, retry, **_):
+def create(body, spec, patch, retry, **_):
     scenario = spec.get("scenario")
     if scenario == "ok":
         return {"scenario": "ok"}
@@ -38,6 +38,8 @@ def create(spec, patch, retry, **_):
         patch.status["phase"] = "Patched"
     if scenario == "big":
         patch.metadata.annotations["conformance.tether.dev/big"] = "x" * (5 << 20)
+    if scenario == "events":
+        tether.event(body, type="Normal", reason="Conformance", message="conformance: an Event")
     if scenario == "slow":
         time.sleep(1)  # runs a second, so that the kit's second create finds the window full
     return None

@@ -30,6 +30,9 @@ async function create(d) {
       return { patch: { metadata: { labels: { "conformance.tether.dev/patched": "yes" } } }, statusPatch: { phase: "Patched" } };
     case "big":
       return { patch: { metadata: { annotations: { "conformance.tether.dev/big": "x".repeat(5 << 20) } } } };
+    case "events":
+      d.record({ type: "Normal", reason: "Conformance", message: "conformance: an Event" });
+      return undefined;
     case "slow": // runs a second, so that the kit's second create finds the window full
       await new Promise((resolve) => setTimeout(resolve, 1000));
       return undefined;
