@@ -130,3 +130,37 @@ func TestBeatsAreTheDaemonsNonEmptyFiles(t *testing.T) {
 		t.Errorf("beats = %v, want session-a of 10 bytes only", got)
 	}
 }
+
+func TestCapUseFailsAnEventForABrokerWithoutHandlerEvents(t *testing.T) {
+	ack := func(events int) *tetherv1.Ack {
+		a := &tetherv1.Ack{DeliveryId: "d", Outcome: tetherv1.Outcome_OUTCOME_OK}
+		for range events {
+			a.Events = append(a.Events, &tetherv1.HandlerEvent{Type: tetherv1.HandlerEvent_TYPE_NORMAL, Reason: "Conformance"})
+		}
+		return a
+	}
+	full := []tetherv1.Capability{tetherv1.Capability_CAPABILITY_CAPABILITIES, tetherv1.Capability_CAPABILITY_HANDLER_EVENTS}
+	withheld := without(full, tetherv1.Capability_CAPABILITY_HANDLER_EVENTS)
+	if !lacksEvents(withheld) || lacksEvents(full) || lacksEvents(nil) {
+		t.Fatalf("the Welcome the proxy makes lists %v, which must list capabilities without handler Events", withheld)
+	}
+	if err := judgeCapUse(full, ack(1), ack(0)); err != nil {
+		t.Errorf("the Event dropped for the broker without handler Events: %v", err)
+	}
+	// Offered no capabilities at all (hidden), the handler may post it or not.
+	if err := judgeCapUse(nil, ack(0), ack(0)); err != nil {
+		t.Errorf("no capabilities offered, no Event posted: %v", err)
+	}
+	failed := &tetherv1.Ack{DeliveryId: "d", Outcome: tetherv1.Outcome_OUTCOME_FAIL, Message: "dropped"}
+	for name, c := range map[string]struct{ with, without *tetherv1.Ack }{
+		"Event kept for a broker without handler Events": {ack(1), ack(1)},
+		"no Event though the broker takes them":          {ack(0), ack(0)},
+		"acked FAIL without the capability":              {ack(1), failed},
+	} {
+		if err := judgeCapUse(full, c.with, c.without); err == nil {
+			t.Errorf("%s: passed", name)
+		} else {
+			t.Logf("%s: %v", name, err)
+		}
+	}
+}

@@ -33,9 +33,10 @@ type scenario struct {
 
 // scenarios run in this order: the handshake first, daemon.session with
 // the other daemons' (it ends the session, and the next one has the
-// broker's window), the window's after the reconnect (they end the session,
-// and the handler's smaller window would turn reviews away), the backoff's
-// after them (it ends sessions too, and gives back the broker's window),
+// broker's window), cap.use after the reconnect (it ends the session, and
+// the next one's Welcome lacks handler Events until the window's ends it),
+// the window's after it (they end the session, and the handler's smaller
+// window would turn reviews away), the backoff's after them (it ends sessions too, and gives back the broker's window),
 // conn.keepalive once the handler has connected every way but the last,
 // ack.one once every other delivery is done, the drain next (it stops the
 // handler), the rejected Hello after it (it starts the handler again), and
@@ -60,6 +61,7 @@ var scenarios = []scenario{
 	{"limits.answer", "create (scenario big) would answer over 4 MiB: acked FAIL, the stream kept", (*kit).oversizedAnswer},
 	{"conn.receive", "a create of scenario ok just under 32 MiB is taken and acked OK", (*kit).largeDelivery},
 	{"status.retry", "the broker restarts: the handler connects again and gets deliveries", (*kit).reconnect},
+	{"cap.use", "create (scenario events) posts an Event: its ack carries it; on a fresh session whose Welcome lists capabilities without CAPABILITY_HANDLER_EVENTS, it carries none, and both are OK", (*kit).capUse},
 	{"window.bound", "on a fresh session whose Welcome says a window of 1, two slow creates sent at once: the handler holds one at a time", (*kit).windowBound},
 	{"window.over", "the create sent while its window was full is acked RETRY, and later OK", (*kit).windowOver},
 	{"reconnect.backoff", "the session ended and 3 attempts refused Unavailable: the delays grow, stay under 5s, and reset after a Welcome", (*kit).reconnectBackoff},

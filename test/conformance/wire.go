@@ -66,6 +66,11 @@ type wire struct {
 	// the handler then has a smaller window than the broker honours, and the
 	// broker sends it more than its window.
 	window uint32
+	// withheld, when not CAPABILITY_UNSPECIFIED, is taken out of the
+	// Welcome's capabilities the handler gets on the streams that start
+	// from now on, which still list CAPABILITY_CAPABILITIES (cap.use): the
+	// handler then meets a broker without that feature.
+	withheld tetherv1.Capability
 }
 
 // stream is one Connect stream as the proxy saw it.
@@ -76,7 +81,9 @@ type stream struct {
 	hello   *tetherv1.Hello
 	welcome *tetherv1.Welcome // as the broker sent it
 	// window is Welcome.window as the handler got it.
-	window     uint32
+	window uint32
+	// offered are Welcome.capabilities as the handler got them.
+	offered    []tetherv1.Capability
 	deliveries []delivery
 	acks       map[string]ackAt // by delivery id, the first for each
 	// extraAcks are the acks that named a delivery already acked, or one
@@ -225,10 +232,10 @@ func (s *stream) end(st *status.Status) {
 // asks for it.
 func (w *wire) rewriteWelcome(s *stream, msg *tetherv1.ConnectResponse) *tetherv1.ConnectResponse {
 	w.mu.Lock()
-	window := w.window
+	window, withheld := w.window, w.withheld
 	w.mu.Unlock()
 	sent := msg
-	if w.hideCapabilities || window != 0 {
+	if w.hideCapabilities || window != 0 || withheld != tetherv1.Capability_CAPABILITY_UNSPECIFIED {
 		sent = proto.Clone(msg).(*tetherv1.ConnectResponse)
 		if w.hideCapabilities {
 			sent.GetWelcome().Capabilities = nil
@@ -236,17 +243,40 @@ func (w *wire) rewriteWelcome(s *stream, msg *tetherv1.ConnectResponse) *tetherv
 		if window != 0 {
 			sent.GetWelcome().Window = window
 		}
+		if withheld != tetherv1.Capability_CAPABILITY_UNSPECIFIED {
+			sent.GetWelcome().Capabilities = without(msg.GetWelcome().GetCapabilities(), withheld)
+		}
 	}
-	w.record(func() { s.welcome, s.window = msg.GetWelcome(), sent.GetWelcome().GetWindow() })
+	w.record(func() {
+		s.welcome, s.window, s.offered = msg.GetWelcome(), sent.GetWelcome().GetWindow(), sent.GetWelcome().GetCapabilities()
+	})
 	return sent
+}
+
+// without is the broker's capabilities without withheld, listing
+// CAPABILITY_CAPABILITIES even when the kit hides capabilities from the
+// handler otherwise: a Welcome without it would say nothing of withheld.
+func without(broker []tetherv1.Capability, withheld tetherv1.Capability) []tetherv1.Capability {
+	caps := []tetherv1.Capability{tetherv1.Capability_CAPABILITY_CAPABILITIES}
+	for _, c := range broker {
+		if c != withheld && c != tetherv1.Capability_CAPABILITY_CAPABILITIES {
+			caps = append(caps, c)
+		}
+	}
+	return caps
 }
 
 // renew ends every stream going on with Unavailable, as a broker going
 // away does, so that the handler starts a fresh session; from then on the
-// handler gets window in the Welcome (0: the broker's).
-func (w *wire) renew(window uint32) {
+// handler gets window in the Welcome (0: the broker's), and the broker's
+// capabilities.
+func (w *wire) renew(window uint32) { w.renewWith(window, tetherv1.Capability_CAPABILITY_UNSPECIFIED) }
+
+// renewWith is renew, the handler's Welcome from then on listing the
+// broker's capabilities without withheld (CAPABILITY_UNSPECIFIED: all).
+func (w *wire) renewWith(window uint32, withheld tetherv1.Capability) {
 	w.record(func() {
-		w.window = window
+		w.window, w.withheld = window, withheld
 		for _, s := range w.streams {
 			if s.cut != nil && !s.ended {
 				s.wasCut = true
