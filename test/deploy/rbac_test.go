@@ -313,14 +313,7 @@ func TestBrokerServiceAccountDoesItsJob(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 
-	token, err := cp.ServiceAccountToken(ctx, ns, brokerName)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := cp.RESTConfig()
-	cfg.BearerToken, cfg.BearerTokenFile = token, ""
-	cfg.Username, cfg.Password = "", ""
-	cfg.Impersonate = rest.ImpersonationConfig{}
+	cfg := asBroker(ctx, t, cp)
 	kube, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -344,7 +337,7 @@ func TestBrokerServiceAccountDoesItsJob(t *testing.T) {
 
 	// The token is the broker's.
 	tr, err := kube.AuthenticationV1().TokenReviews().Create(ctx, &authenticationv1.TokenReview{
-		Spec: authenticationv1.TokenReviewSpec{Token: token},
+		Spec: authenticationv1.TokenReviewSpec{Token: cfg.BearerToken},
 	}, metav1.CreateOptions{})
 	ok("TokenReview", err)
 	if user, _ := serviceAccountUser(ns, brokerName); err == nil && (!tr.Status.Authenticated || tr.Status.User.Username != user) {
@@ -635,4 +628,20 @@ func TestBrokerWritesOnlyItsOwnGrant(t *testing.T) {
 		t.Errorf("deleting its own grant: %v", err)
 	}
 	_ = cp.Client().RbacV1().ClusterRoleBindings().Delete(ctx, grant, metav1.DeleteOptions{})
+}
+
+// asBroker is a client configuration with the broker's ServiceAccount's
+// token and nothing of the admin's, so that the API server judges what it
+// asks as it judges the broker.
+func asBroker(ctx context.Context, t *testing.T, cp *controlplane.ControlPlane) *rest.Config {
+	t.Helper()
+	token, err := cp.ServiceAccountToken(ctx, ns, brokerName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := cp.RESTConfig()
+	cfg.BearerToken, cfg.BearerTokenFile = token, ""
+	cfg.Username, cfg.Password = "", ""
+	cfg.Impersonate = rest.ImpersonationConfig{}
+	return cfg
 }

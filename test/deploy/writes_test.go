@@ -12,7 +12,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 
 	"github.com/tether-dev/tether/test/controlplane"
 )
@@ -50,14 +49,7 @@ func TestBrokerChangesOnlyTetherMetadata(t *testing.T) {
 		_, _ = admin.Resource(controlplane.WidgetGVR).Namespace(objNS).Patch(context.Background(), "w", types.MergePatchType,
 			[]byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{})
 	})
-	token, err := cp.ServiceAccountToken(ctx, ns, brokerName)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := cp.RESTConfig()
-	cfg.BearerToken, cfg.BearerTokenFile = token, ""
-	cfg.Username, cfg.Password = "", ""
-	cfg.Impersonate = rest.ImpersonationConfig{}
+	cfg := asBroker(ctx, t, cp)
 	dyn := dynamic.NewForConfigOrDie(cfg)
 	widget := dyn.Resource(controlplane.WidgetGVR).Namespace(objNS)
 	patch := func(p string) error {

@@ -102,6 +102,42 @@ func bindClusterRole(t *testing.T, cp *controlplane.ControlPlane, role, ns, sa s
 	t.Cleanup(func() { _ = rbac.ClusterRoleBindings().Delete(context.Background(), role, metav1.DeleteOptions{}) })
 }
 
+// grantBrokerWidgets gives the broker's identity ("broker" in ns) what a
+// widgets handler's install grants it: a ClusterRole with the aggregation
+// label, bound here directly (this control plane runs no controller
+// manager to aggregate it).
+func grantBrokerWidgets(t *testing.T, cp *controlplane.ControlPlane, ns string) {
+	t.Helper()
+	grant := &rbacv1.ClusterRole{
+		ObjectMeta: metav1.ObjectMeta{Name: "broker-widgets-" + ns, Labels: map[string]string{auth.AggregationLabel: "true"}},
+		Rules:      []rbacv1.PolicyRule{widgetRule("get", "list", "watch", "patch")},
+	}
+	if _, err := cp.Client().RbacV1().ClusterRoles().Create(context.Background(), grant, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cp.Client().RbacV1().ClusterRoles().Delete(context.Background(), grant.Name, metav1.DeleteOptions{})
+	})
+	bindClusterRole(t, cp, grant.Name, ns, "broker")
+}
+
+// waitLetIn waits until a handler made by newHandler is let in at addr
+// after a grant (why): the broker remembers a denial for
+// auth.DefaultDeniedTTL, so Hellos are refused until then; a Hello let in
+// runs until its one-second context ends.
+func waitLetIn(t *testing.T, newHandler func() *sdk.Handler, addr, why string) {
+	t.Helper()
+	testenv.WaitFor(t, waitTimeout, why+": the handler let in", func(context.Context) error {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		var rej *sdk.RejectedError
+		if err := newHandler().Run(ctx, addr); errors.As(err, &rej) {
+			return fmt.Errorf("still rejected: %s", rej.Message)
+		}
+		return nil
+	})
+}
+
 // TestTheBrokerRefusesABindingItCannotServe: a broker whose own identity
 // holds no right on widgets refuses, at Hello, a handler that is granted
 // widgets itself, and the refusal names the binding and the rule to grant
@@ -131,35 +167,9 @@ func TestTheBrokerRefusesABindingItCannotServe(t *testing.T) {
 		"the broker itself may not list widgets.v1.test.tether.dev in namespace "+ns,
 		auth.AggregationLabel+`: "true"`, `apiGroups: ["test.tether.dev"], resources: ["widgets"], verbs: [get, list, watch, patch]`)
 
-	ctx := context.Background()
-	grant := &rbacv1.ClusterRole{
-		ObjectMeta: metav1.ObjectMeta{Name: "broker-widgets-" + ns, Labels: map[string]string{auth.AggregationLabel: "true"}},
-		Rules:      []rbacv1.PolicyRule{widgetRule("get", "list", "watch", "patch")},
-	}
-	if _, err := cp.Client().RbacV1().ClusterRoles().Create(ctx, grant, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cp.Client().RbacV1().ClusterRoles().Delete(context.Background(), grant.Name, metav1.DeleteOptions{})
-	})
-	bindClusterRole(t, cp, grant.Name, ns, "broker")
+	grantBrokerWidgets(t, cp, ns)
 
-	// The broker's denial is remembered for auth.DefaultDeniedTTL; a Hello
-	// after it is let in: Run goes on until its context ends.
-	tick := time.NewTicker(250 * time.Millisecond)
-	defer tick.Stop()
-	for deadline := time.Now().Add(waitTimeout); ; <-tick.C {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		var rej *sdk.RejectedError
-		err := newHandler().Run(ctx, s.addr)
-		cancel()
-		if !errors.As(err, &rej) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the broker granted the rule, the handler is still rejected: %s", rej.Message)
-		}
-	}
+	waitLetIn(t, newHandler, s.addr, "the broker granted the rule")
 	runHandler(t, newHandler(), s.addr)
 	create(t, dyn, widgetGVR, widget(ns, "w", map[string]any{"size": int64(1)}))
 	j.waitCount(t, sdk.Create, "w", 1)
@@ -178,18 +188,7 @@ func TestTheBrokerRefusesAHandlerItCannotActAs(t *testing.T) {
 	serverTLS, pool := selfSigned(t)
 	cfg := brokerIdentity(t, cp, ns, "broker")
 	addr := startBroker(t, cp, func(o *broker.Options) { o.Config, o.Insecure, o.TLS, o.Namespace = cfg, false, serverTLS, ns })
-	ctx := context.Background()
-	grant := &rbacv1.ClusterRole{
-		ObjectMeta: metav1.ObjectMeta{Name: "broker-widgets-" + ns, Labels: map[string]string{auth.AggregationLabel: "true"}},
-		Rules:      []rbacv1.PolicyRule{widgetRule("get", "list", "watch", "patch")},
-	}
-	if _, err := cp.Client().RbacV1().ClusterRoles().Create(ctx, grant, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cp.Client().RbacV1().ClusterRoles().Delete(context.Background(), grant.Name, metav1.DeleteOptions{})
-	})
-	bindClusterRole(t, cp, grant.Name, ns, "broker")
+	grantBrokerWidgets(t, cp, ns)
 	s := &secure{cp: cp, ns: ns, addr: addr, clientTLS: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}
 	s.grant(t, "handler", "h", handlerRule("h", "connect"), widgetRule("get", "list", "watch", "patch"))
 	token := s.token(t, "h")
@@ -207,20 +206,7 @@ func TestTheBrokerRefusesAHandlerItCannotActAs(t *testing.T) {
 		`a Role in namespace `+ns+` and the rule apiGroups: [""], resources: ["serviceaccounts"], resourceNames: ["h"], verbs: [impersonate]`)
 
 	actAsGrant(t, s, "broker", "h")
-	tick := time.NewTicker(250 * time.Millisecond)
-	defer tick.Stop()
-	for deadline := time.Now().Add(waitTimeout); ; <-tick.C {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		var rej *sdk.RejectedError
-		err := newHandler().Run(ctx, s.addr)
-		cancel()
-		if !errors.As(err, &rej) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the broker may act as the handler, the handler is still rejected: %s", rej.Message)
-		}
-	}
+	waitLetIn(t, newHandler, s.addr, "the broker may act as the handler")
 	runHandler(t, newHandler(), s.addr)
 	create(t, dyn, widgetGVR, widget(ns, "w", map[string]any{"size": int64(1)}))
 	testenv.WaitFor(t, waitTimeout, "the handler's label, written as it", func(ctx context.Context) error {
