@@ -19,10 +19,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
-	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
-	"go.opentelemetry.io/otel/sdk/resource"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
+	"github.com/tether-dev/tether/broker/tracing"
 	"github.com/tether-dev/tether/sdk"
 )
 
@@ -42,13 +40,15 @@ func run() error {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	// The exporter reads OTEL_EXPORTER_OTLP_ENDPOINT, the resource
-	// OTEL_SERVICE_NAME, the batcher OTEL_BSP_SCHEDULE_DELAY.
-	exp, err := otlptracegrpc.New(ctx)
+	// As the broker's: the exporter reads OTEL_EXPORTER_OTLP_ENDPOINT, the
+	// resource OTEL_SERVICE_NAME, the batcher OTEL_BSP_SCHEDULE_DELAY.
+	tp, err := tracing.ProviderFromEnv(ctx, *name)
 	if err != nil {
-		return fmt.Errorf("making the OTLP exporter: %w", err)
+		return err
 	}
-	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(resource.Environment()))
+	if tp == nil {
+		return fmt.Errorf("tracing is off: set OTEL_EXPORTER_OTLP_ENDPOINT")
+	}
 	defer func() {
 		flush, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
