@@ -11,7 +11,7 @@
 # Builds for the platform asked for (docker buildx build --platform
 # linux/amd64,linux/arm64 ...) by cross-compiling on the build machine.
 
-FROM --platform=$BUILDPLATFORM golang:1.26 AS build
+FROM --platform=$BUILDPLATFORM golang:1.27 AS build
 WORKDIR /src
 
 # Modules first, so that a source change does not download them again.
