@@ -54,6 +54,16 @@ type Admission struct {
 	// of them. The broker's own namespace is always excluded besides: its
 	// Leases, Secrets and Pods are what it needs to come back.
 	ExcludeNamespaces []string
+	// ExcludeUsers and ExcludeGroups are the identities whose requests no
+	// webhook intercepts, in any namespace and on cluster-scoped objects,
+	// which a namespace cannot exclude: the nodes and the control plane's
+	// controllers (a webhook failing closed while the broker is down would
+	// otherwise refuse a Node's status, or the namespace controller's and the
+	// garbage collector's deletions). nil means DefaultExcludedUsers and
+	// DefaultExcludedGroups, and an empty list excludes none of them. The
+	// broker's own user is always excluded besides: no webhook can refuse its
+	// holds.
+	ExcludeUsers, ExcludeGroups []string
 }
 
 // DefaultAdmissionSecret is Admission.SecretName unless set.
@@ -63,6 +73,29 @@ const DefaultAdmissionSecret = "tether-admission-tls"
 // namespaces of the control plane's components and of the nodes'
 // heartbeat Leases.
 var DefaultExcludedNamespaces = []string{"kube-system", "kube-node-lease"}
+
+// DefaultExcludedUsers is Admission.ExcludeUsers unless set: the control
+// plane's components that act as themselves.
+var DefaultExcludedUsers = []string{"system:kube-controller-manager", "system:kube-scheduler"}
+
+// DefaultExcludedGroups is Admission.ExcludeGroups unless set: the nodes'
+// kubelets, and the ServiceAccounts of kube-system, as which
+// kube-controller-manager's controllers act (the namespace controller, the
+// garbage collector) and the cluster's own add-ons run.
+var DefaultExcludedGroups = []string{"system:nodes", "system:serviceaccounts:kube-system"}
+
+// excludedIdentities are the users (own besides the given ones or the
+// defaults) and the groups no webhook intercepts.
+func (a Admission) excludedIdentities(own []string) (users, groups []string) {
+	users, groups = a.ExcludeUsers, a.ExcludeGroups
+	if users == nil {
+		users = DefaultExcludedUsers
+	}
+	if groups == nil {
+		groups = DefaultExcludedGroups
+	}
+	return slices.Compact(slices.Sorted(slices.Values(append(slices.Clone(own), users...)))), slices.Clone(groups)
+}
 
 // excludedNamespaces are the namespaces the webhooks leave out: the given
 // ones (or the default) and the broker's own, sorted, each once.
@@ -172,8 +205,9 @@ func newAdmission(ctx context.Context, kube kubernetes.Interface, opts Options, 
 		CertFile: a.CertFile, KeyFile: a.KeyFile, CAFile: a.CAFile, Log: log.Named("admission"), CAOverlap: opts.CAOverlap,
 	}
 	excluded := a.excludedNamespaces(ns)
-	log.Info("no admission webhook intercepts these namespaces", "namespaces", excluded)
-	wopts := webhook.Options{Client: kube, Log: log.Named("webhook"), ExcludeUsers: ownUser(ctx, kube, log), ExcludeNamespaces: excluded}
+	users, groups := a.excludedIdentities(ownUser(ctx, kube, log))
+	log.Info("no admission webhook intercepts these namespaces and identities", "namespaces", excluded, "users", users, "groups", groups)
+	wopts := webhook.Options{Client: kube, Log: log.Named("webhook"), ExcludeUsers: users, ExcludeGroups: groups, ExcludeNamespaces: excluded}
 	if a.Service != "" {
 		port := a.ServicePort
 		if port == 0 {

@@ -22,9 +22,12 @@ const (
 	labelHandler   = "tether.dev/handler"
 )
 
-// excludeCondition is the name of the match condition that lets
-// Options.ExcludeUsers through without calling the webhook.
-const excludeCondition = "tether.dev/not-excluded-user"
+// The names of the match conditions that let Options.ExcludeUsers and
+// ExcludeGroups through without calling the webhook.
+const (
+	excludeCondition      = "tether.dev/not-excluded-user"
+	excludeGroupCondition = "tether.dev/not-excluded-group"
+)
 
 // ConfigName is the name of both webhook configurations of a handler.
 func ConfigName(handler string) string { return "tether-" + handler }
@@ -48,8 +51,8 @@ type builder struct {
 	service *Service
 	paths   *admission.PathKey // nil only without an endpoint
 	ca      []byte
-	// excludeUsers are let through by a match condition.
-	excludeUsers []string
+	// excludeUsers and excludeGroups are let through by match conditions.
+	excludeUsers, excludeGroups []string
 	// excludeNamespaces are left out by the namespace selector.
 	excludeNamespaces []string
 }
@@ -189,18 +192,29 @@ func objectSelector(b *binding.Binding) *metav1.LabelSelector {
 func (bl builder) matchConditions(b *binding.Binding) []admissionregistrationv1.MatchCondition {
 	var out []admissionregistrationv1.MatchCondition
 	if len(bl.excludeUsers) > 0 {
-		quoted := make([]string, len(bl.excludeUsers))
-		for i, u := range bl.excludeUsers {
-			// Go's quoting is valid CEL: both know \" \\ \n \xHH \uHHHH.
-			quoted[i] = strconv.Quote(u)
-		}
 		out = append(out, admissionregistrationv1.MatchCondition{
 			Name:       excludeCondition,
-			Expression: "!(request.userInfo.username in [" + strings.Join(quoted, ", ") + "])",
+			Expression: "!(request.userInfo.username in " + celList(bl.excludeUsers) + ")",
+		})
+	}
+	if len(bl.excludeGroups) > 0 {
+		out = append(out, admissionregistrationv1.MatchCondition{
+			Name:       excludeGroupCondition,
+			Expression: "!request.userInfo.groups.exists(g, g in " + celList(bl.excludeGroups) + ")",
 		})
 	}
 	for _, mc := range b.Admission.MatchConditions {
 		out = append(out, admissionregistrationv1.MatchCondition{Name: mc.Name, Expression: mc.Expression})
 	}
 	return out
+}
+
+// celList is a CEL list of the strings.
+func celList(ss []string) string {
+	quoted := make([]string, len(ss))
+	for i, s := range ss {
+		// Go's quoting is valid CEL: both know \" \\ \n \xHH \uHHHH.
+		quoted[i] = strconv.Quote(s)
+	}
+	return "[" + strings.Join(quoted, ", ") + "]"
 }

@@ -67,7 +67,8 @@ func TestBuildValidatingWebhookWithEveryOption(t *testing.T) {
 		b.Admission.Timeout = 3 * time.Second
 		b.Admission.SideEffects = binding.SideEffectsNoneOnDryRun
 	})
-	bl := builder{handler: "h", url: "https://127.0.0.1:8443", paths: testPaths, ca: []byte("CA"), excludeUsers: []string{"system:serviceaccount:tether-system:tether-broker"}}
+	bl := builder{handler: "h", url: "https://127.0.0.1:8443", paths: testPaths, ca: []byte("CA"),
+		excludeUsers: []string{"system:serviceaccount:tether-system:tether-broker"}, excludeGroups: []string{"system:nodes", `we"ird`}}
 	got := bl.build([]*binding.Binding{b}, false)
 	want := admissionregistrationv1.ValidatingWebhook{
 		Name: "check.h.tether.dev",
@@ -97,6 +98,7 @@ func TestBuildValidatingWebhookWithEveryOption(t *testing.T) {
 		AdmissionReviewVersions: []string{"v1"},
 		MatchConditions: []admissionregistrationv1.MatchCondition{
 			{Name: "tether.dev/not-excluded-user", Expression: `!(request.userInfo.username in ["system:serviceaccount:tether-system:tether-broker"])`},
+			{Name: "tether.dev/not-excluded-group", Expression: `!request.userInfo.groups.exists(g, g in ["system:nodes", "we\"ird"])`},
 			{Name: "not-dry", Expression: "!request.dryRun"},
 		},
 	}

@@ -6,11 +6,12 @@
 // (<binding-id>.<handler>.tether.dev) that sends the API server to the
 // broker's admission endpoint at /admit/<handler>/<binding-id>.
 //
-// Every webhook leaves out Options.ExcludeUsers, by a match condition, and
-// Options.ExcludeNamespaces, by a kubernetes.io/metadata.name NotIn
-// requirement added to the binding's namespaceSelector, so that a webhook
-// failing closed while the broker is down cannot refuse the writes of the
-// broker, of the system namespaces, or in the broker's own namespace.
+// Every webhook leaves out Options.ExcludeUsers and ExcludeGroups, by match
+// conditions, and Options.ExcludeNamespaces, by a kubernetes.io/metadata.name
+// NotIn requirement added to the binding's namespaceSelector, so that a
+// webhook failing closed while the broker is down cannot refuse the writes of
+// the broker, of the nodes and the control plane (on cluster-scoped objects
+// too), of the system namespaces, or in the broker's own namespace.
 //
 // A Manager remembers what each handler should have. Sync writes it when a
 // handler connects, changes its bindings or goes absent past its grace (only

@@ -55,6 +55,9 @@ type Options struct {
 	// broker's own identity, so that no handler's webhook can block the
 	// broker's writes of holds and progress. Empty: none.
 	ExcludeUsers []string
+	// ExcludeGroups are let through without calling any webhook when the
+	// request's user is in any of them, as ExcludeUsers. Empty: none.
+	ExcludeGroups []string
 	// ExcludeNamespaces are never sent to any webhook: every webhook's
 	// namespaceSelector requires kubernetes.io/metadata.name NotIn them, on
 	// top of what the binding selects, so that a webhook failing closed
@@ -81,11 +84,12 @@ type Manager struct {
 	caBundle  func() []byte
 	resync    time.Duration
 	caChanged chan struct{}
-	// excludeUsers and excludeNamespaces are Options' ExcludeUsers and
-	// ExcludeNamespaces, the namespaces sorted without duplicates, so that
-	// the selector built compares equal from one resync to the next.
-	excludeUsers      []string
-	excludeNamespaces []string
+	// excludeUsers, excludeGroups and excludeNamespaces are Options'
+	// ExcludeUsers, ExcludeGroups and ExcludeNamespaces, the namespaces
+	// sorted without duplicates, so that the selector built compares equal
+	// from one resync to the next.
+	excludeUsers, excludeGroups []string
+	excludeNamespaces           []string
 
 	mu       sync.Mutex // guards handlers
 	handlers map[string]*handlerState
@@ -123,6 +127,7 @@ func New(opts Options) (*Manager, error) {
 		handlers:  map[string]*handlerState{},
 
 		excludeUsers:      slices.Clone(opts.ExcludeUsers),
+		excludeGroups:     slices.Clone(opts.ExcludeGroups),
 		excludeNamespaces: slices.Compact(slices.Sorted(slices.Values(opts.ExcludeNamespaces))),
 	}
 	if m.log == nil {
@@ -282,7 +287,7 @@ func (m *Manager) state(handler string) *handlerState {
 // applyLocked writes what h says; the caller holds h.mu.
 func (m *Manager) applyLocked(ctx context.Context, handler string, h *handlerState) error {
 	bl := builder{handler: handler, url: m.url, service: m.service, paths: m.paths,
-		excludeUsers: m.excludeUsers, excludeNamespaces: m.excludeNamespaces}
+		excludeUsers: m.excludeUsers, excludeGroups: m.excludeGroups, excludeNamespaces: m.excludeNamespaces}
 	if m.caBundle != nil {
 		bl.ca = m.caBundle()
 	}

@@ -68,8 +68,9 @@ type config struct {
 	audiences     string
 	recheckEvery  time.Duration
 	stuckAfter    time.Duration
-	// excludeNamespaces is --admission-exclude-namespaces as given.
-	excludeNamespaces string
+	// excludeNamespaces, excludeUsers and excludeGroups are
+	// --admission-exclude-namespaces, -users and -groups as given.
+	excludeNamespaces, excludeUsers, excludeGroups string
 }
 
 func main() {
@@ -120,7 +121,10 @@ func parseFlags(args []string, out io.Writer) (*config, error) {
 	}
 	fs.Visit(func(f *flag.Flag) { c.metricsSet = c.metricsSet || f.Name == "metrics-listen" })
 	c.grpcCerts.Hosts = append([]string{}, splitList(c.tlsHosts)...) // given empty: none
+	// Not nil, even when given empty: nil would mean the defaults.
 	c.admission.ExcludeNamespaces = append([]string{}, splitList(c.excludeNamespaces)...)
+	c.admission.ExcludeUsers = append([]string{}, splitList(c.excludeUsers)...)
+	c.admission.ExcludeGroups = append([]string{}, splitList(c.excludeGroups)...)
 	if (c.grpcCerts.CertFile == "") != (c.grpcCerts.KeyFile == "") || (c.grpcCerts.CAFile != "" && c.grpcCerts.CertFile == "") {
 		return nil, errors.New("--tls-cert-file needs --tls-key-file (and, optionally, --tls-ca-file)")
 	}
@@ -222,6 +226,12 @@ func (c *config) admissionFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.excludeNamespaces, "admission-exclude-namespaces", strings.Join(broker.DefaultExcludedNamespaces, ","),
 		"comma-separated namespaces whose objects no webhook intercepts, so that a webhook failing closed cannot lock them out;\n"+
 			"--namespace is always excluded besides. Leave one out to opt it in to the handlers' webhooks (empty: only --namespace is excluded)")
+	fs.StringVar(&c.excludeUsers, "admission-exclude-users", strings.Join(broker.DefaultExcludedUsers, ","),
+		"comma-separated users whose requests no webhook intercepts, in any namespace and on cluster-scoped objects, so that a webhook failing closed\n"+
+			"cannot lock out the control plane; the broker's own user is always excluded besides (empty: only the broker's)")
+	fs.StringVar(&c.excludeGroups, "admission-exclude-groups", strings.Join(broker.DefaultExcludedGroups, ","),
+		"comma-separated groups whose members' requests no webhook intercepts, as --admission-exclude-users: by default the nodes\n"+
+			"and kube-system's ServiceAccounts (kube-controller-manager's controllers, such as the namespace controller and the garbage collector). Empty: none")
 }
 
 // clientFlags are the API client's pace and the logs'.

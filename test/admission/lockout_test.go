@@ -11,9 +11,11 @@ import (
 	"github.com/hashicorp/go-hclog"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/tether-dev/tether/sdk"
 	"github.com/tether-dev/tether/test/controlplane"
@@ -27,8 +29,13 @@ import (
 // process is killed. The webhook configuration stays, and the API server
 // cannot reach the broker: a write in an ordinary namespace is refused, but
 // kube-system, kube-node-lease and the broker's own namespace, which no
-// webhook intercepts, still accept theirs. Before the kill, a handler whose
-// validate binding names kube-system is refused at Hello.
+// webhook intercepts, still accept theirs, and so does the ordinary
+// namespace for the system's own identities (a node, kube-controller-manager,
+// a controller of kube-system such as the namespace controller emptying a
+// namespace being deleted), which no webhook intercepts anywhere: that is
+// what keeps cluster-scoped objects and deletions from being locked out too.
+// Before the kill, a handler whose validate binding names kube-system is
+// refused at Hello.
 func TestAFailClosedWebhookOnEveryNamespaceDoesNotLockOutTheSystem(t *testing.T) {
 	const name = "lockout"
 	cp := controlplane.Get(t)
@@ -51,6 +58,7 @@ func TestAFailClosedWebhookOnEveryNamespaceDoesNotLockOutTheSystem(t *testing.T)
 			}
 		}
 	})
+	system := systemIdentities(t, cp, ns)
 	runEveryConfigMapValidator(t, name, b.addr)
 	create := func(ns, name string) error {
 		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}}
@@ -90,6 +98,51 @@ func TestAFailClosedWebhookOnEveryNamespaceDoesNotLockOutTheSystem(t *testing.T)
 			t.Errorf("with the broker killed, a ConfigMap in %s is refused: %v", sys, err)
 		}
 	}
+	for _, who := range system {
+		as := kubernetes.NewForConfigOrDie(impersonating(cp.RESTConfig(), who))
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "refused-by-" + strings.ReplaceAll(who.UserName, ":", "-"), Namespace: ns}}
+		if _, err := as.CoreV1().ConfigMaps(ns).Create(context.Background(), cm, metav1.CreateOptions{}); err != nil {
+			t.Errorf("with the broker killed, %s's write in %s is refused: %v", who.UserName, ns, err)
+		}
+	}
+}
+
+// systemIdentities are the system's own identities, which no webhook
+// intercepts, each granted ConfigMap writes in ns so that only admission
+// can refuse them.
+func systemIdentities(t *testing.T, cp *controlplane.ControlPlane, ns string) []rest.ImpersonationConfig {
+	t.Helper()
+	ids := []rest.ImpersonationConfig{
+		{UserName: "system:node:lockout-node", Groups: []string{"system:nodes", "system:authenticated"}},
+		{UserName: "system:kube-controller-manager", Groups: []string{"system:authenticated"}},
+		{UserName: "system:serviceaccount:kube-system:namespace-controller",
+			Groups: []string{"system:serviceaccounts", "system:serviceaccounts:kube-system", "system:authenticated"}},
+	}
+	const grant = "lockout-system-writers"
+	role := &rbacv1.Role{
+		ObjectMeta: metav1.ObjectMeta{Name: grant, Namespace: ns},
+		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"create"}}},
+	}
+	if _, err := cp.Client().RbacV1().Roles(ns).Create(context.Background(), role, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("creating a Role for ConfigMap writes in %s: %v", ns, err)
+	}
+	rb := &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: grant, Namespace: ns},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: grant},
+	}
+	for _, id := range ids {
+		rb.Subjects = append(rb.Subjects, rbacv1.Subject{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: id.UserName})
+	}
+	if _, err := cp.Client().RbacV1().RoleBindings(ns).Create(context.Background(), rb, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("granting the system identities ConfigMap writes in %s: %v", ns, err)
+	}
+	return ids
+}
+
+func impersonating(cfg *rest.Config, who rest.ImpersonationConfig) *rest.Config {
+	cfg = rest.CopyConfig(cfg)
+	cfg.Impersonate = who
+	return cfg
 }
 
 // refusedMessage is the refusal of runEveryConfigMapValidator's handler.
