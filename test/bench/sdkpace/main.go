@@ -1,0 +1,223 @@
+// Command sdkpace measures an SDK's delivery path without a cluster: it is
+// a broker that speaks only the Connect stream. For each -cmd (a shell
+// command, {addr} replaced by the address sdkpace listens on) it starts the
+// handler, sends it -n create deliveries of a Widget, then -n delete
+// deliveries, never more than -window in flight, and prints the handler
+// process's CPU time (user and system, all its threads) and the wall time
+// per delivery. With several -cmd and -rounds, the commands run in turns,
+// so that two trees compare on one machine at one time:
+//
+//	go run ./test/bench/sdkpace -n 4000 -rounds 3 \
+//	  -cmd 'PYTHONPATH=sdk/python exec /usr/bin/python3 test/bench/handler/handler.py --addr {addr} --namespace bench' \
+//	  -cmd 'exec go run ./test/bench/handler -addr {addr} -namespace bench'
+//
+// The handler must bind "create" (create) and "delete" (delete) on
+// test.tether.dev/v1 widgets, as test/bench/handler and handler.py do.
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc"
+
+	tetherv1 "github.com/tether-dev/tether/proto/tether/v1"
+)
+
+type commands []string
+
+func (c *commands) String() string     { return strings.Join(*c, "; ") }
+func (c *commands) Set(v string) error { *c = append(*c, v); return nil }
+
+func main() {
+	var cmds commands
+	flag.Var(&cmds, "cmd", "shell command of a handler, {addr} the broker's address (repeatable: run in turns)")
+	n := flag.Int("n", 4000, "Widgets: n creates, then n deletes")
+	window := flag.Int("window", 64, "deliveries in flight at most")
+	rounds := flag.Int("rounds", 3, "rounds of every -cmd, in turns")
+	flag.Parse()
+	if len(cmds) == 0 {
+		fmt.Fprintln(os.Stderr, "sdkpace: at least one -cmd")
+		os.Exit(2)
+	}
+	for r := 1; r <= *rounds; r++ {
+		for i, c := range cmds {
+			res, err := run(c, *n, *window)
+			if err != nil {
+				fmt.Fprintf(os.Stderr, "sdkpace: cmd %d: %v\n", i+1, err)
+				os.Exit(1)
+			}
+			fmt.Printf("round %d cmd %d: %s, load %s\n", r, i+1, res, loadAverage())
+		}
+	}
+}
+
+// result is one run's figures.
+type result struct {
+	deliveries int
+	cpu, wall  time.Duration
+}
+
+func (r result) String() string {
+	per := func(d time.Duration) float64 { return float64(d.Microseconds()) / float64(r.deliveries) }
+	return fmt.Sprintf("%d deliveries: CPU %.1f µs/delivery, wall %.1f µs/delivery", r.deliveries, per(r.cpu), per(r.wall))
+}
+
+// run serves one handler process through n creates and n deletes.
+func run(command string, n, window int) (result, error) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return result{}, fmt.Errorf("listening: %w", err)
+	}
+	srv := grpc.NewServer()
+	b := &broker{n: n, window: window, done: make(chan result, 1), errs: make(chan error, 1)}
+	tetherv1.RegisterBrokerServiceServer(srv, b)
+	go func() { _ = srv.Serve(lis) }()
+	defer srv.Stop()
+
+	cmd := exec.Command("sh", "-c", strings.ReplaceAll(command, "{addr}", lis.Addr().String()))
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Start(); err != nil {
+		return result{}, fmt.Errorf("starting the handler: %w", err)
+	}
+	b.pid = cmd.Process.Pid
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	select {
+	case r := <-b.done:
+		return r, nil
+	case err := <-b.errs:
+		return result{}, err
+	case <-time.After(5 * time.Minute):
+		return result{}, errors.New("timed out after 5m")
+	}
+}
+
+// broker is the one Connect stream a run serves.
+type broker struct {
+	tetherv1.UnimplementedBrokerServiceServer
+	n, window int
+	pid       int
+	done      chan result
+	errs      chan error
+}
+
+func (b *broker) Connect(stream tetherv1.BrokerService_ConnectServer) error {
+	err := b.serve(stream)
+	if err != nil {
+		b.errs <- err
+	}
+	return err
+}
+
+func (b *broker) serve(stream tetherv1.BrokerService_ConnectServer) error {
+	if _, err := stream.Recv(); err != nil {
+		return fmt.Errorf("reading Hello: %w", err)
+	}
+	err := stream.Send(&tetherv1.ConnectResponse{Message: &tetherv1.ConnectResponse_Welcome{Welcome: &tetherv1.Welcome{
+		SessionId: "sdkpace", Window: uint32(b.window), Capabilities: []tetherv1.Capability{
+			tetherv1.Capability_CAPABILITY_CAPABILITIES, tetherv1.Capability_CAPABILITY_HANDLER_EVENTS}}}})
+	if err != nil {
+		return fmt.Errorf("sending Welcome: %w", err)
+	}
+	acks := make(chan error, b.window)
+	go func() {
+		for {
+			msg, err := stream.Recv()
+			if err != nil {
+				acks <- fmt.Errorf("reading acks: %w", err)
+				return
+			}
+			if a := msg.GetAck(); a != nil {
+				if a.GetOutcome() != tetherv1.Outcome_OUTCOME_OK {
+					acks <- fmt.Errorf("delivery %s: outcome %s: %s", a.GetDeliveryId(), a.GetOutcome(), a.GetMessage())
+					return
+				}
+				acks <- nil
+			}
+		}
+	}()
+	total := 2 * b.n
+	cpu0, err := cpuTime(b.pid)
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	sent, acked := 0, 0
+	for acked < total {
+		for sent < total && sent-acked < b.window {
+			if err := stream.Send(delivery(sent, b.n)); err != nil {
+				return fmt.Errorf("sending a delivery: %w", err)
+			}
+			sent++
+		}
+		if err := <-acks; err != nil {
+			return err
+		}
+		acked++
+	}
+	wall := time.Since(start)
+	cpu1, err := cpuTime(b.pid)
+	if err != nil {
+		return err
+	}
+	b.done <- result{deliveries: total, cpu: cpu1 - cpu0, wall: wall}
+	return nil
+}
+
+// delivery is the i-th of 2n: creates, then deletes, of Widgets w-<i mod n>.
+func delivery(i, n int) *tetherv1.ConnectResponse {
+	kind, binding := tetherv1.DeliveryKind_DELIVERY_KIND_CREATE, "create"
+	if i >= n {
+		kind, binding = tetherv1.DeliveryKind_DELIVERY_KIND_DELETE, "delete"
+	}
+	name := fmt.Sprintf("w-%05d", i%n)
+	uid := fmt.Sprintf("00000000-0000-4000-8000-%012d", i%n)
+	obj := `{"apiVersion":"test.tether.dev/v1","kind":"Widget","metadata":{"name":"` + name +
+		`","namespace":"bench","uid":"` + uid + `","resourceVersion":"` + strconv.Itoa(1000+i) +
+		`","generation":1,"creationTimestamp":"2026-01-01T00:00:00Z","finalizers":["tether.dev/bench"]},"spec":{"size":3}}`
+	return &tetherv1.ConnectResponse{Message: &tetherv1.ConnectResponse_Delivery{Delivery: &tetherv1.Delivery{
+		Id: "d" + strconv.Itoa(i), BindingId: binding, Kind: kind, Attempt: 1,
+		Ref: &tetherv1.ObjectRef{
+			Resource:  &tetherv1.Resource{Group: "test.tether.dev", Version: "v1", Resource: "widgets", Kind: "Widget"},
+			Namespace: "bench", Name: name, Uid: uid, ResourceVersion: strconv.Itoa(1000 + i),
+		},
+		Object: []byte(obj),
+	}}}
+}
+
+// cpuTime is the CPU time process pid used so far, user and system, all
+// its threads, from /proc/<pid>/stat.
+func cpuTime(pid int) (time.Duration, error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, fmt.Errorf("reading the handler's CPU time: %w", err)
+	}
+	s := string(data)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	var ticks int64
+	for _, field := range f[11:13] { // utime, stime
+		v, err := strconv.ParseInt(field, 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("reading the handler's CPU time: %w", err)
+		}
+		ticks += v
+	}
+	return time.Duration(ticks) * 10 * time.Millisecond, nil
+}
+
+func loadAverage() string {
+	data, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "?"
+	}
+	f := strings.Fields(string(data))
+	return strings.Join(f[:min(3, len(f))], " ")
+}
+
