@@ -9,7 +9,7 @@ import asyncio
 import contextvars
 import functools
 import time
-from concurrent.futures import Executor
+from collections.abc import Callable
 from typing import Any
 
 from . import admission, durations, filters, hierarchies, kwargs, log, outcome, subhandlers, tracing
@@ -21,16 +21,17 @@ from .errors import AdmissionError, PermanentError, TemporaryError
 from .patch import Patch, pruned
 from .registry import Registration
 from .v1 import broker_pb2 as pb
+from .workers import Workers
 
 
 class Dispatcher:
-    """Runs functions; executor runs the sync ones (None: the event loop's
+    """Runs functions; workers run the sync ones (None: the event loop's
     default executor); memos keeps each object's memo; handler names the
     handler in the functions' spans."""
 
-    def __init__(self, executor: Executor | None = None, memos: Memos | None = None, indices: Indices | None = None,
+    def __init__(self, workers: Workers | None = None, memos: Memos | None = None, indices: Indices | None = None,
                  handler: str = ""):
-        self.executor = executor
+        self.workers = workers
         self.handler = handler
         self.memos = memos if memos is not None else Memos()
         self.indices = indices  # passed to functions by name
@@ -73,8 +74,14 @@ class Dispatcher:
         with hierarchies.handling(hierarchies.delivered_body(d.object, d.old_object), events, subs):
             if reg.is_async:
                 return await reg.fn(**kw)
-            run = functools.partial(contextvars.copy_context().run, reg.fn, **kw)
-            return await asyncio.get_running_loop().run_in_executor(self.executor, run)
+            return await self.in_thread(reg.fn, kw)
+
+    async def in_thread(self, fn: Callable[..., Any], kw: dict[str, Any]) -> Any:
+        """fn(**kw), a sync function, in a thread with a copy of the context."""
+        run = functools.partial(contextvars.copy_context().run, fn, **kw)
+        if self.workers is not None:
+            return await self.workers.run(run)
+        return await asyncio.get_running_loop().run_in_executor(None, run)
 
     async def handle(self, reg: Registration, d: pb.Delivery) -> pb.Ack:
         """The ack for one delivery (any kind but daemon start and stop).

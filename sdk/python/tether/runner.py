@@ -15,7 +15,6 @@ import secrets
 import signal
 import socket
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import grpc
@@ -28,6 +27,7 @@ from .memos import Memos
 from .log import LOGGER
 from .registry import Registry, get_default_registry
 from .session import Session, SessionEnded
+from .workers import Workers
 from .settings import FIELDS as SETTINGS
 from .settings import OperatorSettings
 from .types import Memo
@@ -351,8 +351,8 @@ async def _serve(registry: Registry, cfg: Config, stopping: asyncio.Event,
     msg = hello(registry, cfg)
     brokers = targets(cfg)
     root = root_certificates(cfg)  # an unreadable file is refused before the first attempt
-    executor = ThreadPoolExecutor(max_workers=cfg.window, thread_name_prefix="tether")
-    dispatcher = Dispatcher(executor, memos, registry.indices, cfg.name)
+    workers = Workers(cfg.window)
+    dispatcher = Dispatcher(workers, memos, registry.indices, cfg.name)
     backoff = Backoff(cfg.max_backoff)
     LOGGER.info("handler %s (instance %s): %d bindings, connecting to %s%s%s", cfg.name, cfg.instance_id,
                 len(msg.bindings), " or ".join(brokers), " in plain text" if cfg.insecure else "",
@@ -382,7 +382,7 @@ async def _serve(registry: Registry, cfg: Config, stopping: asyncio.Event,
             except asyncio.TimeoutError:
                 pass
     finally:
-        executor.shutdown(wait=False, cancel_futures=True)
+        workers.shutdown()
 
 
 def run(registry: Registry | None = None, *, memo: Memo | None = None, **settings: Any) -> None:

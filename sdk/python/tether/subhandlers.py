@@ -11,9 +11,7 @@ results, which are written with the parent's OK."""
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import dataclasses
-import functools
 import json
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
@@ -177,8 +175,7 @@ class Subhandling:
         with hierarchies.handling(self.body, self.events):
             if asyncio.iscoroutinefunction(sub.fn):
                 return await sub.fn(**kw)
-            run = functools.partial(contextvars.copy_context().run, sub.fn, **kw)
-            return await asyncio.get_running_loop().run_in_executor(self.dispatcher.executor, run)
+            return await self.dispatcher.in_thread(sub.fn, kw)
 
     def _fail(self, sub: Sub, message: str) -> tuple[None, None]:
         """A subhandler failed for good: its parent still finishes (as in
