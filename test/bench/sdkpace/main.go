@@ -220,4 +220,3 @@ func loadAverage() string {
 	f := strings.Fields(string(data))
 	return strings.Join(f[:min(3, len(f))], " ")
 }
-
