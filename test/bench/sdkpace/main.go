@@ -12,7 +12,11 @@
 //	  -cmd 'exec go run ./test/bench/handler -addr {addr} -namespace bench'
 //
 // The handler must bind "create" (create) and "delete" (delete) on
-// test.tether.dev/v1 widgets, as test/bench/handler and handler.py do.
+// test.tether.dev/v1 widgets, as test/bench/handler and handler.py do. It
+// ends with SIGTERM, so a profiler it runs under writes its profile:
+//
+//	-cmd 'cd sdk/python && exec /usr/bin/python3 -m cProfile -o /tmp/h.prof ../../test/bench/handler/handler.py --addr {addr} --namespace bench'
+
 package main
 
 import (
@@ -24,6 +28,7 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"google.golang.org/grpc"
@@ -88,7 +93,7 @@ func run(command string, n, window int) (result, error) {
 		return result{}, fmt.Errorf("starting the handler: %w", err)
 	}
 	b.pid = cmd.Process.Pid
-	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	defer stop(cmd)
 	select {
 	case r := <-b.done:
 		return r, nil
@@ -96,6 +101,20 @@ func run(command string, n, window int) (result, error) {
 		return result{}, err
 	case <-time.After(5 * time.Minute):
 		return result{}, errors.New("timed out after 5m")
+	}
+}
+
+// stop ends the handler as a pod's is ended: SIGTERM (so that a profiler
+// it runs under writes its profile), SIGKILL after 10s.
+func stop(cmd *exec.Cmd) {
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		_ = cmd.Process.Kill()
+		<-done
 	}
 }
 
