@@ -1,0 +1,183 @@
+package lifecycle
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/dynamic"
+
+	"github.com/tether-dev/tether/sdk"
+	"github.com/tether-dev/tether/test/controlplane"
+)
+
+// TestReviewsSurviveTheLeadersSIGKILL: two broker replicas with leader
+// election behind one admission endpoint (a TCP balancer standing for the
+// Service that selects every ready replica), a handler with a fail-closed
+// validate binding connected through RoundRobin, and writes at 20/s through
+// the API server while the leader is SIGKILLed: every review is answered by
+// the handler, none refused by the failure policy.
+func TestReviewsSurviveTheLeadersSIGKILL(t *testing.T) {
+	cp := controlplane.Get(t)
+	dyn := cp.EnsureWidgetCRD(t)
+	ns, brokerNS := cp.Namespace(t), cp.Namespace(t)
+	election := []string{"--leader-elect", "--leader-elect-lease-duration", "3s",
+		"--leader-elect-renew-deadline", "2s", "--leader-elect-retry-period", "250ms"}
+	addrs, admAddrs := []string{freeAddr(t), freeAddr(t)}, []string{freeAddr(t), freeAddr(t)}
+	front := startBalancer(t, admAddrs...)
+	brokers := map[string]*brokerProcess{}
+	for i, id := range []string{"replica-a", "replica-b"} {
+		brokers[id] = startBrokerProcess(t, cp, addrs[i], brokerNS, append([]string{"--identity", id,
+			"--admission-listen", admAddrs[i], "--admission-url", "https://" + admAddrs[i],
+			"--admission-replicas-url", "https://" + front}, election...)...)
+	}
+
+	var answered atomic.Int64
+	h := sdk.New("everyreplica", append(handlerOpts(t), sdk.WithDialer(sdk.RoundRobin(addrs...)))...)
+	h.OnValidate(widgets, func(context.Context, *sdk.Review) error {
+		answered.Add(1)
+		return nil
+	}, sdk.Namespaces(ns), sdk.Failure(sdk.FailClosed))
+	runHandler(t, h, addrs[0])
+	eventually(t, "a review answered by the handler", func() bool {
+		_, err := dyn.Resource(widgetGVR).Namespace(ns).Create(context.Background(),
+			widget(ns, fmt.Sprintf("probe-%d", time.Now().UnixNano()), nil), metav1.CreateOptions{})
+		return err == nil && answered.Load() > 0
+	})
+
+	load := startWriteLoad(dyn, ns, 20)
+	time.Sleep(2 * time.Second) // the load runs a while before the kill
+	lease, err := cp.Client().CoordinationV1().Leases(brokerNS).Get(context.Background(), "tether-broker-leader", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	leader := *lease.Spec.HolderIdentity
+	before := answered.Load()
+	brokers[leader].kill()
+	t.Logf("SIGKILLed the leader %s", leader)
+	var follower *brokerProcess
+	for id, b := range brokers {
+		if id != leader {
+			follower = b
+		}
+	}
+	eventually(t, "the follower leads", func() bool {
+		return follower.out.Any(func(l string) bool { return strings.Contains(l, "broker ready:") })
+	})
+	time.Sleep(3 * time.Second) // the load runs on a while under the new leader
+	ok, failed := load.stop()
+	t.Logf("writes through the API server: %d admitted, %d failed; reviews answered by the handler: %d (%d after the kill)",
+		ok, len(failed), answered.Load(), answered.Load()-before)
+	if len(failed) > 0 {
+		t.Errorf("%d writes failed around the leader's SIGKILL, the first: %v", len(failed), failed[0])
+	}
+}
+
+// writeLoad creates widgets at a steady rate, each create on its own
+// goroutine so that one slow review does not slow the rate.
+type writeLoad struct {
+	stopped chan struct{}
+	wg      sync.WaitGroup
+	mu      sync.Mutex
+	ok      int
+	failed  []error
+}
+
+func startWriteLoad(dyn dynamic.Interface, ns string, perSecond int) *writeLoad {
+	l := &writeLoad{stopped: make(chan struct{})}
+	l.wg.Go(func() {
+		t := time.NewTicker(time.Second / time.Duration(perSecond))
+		defer t.Stop()
+		for i := 0; ; i++ {
+			select {
+			case <-l.stopped:
+				return
+			case <-t.C:
+			}
+			l.wg.Go(func() {
+				_, err := dyn.Resource(widgetGVR).Namespace(ns).Create(context.Background(),
+					widget(ns, fmt.Sprintf("load-%05d", i), nil), metav1.CreateOptions{})
+				l.mu.Lock()
+				defer l.mu.Unlock()
+				if err != nil {
+					l.failed = append(l.failed, fmt.Errorf("%s: %w", time.Now().Format("15:04:05.000"), err))
+					return
+				}
+				l.ok++
+			})
+		}
+	})
+	return l
+}
+
+// stop ends the load, waits for the writes under way, and says how many
+// were admitted and why the others failed.
+func (l *writeLoad) stop() (ok int, failed []error) {
+	close(l.stopped)
+	l.wg.Wait()
+	return l.ok, l.failed
+}
+
+// startBalancer listens on a loopback port and spreads the connections it
+// accepts over backends in turn, skipping one that refuses: a Service that
+// selects every ready replica, whose endpoints lose a replica that died.
+// It returns the address it listens on.
+func startBalancer(t *testing.T, backends ...string) string {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	var conns sync.Map
+	t.Cleanup(func() {
+		_ = lis.Close()
+		conns.Range(func(c, _ any) bool { _ = c.(net.Conn).Close(); return true })
+		wg.Wait()
+	})
+	var next atomic.Uint32
+	wg.Go(func() {
+		for {
+			in, err := lis.Accept()
+			if err != nil {
+				return
+			}
+			start := int(next.Add(1))
+			wg.Go(func() {
+				defer in.Close()
+				var out net.Conn
+				for i := range backends {
+					if out, err = net.DialTimeout("tcp", backends[(start+i)%len(backends)], time.Second); err == nil {
+						break
+					}
+				}
+				if out == nil {
+					return
+				}
+				defer out.Close()
+				conns.Store(in, true)
+				conns.Store(out, true)
+				defer conns.Delete(in)
+				defer conns.Delete(out)
+				done := make(chan struct{}, 2)
+				pipe := func(dst, src net.Conn) {
+					_, _ = io.Copy(dst, src) // ends with either side: close both
+					_ = dst.Close()
+					done <- struct{}{}
+				}
+				go pipe(out, in)
+				go pipe(in, out)
+				<-done
+				<-done
+			})
+		}
+	})
+	return lis.Addr().String()
+}
