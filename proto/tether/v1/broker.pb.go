@@ -78,6 +78,16 @@ const (
 	// context of the broker's delivery span, for the handler's span to
 	// continue the trace.
 	Capability_CAPABILITY_TRACE_CONTEXT Capability = 11
+	// CAPABILITY_EVERY_REPLICA: listed by an instance, it keeps one session to
+	// each broker replica its address resolves to (every address of a DNS
+	// name, each of a list), so that whichever replica the API server calls
+	// has an instance to send the review to. Listed by the broker, a replica
+	// that does not lead accepts the session for admission reviews only
+	// (Welcome.reviews_only); when that replica comes to lead, it ends the
+	// session with UNAVAILABLE, and the instance reconnects at once for a
+	// full one. With both listed, the broker points the handler's webhooks at
+	// every ready replica rather than at the leader.
+	Capability_CAPABILITY_EVERY_REPLICA Capability = 12
 )
 
 // Enum value maps for Capability.
@@ -95,6 +105,7 @@ var (
 		9:  "CAPABILITY_INDEXES",
 		10: "CAPABILITY_PROGRESS",
 		11: "CAPABILITY_TRACE_CONTEXT",
+		12: "CAPABILITY_EVERY_REPLICA",
 	}
 	Capability_value = map[string]int32{
 		"CAPABILITY_UNSPECIFIED":             0,
@@ -109,6 +120,7 @@ var (
 		"CAPABILITY_INDEXES":                 9,
 		"CAPABILITY_PROGRESS":                10,
 		"CAPABILITY_TRACE_CONTEXT":           11,
+		"CAPABILITY_EVERY_REPLICA":           12,
 	}
 )
 
@@ -1230,7 +1242,13 @@ type Welcome struct {
 	// CAPABILITY_CAPABILITIES first. A feature it does not list, it does not
 	// have: the instance must not rely on it. A Welcome without any comes
 	// from a broker older than capabilities, which says nothing either way.
-	Capabilities  []Capability `protobuf:"varint,7,rep,packed,name=capabilities,proto3,enum=tether.v1.Capability" json:"capabilities,omitempty"`
+	Capabilities []Capability `protobuf:"varint,7,rep,packed,name=capabilities,proto3,enum=tether.v1.Capability" json:"capabilities,omitempty"`
+	// reviews_only: this replica does not lead, and took the session for
+	// admission reviews only (CAPABILITY_EVERY_REPLICA): it sends nothing but
+	// ADMISSION deliveries and no index, and ends the session with
+	// UNAVAILABLE when it comes to lead. Only for the instance's logs: the
+	// rules of the session are the same either way.
+	ReviewsOnly   bool `protobuf:"varint,8,opt,name=reviews_only,json=reviewsOnly,proto3" json:"reviews_only,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1312,6 +1330,13 @@ func (x *Welcome) GetCapabilities() []Capability {
 		return x.Capabilities
 	}
 	return nil
+}
+
+func (x *Welcome) GetReviewsOnly() bool {
+	if x != nil {
+		return x.ReviewsOnly
+	}
+	return false
 }
 
 // Resource names a Kubernetes resource. A binding gives exactly one of
@@ -3217,7 +3242,7 @@ const file_tether_v1_broker_proto_rawDesc = "" +
 	"\x14absent_release_after\x18\b \x01(\v2\x19.google.protobuf.DurationR\x12absentReleaseAfter\x12\x1a\n" +
 	"\bpriority\x18\t \x01(\x05R\bpriority\x129\n" +
 	"\fcapabilities\x18\n" +
-	" \x03(\x0e2\x15.tether.v1.CapabilityR\fcapabilities\"\xd3\x02\n" +
+	" \x03(\x0e2\x15.tether.v1.CapabilityR\fcapabilities\"\xf6\x02\n" +
 	"\aWelcome\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x16\n" +
@@ -3226,7 +3251,8 @@ const file_tether_v1_broker_proto_rawDesc = "" +
 	"\tresources\x18\x04 \x03(\v2\x13.tether.v1.ResourceR\tresources\x12/\n" +
 	"\x05grace\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\x05grace\x12K\n" +
 	"\x14absent_release_after\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\x12absentReleaseAfter\x129\n" +
-	"\fcapabilities\x18\a \x03(\x0e2\x15.tether.v1.CapabilityR\fcapabilities\"\x9e\x01\n" +
+	"\fcapabilities\x18\a \x03(\x0e2\x15.tether.v1.CapabilityR\fcapabilities\x12!\n" +
+	"\freviews_only\x18\b \x01(\bR\vreviewsOnly\"\x9e\x01\n" +
 	"\bResource\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\tR\aversion\x12\x1a\n" +
@@ -3406,7 +3432,7 @@ const file_tether_v1_broker_proto_rawDesc = "" +
 	"\n" +
 	"event_type\x18\x02 \x01(\tR\teventType\x12\x16\n" +
 	"\x06object\x18\x03 \x01(\fR\x06object\x12\x16\n" +
-	"\x06synced\x18\x04 \x01(\bR\x06synced*\xf1\x02\n" +
+	"\x06synced\x18\x04 \x01(\bR\x06synced*\x8f\x03\n" +
 	"\n" +
 	"Capability\x12\x1a\n" +
 	"\x16CAPABILITY_UNSPECIFIED\x10\x00\x12\x1b\n" +
@@ -3421,7 +3447,8 @@ const file_tether_v1_broker_proto_rawDesc = "" +
 	"\x12CAPABILITY_INDEXES\x10\t\x12\x17\n" +
 	"\x13CAPABILITY_PROGRESS\x10\n" +
 	"\x12\x1c\n" +
-	"\x18CAPABILITY_TRACE_CONTEXT\x10\v*\xbc\x02\n" +
+	"\x18CAPABILITY_TRACE_CONTEXT\x10\v\x12\x1c\n" +
+	"\x18CAPABILITY_EVERY_REPLICA\x10\f*\xbc\x02\n" +
 	"\vBindingKind\x12\x1c\n" +
 	"\x18BINDING_KIND_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13BINDING_KIND_CREATE\x10\x01\x12\x17\n" +
