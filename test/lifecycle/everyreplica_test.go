@@ -13,6 +13,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
 
 	"github.com/tether-dev/tether/sdk"
 	"github.com/tether-dev/tether/test/controlplane"
@@ -26,7 +27,7 @@ import (
 // the handler, none refused by the failure policy.
 func TestReviewsSurviveTheLeadersSIGKILL(t *testing.T) {
 	cp := controlplane.Get(t)
-	dyn := cp.EnsureWidgetCRD(t)
+	cp.EnsureWidgetCRD(t)
 	ns, brokerNS := cp.Namespace(t), cp.Namespace(t)
 	election := []string{"--leader-elect", "--leader-elect-lease-duration", "3s",
 		"--leader-elect-renew-deadline", "2s", "--leader-elect-retry-period", "250ms"}
@@ -46,13 +47,23 @@ func TestReviewsSurviveTheLeadersSIGKILL(t *testing.T) {
 		return nil
 	}, sdk.Namespaces(ns), sdk.Failure(sdk.FailClosed))
 	runHandler(t, h, addrs[0])
+	// The webhooks let the broker's own user through, and the test's
+	// client is that user: write as another.
+	cfg := cp.RESTConfig()
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: "tester", Groups: []string{"system:masters", "system:authenticated"}}
+	tester := dynamic.NewForConfigOrDie(cfg)
+	probes := 0
 	eventually(t, "a review answered by the handler", func() bool {
-		_, err := dyn.Resource(widgetGVR).Namespace(ns).Create(context.Background(),
-			widget(ns, fmt.Sprintf("probe-%d", time.Now().UnixNano()), nil), metav1.CreateOptions{})
+		probes++
+		_, err := tester.Resource(widgetGVR).Namespace(ns).Create(context.Background(),
+			widget(ns, fmt.Sprintf("probe-%d", probes), nil), metav1.CreateOptions{})
+		if err != nil {
+			t.Logf("probe %d: %v", probes, err)
+		}
 		return err == nil && answered.Load() > 0
 	})
 
-	load := startWriteLoad(dyn, ns, 20)
+	load := startWriteLoad(tester, ns, 20)
 	time.Sleep(2 * time.Second) // the load runs a while before the kill
 	lease, err := cp.Client().CoordinationV1().Leases(brokerNS).Get(context.Background(), "tether-broker-leader", metav1.GetOptions{})
 	if err != nil {
