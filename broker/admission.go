@@ -37,6 +37,14 @@ type Admission struct {
 	// (default 8443). When set, URL is not used.
 	Service     string
 	ServicePort int
+	// ReplicasURL and ReplicasService are URL and Service for an endpoint
+	// in front of every ready replica (a Service that selects every broker
+	// Pod, on ServicePort): the webhooks of a handler whose instances keep
+	// a session to every replica (CAPABILITY_EVERY_REPLICA) point there,
+	// so that a review needs no leader; the others' point at URL or
+	// Service. Empty: every handler's point at URL or Service.
+	ReplicasURL     string
+	ReplicasService string
 	// SecretName is the Secret in the broker's namespace that keeps the
 	// serving certificate the broker generates (default
 	// "tether-admission-tls"), so that replicas and restarts agree; its CA is
@@ -137,13 +145,12 @@ func (a Admission) Check() error {
 	if a.URL != "" && a.Service != "" {
 		return errors.New("admission: give the URL (broker outside the cluster) or the Service (inside), not both")
 	}
-	if a.URL != "" {
-		u, err := url.Parse(a.URL)
-		if err != nil {
-			return fmt.Errorf("admission URL: %w", err)
-		}
-		if u.Scheme != "https" || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
-			return fmt.Errorf("admission URL %q: want https://HOST[:PORT][/PATH]", a.URL)
+	if a.ReplicasURL != "" && a.Service != "" || a.ReplicasService != "" && a.Service == "" {
+		return errors.New("admission: the replicas' URL goes with a URL (broker outside the cluster), their Service with a Service (inside)")
+	}
+	for _, u := range []string{a.URL, a.ReplicasURL} {
+		if err := checkAdmissionURL(u); err != nil {
+			return err
 		}
 	}
 	if a.ServicePort < 0 || a.ServicePort > 65535 {
@@ -153,6 +160,21 @@ func (a Admission) Check() error {
 		if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
 			return fmt.Errorf("admission: excluded namespace %q: %s", ns, strings.Join(errs, "; "))
 		}
+	}
+	return nil
+}
+
+// checkAdmissionURL checks a URL the API server is sent to; "" is none.
+func checkAdmissionURL(raw string) error {
+	if raw == "" {
+		return nil
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return fmt.Errorf("admission URL: %w", err)
+	}
+	if u.Scheme != "https" || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
+		return fmt.Errorf("admission URL %q: want https://HOST[:PORT][/PATH]", raw)
 	}
 	return nil
 }
@@ -214,18 +236,31 @@ func newAdmission(ctx context.Context, kube kubernetes.Interface, opts Options, 
 			port = 8443
 		}
 		wopts.Service = &webhook.Service{Namespace: ns, Name: a.Service, Port: int32(port)}
-		svc := a.Service + "." + ns
-		copts.DNSNames = []string{a.Service, svc, svc + ".svc", svc + ".svc.cluster.local"}
+		copts.DNSNames = serviceNames(a.Service, ns)
+		if a.ReplicasService != "" {
+			wopts.ReplicasService = &webhook.Service{Namespace: ns, Name: a.ReplicasService, Port: int32(port)}
+			copts.DNSNames = append(copts.DNSNames, serviceNames(a.ReplicasService, ns)...)
+		}
 	} else {
 		u, err := a.url(lis)
 		if err != nil {
 			return nil, err
 		}
-		wopts.URL = u.String()
-		if ip := net.ParseIP(u.Hostname()); ip != nil {
-			copts.IPAddresses = []net.IP{ip}
-		} else {
-			copts.DNSNames = []string{u.Hostname()}
+		wopts.URL, wopts.ReplicasURL = u.String(), a.ReplicasURL
+		hosts := []string{u.Hostname()}
+		if a.ReplicasURL != "" {
+			r, err := url.Parse(a.ReplicasURL)
+			if err != nil {
+				return nil, fmt.Errorf("admission replicas URL: %w", err)
+			}
+			hosts = append(hosts, r.Hostname())
+		}
+		for _, h := range slices.Compact(slices.Sorted(slices.Values(hosts))) {
+			if ip := net.ParseIP(h); ip != nil {
+				copts.IPAddresses = append(copts.IPAddresses, ip)
+			} else {
+				copts.DNSNames = append(copts.DNSNames, h)
+			}
 		}
 	}
 	serving, err := certs.New(copts)
@@ -242,6 +277,12 @@ func newAdmission(ctx context.Context, kube kubernetes.Interface, opts Options, 
 		return nil, err
 	}
 	return &admissionParts{certs: serving, paths: paths, hooks: hooks, excluded: excluded}, nil
+}
+
+// serviceNames are the DNS names of a Service in namespace ns.
+func serviceNames(name, ns string) []string {
+	svc := name + "." + ns
+	return []string{name, svc, svc + ".svc", svc + ".svc.cluster.local"}
 }
 
 // url is where the API server reaches the endpoint from outside

@@ -24,35 +24,52 @@ import (
 // the object's UID answers, so that one object's reviews and lifecycle
 // deliveries go to the same instance; a CREATE (no UID yet) goes to the
 // least busy instance. While the handler has no instance, Review waits for
-// one until ctx ends.
+// one until ctx ends. On a replica that does not lead, the instances are
+// those that signed in for reviews only (reviewsonly.go); a review waiting
+// on them when the replica comes to lead moves to the handler's controller.
 //
 // The binding is returned whenever the handler and binding are known, also
 // with an error, so that the caller can apply its failure policy; it is nil
-// on a replica that does not lead or for a handler this broker never saw.
+// for a handler this replica has not seen.
 func (m *Manager) Review(ctx context.Context, handler, bindingID string, req *admissionv1.AdmissionRequest) (*tetherv1.AdmissionResponse, *binding.Binding, error) {
-	rv, b := m.admissionBinding(handler, bindingID)
-	if b == nil {
-		return nil, nil, fmt.Errorf("handler %q has no validate or mutate binding %q on this broker", handler, bindingID)
+	for {
+		rv, b, superseded := m.admissionBinding(handler, bindingID)
+		if b == nil {
+			return nil, nil, fmt.Errorf("handler %q has no validate or mutate binding %q on this broker", handler, bindingID)
+		}
+		resp, err := rv.review(ctx, b, req, superseded)
+		if errors.Is(err, errSuperseded) {
+			continue
+		}
+		return resp, b, err
 	}
-	resp, err := rv.review(ctx, b, req)
-	return resp, b, err
 }
+
+// errSuperseded ends a review waiting on a handler's reviews-only
+// instances once the handler has a controller: it is sent again there.
+var errSuperseded = errors.New("the handler's reviews moved to its controller")
 
 // Binding returns a handler's validate or mutate binding; nil when this
 // broker does not know it.
 func (m *Manager) Binding(handler, bindingID string) *binding.Binding {
-	_, b := m.admissionBinding(handler, bindingID)
+	_, b, _ := m.admissionBinding(handler, bindingID)
 	return b
 }
 
-func (m *Manager) admissionBinding(handler, bindingID string) (*reviews, *binding.Binding) {
+// admissionBinding finds who answers a handler's reviews: its controller,
+// or on a replica that does not lead (or has not yet restored the handler)
+// its reviews-only instances, with the channel that closes when those are
+// superseded (nil for a controller).
+func (m *Manager) admissionBinding(handler, bindingID string) (*reviews, *binding.Binding, <-chan struct{}) {
 	m.mu.Lock()
-	rt := m.controllers[handler]
-	m.mu.Unlock()
-	if rt == nil {
-		return nil, nil
+	defer m.mu.Unlock()
+	if rt := m.controllers[handler]; rt != nil {
+		return rt.reviews, rt.admission[bindingID], nil
 	}
-	return rt.reviews, rt.admission[bindingID]
+	if ro := m.reviewsOnly[handler]; ro != nil {
+		return ro.reviews, ro.reviews.admission[bindingID], ro.superseded
+	}
+	return nil, nil, nil
 }
 
 // reviews forwards one handler's admission reviews to its instances.
@@ -61,7 +78,7 @@ type reviews struct {
 	deliver *deliverer
 }
 
-func (rv *reviews) review(ctx context.Context, b *binding.Binding, req *admissionv1.AdmissionRequest) (*tetherv1.AdmissionResponse, error) {
+func (rv *reviews) review(ctx context.Context, b *binding.Binding, req *admissionv1.AdmissionRequest, superseded <-chan struct{}) (*tetherv1.AdmissionResponse, error) {
 	if !b.Admission.Admits(string(req.Operation), req.SubResource) {
 		// A configuration written for older bindings of the handler, not
 		// yet rewritten: these bindings do not intercept this request.
@@ -97,7 +114,10 @@ func (rv *reviews) review(ctx context.Context, b *binding.Binding, req *admissio
 	}
 	d.Ref.Uid = string(uid)
 	start := time.Now()
-	ack, err := rv.send(ctx, uid, d)
+	ack, err := rv.send(ctx, uid, d, superseded)
+	if errors.Is(err, errSuperseded) {
+		return nil, err // sent again, and measured, by the controller
+	}
 	rv.deliver.measure(ctx, b, d, time.Since(start), ack, err)
 	if err != nil {
 		return nil, err
@@ -129,14 +149,17 @@ func pastDeadline(ctx context.Context) bool {
 
 // send sends d to the instance that should answer and waits for
 // its ack. An instance that leaves before it answers does not count: the
-// review goes to the next one, as long as ctx allows.
-func (rv *reviews) send(ctx context.Context, uid types.UID, d *tetherv1.Delivery) (*tetherv1.Ack, error) {
+// review goes to the next one, as long as ctx allows, or with errSuperseded
+// to the handler's controller once superseded closes.
+func (rv *reviews) send(ctx context.Context, uid types.UID, d *tetherv1.Delivery, superseded <-chan struct{}) (*tetherv1.Ack, error) {
 	for {
 		in, changed := rv.reviewer(uid)
 		if in == nil {
 			select {
 			case <-changed:
 				continue
+			case <-superseded:
+				return nil, errSuperseded
 			case <-ctx.Done():
 				return nil, fmt.Errorf("%w: %w", admission.ErrNoInstance, ctx.Err())
 			}
@@ -148,6 +171,11 @@ func (rv *reviews) send(ctx context.Context, uid types.UID, d *tetherv1.Delivery
 		case errors.Is(err, session.ErrMoved), errors.Is(err, session.ErrGone), errors.Is(err, session.ErrLeaving):
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
+			}
+			select {
+			case <-superseded:
+				return nil, errSuperseded
+			default:
 			}
 			continue
 		case err != nil:

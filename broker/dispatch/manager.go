@@ -26,6 +26,7 @@ import (
 	"github.com/tether-dev/tether/broker/metrics"
 	"github.com/tether-dev/tether/broker/presence"
 	"github.com/tether-dev/tether/broker/session"
+	"github.com/tether-dev/tether/broker/webhook"
 	tetherv1 "github.com/tether-dev/tether/proto/tether/v1"
 )
 
@@ -41,9 +42,9 @@ func (nopRecorder) Event(*unstructured.Unstructured, bool, string, string) {}
 // Webhooks keeps each handler's admission webhook configurations
 // (broker/webhook): all its validate and mutate bindings while it is
 // present or in its grace, only the STRICT ones once it is absent past its
-// grace.
+// grace; pointing at the leader, or at every replica (target).
 type Webhooks interface {
-	Sync(ctx context.Context, handler string, bindings []*binding.Binding, absent bool) error
+	SyncTo(ctx context.Context, handler string, bindings []*binding.Binding, absent bool, target webhook.Target) error
 }
 
 // Options configure a Manager. Client and Informers are required.
@@ -187,6 +188,9 @@ type Manager struct {
 	mu          sync.Mutex
 	ctx         context.Context
 	controllers map[string]*controller
+	// reviewsOnly are the handlers known from instances that signed in for
+	// reviews only while this replica did not lead (reviewsonly.go).
+	reviewsOnly map[string]*reviewsOnly
 	// known is what Known returns once Start has returned.
 	known []presence.Record
 	// restored: the handlers recorded in Leases were brought back.
@@ -236,13 +240,14 @@ func New(opts Options) *Manager {
 	if opts.WriteLimiter == nil {
 		opts.WriteLimiter = NewWriteLimiter(DefaultWriteQPS, DefaultWriteBurst)
 	}
-	return &Manager{opts: opts, log: opts.Log, controllers: map[string]*controller{}}
+	return &Manager{opts: opts, log: opts.Log, controllers: map[string]*controller{}, reviewsOnly: map[string]*reviewsOnly{}}
 }
 
 // Start runs until ctx ends, then stops every handler's workers.
 func (m *Manager) Start(ctx context.Context) error {
 	m.mu.Lock()
 	m.ctx = ctx
+	m.endReviewsOnlyLocked()
 	m.mu.Unlock()
 	(&restorer{m}).restore(ctx)
 	m.restored.Store(true)
@@ -304,11 +309,16 @@ func (m *Manager) awaitAccepting(ctx context.Context) {
 
 // Attach adds an instance to its handler, creating the handler's controller on
 // first use. Every instance of a handler must declare the same bindings; a
-// handler whose instances are all gone may come back with new ones.
+// handler whose instances are all gone may come back with new ones. On a
+// replica that does not lead, only an instance with admission bindings that
+// keeps a session to every replica is attached, for reviews only.
 func (m *Manager) Attach(_ context.Context, in *session.Instance, hello *tetherv1.Hello, bindings []*binding.Binding) (session.Attachment, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.ctx == nil || m.ctx.Err() != nil {
+		if everyReplica(in, bindings) {
+			return m.attachForReviewsLocked(in, bindings)
+		}
 		return session.Attachment{}, session.ErrNotLeading
 	}
 	grace, absentAfter := m.opts.Absence.For(hello.GetGrace(), hello.GetAbsentReleaseAfter())
@@ -334,7 +344,7 @@ func (m *Manager) Attach(_ context.Context, in *session.Instance, hello *tetherv
 			}
 			return session.Attachment{}, fmt.Errorf("starting handler %q: %w", in.Handler, err)
 		}
-		m.controllers[in.Handler] = rt
+		m.supersedeLocked(in.Handler, rt)
 	}
 	rt.presence.setLimits(grace, absentAfter)
 	rt.addInstance(in)

@@ -51,6 +51,13 @@ func (p *pool) len() int {
 	return len(p.instances)
 }
 
+// list is the instances connected.
+func (p *pool) list() []*session.Instance {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.instances)
+}
+
 // signal wakes every waiter, to choose again.
 func (p *pool) signal() {
 	p.mu.Lock()

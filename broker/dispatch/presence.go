@@ -9,6 +9,7 @@ import (
 	"github.com/tether-dev/tether/broker/contract"
 	"github.com/tether-dev/tether/broker/presence"
 	"github.com/tether-dev/tether/broker/session"
+	"github.com/tether-dev/tether/broker/webhook"
 	tetherv1 "github.com/tether-dev/tether/proto/tether/v1"
 )
 
@@ -210,26 +211,49 @@ const webhookRetry = 2 * time.Second
 
 // webhookSync writes a handler's webhook configurations when its presence
 // calls for another state than the one written: at start (which also
-// removes those of admission bindings the handler no longer has) and when
-// it passes its grace or returns.
+// removes those of admission bindings the handler no longer has), when it
+// passes its grace or returns, and when its instances change where the
+// webhooks should point (webhookTarget).
 type webhookSync struct {
 	*handler
 	done    bool
 	written bool // the absent state written
+	target  webhook.Target
 }
 
 // sync reports false when the write failed and should be tried again.
 func (w *webhookSync) sync(ctx context.Context, absent bool) bool {
 	hooks := w.opts.Webhooks
-	if hooks == nil || (w.done && w.written == absent) {
+	target := webhookTarget(w.pool)
+	if hooks == nil || (w.done && w.written == absent && (target == webhook.TargetKept || target == w.target)) {
 		return true
 	}
-	if err := hooks.Sync(ctx, w.name, w.bindings, absent); err != nil {
+	if err := hooks.SyncTo(ctx, w.name, w.bindings, absent, target); err != nil {
 		if ctx.Err() == nil {
 			w.log.Warn("cannot write the handler's webhook configurations; retrying", "absent", absent, "error", err)
 		}
 		return false
 	}
 	w.done, w.written = true, absent
+	if target != webhook.TargetKept {
+		w.target = target
+	}
 	return true
+}
+
+// webhookTarget is where a handler's webhooks should point given its
+// instances: at every replica when each connected instance keeps a session
+// to every replica (so that a follower has one to answer with), at the
+// leader when one does not; with none connected, where they point.
+func webhookTarget(p *pool) webhook.Target {
+	ins := p.list()
+	if len(ins) == 0 {
+		return webhook.TargetKept
+	}
+	for _, in := range ins {
+		if !in.Capabilities.Has(tetherv1.Capability_CAPABILITY_EVERY_REPLICA) {
+			return webhook.TargetLeader
+		}
+	}
+	return webhook.TargetEveryReplica
 }

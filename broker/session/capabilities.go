@@ -39,7 +39,9 @@ func offered(supported map[binding.Kind]bool) Capabilities {
 		tetherv1.Capability_CAPABILITY_TRACE_CONTEXT,
 	}
 	if supported[binding.Validate] || supported[binding.Mutate] {
-		c = append(c, tetherv1.Capability_CAPABILITY_ADMISSION)
+		// Every replica answers reviews, so only a broker that serves
+		// them takes reviews-only sessions.
+		c = append(c, tetherv1.Capability_CAPABILITY_ADMISSION, tetherv1.Capability_CAPABILITY_EVERY_REPLICA)
 	}
 	if supported[binding.Index] {
 		c = append(c, tetherv1.Capability_CAPABILITY_INDEXES)

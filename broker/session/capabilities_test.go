@@ -8,7 +8,8 @@ import (
 )
 
 // TestTheHandshakeNegotiatesCapabilities: the broker lists what it offers
-// in every Welcome (admission only when it serves webhooks), keeps what the
+// in every Welcome (admission, and reviews-only sessions on every replica,
+// only when it serves webhooks), keeps what the
 // instance listed, and welcomes an instance that lists none as before.
 func TestTheHandshakeNegotiatesCapabilities(t *testing.T) {
 	lifecycle := []tetherv1.Capability{
@@ -32,8 +33,8 @@ func TestTheHandshakeNegotiatesCapabilities(t *testing.T) {
 	}{
 		{name: "an SDK older than capabilities is welcomed", opts: Options{}, wantOffer: lifecycle},
 		{name: "an SDK's list is kept, unknown values too", opts: Options{}, sent: sdk, wantOffer: lifecycle, listed: true},
-		{name: "a broker serving webhooks offers admission", opts: Options{Supported: AllKinds}, sent: sdk,
-			wantOffer: append(slices.Clone(lifecycle), tetherv1.Capability_CAPABILITY_ADMISSION), listed: true},
+		{name: "a broker serving webhooks offers admission on every replica", opts: Options{Supported: AllKinds}, sent: sdk,
+			wantOffer: append(slices.Clone(lifecycle), tetherv1.Capability_CAPABILITY_ADMISSION, tetherv1.Capability_CAPABILITY_EVERY_REPLICA), listed: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := start(t, tc.opts)

@@ -48,6 +48,13 @@ type Attachment struct {
 	Detach func()
 	// Grace and AbsentReleaseAfter apply to the handler; Welcome says them.
 	Grace, AbsentReleaseAfter time.Duration
+	// ReviewsOnly: a replica that does not lead took the instance for
+	// admission reviews only (tetherv1.Capability_CAPABILITY_EVERY_REPLICA):
+	// Welcome says so, and no index is streamed. Ended closes when the
+	// replica comes to lead; the session then ends with Unavailable, for the
+	// instance to reconnect for a full one. nil: never.
+	ReviewsOnly bool
+	Ended       <-chan struct{}
 }
 
 // Options configure a Server. Attacher and Resolver are required.
@@ -264,15 +271,17 @@ func (s *Server) Connect(stream tetherv1.BrokerService_ConnectServer) error {
 		return err
 	}
 	log.Info("handler instance connected", "bindings", len(bindings), "window", window, "priority", in.Priority,
-		"sdk", hello.GetSdk(), "capabilities", capabilityNames(in.Capabilities))
+		"sdk", hello.GetSdk(), "capabilities", capabilityNames(in.Capabilities), "reviews_only", att.ReviewsOnly)
 
-	s.streamIndexes(ctx, in, bindings, log)
+	if !att.ReviewsOnly {
+		s.streamIndexes(ctx, in, bindings, log)
+	}
 	recvDone = make(chan struct{})
 	go func() {
 		defer close(recvDone)
 		recvErr <- s.receive(ctx, stream, in, log)
 	}()
-	return s.serve(ctx, stream, in, withdrawn, recvErr, log)
+	return s.serve(ctx, stream, in, ended{withdrawn, att.Ended}, recvErr, log)
 }
 
 // welcome is the Welcome of instance in: its session, window and grace,
@@ -281,7 +290,7 @@ func (s *Server) welcome(in *Instance, window int, att Attachment, bindings []*b
 	w := &tetherv1.Welcome{
 		SessionId: in.SessionID, Window: uint32(window), BrokerVersion: s.opts.Version,
 		Grace: durationpb.New(att.Grace), AbsentReleaseAfter: durationpb.New(att.AbsentReleaseAfter),
-		Capabilities: s.offered,
+		Capabilities: s.offered, ReviewsOnly: att.ReviewsOnly,
 	}
 	for _, b := range bindings {
 		w.Resources = append(w.Resources, &tetherv1.Resource{
@@ -292,11 +301,20 @@ func (s *Server) welcome(in *Instance, window int, att Attachment, bindings []*b
 	return w
 }
 
+// ended are what ends a session from the broker's side besides its
+// stopping: rights withdrawn, and a reviews-only session's replica coming
+// to lead.
+type ended struct {
+	withdrawn <-chan error
+	leading   <-chan struct{}
+}
+
 // serve sends the instance its messages until the session ends: drained
-// after a Goodbye, the broker stopping, rights withdrawn, the instance's
-// side closed or failed, or the stream's context done.
+// after a Goodbye, the broker stopping, rights withdrawn, a reviews-only
+// session's replica coming to lead, the instance's side closed or failed,
+// or the stream's context done.
 func (s *Server) serve(ctx context.Context, stream tetherv1.BrokerService_ConnectServer, in *Instance,
-	withdrawn <-chan error, recvErr <-chan error, log hclog.Logger) error {
+	end ended, recvErr <-chan error, log hclog.Logger) error {
 	for {
 		done, change := in.win.drained()
 		if done {
@@ -307,9 +325,12 @@ func (s *Server) serve(ctx context.Context, stream tetherv1.BrokerService_Connec
 		case <-change:
 		case <-s.stopping:
 			return status.Error(codes.Unavailable, "the broker is shutting down; reconnect")
-		case err := <-withdrawn:
+		case err := <-end.withdrawn:
 			log.Warn("handler instance lost its rights; ending its session", "error", err)
 			return status.Error(codes.PermissionDenied, "rights withdrawn: "+err.Error())
+		case <-end.leading:
+			log.Info("this replica leads now; ending the reviews-only session for the instance to reconnect")
+			return status.Error(codes.Unavailable, "this broker replica leads now; reconnect for a full session")
 		case msg := <-in.send:
 			if err := stream.Send(msg); err != nil {
 				return err

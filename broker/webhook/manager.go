@@ -4,10 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/url"
 	"slices"
 	"sort"
-	"strings"
 	"sync"
 	"time"
 
@@ -42,6 +40,13 @@ type Options struct {
 	// Service is the broker's Service when the broker runs in the cluster.
 	// Exclusive with URL.
 	Service *Service
+	// ReplicasURL and ReplicasService are URL and Service for an endpoint
+	// in front of every ready replica, where a handler's webhooks point
+	// when its instances keep a session to every replica (TargetEveryReplica);
+	// without either, every handler's point at URL or Service. Each is
+	// checked as its counterpart, and they are exclusive as those are.
+	ReplicasURL     string
+	ReplicasService *Service
 	// CABundle returns the PEM CA bundle that verifies the admission
 	// endpoint's certificate. It is called at every Sync and resync, so a
 	// rotated CA is picked up; nil leaves the bundle empty (the API server
@@ -78,8 +83,9 @@ type Service struct {
 type Manager struct {
 	client    kubernetes.Interface
 	log       hclog.Logger
-	url       string
-	service   *Service
+	// leader is where webhooks send the API server by default, replicas
+	// (possibly empty) where they do for TargetEveryReplica.
+	leader, replicas endpoint
 	paths     *admission.PathKey
 	caBundle  func() []byte
 	resync    time.Duration
@@ -104,15 +110,14 @@ type handlerState struct {
 	// configuration wanted.
 	bindings []*binding.Binding
 	absent   bool
+	// target is where the webhooks point; TargetKept until known.
+	target Target
 }
 
 // New checks opts and returns a Manager; it starts nothing.
 func New(opts Options) (*Manager, error) {
 	if opts.Client == nil {
 		return nil, errors.New("webhook: Options.Client is required")
-	}
-	if opts.URL != "" && opts.Service != nil {
-		return nil, errors.New("webhook: Options.URL and Options.Service are exclusive")
 	}
 	if opts.Resync < 0 {
 		return nil, fmt.Errorf("webhook: Options.Resync %v is negative", opts.Resync)
@@ -136,30 +141,18 @@ func New(opts Options) (*Manager, error) {
 	if m.resync == 0 {
 		m.resync = DefaultResync
 	}
-	if opts.URL != "" {
-		u, err := url.Parse(opts.URL)
-		if err != nil {
-			return nil, fmt.Errorf("webhook: Options.URL: %w", err)
-		}
-		if u.Scheme != "https" || u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" {
-			return nil, fmt.Errorf("webhook: Options.URL %q: the API server needs an https URL with a host and no user, query or fragment", opts.URL)
-		}
-		m.url = strings.TrimSuffix(opts.URL, "/")
+	var err error
+	if m.leader, err = newEndpoint("", opts.URL, opts.Service); err != nil {
+		return nil, err
 	}
-	if s := opts.Service; s != nil {
-		if s.Namespace == "" || s.Name == "" {
-			return nil, errors.New("webhook: Options.Service needs a namespace and a name")
-		}
-		if s.Port < 0 || s.Port > 65535 {
-			return nil, fmt.Errorf("webhook: Options.Service port %d is out of range", s.Port)
-		}
-		m.service = &Service{Namespace: s.Namespace, Name: s.Name, Port: s.Port}
-		if m.service.Port == 0 {
-			m.service.Port = 443
-		}
+	if m.replicas, err = newEndpoint("Replicas", opts.ReplicasURL, opts.ReplicasService); err != nil {
+		return nil, err
 	}
-	if (m.url != "" || m.service != nil) && m.paths == nil {
+	if !m.leader.empty() && m.paths == nil {
 		return nil, errors.New("webhook: Options.Paths is required with an admission endpoint")
+	}
+	if m.leader.empty() && !m.replicas.empty() {
+		return nil, errors.New("webhook: Options.ReplicasURL or ReplicasService needs URL or Service")
 	}
 	return m, nil
 }
@@ -172,6 +165,13 @@ func New(opts Options) (*Manager, error) {
 // without (remaining) admission bindings removes its configurations. The
 // Manager keeps the bindings for its resyncs and only reads them.
 func (m *Manager) Sync(ctx context.Context, handler string, bindings []*binding.Binding, absent bool) error {
+	return m.SyncTo(ctx, handler, bindings, absent, TargetKept)
+}
+
+// SyncTo is Sync that also says where the webhooks point: at the leader,
+// or, for a handler whose instances keep a session to every replica, at
+// every replica (when the Manager has an endpoint for them).
+func (m *Manager) SyncTo(ctx context.Context, handler string, bindings []*binding.Binding, absent bool, target Target) error {
 	if err := binding.ValidateName(handler); err != nil {
 		return fmt.Errorf("syncing the webhook configurations of handler %q: name %w", handler, err)
 	}
@@ -185,6 +185,9 @@ func (m *Manager) Sync(ctx context.Context, handler string, bindings []*binding.
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.bindings, h.absent = admission, absent
+	if target != TargetKept {
+		h.target = target
+	}
 	return m.applyLocked(ctx, handler, h)
 }
 
@@ -286,14 +289,21 @@ func (m *Manager) state(handler string) *handlerState {
 
 // applyLocked writes what h says; the caller holds h.mu.
 func (m *Manager) applyLocked(ctx context.Context, handler string, h *handlerState) error {
-	bl := builder{handler: handler, url: m.url, service: m.service, paths: m.paths,
+	at := m.leader
+	if len(h.bindings) > 0 {
+		var err error
+		if at, err = m.endpointLocked(ctx, handler, h); err != nil {
+			return fmt.Errorf("syncing the webhook configurations of handler %q: %w", handler, err)
+		}
+	}
+	bl := builder{handler: handler, url: at.url, service: at.service, paths: m.paths,
 		excludeUsers: m.excludeUsers, excludeGroups: m.excludeGroups, excludeNamespaces: m.excludeNamespaces}
 	if m.caBundle != nil {
 		bl.ca = m.caBundle()
 	}
 	d := bl.build(h.bindings, h.absent)
-	if (len(d.validating) > 0 || len(d.mutating) > 0) && m.url == "" && m.service == nil {
-		return fmt.Errorf("syncing the webhook configurations of handler %q: no admission endpoint (Options.URL or Options.Service) to send the API server to", handler)
+	if (len(d.validating) > 0 || len(d.mutating) > 0) && at.empty() {
+		return fmt.Errorf("syncing the webhook configurations of handler %q: %w", handler, errNoEndpoint)
 	}
 	var validating *admissionregistrationv1.ValidatingWebhookConfiguration
 	if len(d.validating) > 0 {

@@ -217,7 +217,12 @@ func (c *config) admissionFlags(fs *flag.FlagSet) {
 		"(default https://<--admission-listen>; e.g. https://172.17.0.1:8443 for kind); the webhook configurations point there")
 	fs.StringVar(&c.admission.Service, "admission-service", "", "name of the Service in --namespace in front of the broker's --admission-listen port, when the broker runs in the cluster;\n"+
 		"the webhook configurations point to it instead of --admission-url")
-	fs.IntVar(&c.admission.ServicePort, "admission-service-port", 8443, "port of --admission-service")
+	fs.IntVar(&c.admission.ServicePort, "admission-service-port", 8443, "port of --admission-service (and of --admission-replicas-service)")
+	fs.StringVar(&c.admission.ReplicasService, "admission-replicas-service", "", "name of a Service in --namespace that selects every ready broker Pod, on the --admission-service-port;\n"+
+		"the webhooks of handlers whose instances connect to every replica point there, so that any replica answers their reviews\n"+
+		"(empty: every handler's point at --admission-service)")
+	fs.StringVar(&c.admission.ReplicasURL, "admission-replicas-url", "", "base URL at which the API server reaches any of the replicas' --admission-listen, when the brokers run outside the cluster\n"+
+		"(a balancer in front of them); the webhooks of handlers whose instances connect to every replica point there (empty: at --admission-url)")
 	fs.StringVar(&c.admission.SecretName, "admission-secret", "tether-admission-tls", "Secret in --namespace keeping the serving certificate the broker generates and rotates for the webhooks;\n"+
 		"its CA is kept apart, in this name plus "+certs.CASecretSuffix)
 	fs.StringVar(&c.admission.CertFile, "admission-tls-cert-file", "", "a serving certificate to use instead of generating one (cert-manager style; re-read when it changes)")

@@ -1,0 +1,104 @@
+package dispatch
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/tether-dev/tether/broker/binding"
+	"github.com/tether-dev/tether/broker/session"
+	tetherv1 "github.com/tether-dev/tether/proto/tether/v1"
+)
+
+// reviewsOnly is a handler as a replica that does not lead knows it: the
+// admission bindings and the instances that signed in for reviews only
+// (CAPABILITY_EVERY_REPLICA). It writes nothing, holds nothing and keeps
+// no Lease or webhook: the API server may call any ready replica, and
+// this one answers from these instances. It is the reviews and pool code
+// of a controller without the rest.
+type reviewsOnly struct {
+	fingerprint string
+	reviews     *reviews
+	// ended closes when this replica comes to lead: the sessions end with
+	// Unavailable, and their instances reconnect for full ones.
+	ended chan struct{}
+	// superseded closes once the handler has a controller here: reviews
+	// waiting for an instance look for the handler again.
+	superseded chan struct{}
+}
+
+func newReviewsOnly(m *Manager, name string, bindings []*binding.Binding, fp string) *reviewsOnly {
+	h := newHandler(&m.opts, m.log.Named("handler").With("handler", name, "reviews_only", true), name, bindings)
+	return &reviewsOnly{
+		fingerprint: fp,
+		reviews:     &reviews{handler: h, deliver: &deliverer{handler: h, send: (*session.Instance).DeliverUnless}},
+		ended:       make(chan struct{}), superseded: make(chan struct{}),
+	}
+}
+
+func (ro *reviewsOnly) isEnded() bool {
+	select {
+	case <-ro.ended:
+		return true
+	default:
+		return false
+	}
+}
+
+// everyReplica tells whether the instance keeps a session to every broker
+// replica and has reviews to answer, so that one that does not lead may
+// take it for reviews.
+func everyReplica(in *session.Instance, bindings []*binding.Binding) bool {
+	return in.Capabilities.Has(tetherv1.Capability_CAPABILITY_EVERY_REPLICA) &&
+		slices.ContainsFunc(bindings, func(b *binding.Binding) bool { return b.Kind.IsAdmission() })
+}
+
+// attachForReviewsLocked registers, on a replica that does not lead, an instance
+// for the handler's admission reviews. As on the leader, every instance of
+// a handler must declare the same bindings. m.mu is held.
+func (m *Manager) attachForReviewsLocked(in *session.Instance, bindings []*binding.Binding) (session.Attachment, error) {
+	fp := binding.Fingerprint(bindings)
+	ro := m.reviewsOnly[in.Handler]
+	if ro != nil && ro.isEnded() {
+		ro = nil // known from before this replica led, and not since
+	}
+	if ro != nil && ro.fingerprint != fp {
+		if n := ro.reviews.pool.len(); n > 0 {
+			return session.Attachment{}, fmt.Errorf("%w: its bindings differ from those of the %d connected instance(s); "+
+				"it is accepted once they have left, as in a rollout to new bindings", session.ErrTryLater, n)
+		}
+		ro = nil
+	}
+	if ro == nil {
+		ro = newReviewsOnly(m, in.Handler, bindings, fp)
+		m.reviewsOnly[in.Handler] = ro
+	}
+	ro.reviews.pool.add(in)
+	return session.Attachment{
+		Detach:      func() { ro.reviews.pool.remove(in) },
+		ReviewsOnly: true,
+		Ended:       ro.ended,
+	}, nil
+}
+
+// endReviewsOnlyLocked ends the reviews-only sessions, as this replica
+// comes to lead. The handlers stay known by their bindings until each has
+// a controller, so that a review meanwhile waits for an instance instead
+// of finding no handler. m.mu is held.
+func (m *Manager) endReviewsOnlyLocked() {
+	for _, ro := range m.reviewsOnly {
+		if !ro.isEnded() {
+			close(ro.ended)
+		}
+	}
+}
+
+// supersedeLocked records that handler has a controller now: it answers
+// the handler's reviews, and those waiting on the reviews-only instances
+// move to it. m.mu is held.
+func (m *Manager) supersedeLocked(handler string, rt *controller) {
+	m.controllers[handler] = rt
+	if ro := m.reviewsOnly[handler]; ro != nil {
+		delete(m.reviewsOnly, handler)
+		close(ro.superseded)
+	}
+}
