@@ -81,15 +81,15 @@ type Service struct {
 // Manager keeps handlers' webhook configurations in sync with their
 // admission bindings.
 type Manager struct {
-	client    kubernetes.Interface
-	log       hclog.Logger
+	client kubernetes.Interface
+	log    hclog.Logger
 	// leader is where webhooks send the API server by default, replicas
 	// (possibly empty) where they do for TargetEveryReplica.
 	leader, replicas endpoint
-	paths     *admission.PathKey
-	caBundle  func() []byte
-	resync    time.Duration
-	caChanged chan struct{}
+	paths            *admission.PathKey
+	caBundle         func() []byte
+	resync           time.Duration
+	caChanged        chan struct{}
 	// excludeUsers, excludeGroups and excludeNamespaces are Options'
 	// ExcludeUsers, ExcludeGroups and ExcludeNamespaces, the namespaces
 	// sorted without duplicates, so that the selector built compares equal

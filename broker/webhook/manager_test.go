@@ -508,3 +508,46 @@ func TestConcurrentSyncsAndResyncsAgree(t *testing.T) {
 		}
 	}
 }
+
+// TestWebhooksPointAtEveryReplicaOnlyForHandlersOnEveryReplica: with an
+// endpoint for every replica, a handler whose instances keep a session to
+// every replica gets webhooks pointing there, another the leader's; a
+// Manager that knows nothing of a handler yet (a new leader restoring it)
+// keeps where its configurations point.
+func TestWebhooksPointAtEveryReplicaOnlyForHandlersOnEveryReplica(t *testing.T) {
+	opts := Options{URL: "https://127.0.0.1:1", ReplicasURL: "https://127.0.0.1:2"}
+	m, client := newManager(t, opts)
+	removeAfter(t, m, "everywhere", "leader-only")
+	ctx := t.Context()
+	bindings := []*binding.Binding{admissionBinding("v")}
+	if err := m.SyncTo(ctx, "everywhere", bindings, false, TargetEveryReplica); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.SyncTo(ctx, "leader-only", bindings, false, TargetLeader); err != nil {
+		t.Fatal(err)
+	}
+	pointsAt := func(handler string) string {
+		t.Helper()
+		c, err := client.AdmissionregistrationV1().ValidatingWebhookConfigurations().Get(ctx, ConfigName(handler), metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return *c.Webhooks[0].ClientConfig.URL
+	}
+	if got := pointsAt("everywhere"); !strings.HasPrefix(got, "https://127.0.0.1:2/") {
+		t.Errorf("the webhook of a handler on every replica points at %s, want the replicas' endpoint", got)
+	}
+	if got := pointsAt("leader-only"); !strings.HasPrefix(got, "https://127.0.0.1:1/") {
+		t.Errorf("the webhook of a handler on the leader only points at %s, want the leader's endpoint", got)
+	}
+	next, _ := newManager(t, opts) // the next leader, restoring both
+	for _, h := range []string{"everywhere", "leader-only"} {
+		before := pointsAt(h)
+		if err := next.Sync(ctx, h, bindings, false); err != nil {
+			t.Fatal(err)
+		}
+		if got := pointsAt(h); got != before {
+			t.Errorf("a Sync that keeps the target moved %s's webhook from %s to %s", h, before, got)
+		}
+	}
+}
