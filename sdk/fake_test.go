@@ -39,6 +39,9 @@ type fakeBroker struct {
 	window uint32
 	// capabilities go in Welcome.
 	capabilities []tetherv1.Capability
+	// reviewsOnly goes in Welcome: a follower taking the session for
+	// reviews only.
+	reviewsOnly bool
 	hellos       atomic.Int32
 	sessions     chan *fakeSession
 }
@@ -85,7 +88,7 @@ func (f *fakeBroker) Connect(stream tetherv1.BrokerService_ConnectServer) error 
 		window = f.window
 	}
 	err = stream.Send(&tetherv1.ConnectResponse{Message: &tetherv1.ConnectResponse_Welcome{Welcome: &tetherv1.Welcome{
-		SessionId: "s1", Window: window, BrokerVersion: "fake", Capabilities: f.capabilities,
+		SessionId: "s1", Window: window, BrokerVersion: "fake", Capabilities: f.capabilities, ReviewsOnly: f.reviewsOnly,
 	}}})
 	if err != nil {
 		return err

@@ -145,6 +145,16 @@ func (h *Handler) prepare() (*plan, error) {
 // lets those in flight finish (up to the drain timeout), says goodbye to the
 // broker and returns nil.
 //
+// A handler with validate or mutate bindings whose addr yields several
+// broker replicas (every A and AAAA record of a DNS name such as a headless
+// Service's, or each address of a RoundRobin dialer) keeps one session to
+// each, looked up again every ResolveEvery and whenever a session ends, and
+// lists CAPABILITY_EVERY_REPLICA: any replica the API server calls then has
+// an instance to answer the review, and no review waits for a leader.
+// Deliveries from every session go to the same functions; lifecycle
+// deliveries, timers and daemons come only from the leader's. TLS verifies
+// the name in addr, whichever address is dialled.
+//
 // Run returns an error at once for an invalid configuration, and when the
 // broker rejects the handler (a bad binding, a missing permission, a bad
 // token): that error is a *RejectedError carrying the broker's message.
@@ -161,17 +171,27 @@ func (h *Handler) Run(ctx context.Context, addr string) error {
 	if ctx.Err() != nil {
 		return nil
 	}
-	log := h.log.With("broker", addr)
+	if set := h.replicaSet(ctx, addr, p); set != nil {
+		return set.run(ctx)
+	}
+	return h.connectLoop(ctx, addr, p, nil, h.log.With("broker", addr), nil)
+}
+
+// connectLoop keeps a session with the broker at addr until ctx ends, or
+// the broker rejects the handler. pinned, when set, is where every
+// connection is dialled instead (one replica of several, replicas.go);
+// ended, when set, is told each time a session ends.
+func (h *Handler) connectLoop(ctx context.Context, addr string, p *plan, pinned Dialer, log hclog.Logger, ended func()) error {
 	bo := backoff{min: h.cfg.backoffMin, max: h.cfg.backoffMax}
 	for {
 		// A new connection for every session: behind a Service, the next
 		// connection may reach another broker replica (the leader), where the
 		// old one would keep reaching a follower that refuses.
-		conn, err := grpc.NewClient(addr, h.dialOptions()...)
+		conn, err := grpc.NewClient(addr, h.dialOptions(pinned)...)
 		if err != nil {
 			return fmt.Errorf("tether: broker address %q: %w", addr, err)
 		}
-		welcomed, err := h.session(ctx, tetherv1.NewBrokerServiceClient(conn), p, log)
+		welcomed, reviewsOnly, err := h.session(ctx, tetherv1.NewBrokerServiceClient(conn), p, log)
 		conn.Close()
 		if ctx.Err() != nil {
 			log.Info("handler stopped")
@@ -181,10 +201,17 @@ func (h *Handler) Run(ctx context.Context, addr string) error {
 			log.Error("broker rejected the handler", "code", rej.Code, "message", rej.Message)
 			return rej
 		}
+		if ended != nil {
+			ended()
+		}
 		if welcomed {
 			bo.reset()
 		}
 		delay := bo.next()
+		if reviewsOnly && status.Code(err) == codes.Unavailable {
+			// The replica leads now: the full session is to be had at once.
+			delay = 0
+		}
 		log.Warn("connection to broker lost; reconnecting", "error", err, "delay", delay)
 		t := time.NewTimer(delay)
 		select {
@@ -233,7 +260,9 @@ func rejection(handler string, err error) *RejectedError {
 	return nil
 }
 
-func (h *Handler) dialOptions() []grpc.DialOption {
+// dialOptions are a connection's options; pinned, when set, dials instead
+// of the configured dialer.
+func (h *Handler) dialOptions(pinned Dialer) []grpc.DialOption {
 	opts := []grpc.DialOption{
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: keepaliveTime, Timeout: keepaliveTimeout}),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxRecvMsgSize)),
@@ -246,7 +275,10 @@ func (h *Handler) dialOptions() []grpc.DialOption {
 			MinConnectTimeout: ConnectTimeout,
 		}),
 	}
-	if d := h.cfg.dialer; d != nil {
+	if d := h.cfg.dialer; pinned != nil || d != nil {
+		if pinned != nil {
+			d = pinned
+		}
 		opts = append(opts, grpc.WithContextDialer(d))
 	}
 	if h.cfg.insecure {

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -54,13 +55,20 @@ type Dialer func(ctx context.Context, addr string) (net.Conn, error)
 
 // RoundRobin dials the broker replicas at addrs (HOST:PORT) in turn, one per
 // connection, in place of the address Run is given (which must still be a
-// gRPC target: the first replica's address will do). It is for handlers
-// that reach the replicas without a Service in front (a laptop, a test): a
-// follower refuses the session with Unavailable, the handler reconnects,
-// and the next connection tries the next replica.
+// gRPC target: the first replica's address will do; TLS verifies its name).
+// It is for handlers that reach the replicas without a Service in front (a
+// laptop, a test): a follower refuses the session with Unavailable, the
+// handler reconnects, and the next connection tries the next replica. A
+// handler with validate or mutate bindings keeps instead one session to
+// each of addrs (Run), so that every replica can answer its reviews.
 func RoundRobin(addrs ...string) Dialer {
+	addrs = slices.Clone(addrs)
 	var n atomic.Uint64
 	return func(ctx context.Context, _ string) (net.Conn, error) {
+		if q, ok := ctx.Value(replicasQueryKey{}).(*replicasQuery); ok {
+			q.addrs = addrs
+			return nil, errors.New("tether: RoundRobin answered with its addresses")
+		}
 		if len(addrs) == 0 {
 			return nil, errors.New("tether: RoundRobin has no broker addresses")
 		}

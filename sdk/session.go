@@ -81,11 +81,14 @@ type session struct {
 	exits   chan *daemon // daemon functions that returned
 	idle    chan *call   // runners waiting for a function to run
 
-	window   int
-	offered  BrokerCapabilities // by this session's Welcome
-	queue    []outgoing         // messages waiting for the sender, in order
-	inflight map[string]*call   // by delivery id
-	daemons  map[daemonKey]*daemon
+	window  int
+	offered BrokerCapabilities // by this session's Welcome
+	// reviewsOnly: a replica that does not lead took the session for
+	// admission reviews only (Welcome.reviews_only).
+	reviewsOnly bool
+	queue       []outgoing       // messages waiting for the sender, in order
+	inflight    map[string]*call // by delivery id
+	daemons     map[daemonKey]*daemon
 
 	pumps   sync.WaitGroup // receiver and sender
 	workers sync.WaitGroup // runners of handler functions
@@ -93,7 +96,9 @@ type session struct {
 
 // session runs one Connect stream until it ends or ctx is cancelled (then
 // after the goodbye). welcomed tells whether the broker accepted the Hello.
-func (h *Handler) session(ctx context.Context, client tetherv1.BrokerServiceClient, p *plan, log hclog.Logger) (welcomed bool, err error) {
+// reviewsOnly tells whether the broker took the session for admission
+// reviews only (a replica that does not lead, CAPABILITY_EVERY_REPLICA).
+func (h *Handler) session(ctx context.Context, client tetherv1.BrokerServiceClient, p *plan, log hclog.Logger) (welcomed, reviewsOnly bool, err error) {
 	// The stream outlives ctx so that a stopping handler can still ack and
 	// say goodbye; until the broker welcomes us, stopping is immediate.
 	sctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
@@ -102,7 +107,7 @@ func (h *Handler) session(ctx context.Context, client tetherv1.BrokerServiceClie
 	stream, err := client.Connect(sctx)
 	if err != nil {
 		cancel(ErrSessionEnded)
-		return false, fmt.Errorf("opening stream: %w", err)
+		return false, false, fmt.Errorf("opening stream: %w", err)
 	}
 	s := &session{
 		h:        h,
@@ -127,7 +132,8 @@ func (h *Handler) session(ctx context.Context, client tetherv1.BrokerServiceClie
 	go s.send()
 	defer s.teardown()
 	s.enqueue(&tetherv1.ConnectRequest{Message: &tetherv1.ConnectRequest_Hello{Hello: p.hello}})
-	return s.serve(ctx, stopEarly)
+	welcomed, err = s.serve(ctx, stopEarly)
+	return welcomed, s.reviewsOnly, err
 }
 
 func (s *session) serve(ctx context.Context, stopEarly func() bool) (welcomed bool, err error) {
@@ -233,9 +239,13 @@ func (s *session) welcome(w *tetherv1.Welcome) {
 	}
 	s.log = s.log.With("session", w.GetSessionId())
 	s.offered = brokerCapabilities(w)
-	s.h.setBrokerCapabilities(s.offered)
+	s.reviewsOnly = w.GetReviewsOnly()
+	if !s.reviewsOnly {
+		// A reviews-only session's replica says nothing of the leader's.
+		s.h.setBrokerCapabilities(s.offered)
+	}
 	s.log.Info("connected to broker", "broker_version", w.GetBrokerVersion(), "window", s.window,
-		"capabilities", capabilityNames(s.offered))
+		"capabilities", capabilityNames(s.offered), "reviews_only", s.reviewsOnly)
 	for i, r := range w.GetResources() {
 		if i < len(s.p.hello.Bindings) {
 			s.log.Debug("binding resolved", "binding", s.p.hello.Bindings[i].GetId(),
