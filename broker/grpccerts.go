@@ -20,6 +20,10 @@ import (
 const (
 	DefaultGRPCSecret  = "tether-broker-grpc-tls"
 	DefaultGRPCService = "tether-broker"
+	// DefaultGRPCReplicasService is the headless Service that resolves to
+	// every ready replica, for handlers that keep a session to each
+	// (CAPABILITY_EVERY_REPLICA).
+	DefaultGRPCReplicasService = "tether-broker-replicas"
 	DefaultCAConfigMap = "tether-broker-ca"
 )
 
@@ -44,6 +48,12 @@ type GRPCCerts struct {
 	// it through (default DefaultGRPCService): the generated certificate
 	// is valid for its names.
 	Service string
+	// ReplicasService is the headless Service in the broker's namespace
+	// that resolves to every ready replica (default
+	// DefaultGRPCReplicasService); "-" is none. The generated certificate is
+	// valid for its names too: a handler on every replica dials each
+	// replica's address and verifies this name.
+	ReplicasService string
 	// Hosts are more names or IP addresses the generated certificate is
 	// valid for (default localhost and 127.0.0.1, for `kubectl
 	// port-forward`).
@@ -60,6 +70,9 @@ func (g GRPCCerts) withDefaults() GRPCCerts {
 	if g.Service == "" {
 		g.Service = DefaultGRPCService
 	}
+	if g.ReplicasService == "" {
+		g.ReplicasService = DefaultGRPCReplicasService
+	}
 	if g.Hosts == nil {
 		g.Hosts = []string{"localhost", "127.0.0.1"}
 	}
@@ -72,10 +85,12 @@ func (g GRPCCerts) withDefaults() GRPCCerts {
 // serving builds the gRPC serving certificate, its Secret in namespace.
 func (g GRPCCerts) serving(kube kubernetes.Interface, namespace string, overlap time.Duration, log hclog.Logger) (*certs.Serving, error) {
 	g = g.withDefaults()
-	svc := g.Service + "." + namespace
+	names := serviceNames(g.Service, namespace)
+	if g.ReplicasService != "-" {
+		names = append(names, serviceNames(g.ReplicasService, namespace)...)
+	}
 	opts := certs.Options{
-		Name: "grpc", Client: kube, Namespace: namespace, SecretName: g.SecretName,
-		DNSNames: []string{g.Service, svc, svc + ".svc", svc + ".svc.cluster.local"},
+		Name: "grpc", Client: kube, Namespace: namespace, SecretName: g.SecretName, DNSNames: names,
 		CertFile: g.CertFile, KeyFile: g.KeyFile, CAFile: g.CAFile, Log: log.Named("grpc-certs"), CAOverlap: overlap,
 	}
 	for _, h := range g.Hosts {

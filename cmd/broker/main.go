@@ -193,6 +193,8 @@ func (c *config) servingFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.grpcCerts.SecretName, "tls-secret", broker.DefaultGRPCSecret, "Secret in --namespace keeping the gRPC serving certificate the broker generates and renews when no --tls-cert-file is given;\n"+
 		"its CA is kept apart, in this name plus "+certs.CASecretSuffix)
 	fs.StringVar(&c.grpcCerts.Service, "tls-service", broker.DefaultGRPCService, "the Service in --namespace handlers reach the broker through: the generated certificate is valid for its names")
+	fs.StringVar(&c.grpcCerts.ReplicasService, "tls-replicas-service", broker.DefaultGRPCReplicasService, "the headless Service in --namespace that resolves to every ready replica, for handlers that connect to each:\n"+
+		"the generated certificate is valid for its names too; - for none")
 	fs.StringVar(&c.tlsHosts, "tls-hosts", "localhost,127.0.0.1", "comma-separated more names and IP addresses the generated certificate is valid for (localhost: kubectl port-forward)")
 	fs.DurationVar(&c.caOverlap, "ca-overlap", certs.DefaultCAOverlap, "how long a new CA the broker makes (gRPC's, the webhooks') is published beside the old one before it signs\n"+
 		"the serving certificate, and how long the old one stays published after the switch")
