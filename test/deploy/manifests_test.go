@@ -44,6 +44,7 @@ var brokerArgs = []string{
 	"--log-format=json",
 	"--admission-listen=:8443",
 	"--admission-service=tether-broker",
+	"--admission-replicas-service=tether-broker-admission",
 	"--admission-service-port=8443",
 	"--token-audience=tether.dev/broker",
 }
@@ -80,6 +81,8 @@ var wantObjects = []string{
 	"RoleBinding/tether-system/tether-broker-example-handler",
 	"RoleBinding/tether-system/tether-handler-example",
 	"Service/tether-system/tether-broker",
+	"Service/tether-system/tether-broker-admission",
+	"Service/tether-system/tether-broker-replicas",
 	"ServiceAccount/tether-system/example-handler",
 	"ServiceAccount/tether-system/tether-broker",
 	"ValidatingAdmissionPolicy//tether-broker-grant",
