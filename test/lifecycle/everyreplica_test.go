@@ -5,18 +5,20 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/rest"
 
 	"github.com/tether-dev/tether/sdk"
 	"github.com/tether-dev/tether/test/controlplane"
+	"github.com/tether-dev/tether/test/testenv"
 )
 
 // TestReviewsSurviveTheLeadersSIGKILL: two broker replicas with leader
@@ -28,17 +30,9 @@ import (
 func TestReviewsSurviveTheLeadersSIGKILL(t *testing.T) {
 	cp := controlplane.Get(t)
 	cp.EnsureWidgetCRD(t)
-	ns, brokerNS := cp.Namespace(t), cp.Namespace(t)
-	election := []string{"--leader-elect", "--leader-elect-lease-duration", "3s",
-		"--leader-elect-renew-deadline", "2s", "--leader-elect-retry-period", "250ms"}
-	addrs, admAddrs := []string{freeAddr(t), freeAddr(t)}, []string{freeAddr(t), freeAddr(t)}
-	front := startBalancer(t, admAddrs...)
-	brokers := map[string]*brokerProcess{}
-	for i, id := range []string{"replica-a", "replica-b"} {
-		brokers[id] = startBrokerProcess(t, cp, addrs[i], brokerNS, append([]string{"--identity", id,
-			"--admission-listen", admAddrs[i], "--admission-url", "https://" + admAddrs[i],
-			"--admission-replicas-url", "https://" + front}, election...)...)
-	}
+	ns := cp.Namespace(t)
+	rs := startReplicas(t, cp)
+	addrs, brokers, brokerNS := rs.addrs, rs.brokers, rs.namespace
 
 	var answered atomic.Int64
 	h := sdk.New("everyreplica", append(handlerOpts(t), sdk.WithDialer(sdk.RoundRobin(addrs...)))...)
@@ -49,9 +43,7 @@ func TestReviewsSurviveTheLeadersSIGKILL(t *testing.T) {
 	runHandler(t, h, addrs[0])
 	// The webhooks let the broker's own user through, and the test's
 	// client is that user: write as another.
-	cfg := cp.RESTConfig()
-	cfg.Impersonate = rest.ImpersonationConfig{UserName: "tester", Groups: []string{"system:masters", "system:authenticated"}}
-	tester := dynamic.NewForConfigOrDie(cfg)
+	tester := asTester(cp)
 	probes := 0
 	eventually(t, "a review answered by the handler", func() bool {
 		probes++
@@ -90,6 +82,98 @@ func TestReviewsSurviveTheLeadersSIGKILL(t *testing.T) {
 		t.Errorf("%d writes failed around the leader's SIGKILL, the first: %v", len(failed), failed[0])
 	}
 }
+
+// TestAHandlerWithoutEveryReplicaIsServedByTheLeaderAlone: a handler that
+// does not list CAPABILITY_EVERY_REPLICA (one address: no session to every
+// replica) is refused by a follower as before, and its webhook points at
+// the leader's admission endpoint, not at the replicas'.
+func TestAHandlerWithoutEveryReplicaIsServedByTheLeaderAlone(t *testing.T) {
+	cp := controlplane.Get(t)
+	cp.EnsureWidgetCRD(t)
+	ns := cp.Namespace(t)
+	rs := startReplicas(t, cp)
+	lease := rs.leaderLease(t)
+	leader, follower := rs.index(lease), 1-rs.index(lease)
+
+	var refusedLog testenv.Lines
+	refused := sdk.New("leaderonly-refused", sdk.WithInsecure(), sdk.WithReconnectBackoff(50*time.Millisecond, 500*time.Millisecond),
+		sdk.WithLogger(hclog.New(&hclog.LoggerOptions{Name: "handler", Output: &refusedLog})))
+	refused.OnValidate(widgets, func(context.Context, *sdk.Review) error { return nil }, sdk.Namespaces(ns))
+	runHandler(t, refused, rs.addrs[follower])
+	eventually(t, "the follower to refuse the handler", func() bool {
+		return refusedLog.Any(func(l string) bool { return strings.Contains(l, "not the leader") })
+	})
+
+	var answered atomic.Int64
+	h := sdk.New("leaderonly", handlerOpts(t)...)
+	h.OnValidate(widgets, func(context.Context, *sdk.Review) error {
+		answered.Add(1)
+		return nil
+	}, sdk.Namespaces(ns), sdk.Failure(sdk.FailClosed))
+	runHandler(t, h, rs.addrs[leader])
+	var url string
+	eventually(t, "the handler's webhook configuration", func() bool {
+		c, err := cp.Client().AdmissionregistrationV1().ValidatingWebhookConfigurations().Get(context.Background(),
+			"tether-leaderonly", metav1.GetOptions{})
+		if err != nil || len(c.Webhooks) == 0 || c.Webhooks[0].ClientConfig.URL == nil {
+			return false
+		}
+		url = *c.Webhooks[0].ClientConfig.URL
+		return true
+	})
+	if want := "https://" + rs.admAddrs[leader] + "/"; !strings.HasPrefix(url, want) {
+		t.Errorf("the webhook of a handler on the leader alone points at %s, want the leader's endpoint %s", url, want)
+	}
+	tester := asTester(cp)
+	eventually(t, "a review answered by the handler", func() bool {
+		_, err := tester.Resource(widgetGVR).Namespace(ns).Create(context.Background(),
+			widget(ns, fmt.Sprintf("probe-%d", time.Now().UnixNano()), nil), metav1.CreateOptions{})
+		return err == nil && answered.Load() > 0
+	})
+}
+
+// replicas are two broker processes with leader election, each with its
+// own admission listener and URL, and a balancer in front of both given
+// as the replicas' URL.
+type replicas struct {
+	namespace string
+	addrs     []string // gRPC
+	admAddrs  []string // admission
+	ids       []string
+	brokers   map[string]*brokerProcess
+}
+
+func startReplicas(t *testing.T, cp *controlplane.ControlPlane) *replicas {
+	t.Helper()
+	election := []string{"--leader-elect", "--leader-elect-lease-duration", "3s",
+		"--leader-elect-renew-deadline", "2s", "--leader-elect-retry-period", "250ms"}
+	rs := &replicas{namespace: cp.Namespace(t), addrs: []string{freeAddr(t), freeAddr(t)},
+		admAddrs: []string{freeAddr(t), freeAddr(t)}, ids: []string{"replica-a", "replica-b"}, brokers: map[string]*brokerProcess{}}
+	front := startBalancer(t, rs.admAddrs...)
+	for i, id := range rs.ids {
+		rs.brokers[id] = startBrokerProcess(t, cp, rs.addrs[i], rs.namespace, append([]string{"--identity", id,
+			"--admission-listen", rs.admAddrs[i], "--admission-url", "https://" + rs.admAddrs[i],
+			"--admission-replicas-url", "https://" + front}, election...)...)
+	}
+	return rs
+}
+
+// leaderLease is the identity of the replica that leads, once one does.
+func (rs *replicas) leaderLease(t *testing.T) string {
+	t.Helper()
+	var leader string
+	eventually(t, "a replica to lead", func() bool {
+		lease, err := controlplane.Get(t).Client().CoordinationV1().Leases(rs.namespace).Get(context.Background(), "tether-broker-leader", metav1.GetOptions{})
+		if err != nil || lease.Spec.HolderIdentity == nil {
+			return false
+		}
+		leader = *lease.Spec.HolderIdentity
+		return true
+	})
+	return leader
+}
+
+func (rs *replicas) index(id string) int { return slices.Index(rs.ids, id) }
 
 // writeLoad creates widgets at a steady rate, each create on its own
 // goroutine so that one slow review does not slow the rate.

@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
 
 	"github.com/tether-dev/tether/broker"
 	"github.com/tether-dev/tether/broker/binding"
@@ -65,6 +66,15 @@ func startStoppableBroker(t testing.TB, cp *controlplane.ControlPlane, tweaks ..
 	}
 	b, stop := testenv.StartBroker(t, opts)
 	return b.Addr().String(), stop
+}
+
+// asTester is a client that writes as another user than the broker's,
+// which uses the same admin credentials as the test: the webhooks let the
+// broker's own writes through unreviewed.
+func asTester(cp *controlplane.ControlPlane) dynamic.Interface {
+	cfg := cp.RESTConfig()
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: "tester", Groups: []string{"system:masters", "system:authenticated"}}
+	return dynamic.NewForConfigOrDie(cfg)
 }
 
 // runHandler runs h against the broker until the returned stop is called

@@ -13,8 +13,6 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/rest"
 
 	"github.com/tether-dev/tether/broker"
 	"github.com/tether-dev/tether/sdk"
@@ -378,9 +376,7 @@ func TestHandlersPatchFacesOtherHandlersWebhooks(t *testing.T) {
 	runHandler(t, guard, s.addr)
 	// The webhooks let the broker's own user through, and the test's
 	// client is that user: probe as another.
-	cfg := cp.RESTConfig()
-	cfg.Impersonate = rest.ImpersonationConfig{UserName: "tester", Groups: []string{"system:masters", "system:authenticated"}}
-	tester := dynamic.NewForConfigOrDie(cfg)
+	tester := asTester(cp)
 	probes := 0
 	eventually(t, "the guard's webhook to refuse a forbidden label", func() bool {
 		probes++
