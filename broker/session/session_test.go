@@ -57,7 +57,10 @@ type attachment struct {
 
 // fakeAttacher records attached instances and counts detaches.
 type fakeAttacher struct {
-	err      error
+	err error
+	// ended, when set, makes every attachment reviews-only, ended when it
+	// closes (a follower coming to lead).
+	ended    chan struct{}
 	attached chan attachment
 	detached chan string // session ids, as detach is called
 
@@ -86,7 +89,7 @@ func (a *fakeAttacher) Attach(ctx context.Context, in *Instance, _ *tetherv1.Hel
 		a.detaches[in.SessionID]++
 		a.mu.Unlock()
 		a.detached <- in.SessionID
-	}}, nil
+	}, ReviewsOnly: a.ended != nil, Ended: a.ended}, nil
 }
 
 func (a *fakeAttacher) counts() (attaches int, detaches map[string]int) {
