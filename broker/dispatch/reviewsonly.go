@@ -80,6 +80,23 @@ func (m *Manager) attachForReviewsLocked(in *session.Instance, bindings []*bindi
 	}, nil
 }
 
+// knowReviews makes a replica that does not lead know a handler's admission
+// bindings from its Lease before any instance of it connects here: a review
+// the API server sends to a new replica (the webhooks point at every ready
+// one) then waits, within its deadline, for the instance that keeps a
+// session to every replica to find this one, instead of failing at once.
+func (m *Manager) knowReviews(handler string, bindings []*binding.Binding) {
+	if !slices.ContainsFunc(bindings, func(b *binding.Binding) bool { return b.Kind.IsAdmission() }) {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.ctx != nil || m.reviewsOnly[handler] != nil {
+		return // leading, or known from an instance
+	}
+	m.reviewsOnly[handler] = newReviewsOnly(m, handler, bindings, binding.Fingerprint(bindings))
+}
+
 // endReviewsOnlyLocked ends the reviews-only sessions, as this replica
 // comes to lead. The handlers stay known by their bindings until each has
 // a controller, so that a review meanwhile waits for an instance instead

@@ -151,3 +151,27 @@ func eventuallyLeads(t *testing.T, m *Manager) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// TestAFollowerKnowsTheRecordedReviewsBeforeAnInstanceComes: the admission
+// bindings a follower learns from a handler's Lease (knowReviews, from
+// KeepWarm) make a review wait for an instance, then go to the one that
+// attaches.
+func TestAFollowerKnowsTheRecordedReviewsBeforeAnInstanceComes(t *testing.T) {
+	m := New(Options{Informers: informer.New(informer.Options{})})
+	m.knowReviews("guard", validateBinding())
+	rv, b, superseded := m.admissionBinding("guard", "validate-0")
+	if b == nil {
+		t.Fatal("the follower does not know the recorded binding")
+	}
+	rctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
+	defer cancel()
+	if _, err := rv.send(rctx, "", &tetherv1.Delivery{Id: "d0"}, superseded); !errors.Is(err, admission.ErrNoInstance) {
+		t.Errorf("a review with no instance yet ended with %v, want admission.ErrNoInstance at its deadline", err)
+	}
+	if _, err := m.Attach(t.Context(), everyReplicaInstance("i0"), &tetherv1.Hello{Handler: "guard"}, validateBinding()); err != nil {
+		t.Fatal(err)
+	}
+	if rv2, _, _ := m.admissionBinding("guard", "validate-0"); rv2 != rv || rv.pool.len() != 1 {
+		t.Error("the instance that attached does not answer the recorded handler's reviews")
+	}
+}

@@ -21,7 +21,9 @@ const warmEvery = 5 * time.Second
 // KeepWarm keeps subscribed, until ctx ends, the informers that the
 // handlers recorded in the presence Leases need: a follower's caches are
 // then full when it takes over, and its restore does not list every object
-// again. Start's restore subscribes the same informers, so once it has,
+// again. It also makes the follower know the recorded admission bindings
+// (knowReviews), so that a review reaching it before the handler's instance
+// does waits for one. Start's restore subscribes the same informers, so once it has,
 // ending ctx leaves them running. A Lease list that fails keeps what is
 // warm; a binding that does not compile warms nothing (the restore decides
 // what it means).
@@ -110,6 +112,7 @@ func (m *Manager) warmKeys(ctx context.Context, compiled map[string]warmed) (map
 			c = warmed{declared: r.Bindings, keys: informerKeys(bs, !m.opts.NoPushdown)}
 			if !again {
 				compiled[r.Handler] = c
+				m.knowReviews(r.Handler, bs)
 			}
 		}
 		for _, k := range c.keys {
