@@ -24,7 +24,7 @@ const (
 	// every ready replica, for handlers that keep a session to each
 	// (CAPABILITY_EVERY_REPLICA).
 	DefaultGRPCReplicasService = "tether-broker-replicas"
-	DefaultCAConfigMap = "tether-broker-ca"
+	DefaultCAConfigMap         = "tether-broker-ca"
 )
 
 // CAConfigMapKey is the key of the CA bundle in the ConfigMap the broker

@@ -42,8 +42,8 @@ type fakeBroker struct {
 	// reviewsOnly goes in Welcome: a follower taking the session for
 	// reviews only.
 	reviewsOnly bool
-	hellos       atomic.Int32
-	sessions     chan *fakeSession
+	hellos      atomic.Int32
+	sessions    chan *fakeSession
 }
 
 // fakeSession is one accepted Connect stream, driven by the test.
