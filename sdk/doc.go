@@ -129,6 +129,12 @@
 // instances at once, and Run returns nil. Daemons are stopped whenever a
 // session ends, waiting for them up to the drain timeout as well.
 //
+// A handler with validate or mutate bindings whose broker address yields
+// several replicas (a DNS name such as the headless Service
+// "tether-broker-replicas.tether-system.svc:7443", or a RoundRobin dialer)
+// keeps one session to each, so that whichever replica the API server
+// calls answers its reviews without waiting for a leader.
+//
 // Connections use TLS and a bearer token (by default the first of
 // DefaultTokenPaths that exists: a projected token for the broker's
 // audience, else the pod's ServiceAccount token, re-read on every
