@@ -153,7 +153,9 @@ func (h *Handler) prepare() (*plan, error) {
 // an instance to answer the review, and no review waits for a leader.
 // Deliveries from every session go to the same functions; lifecycle
 // deliveries, timers and daemons come only from the leader's. TLS verifies
-// the name in addr, whichever address is dialled.
+// the name in addr, whichever address is dialled. A name with one address
+// when Run starts (a ClusterIP Service such as tether-broker's) keeps one
+// session, as before, for the life of Run.
 //
 // Run returns an error at once for an invalid configuration, and when the
 // broker rejects the handler (a bad binding, a missing permission, a bad
