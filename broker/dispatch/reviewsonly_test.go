@@ -71,13 +71,7 @@ func TestAReplicaComingToLeadEndsItsReviewsOnlySessions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan error, 1)
-	go func() { done <- m.Start(ctx) }()
-	defer func() {
-		cancel()
-		<-done
-	}()
+	startLeading(t, m)
 	select {
 	case <-att.Ended:
 	case <-time.After(5 * time.Second):
@@ -105,13 +99,7 @@ func TestAWaitingReviewMovesToTheHandlersController(t *testing.T) {
 	}
 	att.Detach()
 	rv, _, superseded := m.admissionBinding("guard", "validate-0")
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan error, 1)
-	go func() { done <- m.Start(ctx) }()
-	defer func() {
-		cancel()
-		<-done
-	}()
+	startLeading(t, m)
 	waited := make(chan error, 1)
 	go func() {
 		_, err := rv.send(t.Context(), "", &tetherv1.Delivery{Id: "d0"}, superseded)
@@ -133,6 +121,18 @@ func TestAWaitingReviewMovesToTheHandlersController(t *testing.T) {
 	if rv2, _, s := m.admissionBinding("guard", "validate-0"); rv2 == rv || s != nil {
 		t.Error("the handler's reviews are still answered by its reviews-only instances")
 	}
+}
+
+// startLeading runs m's Start, as a replica that comes to lead, until the
+// test ends.
+func startLeading(t *testing.T, m *Manager) {
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- m.Start(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
 }
 
 func eventuallyLeads(t *testing.T, m *Manager) {
