@@ -3,6 +3,7 @@ package deploy
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -19,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -77,22 +79,36 @@ func checkAccess(t *testing.T, kube kubernetes.Interface, namespace, name string
 	user, groups := serviceAccountUser(namespace, name)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	for _, a := range table {
-		sar, err := kube.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{
-			Spec: authorizationv1.SubjectAccessReviewSpec{
-				User: user, Groups: groups,
-				ResourceAttributes: &authorizationv1.ResourceAttributes{
-					Verb: a.verb, Group: a.group, Resource: a.resource, Subresource: a.subresource,
-					Namespace: a.namespace, Name: a.name,
+	// The API server's authorizer sees a new grant through its own watch of
+	// RBAC, a moment after the write: ask again until the answers are the
+	// table's or the deadline passes, and report the last answers.
+	var wrong []string
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 15*time.Second, true, func(ctx context.Context) (bool, error) {
+		wrong = wrong[:0]
+		for _, a := range table {
+			sar, err := kube.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{
+				Spec: authorizationv1.SubjectAccessReviewSpec{
+					User: user, Groups: groups,
+					ResourceAttributes: &authorizationv1.ResourceAttributes{
+						Verb: a.verb, Group: a.group, Resource: a.resource, Subresource: a.subresource,
+						Namespace: a.namespace, Name: a.name,
+					},
 				},
-			},
-		}, metav1.CreateOptions{})
-		if err != nil {
-			t.Fatalf("SubjectAccessReview %s: %v", a, err)
+			}, metav1.CreateOptions{})
+			if err != nil {
+				return false, fmt.Errorf("SubjectAccessReview %s: %w", a, err)
+			}
+			if sar.Status.Allowed != a.allowed {
+				wrong = append(wrong, fmt.Sprintf("%s may %s: allowed = %v, want %v (%s)", name, a, sar.Status.Allowed, a.allowed, sar.Status.Reason))
+			}
 		}
-		if sar.Status.Allowed != a.allowed {
-			t.Errorf("%s may %s: allowed = %v, want %v (%s)", name, a, sar.Status.Allowed, a.allowed, sar.Status.Reason)
-		}
+		return len(wrong) == 0, nil
+	})
+	if err != nil && len(wrong) == 0 {
+		t.Fatal(err)
+	}
+	for _, w := range wrong {
+		t.Error(w)
 	}
 }
 
