@@ -153,3 +153,58 @@ func TestFollowerKeepsItsCachesWarm(t *testing.T) {
 		})
 	}
 }
+
+// TestSIGKILLedLeaderIsTakenOverEarly: with the default lease (15 s), a
+// SIGKILLed leader's process is seen gone (its liveness address refuses
+// connections), so the follower takes over without waiting for the Lease
+// to expire: the first delivery of a new object comes well within the
+// lease, and no hold is released.
+func TestSIGKILLedLeaderIsTakenOverEarly(t *testing.T) {
+	cp := controlplane.Get(t)
+	dyn := cp.EnsureWidgetCRD(t)
+	ns, brokerNS := cp.Namespace(t), cp.Namespace(t)
+	addrs := []string{freeAddr(t), freeAddr(t)}
+	brokers := map[string]*brokerProcess{}
+	for i, id := range []string{"replica-a", "replica-b"} {
+		brokers[id] = startBrokerProcess(t, cp, addrs[i], brokerNS, "--identity", id, "--leader-elect")
+	}
+	var j journal
+	h := sdk.New("early", append(handlerOpts(t), sdk.WithDialer(sdk.RoundRobin(addrs...)))...)
+	h.OnCreate(widgets, j.record(nil), sdk.Namespaces(ns))
+	h.OnDelete(widgets, j.record(nil), sdk.Namespaces(ns))
+	runHandler(t, h, addrs[0])
+	createHeld(t, cp, ns, "early", "before-0", "before-1")
+
+	lease, err := cp.Client().CoordinationV1().Leases(brokerNS).Get(context.Background(), "tether-broker-leader", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	leader := *lease.Spec.HolderIdentity
+	for id, b := range brokers {
+		if id != leader {
+			eventually(t, "the follower's caches warm", func() bool {
+				return b.out.Any(func(l string) bool { return strings.Contains(l, "caches warm for a takeover") })
+			})
+		}
+	}
+	brokers[leader].kill()
+	killed := time.Now()
+	create(t, dyn, widgetGVR, widget(ns, "after", map[string]any{"size": int64(1)}))
+	j.waitCount(t, sdk.Create, "after", 1)
+	took := time.Since(killed)
+	t.Logf("the first delivery came %v after the leader (%s) was SIGKILLed (lease duration 15s)", took.Round(time.Millisecond), leader)
+	if limit := 8 * time.Second; took > limit {
+		t.Errorf("the first delivery after the leader's SIGKILL took %v, more than %v: the follower waited for the Lease", took.Round(time.Millisecond), limit)
+	}
+	waitObject(t, dyn, widgetGVR, ns, "after", "held", heldBy("early"))
+	for _, n := range []string{"before-0", "before-1", "after"} {
+		if obj := get(t, dyn, widgetGVR, ns, n); !hold.Has(obj, "early") {
+			t.Errorf("%s lost its hold in the takeover", n)
+		}
+	}
+	for _, e := range events(t, cp, ns, "") {
+		if e.Reason == "HoldReleased" {
+			t.Errorf("a hold was released in the takeover: %s %s", e.InvolvedObject.Name, e.Message)
+		}
+	}
+}
