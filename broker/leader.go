@@ -10,6 +10,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	"k8s.io/utils/clock"
 )
 
 // LeaderElection configures how broker replicas elect the one that
@@ -24,8 +25,18 @@ type LeaderElection struct {
 	LeaseName string
 	// LeaseDuration (DefaultLeaseDuration), RenewDeadline (10 s at most) and RetryPeriod (2 s at most) are
 	// client-go's; a follower takes over within about LeaseDuration of the
-	// leader's death.
+	// leader's death, or within a few RetryPeriods when it sees the
+	// leader's process gone (leadergone.go).
 	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
+	// LivenessAddress is HOST or HOST:PORT, where other replicas reach
+	// this one. While this replica leads, the address there that its
+	// process listens on for as long as it lives (a port of the system's
+	// choosing unless given) is published on the Lease; a follower that
+	// finds it refusing connections takes over without waiting for the
+	// Lease to expire. Default: the gRPC listener's IP, unless it is
+	// unspecified (0.0.0.0, ::); then, and with "-", no early takeover of
+	// this replica.
+	LivenessAddress string
 	// ColdStandby keeps followers from watching: they then cache nothing
 	// (less memory, half the watches on the API server), and a takeover
 	// lists every object again before it is ready. By default a follower
@@ -69,8 +80,26 @@ var errLostLeadership = errors.New("lost the leader lease")
 // when ctx ends, and errLostLeadership when the Lease was lost first. work
 // must return when its context ends; lead waits for it, so that the Lease
 // is released only after this replica stopped writing.
-func runElected(ctx context.Context, kube kubernetes.Interface, namespace, identity string, cfg LeaderElection, log hclog.Logger, work func(context.Context)) error {
+//
+// livenessAddress is where this process listens for as long as it lives;
+// empty: nowhere. While leading, it is published on the Lease; while
+// following, the leader's is watched.
+func runElected(ctx context.Context, kube kubernetes.Interface, namespace, identity, livenessAddress string, cfg LeaderElection, log hclog.Logger, work func(context.Context)) error {
 	cfg = cfg.withDefaults()
+	early := &earlyTakeover{
+		leases: leaseClient{leases: kube.CoordinationV1().Leases(namespace), name: cfg.LeaseName},
+		self:   identity, address: livenessAddress, every: cfg.RetryPeriod / 2,
+		probe: probeTCP, clock: clock.RealClock{}, log: log,
+	}
+	// A Lease that names this identity was held by an earlier process of
+	// it (a restarted container): its mark must give way to this
+	// process's before the elector renews the Lease as this one's.
+	if err := early.publish(ctx); err != nil {
+		return nil // ctx ended
+	}
+	following, stopFollowing := context.WithCancel(ctx)
+	defer stopFollowing()
+	go early.watch(following)
 	lock := &resourcelock.LeaseLock{
 		LeaseMeta:  metaFor(cfg.LeaseName, namespace),
 		Client:     kube.CoordinationV1(),
@@ -93,6 +122,12 @@ func runElected(ctx context.Context, kube kubernetes.Interface, namespace, ident
 			OnStartedLeading: func(lctx context.Context) {
 				close(started)
 				defer close(done)
+				stopFollowing()
+				go func() {
+					if err := early.publish(lctx); err != nil && lctx.Err() == nil {
+						log.Warn("followers will wait for the Lease to expire if this process dies", "error", err)
+					}
+				}()
 				log.Info("leading: this replica watches, dispatches and writes", "identity", identity)
 				wctx, cancel := context.WithCancel(ctx)
 				defer cancel()

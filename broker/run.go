@@ -81,9 +81,30 @@ func (p *parts) elect(lead func(context.Context)) (func(context.Context) error, 
 		return nil, fmt.Errorf("creating client for leader election: %w", err)
 	}
 	le := p.opts.LeaderElection
+	alive, err := p.listenLiveness()
+	if err != nil {
+		return nil, err
+	}
 	return func(ctx context.Context) error {
-		return runElected(ctx, lkube, p.opts.Namespace, p.opts.Identity, le, p.log, lead)
+		return runElected(ctx, lkube, p.opts.Namespace, p.opts.Identity, alive, le, p.log, lead)
 	}, nil
+}
+
+// listenLiveness opens the liveness listener and returns its address, or
+// "" when this replica has none (LeaderElection.LivenessAddress). It is
+// closed by p.stop, once the broker stopped writing.
+func (p *parts) listenLiveness() (string, error) {
+	addr := livenessAddress(p.opts.LeaderElection.LivenessAddress, p.lis.Addr())
+	if addr == "" || addr == "-" {
+		p.log.Info("no liveness address: if this replica dies while leading, followers wait for the Lease to expire")
+		return "", nil
+	}
+	lis, err := livenessListener(addr)
+	if err != nil {
+		return "", err
+	}
+	p.stops = append(p.stops, func() { lis.Close() })
+	return lis.Addr().String(), nil
 }
 
 // serve serves gRPC on the broker's listener until the server is stopped.

@@ -174,6 +174,7 @@ func (c *config) leaderFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.leader.RenewDeadline, "leader-elect-renew-deadline", 0, "how long the leader keeps trying to renew before it gives up leading (default two thirds of the lease duration, at most 10s)")
 	fs.DurationVar(&c.leader.RetryPeriod, "leader-elect-retry-period", 0, "how often replicas try to acquire or renew the Lease (default half the renew deadline, at most 2s)")
 	fs.StringVar(&c.leader.Pod, "leader-elect-pod", envOr("POD_NAME", ""), "this broker's own Pod in --namespace: while it leads, the Pod carries the label "+broker.LeaderLabel+"=true, which the Service selects to send handlers and webhook calls to the leader (default $POD_NAME; empty: no label)")
+	fs.StringVar(&c.leader.LivenessAddress, "leader-elect-liveness-address", envOr("POD_IP", ""), "HOST or HOST:PORT where other replicas reach this one: while it leads, the address there that its process listens on until it exits (any free port unless given) is published on the leader Lease, and a follower that finds it refusing connections takes over without waiting for the Lease to expire (default $POD_IP, else the --listen IP unless it is unspecified; \"-\": none, followers wait for the Lease)")
 	fs.BoolVar(&c.leader.ColdStandby, "leader-elect-cold-standby", false, "followers watch nothing: less memory and half the watches, but a takeover lists every object again before it is ready\n"+
 		"(by default a follower keeps the caches of the handlers recorded in the presence Leases warm)")
 }

@@ -185,6 +185,10 @@ func TestSIGKILLedLeaderIsTakenOverEarly(t *testing.T) {
 			eventually(t, "the follower's caches warm", func() bool {
 				return b.out.Any(func(l string) bool { return strings.Contains(l, "caches warm for a takeover") })
 			})
+			// The follower trusts a refusal only from an address it saw answer.
+			eventually(t, "the follower reached the leader's liveness address", func() bool {
+				return b.out.Any(func(l string) bool { return strings.Contains(l, "the leader's liveness address answers") })
+			})
 		}
 	}
 	brokers[leader].kill()

@@ -1,0 +1,209 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"syscall"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	coordinationclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
+	"k8s.io/utils/clock"
+)
+
+// leaseAccess reads and writes the leader Lease; Update fails with a
+// Conflict when the Lease changed since it was read.
+type leaseAccess interface {
+	Get(ctx context.Context) (*coordinationv1.Lease, error)
+	Update(ctx context.Context, lease *coordinationv1.Lease) error
+}
+
+type leaseClient struct {
+	leases coordinationclient.LeaseInterface
+	name   string
+}
+
+func (c leaseClient) Get(ctx context.Context) (*coordinationv1.Lease, error) {
+	return c.leases.Get(ctx, c.name, metav1.GetOptions{})
+}
+
+func (c leaseClient) Update(ctx context.Context, lease *coordinationv1.Lease) error {
+	_, err := c.leases.Update(ctx, lease, metav1.UpdateOptions{})
+	return err
+}
+
+// probeTimeout bounds one probe; a probe that times out is no evidence.
+const probeTimeout = time.Second
+
+// probeTCP connects to addr and says whether it answered or refused.
+func probeTCP(ctx context.Context, addr string) probeOutcome {
+	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
+	defer cancel()
+	conn, err := (&net.Dialer{}).DialContext(ctx, "tcp", addr)
+	switch {
+	case err == nil:
+		conn.Close()
+		return probeAnswered
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return probeRefused
+	}
+	return probeUnknown
+}
+
+// livenessListener listens on addr (HOST, for a port of the system's
+// choosing, or HOST:PORT) for as long as the process lives: the broker closes it only once it
+// stopped writing, so a refused connection says the process is gone. It
+// accepts connections and closes them at once.
+func livenessListener(addr string) (net.Listener, error) {
+	if _, _, err := net.SplitHostPort(addr); err != nil {
+		addr = net.JoinHostPort(addr, "0")
+	}
+	lis, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("listening for liveness probes on %s: %w", addr, err)
+	}
+	go func() {
+		for {
+			conn, err := lis.Accept()
+			if err != nil {
+				return
+			}
+			conn.Close()
+		}
+	}()
+	return lis, nil
+}
+
+// livenessAddress is where the liveness listener listens: the configured
+// address, else the gRPC listener's IP when it is a specific one (an
+// unspecified one, 0.0.0.0, says nothing about where other replicas reach
+// this one). Empty: no liveness listener, so no early takeover of this
+// replica.
+func livenessAddress(configured string, grpc net.Addr) string {
+	if configured != "" {
+		return configured
+	}
+	tcp, ok := grpc.(*net.TCPAddr)
+	if !ok || tcp.IP == nil || tcp.IP.IsUnspecified() {
+		return ""
+	}
+	return tcp.IP.String()
+}
+
+// earlyTakeover is both sides of an early takeover for one replica: as
+// the leader it publishes its liveness address on the Lease; as a follower
+// it watches the leader's.
+type earlyTakeover struct {
+	leases  leaseAccess
+	self    string
+	address string // this replica's liveness address; empty: none
+	every   time.Duration
+	probe   func(context.Context, string) probeOutcome
+	clock   clock.WithTicker
+	log     hclog.Logger
+}
+
+// publish writes this replica's liveness mark on the Lease if this replica
+// holds it (without a liveness address, it takes off a mark an earlier
+// process of the same identity left), retrying until done, the Lease names
+// another, or ctx ends.
+func (e *earlyTakeover) publish(ctx context.Context) error {
+	backoff := wait.Backoff{Duration: 100 * time.Millisecond, Factor: 2, Jitter: 0.1, Steps: 1 << 20, Cap: 2 * time.Second}
+	err := wait.ExponentialBackoffWithContext(ctx, backoff, func(ctx context.Context) (bool, error) {
+		lease, err := e.leases.Get(ctx)
+		switch {
+		case apierrors.IsNotFound(err):
+			return true, nil
+		case err != nil:
+			e.log.Debug("cannot read the leader Lease to publish this replica's liveness address; retrying", "error", err)
+			return false, nil
+		case holderOf(lease) != e.self:
+			return true, nil
+		}
+		want := withoutMark(lease)
+		if e.address != "" {
+			want = withMark(lease, livenessMark{Holder: e.self, Transitions: transitionsOf(lease), Address: e.address})
+		}
+		if want.Annotations[LivenessAnnotation] == lease.Annotations[LivenessAnnotation] {
+			return true, nil
+		}
+		if err := e.leases.Update(ctx, want); err != nil {
+			e.log.Debug("cannot publish this replica's liveness address on the leader Lease; retrying", "error", err)
+			return false, nil
+		}
+		return true, nil
+	})
+	if err != nil {
+		return fmt.Errorf("publishing the liveness address %q on the leader Lease: %w", e.address, err)
+	}
+	return nil
+}
+
+// watch, until ctx ends, looks at the leader Lease every e.every and takes
+// it from its holder when decideTakeover finds its process gone. It goes
+// on after a takeover: another follower may have won the Lease.
+func (e *earlyTakeover) watch(ctx context.Context) {
+	var w watched
+	t := e.clock.NewTicker(e.every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C():
+		}
+		e.once(ctx, &w)
+	}
+}
+
+// watched is what a follower remembers between looks at the Lease.
+type watched struct {
+	answered livenessMark // the last mark whose address answered this replica
+	warned   livenessMark // the last mark it said it cannot trust a refusal of
+}
+
+// once is one look at the Lease, and a takeover if its holder is gone.
+func (e *earlyTakeover) once(ctx context.Context, w *watched) {
+	lease, err := e.leases.Get(ctx)
+	if err != nil {
+		return
+	}
+	m, ok := markOf(lease)
+	if !ok || holderOf(lease) == e.self {
+		return
+	}
+	var probes []probeOutcome
+	for range minRefusalsToTrust {
+		p := e.probe(ctx, m.Address)
+		probes = append(probes, p)
+		if p == probeAnswered && w.answered != m {
+			w.answered = m
+			e.log.Info("the leader's liveness address answers: if its process exits, this replica takes over without waiting for the Lease to expire",
+				"leader", m.Holder, "address", m.Address)
+		}
+		if p != probeRefused {
+			break
+		}
+	}
+	take, why := decideTakeover(takeoverInput{Lease: lease, Self: e.self, AnsweredBefore: w.answered == m, Probes: probes, Now: e.clock.Now()})
+	if !take {
+		if probes[len(probes)-1] == probeRefused && w.warned != m {
+			w.warned = m
+			e.log.Info("the leader's liveness address refuses connections, but that is no evidence its process exited: waiting for the Lease to expire",
+				"leader", m.Holder, "address", m.Address, "reason", why)
+		}
+		return
+	}
+	if err := e.leases.Update(ctx, released(lease, e.clock.Now())); err != nil {
+		e.log.Info("could not release the Lease of a leader whose process exited", "leader", m.Holder, "error", err)
+		return
+	}
+	e.log.Info("released the Lease of a leader whose process exited, without waiting for it to expire",
+		"leader", m.Holder, "address", m.Address, "reason", why)
+}
