@@ -9,7 +9,6 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/leaderelection"
-	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/utils/clock"
 )
 
@@ -82,29 +81,19 @@ var errLostLeadership = errors.New("lost the leader lease")
 // is released only after this replica stopped writing.
 //
 // livenessAddress is where this process listens for as long as it lives;
-// empty: nowhere. While leading, it is published on the Lease; while
-// following, the leader's is watched.
+// empty: nowhere. While leading, it is published on the Lease with each
+// renewal (markedLeaseLock); while following, the leader's is watched.
 func runElected(ctx context.Context, kube kubernetes.Interface, namespace, identity, livenessAddress string, cfg LeaderElection, log hclog.Logger, work func(context.Context)) error {
 	cfg = cfg.withDefaults()
+	leases := kube.CoordinationV1().Leases(namespace)
 	early := &earlyTakeover{
-		leases: leaseClient{leases: kube.CoordinationV1().Leases(namespace), name: cfg.LeaseName},
-		self:   identity, address: livenessAddress, every: cfg.RetryPeriod / 2,
+		leases: leaseClient{leases: leases, name: cfg.LeaseName}, self: identity, every: cfg.RetryPeriod / 2,
 		probe: probeTCP, clock: clock.RealClock{}, log: log,
-	}
-	// A Lease that names this identity was held by an earlier process of
-	// it (a restarted container): its mark must give way to this
-	// process's before the elector renews the Lease as this one's.
-	if err := early.publish(ctx); err != nil {
-		return nil // ctx ended
 	}
 	following, stopFollowing := context.WithCancel(ctx)
 	defer stopFollowing()
 	go early.watch(following)
-	lock := &resourcelock.LeaseLock{
-		LeaseMeta:  metaFor(cfg.LeaseName, namespace),
-		Client:     kube.CoordinationV1(),
-		LockConfig: resourcelock.ResourceLockConfig{Identity: identity},
-	}
+	lock := &markedLeaseLock{leases: leases, namespace: namespace, name: cfg.LeaseName, identity: identity, address: livenessAddress}
 	// The elector releases the Lease when its context ends; it must end
 	// only after work stopped, or two replicas could write at once.
 	runCtx, stopRun := context.WithCancel(context.Background())
@@ -123,11 +112,6 @@ func runElected(ctx context.Context, kube kubernetes.Interface, namespace, ident
 				close(started)
 				defer close(done)
 				stopFollowing()
-				go func() {
-					if err := early.publish(lctx); err != nil && lctx.Err() == nil {
-						log.Warn("followers will wait for the Lease to expire if this process dies", "error", err)
-					}
-				}()
 				log.Info("leading: this replica watches, dispatches and writes", "identity", identity)
 				wctx, cancel := context.WithCancel(ctx)
 				defer cancel()

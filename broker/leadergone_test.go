@@ -13,6 +13,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/kubernetes/fake"
+	rl "k8s.io/client-go/tools/leaderelection/resourcelock"
 	clocktesting "k8s.io/utils/clock/testing"
 )
 
@@ -191,38 +193,56 @@ func TestFollowerDoesNotReleaseARenewedLease(t *testing.T) {
 	}
 }
 
-// TestPublishMarksOnlyThisReplicasTenure: a replica publishes its liveness
-// address on a Lease it holds, for its tenure; not on one another holds;
-// and, started again under the same identity without a liveness address,
-// it takes off the mark its earlier process left, which a follower would
-// otherwise probe and find refusing.
-func TestPublishMarksOnlyThisReplicasTenure(t *testing.T) {
+// TestTheLeaseLockMarksThisReplicasTenures: the lock the elector writes
+// through puts this replica's liveness mark on the Lease in the write that
+// acquires or renews it, for the tenure written (its transition count);
+// a release takes the mark off, and a process of the same identity without
+// a liveness address (restarted in place) takes off its predecessor's.
+func TestTheLeaseLockMarksThisReplicasTenures(t *testing.T) {
 	ctx := context.Background()
-	leases := &fakeLeases{lease: leaseHeld("a", 3, nil)}
-	a := &earlyTakeover{leases: leases, self: "a", address: "127.0.0.1:4000", log: hclog.NewNullLogger()}
-	if err := a.publish(ctx); err != nil {
+	kube := fake.NewClientset()
+	leases := kube.CoordinationV1().Leases("ns")
+	lock := func(address string) *markedLeaseLock {
+		return &markedLeaseLock{leases: leases, namespace: "ns", name: DefaultLeaseName, identity: "a", address: address}
+	}
+	stored := func() *coordinationv1.Lease {
+		l, err := leases.Get(ctx, DefaultLeaseName, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	a := lock("127.0.0.1:4000")
+	if err := a.Create(ctx, rl.LeaderElectionRecord{HolderIdentity: "a", LeaseDurationSeconds: 15, LeaderTransitions: 0}); err != nil {
 		t.Fatal(err)
 	}
-	if m, ok := markOf(leases.lease); !ok || m.Address != "127.0.0.1:4000" || m.Transitions != 3 {
-		t.Fatalf("mark %+v %v", m, ok)
+	if m, ok := markOf(stored()); !ok || m.Address != "127.0.0.1:4000" || m.Transitions != 0 {
+		t.Fatalf("created: mark %+v %v", m, ok)
 	}
-	b := &earlyTakeover{leases: leases, self: "b", address: "127.0.0.1:5000", log: hclog.NewNullLogger()}
-	if err := b.publish(ctx); err != nil {
+	if _, _, err := a.Get(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if m, _ := markOf(leases.lease); m.Holder != "a" {
-		t.Errorf("a follower published over the leader's mark: %+v", m)
-	}
-	restarted := &earlyTakeover{leases: leases, self: "a", log: hclog.NewNullLogger()}
-	if err := restarted.publish(ctx); err != nil {
+	if err := a.Update(ctx, rl.LeaderElectionRecord{HolderIdentity: "", LeaseDurationSeconds: 1, LeaderTransitions: 0}); err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := leases.lease.Annotations[LivenessAnnotation]; ok {
+	if _, ok := stored().Annotations[LivenessAnnotation]; ok {
+		t.Error("a release left the mark")
+	}
+	if err := a.Update(ctx, rl.LeaderElectionRecord{HolderIdentity: "a", LeaseDurationSeconds: 15, LeaderTransitions: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if m, ok := markOf(stored()); !ok || m.Transitions != 1 {
+		t.Fatalf("acquired again: mark %+v %v", m, ok)
+	}
+	restarted := lock("")
+	if _, _, err := restarted.Get(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := restarted.Update(ctx, rl.LeaderElectionRecord{HolderIdentity: "a", LeaseDurationSeconds: 15, LeaderTransitions: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := stored().Annotations[LivenessAnnotation]; ok {
 		t.Error("the mark of the earlier process stayed")
-	}
-	none := &earlyTakeover{leases: &fakeLeases{}, self: "a", address: "127.0.0.1:4000", log: hclog.NewNullLogger()}
-	if err := none.publish(ctx); err != nil {
-		t.Errorf("no Lease yet: %v", err)
 	}
 }
 

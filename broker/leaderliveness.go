@@ -10,9 +10,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	coordinationv1 "k8s.io/api/coordination/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	coordinationclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/utils/clock"
 )
@@ -107,42 +105,6 @@ type earlyTakeover struct {
 	probe   func(context.Context, string) probeOutcome
 	clock   clock.WithTicker
 	log     hclog.Logger
-}
-
-// publish writes this replica's liveness mark on the Lease if this replica
-// holds it (without a liveness address, it takes off a mark an earlier
-// process of the same identity left), retrying until done, the Lease names
-// another, or ctx ends.
-func (e *earlyTakeover) publish(ctx context.Context) error {
-	backoff := wait.Backoff{Duration: 100 * time.Millisecond, Factor: 2, Jitter: 0.1, Steps: 1 << 20, Cap: 2 * time.Second}
-	err := wait.ExponentialBackoffWithContext(ctx, backoff, func(ctx context.Context) (bool, error) {
-		lease, err := e.leases.Get(ctx)
-		switch {
-		case apierrors.IsNotFound(err):
-			return true, nil
-		case err != nil:
-			e.log.Debug("cannot read the leader Lease to publish this replica's liveness address; retrying", "error", err)
-			return false, nil
-		case holderOf(lease) != e.self:
-			return true, nil
-		}
-		want := withoutMark(lease)
-		if e.address != "" {
-			want = withMark(lease, livenessMark{Holder: e.self, Transitions: transitionsOf(lease), Address: e.address})
-		}
-		if want.Annotations[LivenessAnnotation] == lease.Annotations[LivenessAnnotation] {
-			return true, nil
-		}
-		if err := e.leases.Update(ctx, want); err != nil {
-			e.log.Debug("cannot publish this replica's liveness address on the leader Lease; retrying", "error", err)
-			return false, nil
-		}
-		return true, nil
-	})
-	if err != nil {
-		return fmt.Errorf("publishing the liveness address %q on the leader Lease: %w", e.address, err)
-	}
-	return nil
 }
 
 // watch, until ctx ends, looks at the leader Lease every e.every and takes
