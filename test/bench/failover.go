@@ -43,7 +43,9 @@ const (
 	// stopTerm is SIGTERM, as when its Pod is deleted (a rollout, a node
 	// drain): it releases the Lease on its way out.
 	stopTerm = "term"
-	// stopKill is SIGKILL, as when its node dies: the Lease expires.
+	// stopKill is SIGKILL, as when its process is OOM-killed or crashes:
+	// the follower finds the leader's liveness address refusing
+	// connections and takes over without waiting for the Lease to expire.
 	stopKill = "kill"
 )
 

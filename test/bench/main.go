@@ -181,7 +181,7 @@ Flags:
 	fs.BoolVar(&c.pushdown, "pushdown", false, "run the label-pushdown benchmark instead: at each -n (default "+pushdownCounts+") Widgets, -labelled percent of them "+hotLabel+"\n"+
 		"and the bench handler binding "+hotLabel+", the broker with and without --no-label-pushdown in turns, -pairs times: Widgets cached, their bytes, peak RSS")
 	fs.Float64Var(&c.labelled, "labelled", 1, "-pushdown: the `percent` of the Widgets labelled "+hotLabel)
-	ways := fs.String("ways", stopTerm+","+stopKill, "-failover: comma-separated ways to stop the leader: term (SIGTERM, as a deleted Pod: the Lease is released) or kill (SIGKILL, as a dead node: the Lease expires)")
+	ways := fs.String("ways", stopTerm+","+stopKill, "-failover: comma-separated ways to stop the leader: term (SIGTERM, as a deleted Pod: the Lease is released) or kill (SIGKILL, as a crash: the follower sees the leader's process gone)")
 	standbys := fs.String("standby", standbyWarm+","+standbyCold, "-failover: comma-separated follower caches to compare, in turns: warm (the default: followers keep the caches warm)\nor cold (--leader-elect-cold-standby)")
 	fs.DurationVar(&c.leaseDuration, "lease-duration", 0, "-failover: the brokers' --leader-elect-lease-duration (0: their default)")
 	fs.DurationVar(&c.handlerBackoff, "handler-backoff-max", sdk.DefaultReconnectMax, "-failover: the handler's longest wait between two connection attempts (the SDK's default)")
