@@ -55,9 +55,9 @@ func probeTCP(ctx context.Context, addr string) probeOutcome {
 }
 
 // livenessListener listens on addr (HOST, for a port of the system's
-// choosing, or HOST:PORT) for as long as the process lives: the broker closes it only once it
-// stopped writing, so a refused connection says the process is gone. It
-// accepts connections and closes them at once.
+// choosing, or HOST:PORT) for as long as the process lives: the broker
+// closes it only once it stopped writing, so a refused connection says the
+// process is gone. It accepts connections and closes them at once.
 func livenessListener(addr string) (net.Listener, error) {
 	if _, _, err := net.SplitHostPort(addr); err != nil {
 		addr = net.JoinHostPort(addr, "0")
@@ -94,17 +94,16 @@ func livenessAddress(configured string, grpc net.Addr) string {
 	return tcp.IP.String()
 }
 
-// earlyTakeover is both sides of an early takeover for one replica: as
-// the leader it publishes its liveness address on the Lease; as a follower
-// it watches the leader's.
+// earlyTakeover is a follower's side of an early takeover: it watches the
+// liveness address the leader published on the Lease (the leader's side is
+// markedLeaseLock).
 type earlyTakeover struct {
-	leases  leaseAccess
-	self    string
-	address string // this replica's liveness address; empty: none
-	every   time.Duration
-	probe   func(context.Context, string) probeOutcome
-	clock   clock.WithTicker
-	log     hclog.Logger
+	leases leaseAccess
+	self   string
+	every  time.Duration
+	probe  func(context.Context, string) probeOutcome
+	clock  clock.WithTicker
+	log    hclog.Logger
 }
 
 // watch, until ctx ends, looks at the leader Lease every e.every and takes
