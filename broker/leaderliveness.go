@@ -154,7 +154,9 @@ func (e *earlyTakeover) once(ctx context.Context, w *watched) {
 	}
 	take, why := decideTakeover(takeoverInput{Lease: lease, Self: e.self, AnsweredBefore: w.answered == m, Probes: probes, Now: e.clock.Now()})
 	if !take {
-		if probes[len(probes)-1] == probeRefused && w.warned != m {
+		// A refusal it cannot trust is worth saying once: the operator
+		// may wonder why this replica waits for the Lease.
+		if why == reasonNeverAnswer && w.warned != m {
 			w.warned = m
 			e.log.Info("the leader's liveness address refuses connections, but that is no evidence its process exited: waiting for the Lease to expire",
 				"leader", m.Holder, "address", m.Address, "reason", why)
