@@ -114,12 +114,14 @@ func (e *earlyTakeover) watch(ctx context.Context) {
 	t := e.clock.NewTicker(e.every)
 	defer t.Stop()
 	for {
+		// At once: a follower restarted just before the leader dies
+		// has seen its address answer only if it looked.
+		e.once(ctx, &w)
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C():
 		}
-		e.once(ctx, &w)
 	}
 }
 

@@ -57,6 +57,7 @@ const (
 	logConnected = "handler instance connected"
 	logFollowing = "following:"
 	logWarm      = "caches warm for a takeover"
+	logLiveness  = "the leader's liveness address answers"
 )
 
 // Follower caches (-standby).
@@ -264,14 +265,17 @@ func failOver(ctx context.Context, e *env, bin binaries, brokers *pair, ns, brok
 	if holder == next.identity {
 		old, next = next, old
 	}
-	// The follower is settled: it has seen the leader and, unless cold,
-	// filled its caches.
+	// The follower is settled: it has seen the leader, reached its
+	// liveness address (a refusal counts only from an address that
+	// answered) and, unless cold, filled its caches.
 	settled := logWarm
 	if brokers.standby == standbyCold {
 		settled = logFollowing
 	}
-	if _, err := waitLog(ctx, next.p, settled, time.Time{}); err != nil {
-		return row, err
+	for _, line := range []string{settled, logLiveness} {
+		if _, err := waitLog(ctx, next.p, line, time.Time{}); err != nil {
+			return row, err
+		}
 	}
 	before, err := settledScrape(ctx, e.kube)
 	if err != nil {
