@@ -90,9 +90,19 @@ func runElected(ctx context.Context, kube kubernetes.Interface, namespace, ident
 		leases: leaseClient{leases: leases, name: cfg.LeaseName}, self: identity, every: cfg.RetryPeriod / 2,
 		probe: probeTCP, clock: clock.RealClock{}, log: log,
 	}
+	// While following, watch the leader's liveness address. Its release
+	// of a dead leader's Lease is conditional on the Lease it read, so one
+	// still under way when this replica leads fails harmlessly.
 	following, stopFollowing := context.WithCancel(ctx)
-	defer stopFollowing()
-	go early.watch(following)
+	watching := make(chan struct{})
+	go func() {
+		defer close(watching)
+		early.watch(following)
+	}()
+	defer func() {
+		stopFollowing()
+		<-watching
+	}()
 	lock := &markedLeaseLock{leases: leases, namespace: namespace, name: cfg.LeaseName, identity: identity, address: livenessAddress}
 	// The elector releases the Lease when its context ends; it must end
 	// only after work stopped, or two replicas could write at once.
