@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -211,4 +212,65 @@ func TestSIGKILLedLeaderIsTakenOverEarly(t *testing.T) {
 			t.Errorf("a hold was released in the takeover: %s %s", e.InvolvedObject.Name, e.Message)
 		}
 	}
+}
+
+// TestAFrozenLeaderIsNotTakenOverEarly: a leader frozen with SIGSTOP is
+// alive (the kernel still answers on its liveness address), so the
+// follower waits for its Lease to expire, and never releases it early; the
+// leader, let go on again, finds it lost the Lease and exits.
+func TestAFrozenLeaderIsNotTakenOverEarly(t *testing.T) {
+	cp := controlplane.Get(t)
+	brokerNS := cp.Namespace(t)
+	const lease, retry = 3 * time.Second, 250 * time.Millisecond
+	election := []string{"--leader-elect", "--leader-elect-lease-duration", lease.String(),
+		"--leader-elect-renew-deadline", "2s", "--leader-elect-retry-period", retry.String()}
+	brokers := map[string]*brokerProcess{}
+	for _, id := range []string{"replica-a", "replica-b"} {
+		brokers[id] = startBrokerProcess(t, cp, freeAddr(t), brokerNS, append([]string{"--identity", id}, election...)...)
+	}
+	leases := cp.Client().CoordinationV1().Leases(brokerNS)
+	holder := func() string {
+		l, err := leases.Get(context.Background(), "tether-broker-leader", metav1.GetOptions{})
+		if err != nil || l.Spec.HolderIdentity == nil {
+			return ""
+		}
+		return *l.Spec.HolderIdentity
+	}
+	eventually(t, "a leader", func() bool { return holder() != "" })
+	leader := holder()
+	var follower *brokerProcess
+	for id, b := range brokers {
+		if id != leader {
+			follower = b
+		}
+	}
+	eventually(t, "the follower reached the leader's liveness address", func() bool {
+		return follower.out.Any(func(l string) bool { return strings.Contains(l, "the leader's liveness address answers") })
+	})
+	frozen := brokers[leader]
+	if err := frozen.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	stopped := time.Now()
+	eventually(t, "the follower leads", func() bool { h := holder(); return h != "" && h != leader })
+	took := time.Since(stopped)
+	t.Logf("the follower led %v after the leader (%s) was frozen (lease %v)", took.Round(time.Millisecond), leader, lease)
+	// The leader's last renewal came at most a retry period before it froze.
+	if took < lease-retry {
+		t.Errorf("the follower led %v after the leader froze, before its Lease (%v) could expire", took, lease)
+	}
+	if follower.out.Any(func(l string) bool { return strings.Contains(l, "released the Lease of a leader") }) {
+		t.Error("the follower released the Lease of a leader that was frozen, not dead")
+	}
+	if err := frozen.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the leader, let go on, exits: it lost the Lease", func() bool {
+		select {
+		case <-frozen.done:
+			return frozen.out.Any(func(l string) bool { return strings.Contains(l, "lost the leader lease") })
+		default:
+			return false
+		}
+	})
 }
