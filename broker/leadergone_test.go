@@ -281,3 +281,47 @@ func TestLivenessAddress(t *testing.T) {
 		}
 	}
 }
+
+// TestTheLeaseLockRenewsWithAPatchThatTestsTheTenure: a renewal is a JSON
+// patch that tests the Lease still names this replica in the same tenure,
+// so a write of something else on the Lease since (a finalizer) does not
+// fail it, and a release or another holder's acquisition does.
+func TestTheLeaseLockRenewsWithAPatchThatTestsTheTenure(t *testing.T) {
+	ctx := context.Background()
+	kube := fake.NewClientset()
+	leases := kube.CoordinationV1().Leases("ns")
+	a := &markedLeaseLock{leases: leases, namespace: "ns", name: DefaultLeaseName, identity: "a", address: "127.0.0.1:4000"}
+	record := rl.LeaderElectionRecord{HolderIdentity: "a", LeaseDurationSeconds: 15, LeaderTransitions: 2}
+	if err := a.Create(ctx, record); err != nil {
+		t.Fatal(err)
+	}
+	other, err := leases.Get(ctx, DefaultLeaseName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	other.Finalizers = append(other.Finalizers, "broker.tether.dev/uninstall")
+	if _, err := leases.Update(ctx, other, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	kube.ClearActions()
+	record.RenewTime = metav1.NewTime(leaseEpoch)
+	if err := a.Update(ctx, record); err != nil {
+		t.Fatalf("renewing after a finalizer was added: %v", err)
+	}
+	if acts := kube.Actions(); len(acts) != 1 || acts[0].GetVerb() != "patch" {
+		t.Errorf("the renewal: %v, want one patch", acts)
+	}
+	got, _ := leases.Get(ctx, DefaultLeaseName, metav1.GetOptions{})
+	if !got.Spec.RenewTime.Equal(&metav1.MicroTime{Time: leaseEpoch}) || len(got.Finalizers) != 1 {
+		t.Errorf("after the renewal: renew time %v, finalizers %v", got.Spec.RenewTime, got.Finalizers)
+	}
+	if _, ok := markOf(got); !ok {
+		t.Error("the renewal lost the mark")
+	}
+	if err := (leaseClient{leases: leases, name: DefaultLeaseName}).Update(ctx, released(got, leaseEpoch)); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Update(ctx, record); err == nil {
+		t.Error("a renewal after a release succeeded")
+	}
+}
