@@ -17,10 +17,12 @@ import (
 // its tenure (its identity and the Lease's transition count), so that a
 // mark left by a dead leader never speaks for the next one.
 //
-// Everything else is not evidence and waits for the lease: a timeout, an
-// unreachable host or network (a partitioned node), an answer, a probe
-// that never saw the address answer before (a wrong or unreachable
-// address refuses from the start).
+// The follower then releases the Lease (released), conditional on the
+// Lease it read, and the electors take it at their next try. Everything
+// else is no evidence and waits for the lease: a timeout, an unreachable
+// host or network (a partitioned node), an answer (a frozen process: the
+// kernel still answers for it), and a refusal from an address this
+// follower never saw answer (a wrong address refuses from the start).
 
 // LivenessAnnotation on the leader Lease holds the leader's liveness mark.
 const LivenessAnnotation = "tether.dev/leader-liveness"
