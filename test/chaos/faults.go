@@ -38,6 +38,15 @@ func (r *run) inject(ctx context.Context, p Planned) (Fault, error) {
 			wait(ctx, p.For)
 			err = b.start()
 		}
+	case FaultLeaderStop:
+		var b *proc
+		if b, err = r.leader(ctx); err == nil {
+			f.Target = b.name
+			if err = b.signal(syscall.SIGSTOP); err == nil {
+				wait(ctx, p.For)
+				err = b.signal(syscall.SIGCONT)
+			}
+		}
 	case FaultAPIRestart:
 		err = r.cp.RestartAPIServer(ctx)
 	case FaultEtcdRestart:

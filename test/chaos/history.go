@@ -125,6 +125,7 @@ const (
 	FaultHandlerKill    FaultKind = "handler-kill" // SIGKILL, restarted after a pause
 	FaultHandlerStop    FaultKind = "handler-stop" // SIGSTOP, SIGCONT after a pause
 	FaultLeaderKill     FaultKind = "leader-kill"  // SIGKILL of the leading broker, restarted
+	FaultLeaderStop     FaultKind = "leader-stop"  // SIGSTOP of the leading broker, SIGCONT after a pause
 	FaultAPIRestart     FaultKind = "apiserver-restart"
 	FaultEtcdRestart    FaultKind = "etcd-restart"    // stopped and started again; the API server's watches resume
 	FaultEtcdCompact    FaultKind = "etcd-compact"    // compacted while cut off from the API server: all relist (410 Gone)

@@ -46,6 +46,7 @@ var weights = []struct {
 	{FaultHandlerKill, 4},
 	{FaultHandlerStop, 3},
 	{FaultLeaderKill, 2},
+	{FaultLeaderStop, 1},
 	{FaultAPIRestart, 1},
 	{FaultEtcdRestart, 1},
 	{FaultEtcdCompact, 1},
@@ -93,6 +94,11 @@ func Plan(seed int64, duration, grace time.Duration, top Topology) []Planned {
 			p.Target, p.For = pick(top.Handlers), between(500*time.Millisecond, grace+grace/2)
 		case FaultLeaderKill:
 			p.Target, p.For = "leader", between(500*time.Millisecond, 3*time.Second)
+		case FaultLeaderStop:
+			// Sometimes past the lease (3 s), so that the follower takes
+			// over a leader that is frozen, not dead, and the leader,
+			// let go on, finds it lost the Lease.
+			p.Target, p.For = "leader", between(500*time.Millisecond, 6*time.Second)
 		case FaultAPIRestart:
 			p.Target = "kube-apiserver"
 		case FaultEtcdRestart, FaultEtcdCompact:
