@@ -13,7 +13,7 @@
 // re-creates objects under a small pool of names, as a user of its own, and a foreign
 // controller puts its own finalizer on some of them and takes it off later.
 // Meanwhile the seed's Plan injects faults, one after another: SIGKILL and
-// SIGSTOP of handler instances, SIGKILL of the leading broker, a rollout of
+// SIGSTOP of handler instances, SIGKILL and SIGSTOP of the leading broker, a rollout of
 // the handler to other bindings, kube-apiserver restarts (after which every
 // watch must relist), etcd restarts (after which the API server's watches
 // resume), etcd compactions while the API server is cut off from etcd
