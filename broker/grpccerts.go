@@ -1,16 +1,11 @@
 package broker
 
 import (
-	"context"
 	"crypto/tls"
-	"fmt"
 	"net"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/tether-dev/tether/broker/certs"
@@ -38,7 +33,8 @@ const CAConfigMapKey = "ca.crt"
 // KeyFile, as cert-manager writes them) win, and are read again when they
 // change. Either way the CA bundle that verifies the certificate (the
 // generated CA, or CAFile) is published in the ConfigMap CAConfigMap of
-// the broker's namespace, under CAConfigMapKey, for handlers to mount.
+// the broker's namespace, under CAConfigMapKey, for handlers to mount, and
+// in every namespace that asks for it (CANamespaceLabel; caPublisher).
 type GRPCCerts struct {
 	CertFile, KeyFile, CAFile string
 	// SecretName keeps a generated certificate (default DefaultGRPCSecret),
@@ -106,72 +102,4 @@ func (g GRPCCerts) serving(kube kubernetes.Interface, namespace string, overlap 
 // grpcTLS is the TLS configuration of a gRPC server serving s.
 func grpcTLS(s *certs.Serving) *tls.Config {
 	return &tls.Config{GetCertificate: s.GetCertificate, MinVersion: tls.VersionTLS12}
-}
-
-// caPublishRetry is the wait before writing the CA bundle's ConfigMap
-// again after a failed write.
-const caPublishRetry = 10 * time.Second
-
-// publishCA keeps the ConfigMap name in ns holding s's CA bundle until ctx
-// ends: at once, on every change of the bundle, and again after a failed
-// write. Every replica writes it; they write the same bundle.
-func publishCA(ctx context.Context, kube kubernetes.Interface, ns, name string, s *certs.Serving, log hclog.Logger) {
-	retry := time.NewTimer(0)
-	defer retry.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-s.Changed():
-		case <-retry.C:
-		}
-		if err := writeCA(ctx, kube, ns, name, s.CABundle()); err != nil && ctx.Err() == nil {
-			log.Warn("cannot publish the gRPC CA bundle; retrying", "configmap", ns+"/"+name, "error", err, "delay", caPublishRetry)
-			retry.Reset(caPublishRetry)
-		}
-	}
-}
-
-// writeCA makes the ConfigMap hold bundle, creating it when needed; a
-// replica that wrote it meanwhile is read again.
-func writeCA(ctx context.Context, kube kubernetes.Interface, ns, name string, bundle []byte) error {
-	if len(bundle) == 0 {
-		return nil // a given certificate without a CA file: clients use their system roots
-	}
-	cms := kube.CoreV1().ConfigMaps(ns)
-	ref := ns + "/" + name
-	for range certs.MaxSecretAttempts {
-		cm, err := cms.Get(ctx, name, metav1.GetOptions{})
-		switch {
-		case apierrors.IsNotFound(err):
-			_, err = cms.Create(ctx, &corev1.ConfigMap{
-				ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{
-					"app.kubernetes.io/name": "tether-broker", "app.kubernetes.io/component": "grpc",
-				}},
-				Data: map[string]string{CAConfigMapKey: string(bundle)},
-			}, metav1.CreateOptions{})
-		case err != nil:
-			return fmt.Errorf("reading ConfigMap %s: %w", ref, err)
-		case cm.Data[CAConfigMapKey] == string(bundle):
-			return nil
-		default:
-			cm = cm.DeepCopy()
-			if cm.Data == nil {
-				cm.Data = map[string]string{}
-			}
-			cm.Data[CAConfigMapKey] = string(bundle)
-			_, err = cms.Update(ctx, cm, metav1.UpdateOptions{})
-		}
-		if apierrors.IsAlreadyExists(err) || apierrors.IsConflict(err) {
-			continue // another replica wrote it meanwhile: look again
-		}
-		if apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) {
-			return nil // an uninstall: no handler is to connect any more
-		}
-		if err != nil {
-			return fmt.Errorf("publishing the CA bundle in ConfigMap %s: %w", ref, err)
-		}
-		return nil
-	}
-	return fmt.Errorf("ConfigMap %s changed %d times while the CA bundle was being written", ref, certs.MaxSecretAttempts)
 }

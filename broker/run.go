@@ -47,7 +47,7 @@ func (p *parts) run(ctx context.Context) error {
 	if p.grpcCerts != nil {
 		g.Go(func() error { return p.grpcCerts.Start(gctx) })
 		if cm := p.opts.GRPCCerts.withDefaults().CAConfigMap; cm != "-" {
-			g.Go(func() error { publishCA(gctx, p.kube, p.opts.Namespace, cm, p.grpcCerts, p.log); return nil })
+			g.Go(func() error { return newCAPublisher(p.kube, p.opts.Namespace, cm, p.grpcCerts, p.log).Start(gctx) })
 		}
 	}
 	if p.adm != nil {
