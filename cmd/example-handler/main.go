@@ -23,7 +23,12 @@
 //
 // The handler connects to the broker with --broker and writes copies with
 // its own Kubernetes client (--kubeconfig; else $KUBECONFIG, the in-cluster
-// service account, ~/.kube/config). Run `example-handler -help` for the flags.
+// service account, ~/.kube/config). It works in every namespace if that
+// identity may list Secrets and ConfigMaps cluster-wide; else only in the
+// namespaces that opted in by granting it them (a RoleBinding, as
+// deploy/example-handler documents): it binds there, copies only there,
+// and connects again when the set changes. --namespaces names them
+// instead. Run `example-handler -help` for the flags.
 package main
 
 import (
@@ -36,6 +41,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -67,6 +73,7 @@ type config struct {
 	ttlInterval       time.Duration
 	ttlWebhook        bool
 	priority          int
+	grantInterval     time.Duration
 }
 
 func main() {
@@ -127,8 +134,10 @@ Flags:
 	fs.StringVar(&c.tokenFile, "token-file", "", "`file` to read the bearer token from on every connection attempt")
 	fs.StringVar(&c.kubeconfig, "kubeconfig", "", "kubeconfig `path` for writing copies and deleting Secrets (default: $KUBECONFIG, in-cluster, ~/.kube/config)")
 	fs.StringVar(&c.name, "name", "example", "handler `name`; the hold is the finalizer tether.dev/<name>")
-	fs.StringVar(&c.namespaces, "namespaces", "", "comma-separated `list` of namespaces whose objects the handler binds to (default: all);\n"+
-		"copies go to any other namespace but kube-system, kube-public and kube-node-lease")
+	fs.StringVar(&c.namespaces, "namespaces", "", "comma-separated `list` of namespaces the handler binds to and copies into (default: every namespace\n"+
+		"if it may list Secrets and ConfigMaps cluster-wide, else those that opted in by granting it them; never kube-system, kube-public, kube-node-lease)")
+	fs.DurationVar(&c.grantInterval, "grant-interval", time.Minute, "without --namespaces, how often the handler looks again which namespaces opted in,\n"+
+		"and connects again with them when they changed")
 	fs.StringVar(&c.logLevel, "log-level", "info", "log `level`: trace, debug, info, warn or error")
 	fs.StringVar(&c.logFormat, "log-format", "text", "log `format`: text or json")
 	fs.DurationVar(&c.reconcileInterval, "reconcile-interval", 30*time.Second, "how often the replicator re-creates missing copies and updates drifted ones")
@@ -161,7 +170,7 @@ Flags:
 	if c.priority < 0 || c.priority > tetherv1.MaxPriority {
 		return nil, fmt.Errorf("--priority: %d is not between 0 and %d", c.priority, tetherv1.MaxPriority)
 	}
-	for flagName, d := range map[string]time.Duration{"--reconcile-interval": c.reconcileInterval, "--ttl-interval": c.ttlInterval} {
+	for flagName, d := range map[string]time.Duration{"--reconcile-interval": c.reconcileInterval, "--ttl-interval": c.ttlInterval, "--grant-interval": c.grantInterval} {
 		if d < sdk.MinTimerInterval {
 			return nil, fmt.Errorf("%s: %v is shorter than %v", flagName, d, sdk.MinTimerInterval)
 		}
@@ -200,19 +209,99 @@ func serve(ctx context.Context, c *config, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	h := sdk.New(c.name, opts...)
-	var scope []sdk.BindingOption
-	if ns := splitList(c.namespaces); len(ns) > 0 {
-		scope = append(scope, sdk.Namespaces(ns...))
+	for {
+		s, err := c.waitForScope(ctx, kube, log)
+		if err != nil || ctx.Err() != nil {
+			return err
+		}
+		moved, err := c.runIn(ctx, s, kube, dyn, opts, log)
+		if !moved {
+			return err
+		}
 	}
-	(&replicator{kube: kube, dyn: dyn}).register(h, c.reconcileInterval, scope)
-	(&reaper{dyn: dyn, now: time.Now}).register(h, c.ttlInterval, scope)
-	if c.ttlWebhook {
-		registerTTLWebhook(h, scope)
-	}
+}
 
-	log.Info("connecting to the broker", "broker", c.broker, "handler", c.name, "insecure", c.insecure)
-	return h.Run(ctx, c.broker)
+// waitForScope is where the handler is to work: the namespaces of
+// --namespaces, else where it is granted (grantedScope), waiting for a
+// first namespace to opt in.
+func (c *config) waitForScope(ctx context.Context, kube kubernetes.Interface, log hclog.Logger) (scope, error) {
+	if ns := splitList(c.namespaces); len(ns) > 0 {
+		return scope{namespaces: ns}, nil
+	}
+	told := false
+	tick := time.NewTicker(c.grantInterval)
+	defer tick.Stop()
+	for {
+		s, err := grantedScope(ctx, kube)
+		if err != nil || s.all || len(s.namespaces) > 0 {
+			return s, err
+		}
+		if !told {
+			told = true
+			log.Info("no namespace has opted in yet: bind the ClusterRole tether-example-handler-objects to this handler's ServiceAccount in a namespace (deploy/README.md)",
+				"every", c.grantInterval)
+		}
+		select {
+		case <-ctx.Done():
+			return scope{}, nil
+		case <-tick.C:
+		}
+	}
+}
+
+// runIn runs the handler with its bindings in s until ctx ends, or until
+// the namespaces it is granted change (without --namespaces): then it
+// returns moved, and serve connects again with the new ones.
+func (c *config) runIn(ctx context.Context, s scope, kube kubernetes.Interface, dyn dynamic.Interface, opts []sdk.Option, log hclog.Logger) (moved bool, err error) {
+	h := sdk.New(c.name, opts...)
+	var bindScope []sdk.BindingOption
+	var within []string
+	if !s.all {
+		bindScope, within = []sdk.BindingOption{sdk.Namespaces(s.namespaces...)}, s.namespaces
+	}
+	(&replicator{kube: kube, dyn: dyn, within: within}).register(h, c.reconcileInterval, bindScope)
+	(&reaper{dyn: dyn, now: time.Now}).register(h, c.ttlInterval, bindScope)
+	if c.ttlWebhook {
+		registerTTLWebhook(h, bindScope)
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var changed atomic.Bool
+	if c.namespaces == "" {
+		go func() {
+			if watchScope(runCtx, kube, s, c.grantInterval, log) {
+				changed.Store(true)
+				cancel()
+			}
+		}()
+	}
+	log.Info("connecting to the broker", "broker", c.broker, "handler", c.name, "insecure", c.insecure,
+		"all_namespaces", s.all, "namespaces", s.namespaces)
+	err = h.Run(runCtx, c.broker)
+	return changed.Load() && ctx.Err() == nil, err
+}
+
+// watchScope looks every interval where the handler is granted, and
+// returns true once that is no longer s; false when ctx ends.
+func watchScope(ctx context.Context, kube kubernetes.Interface, s scope, interval time.Duration, log hclog.Logger) bool {
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-tick.C:
+		}
+		now, err := grantedScope(ctx, kube)
+		switch {
+		case err != nil:
+			log.Warn("cannot tell where the handler is granted; keeping its namespaces", "error", err)
+		case !now.equal(s):
+			log.Info("the namespaces the handler is granted changed; connecting again with them",
+				"namespaces", now.namespaces, "all_namespaces", now.all)
+			return true
+		}
+	}
 }
 
 // sdkOptions turns the connection flags into SDK options.

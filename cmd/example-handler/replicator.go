@@ -57,6 +57,10 @@ var systemNamespaces = []string{"kube-system", "kube-public", "kube-node-lease"}
 type replicator struct {
 	kube kubernetes.Interface
 	dyn  dynamic.Interface
+	// within are the namespaces it works in (nil: every namespace): it
+	// copies into them only and looks for copies there only, which is all
+	// a handler granted namespace by namespace may do.
+	within []string
 }
 
 // register binds the replicator for every replicated resource: create and
@@ -97,7 +101,11 @@ func (r *replicator) sync(ctx context.Context, gvr schema.GroupVersionResource, 
 		return fmt.Errorf("listing namespaces: %w", err)
 	}
 	anns := src.GetAnnotations()
-	targets := selectNamespaces(activeNamespaces(namespaces.Items), src.GetNamespace(), anns[annInclude], anns[annExclude])
+	existing := activeNamespaces(namespaces.Items)
+	if r.within != nil {
+		existing = slices.DeleteFunc(existing, func(ns string) bool { return !slices.Contains(r.within, ns) })
+	}
+	targets := selectNamespaces(existing, src.GetNamespace(), anns[annInclude], anns[annExclude])
 	copies, err := r.copiesOf(ctx, gvr, key)
 	if err != nil {
 		return err
@@ -144,17 +152,23 @@ func (r *replicator) cleanup(ctx context.Context, gvr schema.GroupVersionResourc
 	return nil
 }
 
-// copiesOf lists the copies of the source key in every namespace, by
-// the copy label.
+// copiesOf lists the copies of the source key in every namespace it works
+// in, by the copy label.
 func (r *replicator) copiesOf(ctx context.Context, gvr schema.GroupVersionResource, key string) (map[string]*unstructured.Unstructured, error) {
-	list, err := r.dyn.Resource(gvr).List(ctx, metav1.ListOptions{LabelSelector: labelCopy + "=true"})
-	if err != nil {
-		return nil, fmt.Errorf("listing copies: %w", err)
+	where := r.within
+	if where == nil {
+		where = []string{metav1.NamespaceAll}
 	}
 	out := map[string]*unstructured.Unstructured{}
-	for i := range list.Items {
-		if c := &list.Items[i]; isCopyOf(c, key) {
-			out[c.GetNamespace()] = c
+	for _, ns := range where {
+		list, err := r.dyn.Resource(gvr).Namespace(ns).List(ctx, metav1.ListOptions{LabelSelector: labelCopy + "=true"})
+		if err != nil {
+			return nil, fmt.Errorf("listing copies: %w", err)
+		}
+		for i := range list.Items {
+			if c := &list.Items[i]; isCopyOf(c, key) {
+				out[c.GetNamespace()] = c
+			}
 		}
 	}
 	return out, nil

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	kubefake "k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/tether-dev/tether/sdk"
 )
@@ -237,5 +238,34 @@ func TestCleanupDeletesOnlyThisSourcesCopies(t *testing.T) {
 	}
 	if _, err := secrets.Namespace("b").Get(ctx, "db", metav1.GetOptions{}); err != nil {
 		t.Errorf("the copy of another source was deleted: %v", err)
+	}
+}
+
+// TestSyncKeepsToItsNamespaces: a handler granted namespace by namespace
+// copies only into those namespaces, however wide the include list, and
+// lists copies only there (a cluster-wide list would be refused).
+func TestSyncKeepsToItsNamespaces(t *testing.T) {
+	ctx := context.Background()
+	src := source()
+	src.SetAnnotations(map[string]string{annEnabled: "true"})
+	r, dyn := fakeReplicator([]string{"src", "a", "b", "kube-system"})
+	r.within = []string{"src", "a"}
+	dyn.PrependReactor("list", "secrets", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if a.GetNamespace() == "" {
+			t.Error("listed copies cluster-wide")
+		}
+		return false, nil, nil
+	})
+	if err := r.sync(ctx, secretsGVR, sdk.NewEvent(sdk.Create, src)); err != nil {
+		t.Fatal(err)
+	}
+	secrets := dyn.Resource(secretsGVR)
+	if got, err := secrets.Namespace("a").Get(ctx, "db", metav1.GetOptions{}); err != nil || !isCopyOf(got, "src/db") {
+		t.Errorf("no copy in a: %v", err)
+	}
+	for _, ns := range []string{"b", "kube-system"} {
+		if _, err := secrets.Namespace(ns).Get(ctx, "db", metav1.GetOptions{}); err == nil {
+			t.Errorf("a copy exists in %s, which did not opt in", ns)
+		}
 	}
 }
