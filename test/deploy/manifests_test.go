@@ -31,7 +31,9 @@ const (
 	ns          = "tether-system"
 	brokerName  = "tether-broker"
 	handlerName = "example-handler"
-	image       = "tether:dev"
+	// exampleNS is the example handler's own namespace.
+	exampleNS = "tether-example"
+	image     = "tether:dev"
 )
 
 // brokerArgs are the broker's arguments in deploy/broker/deployment.yaml.
@@ -63,27 +65,32 @@ var wantObjects = []string{
 	"ClusterRole//tether-broker-base",
 	"ClusterRole//tether-broker-example-handler",
 	"ClusterRole//tether-example-handler",
+	"ClusterRole//tether-example-handler-objects",
 	"ClusterRole//tether-metrics-reader",
 	"ClusterRoleBinding//tether-broker",
 	"ClusterRoleBinding//tether-broker-base",
 	"ClusterRoleBinding//tether-example-handler",
-	"Deployment/tether-system/example-handler",
+	"ConfigMap/tether-example/tether-broker-ca",
+	"Deployment/tether-example/example-handler",
 	"Deployment/tether-system/tether-broker",
+	"Namespace//tether-example",
 	"Namespace//tether-system",
-	"NetworkPolicy/tether-system/example-handler",
+	"NetworkPolicy/tether-example/example-handler",
 	"NetworkPolicy/tether-system/tether-broker",
 	"PodDisruptionBudget/tether-system/tether-broker",
 	"PriorityClass//tether-broker",
+	"Role/tether-example/tether-broker-ca",
+	"Role/tether-example/tether-broker-example-handler",
 	"Role/tether-system/tether-broker",
-	"Role/tether-system/tether-broker-example-handler",
 	"Role/tether-system/tether-handler-example",
+	"RoleBinding/tether-example/tether-broker-ca",
+	"RoleBinding/tether-example/tether-broker-example-handler",
 	"RoleBinding/tether-system/tether-broker",
-	"RoleBinding/tether-system/tether-broker-example-handler",
 	"RoleBinding/tether-system/tether-handler-example",
 	"Service/tether-system/tether-broker",
 	"Service/tether-system/tether-broker-admission",
 	"Service/tether-system/tether-broker-replicas",
-	"ServiceAccount/tether-system/example-handler",
+	"ServiceAccount/tether-example/example-handler",
 	"ServiceAccount/tether-system/tether-broker",
 	"ValidatingAdmissionPolicy//tether-broker-grant",
 	"ValidatingAdmissionPolicy//tether-broker-writes",
@@ -162,16 +169,18 @@ func TestManifestsApply(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 
-	nsObj, err := kube.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
+	for _, n := range []string{ns, exampleNS} {
+		nsObj, err := kube.CoreV1().Namespaces().Get(ctx, n, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := nsObj.Labels["pod-security.kubernetes.io/enforce"]; got != "restricted" {
+			t.Errorf("namespace %s enforces Pod Security %q, want restricted", n, got)
+		}
 	}
-	if got := nsObj.Labels["pod-security.kubernetes.io/enforce"]; got != "restricted" {
-		t.Errorf("namespace %s enforces Pod Security %q, want restricted", ns, got)
-	}
-	for _, sa := range []string{brokerName, handlerName} {
-		if _, err := kube.CoreV1().ServiceAccounts(ns).Get(ctx, sa, metav1.GetOptions{}); err != nil {
-			t.Errorf("ServiceAccount %s: %v", sa, err)
+	for n, sa := range map[string]string{ns: brokerName, exampleNS: handlerName} {
+		if _, err := kube.CoreV1().ServiceAccounts(n).Get(ctx, sa, metav1.GetOptions{}); err != nil {
+			t.Errorf("ServiceAccount %s/%s: %v", n, sa, err)
 		}
 	}
 
@@ -201,6 +210,7 @@ func TestManifestsApply(t *testing.T) {
 			{APIGroups: []string{"rbac.authorization.k8s.io"}, Resources: []string{"clusterroles"}, Verbs: []string{"get", "list", "create", "update", "delete"}},
 			{APIGroups: []string{"rbac.authorization.k8s.io"}, Resources: []string{"clusterrolebindings"}, Verbs: []string{"get", "list", "create"}},
 			{APIGroups: []string{""}, Resources: []string{"namespaces"}, ResourceNames: []string{ns}, Verbs: []string{"get"}},
+			{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"list", "watch"}},
 			{APIGroups: []string{""}, Resources: []string{"serviceaccounts"}, ResourceNames: []string{brokerName}, Verbs: []string{"get", "patch"}},
 			{APIGroups: []string{"rbac.authorization.k8s.io"}, Resources: []string{"roles", "rolebindings"}, ResourceNames: []string{brokerName}, Verbs: []string{"get", "patch"}},
 		}
@@ -220,7 +230,7 @@ func TestManifestsApply(t *testing.T) {
 		}
 		// The broker may act as the example handler's ServiceAccount, by
 		// name, because the handler's install grants it so.
-		asHandler, err := kube.RbacV1().Roles(ns).Get(ctx, exampleBrokerRole, metav1.GetOptions{})
+		asHandler, err := kube.RbacV1().Roles(exampleNS).Get(ctx, exampleBrokerRole, metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -228,7 +238,26 @@ func TestManifestsApply(t *testing.T) {
 			{APIGroups: []string{""}, Resources: []string{"serviceaccounts"}, ResourceNames: []string{handlerName}, Verbs: []string{"impersonate"}},
 		}
 		if !reflect.DeepEqual(asHandler.Rules, wantAs) {
-			t.Errorf("Role %s/%s rules\n  %v\nwant\n  %v", ns, exampleBrokerRole, asHandler.Rules, wantAs)
+			t.Errorf("Role %s/%s rules\n  %v\nwant\n  %v", exampleNS, exampleBrokerRole, asHandler.Rules, wantAs)
+		}
+		// It may fill the CA bundle in the handler's namespace: that
+		// ConfigMap, by name, shipped empty so that no create is needed.
+		caRole, err := kube.RbacV1().Roles(exampleNS).Get(ctx, "tether-broker-ca", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantCA := []rbacv1.PolicyRule{
+			{APIGroups: []string{""}, Resources: []string{"configmaps"}, ResourceNames: []string{"tether-broker-ca"}, Verbs: []string{"get", "update"}},
+		}
+		if !reflect.DeepEqual(caRole.Rules, wantCA) {
+			t.Errorf("Role %s/tether-broker-ca rules\n  %v\nwant\n  %v", exampleNS, caRole.Rules, wantCA)
+		}
+		exampleNSObj, err := kube.CoreV1().Namespaces().Get(ctx, exampleNS, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := exampleNSObj.Labels[broker.CANamespaceLabel]; got != ns {
+			t.Errorf("namespace %s: label %s=%q, want %q: it asks the broker for its CA bundle", exampleNS, broker.CANamespaceLabel, got, ns)
 		}
 		role, err := kube.RbacV1().Roles(ns).Get(ctx, brokerName, metav1.GetOptions{})
 		if err != nil {
@@ -253,11 +282,22 @@ func TestManifestsApply(t *testing.T) {
 		}
 		wantHandler := []rbacv1.PolicyRule{
 			{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"get", "list", "watch"}},
-			{APIGroups: []string{""}, Resources: []string{"secrets", "configmaps"}, Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"}},
 			{APIGroups: []string{"admissionregistration.k8s.io"}, Resources: []string{"validatingwebhookconfigurations"}, Verbs: []string{"create"}},
 		}
 		if !reflect.DeepEqual(handlerRole.Rules, wantHandler) {
 			t.Errorf("ClusterRole tether-example-handler rules\n  %v\nwant\n  %v", handlerRole.Rules, wantHandler)
+		}
+		// Secrets and ConfigMaps only where a namespace binds them
+		// (TestExampleHandlerRBAC): the ClusterRole is bound nowhere here.
+		objectsRole, err := kube.RbacV1().ClusterRoles().Get(ctx, exampleObjectsRole, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantObjects := []rbacv1.PolicyRule{
+			{APIGroups: []string{""}, Resources: []string{"secrets", "configmaps"}, Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"}},
+		}
+		if !reflect.DeepEqual(objectsRole.Rules, wantObjects) {
+			t.Errorf("ClusterRole %s rules\n  %v\nwant\n  %v", exampleObjectsRole, objectsRole.Rules, wantObjects)
 		}
 		sa := rbacv1.Subject{Kind: "ServiceAccount", Name: brokerName, Namespace: ns}
 		crb, err := kube.RbacV1().ClusterRoleBindings().Get(ctx, brokerName, metav1.GetOptions{})
@@ -417,7 +457,7 @@ func TestManifestsApply(t *testing.T) {
 	})
 
 	t.Run("ExampleHandlerDeployment", func(t *testing.T) {
-		d, err := kube.AppsV1().Deployments(ns).Get(ctx, handlerName, metav1.GetOptions{})
+		d, err := kube.AppsV1().Deployments(exampleNS).Get(ctx, handlerName, metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -452,20 +492,20 @@ func TestManifestsApply(t *testing.T) {
 		}
 	})
 
-	// Pods from both templates pass admission in tether-system (Pod Security
-	// "restricted", the ServiceAccount admission), with a server-side dry
-	// run: nothing is stored and nothing would run anyway.
+	// Pods from both templates pass admission in their namespaces (Pod
+	// Security "restricted", the ServiceAccount admission), with a
+	// server-side dry run: nothing is stored and nothing would run anyway.
 	t.Run("PodsPassAdmission", func(t *testing.T) {
-		for _, name := range []string{brokerName, handlerName} {
-			d, err := kube.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
+		for n, name := range map[string]string{ns: brokerName, exampleNS: handlerName} {
+			d, err := kube.AppsV1().Deployments(n).Get(ctx, name, metav1.GetOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
 			pod := &corev1.Pod{
-				ObjectMeta: metav1.ObjectMeta{GenerateName: name + "-dry-run-", Namespace: ns, Labels: d.Spec.Template.Labels},
+				ObjectMeta: metav1.ObjectMeta{GenerateName: name + "-dry-run-", Namespace: n, Labels: d.Spec.Template.Labels},
 				Spec:       d.Spec.Template.Spec,
 			}
-			if _, err := kube.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}); err != nil {
+			if _, err := kube.CoreV1().Pods(n).Create(ctx, pod, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}); err != nil {
 				t.Errorf("a Pod of %s is refused: %v", name, err)
 			}
 		}

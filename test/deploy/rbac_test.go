@@ -136,10 +136,13 @@ func TestBrokerRBACIsEnough(t *testing.T) {
 		deny("patch", "apps", "deployments", "kube-system"),
 		deny("patch", "apps", "deployments", other).sub("status"),
 		deny("patch", "", "configmaps", "kube-system"),
-		deny("list", "", "namespaces", ""),
 		// Its own Namespace, read to own its uninstall grant; no other.
 		allow("get", "", "namespaces", "").named(ns),
 		deny("get", "", "namespaces", "").named("kube-system"),
+		// The namespaces that ask for its CA bundle, found by their label.
+		allow("list", "", "namespaces", ""),
+		allow("watch", "", "namespaces", ""),
+		deny("patch", "", "namespaces", "").named(exampleNS),
 		// Events.
 		allow("create", "", "events", other),
 		allow("patch", "", "events", other),
@@ -180,6 +183,14 @@ func TestBrokerRBACIsEnough(t *testing.T) {
 		deny("delete", "", "configmaps", ns),
 		deny("create", "", "configmaps", other),
 		deny("update", "", "configmaps", other),
+		// The CA bundle in the example handler's namespace, which asks for
+		// it and grants that ConfigMap alone.
+		allow("get", "", "configmaps", exampleNS).named("tether-broker-ca"),
+		allow("update", "", "configmaps", exampleNS).named("tether-broker-ca"),
+		deny("update", "", "configmaps", exampleNS).named("other"),
+		deny("create", "", "configmaps", exampleNS),
+		deny("delete", "", "configmaps", exampleNS).named("tether-broker-ca"),
+		deny("list", "", "configmaps", exampleNS),
 
 		// Whether an absent STRICT handler's ServiceAccount still exists
 		// (broker/orphans): read by name, never listed or written.
@@ -192,7 +203,8 @@ func TestBrokerRBACIsEnough(t *testing.T) {
 		// of installed handlers only, each granted by its install (the
 		// example handler's Role); no other, kube-system's controllers
 		// included, and never a user, group, uid or extra.
-		allow("impersonate", "", "serviceaccounts", ns).named(handlerName),
+		allow("impersonate", "", "serviceaccounts", exampleNS).named(handlerName),
+		deny("impersonate", "", "serviceaccounts", ns).named(handlerName),
 		deny("impersonate", "", "serviceaccounts", "kube-system").named("clusterrole-aggregation-controller"),
 		deny("impersonate", "", "serviceaccounts", "kube-system"),
 		deny("impersonate", "", "serviceaccounts", other),
@@ -259,7 +271,10 @@ func TestBrokerRBACIsEnough(t *testing.T) {
 		{[]string{"delete", "secrets", "-n", "default"}, "no"},
 		{[]string{"create", "pods", "-n", "default"}, "no"},
 		{[]string{"impersonate", "serviceaccounts/clusterrole-aggregation-controller", "-n", "kube-system"}, "no"},
-		{[]string{"impersonate", "serviceaccounts/" + handlerName, "-n", ns}, "yes"},
+		{[]string{"impersonate", "serviceaccounts/" + handlerName, "-n", exampleNS}, "yes"},
+		{[]string{"list", "namespaces"}, "yes"},
+		{[]string{"update", "configmaps/tether-broker-ca", "-n", exampleNS}, "yes"},
+		{[]string{"update", "configmaps/other", "-n", exampleNS}, "no"},
 	} {
 		res := runKubectl(cp, repoRoot(t), append([]string{"auth", "can-i", as}, tc.args...)...)
 		if got := strings.TrimSpace(res.stdout); got != tc.want {
@@ -268,8 +283,13 @@ func TestBrokerRBACIsEnough(t *testing.T) {
 	}
 }
 
+// exampleObjectsRole is the ClusterRole a namespace binds to opt in to the
+// example handler.
+const exampleObjectsRole = "tether-example-handler-objects"
+
 // TestExampleHandlerRBAC checks the example handler's ServiceAccount: what
-// its replicator, TTL reaper and TTL webhook need, and no more.
+// its replicator, TTL reaper and TTL webhook need, and no more: Secrets and
+// ConfigMaps only in a namespace that opted in (TestExampleHandlerOptIn).
 func TestExampleHandlerRBAC(t *testing.T) {
 	cp, _ := applyManifests(t)
 	const other = "some-namespace"
@@ -283,10 +303,12 @@ func TestExampleHandlerRBAC(t *testing.T) {
 	}
 	for _, r := range []string{"secrets", "configmaps"} {
 		for _, verb := range []string{"list", "watch"} {
-			table = append(table, allow(verb, "", r, ""))
+			table = append(table, deny(verb, "", r, ""))
 		}
-		for _, verb := range []string{"get", "create", "update", "patch", "delete"} {
-			table = append(table, allow(verb, "", r, other))
+		for _, where := range []string{other, "kube-system", ns, exampleNS} {
+			for _, verb := range []string{"get", "list", "create", "update", "patch", "delete"} {
+				table = append(table, deny(verb, "", r, where))
+			}
 		}
 	}
 	table = append(table,
@@ -299,6 +321,9 @@ func TestExampleHandlerRBAC(t *testing.T) {
 		deny("create", "coordination.k8s.io", "leases", ns),
 		deny("create", "authentication.k8s.io", "tokenreviews", ""),
 		deny("create", "", "serviceaccounts", other).sub("token"),
+		// No way to opt a namespace in by itself.
+		deny("create", "rbac.authorization.k8s.io", "rolebindings", other),
+		deny("bind", "rbac.authorization.k8s.io", "clusterroles", "").named(exampleObjectsRole),
 		// It binds no mutate binding, and the broker, not the handler,
 		// keeps the configuration in sync and removes it.
 		deny("create", "admissionregistration.k8s.io", "mutatingwebhookconfigurations", ""),
@@ -313,7 +338,7 @@ func TestExampleHandlerRBAC(t *testing.T) {
 		deny("connect", "tether.dev", "handlers", other).named("example"),
 		deny("strict", "tether.dev", "handlers", ns).named("example"),
 	)
-	checkAccess(t, cp.Client(), ns, handlerName, table)
+	checkAccess(t, cp.Client(), exampleNS, handlerName, table)
 }
 
 // TestBrokerServiceAccountDoesItsJob authenticates with a real token of the
@@ -366,7 +391,7 @@ func TestBrokerServiceAccountDoesItsJob(t *testing.T) {
 	}
 	_, err = kube.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{
 		Spec: authorizationv1.SubjectAccessReviewSpec{
-			User:               "system:serviceaccount:" + ns + ":" + handlerName,
+			User:               "system:serviceaccount:" + exampleNS + ":" + handlerName,
 			ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: "list", Resource: "secrets"},
 		},
 	}, metav1.CreateOptions{})
@@ -443,7 +468,8 @@ func TestBrokerServiceAccountDoesItsJob(t *testing.T) {
 		c.Impersonate = imp
 		return dynamic.NewForConfigOrDie(c)
 	}
-	handler := as(rest.ImpersonationConfig{UserName: "system:serviceaccount:" + ns + ":" + handlerName})
+	optIn(t, cp, objNS)
+	handler := as(rest.ImpersonationConfig{UserName: "system:serviceaccount:" + exampleNS + ":" + handlerName})
 	secrets := schema.GroupVersionResource{Version: "v1", Resource: "secrets"}
 	_, err = handler.Resource(secrets).Namespace(objNS).Patch(ctx, "s", types.MergePatchType, []byte(`{"metadata":{"labels":{"by":"handler"}}}`), metav1.PatchOptions{})
 	ok("patch a Secret as the handler's ServiceAccount", err)
@@ -456,7 +482,7 @@ func TestBrokerServiceAccountDoesItsJob(t *testing.T) {
 	_, err = as(rest.ImpersonationConfig{UserName: "system:serviceaccount:kube-system:clusterrole-aggregation-controller"}).
 		Resource(rbacv1.SchemeGroupVersion.WithResource("clusterroles")).Get(ctx, "cluster-admin", metav1.GetOptions{})
 	forbidden("act as a ServiceAccount of kube-system", err)
-	_, err = as(rest.ImpersonationConfig{UserName: "system:serviceaccount:" + ns + ":" + handlerName, Groups: []string{"system:masters"}}).
+	_, err = as(rest.ImpersonationConfig{UserName: "system:serviceaccount:" + exampleNS + ":" + handlerName, Groups: []string{"system:masters"}}).
 		Resource(secrets).Namespace(objNS).Get(ctx, "s", metav1.GetOptions{})
 	forbidden("act as system:masters", err)
 
