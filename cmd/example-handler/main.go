@@ -27,8 +27,9 @@
 // identity may list Secrets and ConfigMaps cluster-wide; else only in the
 // namespaces that opted in by granting it them (a RoleBinding, as
 // deploy/example-handler documents): it binds there, copies only there,
-// and connects again when the set changes. --namespaces names them
-// instead. Run `example-handler -help` for the flags.
+// and connects again when the set changes. --namespaces names the
+// namespaces it binds instead (copies then go anywhere, as above). Run
+// `example-handler -help` for the flags.
 package main
 
 import (
@@ -134,8 +135,9 @@ Flags:
 	fs.StringVar(&c.tokenFile, "token-file", "", "`file` to read the bearer token from on every connection attempt")
 	fs.StringVar(&c.kubeconfig, "kubeconfig", "", "kubeconfig `path` for writing copies and deleting Secrets (default: $KUBECONFIG, in-cluster, ~/.kube/config)")
 	fs.StringVar(&c.name, "name", "example", "handler `name`; the hold is the finalizer tether.dev/<name>")
-	fs.StringVar(&c.namespaces, "namespaces", "", "comma-separated `list` of namespaces the handler binds to and copies into (default: every namespace\n"+
-		"if it may list Secrets and ConfigMaps cluster-wide, else those that opted in by granting it them; never kube-system, kube-public, kube-node-lease)")
+	fs.StringVar(&c.namespaces, "namespaces", "", "comma-separated `list` of namespaces whose objects the handler binds to; copies go to any other namespace\n"+
+		"(default: every namespace if it may list Secrets and ConfigMaps cluster-wide, else those that opted in by granting it them,\n"+
+		"which are also the only ones copies go to; never kube-system, kube-public, kube-node-lease)")
 	fs.DurationVar(&c.grantInterval, "grant-interval", time.Minute, "without --namespaces, how often the handler looks again which namespaces opted in,\n"+
 		"and connects again with them when they changed")
 	fs.StringVar(&c.logLevel, "log-level", "info", "log `level`: trace, debug, info, warn or error")
@@ -226,7 +228,7 @@ func serve(ctx context.Context, c *config, stderr io.Writer) error {
 // first namespace to opt in.
 func (c *config) waitForScope(ctx context.Context, kube kubernetes.Interface, log hclog.Logger) (scope, error) {
 	if ns := splitList(c.namespaces); len(ns) > 0 {
-		return scope{namespaces: ns}, nil
+		return scope{namespaces: ns, given: true}, nil
 	}
 	told := false
 	tick := time.NewTicker(c.grantInterval)
@@ -257,7 +259,10 @@ func (c *config) runIn(ctx context.Context, s scope, kube kubernetes.Interface, 
 	var bindScope []sdk.BindingOption
 	var within []string
 	if !s.all {
-		bindScope, within = []sdk.BindingOption{sdk.Namespaces(s.namespaces...)}, s.namespaces
+		bindScope = []sdk.BindingOption{sdk.Namespaces(s.namespaces...)}
+	}
+	if !s.all && !s.given {
+		within = s.namespaces
 	}
 	(&replicator{kube: kube, dyn: dyn, within: within}).register(h, c.reconcileInterval, bindScope)
 	(&reaper{dyn: dyn, now: time.Now}).register(h, c.ttlInterval, bindScope)

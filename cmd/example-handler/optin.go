@@ -11,14 +11,16 @@ import (
 )
 
 // scope is where the handler works: every namespace (all), or the listed
-// ones. Its bindings, the replicator's targets and its webhook keep to it.
+// ones. Its bindings and its webhook keep to it, and so do the
+// replicator's copies unless the namespaces were given (--namespaces).
 type scope struct {
 	all        bool
 	namespaces []string
+	given      bool
 }
 
 func (s scope) equal(o scope) bool {
-	return s.all == o.all && slices.Equal(s.namespaces, o.namespaces)
+	return s.all == o.all && s.given == o.given && slices.Equal(s.namespaces, o.namespaces)
 }
 
 // grantedScope is where the handler's identity may work: every namespace
