@@ -24,6 +24,7 @@ import (
 
 const (
 	tetherNS    = "tether-system"
+	exampleNS   = "tether-example"
 	brokerLabel = "app.kubernetes.io/name=tether-broker"
 	leaderLease = "tether-broker-leader"
 	exampleHold = "tether.dev/example"
@@ -42,7 +43,7 @@ func install(t *testing.T, c *node.Cluster) (string, time.Duration) {
 		if err != nil {
 			return err
 		}
-		return deploymentReady(ctx, c.Client(), "example-handler")
+		return deploymentReady(ctx, c.Client(), exampleNS, "example-handler")
 	})
 	return leader, took
 }
@@ -105,8 +106,8 @@ func podReady(p *corev1.Pod) bool {
 	return false
 }
 
-func deploymentReady(ctx context.Context, kube kubernetes.Interface, name string) error {
-	d, err := kube.AppsV1().Deployments(tetherNS).Get(ctx, name, metav1.GetOptions{})
+func deploymentReady(ctx context.Context, kube kubernetes.Interface, ns, name string) error {
+	d, err := kube.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		return err
 	}
@@ -205,6 +206,7 @@ func TestExampleHandlerWorksThroughTheService(t *testing.T) {
 	install(t, c)
 	kube := c.Client()
 	src, target := namespace(t, c, "source"), namespace(t, c, "target")
+	optIn(t, c, src, target)
 	secrets := kube.CoreV1().Secrets(src)
 	ctx := context.Background()
 
@@ -215,7 +217,7 @@ func TestExampleHandlerWorksThroughTheService(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	testenv.WaitFor(t, time.Minute, "the copy and the hold", func(ctx context.Context) error {
+	testenv.WaitFor(t, optInBound, "the copy and the hold", func(ctx context.Context) error {
 		cp, err := kube.CoreV1().Secrets(target).Get(ctx, "db", metav1.GetOptions{})
 		if err != nil {
 			return err
@@ -254,6 +256,21 @@ func TestExampleHandlerWorksThroughTheService(t *testing.T) {
 		t.Fatalf("a Secret with ttl banana: got %v, want the webhook's refusal", err)
 	}
 	t.Logf("refused: %v", err)
+}
+
+// optInBound is how long the example handler may take to work in a
+// namespace that just opted in: its --grant-interval (1 min), a
+// reconnect, and the work itself.
+const optInBound = 2 * time.Minute
+
+// optIn opts the namespaces in to the example handler, as
+// deploy/example-handler/rbac.yaml tells an admin to.
+func optIn(t *testing.T, c *node.Cluster, namespaces ...string) {
+	t.Helper()
+	for _, ns := range namespaces {
+		kubectl(t, c, "-n", ns, "create", "rolebinding", "tether-example-handler",
+			"--clusterrole=tether-example-handler-objects", "--serviceaccount="+exampleNS+":example-handler")
+	}
 }
 
 // namespace makes a namespace for the test and deletes it at the end,

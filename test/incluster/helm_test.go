@@ -31,7 +31,7 @@ func installChart(t *testing.T, c *node.Cluster) {
 		if _, err := readyLeader(ctx, c.Client()); err != nil {
 			return err
 		}
-		return deploymentReady(ctx, c.Client(), "example-handler")
+		return deploymentReady(ctx, c.Client(), exampleNS, "example-handler")
 	})
 	t.Logf("helm install of the broker's chart to a Ready leader and handler: %s", time.Since(begin).Round(100*time.Millisecond))
 }

@@ -25,13 +25,14 @@ import (
 func heldSecret(t *testing.T, c *node.Cluster, name string) string {
 	t.Helper()
 	ns := namespace(t, c, "held")
+	optIn(t, c, ns)
 	_, err := c.Client().CoreV1().Secrets(ns).Create(context.Background(), &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: map[string]string{example.AnnEnabled: "true", example.AnnInclude: ns}},
 	}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	testenv.WaitFor(t, time.Minute, "the hold on "+ns+"/"+name, func(ctx context.Context) error {
+	testenv.WaitFor(t, optInBound, "the hold on "+ns+"/"+name, func(ctx context.Context) error {
 		return holds(ctx, c.Client(), ns, name)
 	})
 	return ns
@@ -142,9 +143,10 @@ func TestRollingUpdateReleasesNothing(t *testing.T) {
 // holds a Gadget with its timer; both objects are deleted too, and the CRD
 // of Gadgets after them. Three ways: `kubectl delete -k deploy/` (the
 // broker's ClusterRole and binding go at once; its own copy of them stays);
-// deleting the namespace tether-system with everything in it (the namespace
-// controller deletes the broker's ServiceAccount, Role and RoleBinding in an
-// order of its own; the uninstall guard keeps them); and the handler's
+// deleting the namespaces tether-system and tether-example with everything
+// in them (the namespace controller deletes the broker's ServiceAccount,
+// Role and RoleBinding in an order of its own; the uninstall guard keeps
+// them); and the handler's
 // namespace deleted first, with its Gadget, before `kubectl delete -k
 // deploy/`. Within the bound, no object carries a tether.dev/ finalizer,
 // every namespace and the CRD are gone (so every deletion completed), and
@@ -158,7 +160,7 @@ func TestUninstallLeavesNothingHeld(t *testing.T) {
 		uninstall    []string // kubectl's arguments
 	}{
 		{name: "kubectl delete -k deploy", uninstall: deleteK},
-		{name: "namespace deleted", uninstall: []string{"delete", "namespace", tetherNS, "--wait=false"}},
+		{name: "namespaces deleted", uninstall: []string{"delete", "namespace", tetherNS, exampleNS, "--wait=false"}},
 		{name: "handler's namespace deleted first", handlerFirst: true, uninstall: deleteK},
 	} {
 		t.Run(way.name, func(t *testing.T) {
@@ -180,7 +182,7 @@ func TestUninstallLeavesNothingHeld(t *testing.T) {
 			kubectl(t, c, "delete", "crd", gadgetsCRD, "--wait=false")
 			dyn := c.Dynamic(t)
 			testenv.WaitFor(t, uninstallBound, "nothing held and every namespace gone", func(ctx context.Context) error {
-				return nothingLeft(ctx, c.Client(), dyn, tetherNS, ns, gadgetsNS)
+				return nothingLeft(ctx, c.Client(), dyn, tetherNS, exampleNS, ns, gadgetsNS)
 			})
 			t.Logf("%s: the last object gone %s after", way.name, time.Since(begin).Round(100*time.Millisecond))
 		})
@@ -208,7 +210,7 @@ func uninstalled(t *testing.T, c *node.Cluster) {
 	kubectl(t, c, "delete", "-k", deployDir(t), "--ignore-not-found", "--wait=false")
 	dyn := c.Dynamic(t)
 	testenv.WaitFor(t, uninstallBound, "an earlier install gone", func(ctx context.Context) error {
-		return nothingLeft(ctx, c.Client(), dyn, tetherNS)
+		return nothingLeft(ctx, c.Client(), dyn, tetherNS, exampleNS)
 	})
 }
 

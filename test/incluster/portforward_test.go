@@ -45,7 +45,7 @@ func TestHandlerOnTheHostThroughPortForward(t *testing.T) {
 	defer func() { cancel(); _ = pf.Wait() }()
 	port := forwardedPort(t, out)
 
-	cm, err := c.Client().CoreV1().ConfigMaps(tetherNS).Get(ctx, "tether-broker-ca", metav1.GetOptions{})
+	cm, err := c.Client().CoreV1().ConfigMaps(exampleNS).Get(ctx, "tether-broker-ca", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,7 +56,7 @@ func TestHandlerOnTheHostThroughPortForward(t *testing.T) {
 	}
 	// A token for the broker's audience (--token-audience in deploy/): the
 	// default one, for the API server, is refused at sign-in.
-	tok := kubectl(t, c, "-n", tetherNS, "create", "token", "example-handler", "--audience", "tether.dev/broker")
+	tok := kubectl(t, c, "-n", exampleNS, "create", "token", "example-handler", "--audience", "tether.dev/broker")
 	if err := os.WriteFile(token, []byte(strings.TrimSpace(tok)), 0o600); err != nil {
 		t.Fatal(err)
 	}
