@@ -52,6 +52,8 @@ type env struct {
 	tester  dynamic.Interface
 	handler string // the handler name, unique per test
 	ns      string // the namespace the handler binds to
+	// addr is the broker's gRPC address, brokerNS its namespace.
+	addr, brokerNS string
 }
 
 // start runs a broker, serving admission, and the example handler, bound
@@ -60,15 +62,22 @@ type env struct {
 // test ends; the handler must then exit cleanly on SIGTERM.
 func start(t *testing.T) *env {
 	t.Helper()
+	e := startBroker(t)
+	e.startHandler(t, "--kubeconfig", e.cp.KubeconfigPath(), "--namespaces", e.ns)
+	return e
+}
+
+// startBroker runs a broker serving admission, until the test ends, for a
+// handler bound to a new namespace (e.ns) to connect to (startHandler).
+func startBroker(t *testing.T) *env {
+	t.Helper()
 	cp := controlplane.Get(t)
-	b := binaries(t)
 	tester, err := dynamic.NewForConfig(asTester(cp.RESTConfig()))
 	if err != nil {
 		t.Fatal(err)
 	}
 	e := &env{cp: cp, dyn: cp.Dynamic(t), tester: tester, handler: "ex-" + randomSuffix(), ns: cp.Namespace(t)}
-	addr, err := FreeAddr()
-	if err != nil {
+	if e.addr, err = FreeAddr(); err != nil {
 		t.Fatal(err)
 	}
 	admissionAddr, err := FreeAddr()
@@ -79,18 +88,24 @@ func start(t *testing.T) *env {
 	// handler binds: its presence Leases and webhook certificates stay apart
 	// from other tests' brokers, and no webhook is sent its namespace, which
 	// the handler's TTL webhook binds.
-	brokerNS := cp.Namespace(t)
-	broker, err := Start("broker", b.Broker, []string{"--kubeconfig", cp.KubeconfigPath(), "--listen", addr,
-		"--insecure", "--namespace", brokerNS, "--default-backoff", "100ms", "--default-max-backoff", "1s",
+	e.brokerNS = cp.Namespace(t)
+	broker, err := Start("broker", binaries(t).Broker, []string{"--kubeconfig", cp.KubeconfigPath(), "--listen", e.addr,
+		"--insecure", "--namespace", e.brokerNS, "--default-backoff", "100ms", "--default-max-backoff", "1s",
 		"--admission-listen", admissionAddr},
 		testenv.LogWriter(t, "broker: "))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = broker.Stop(10 * time.Second) })
-	handler, err := Start("example-handler", b.Handler, []string{"--broker", addr, "--insecure",
-		"--kubeconfig", cp.KubeconfigPath(), "--name", e.handler, "--namespaces", e.ns,
-		"--reconcile-interval", "1s", "--ttl-interval", "200ms", "--log-level", "debug"},
+	return e
+}
+
+// startHandler runs the example handler with args besides the test's
+// defaults, until the test ends, and waits until it is connected.
+func (e *env) startHandler(t *testing.T, args ...string) {
+	t.Helper()
+	handler, err := Start("example-handler", binaries(t).Handler, append([]string{"--broker", e.addr, "--insecure",
+		"--name", e.handler, "--reconcile-interval", "1s", "--ttl-interval", "200ms", "--log-level", "debug"}, args...),
 		testenv.LogWriter(t, "handler: "))
 	if err != nil {
 		t.Fatal(err)
@@ -101,10 +116,9 @@ func start(t *testing.T) *env {
 		}
 	})
 	eventually(t, "handler "+e.handler+" connected (its presence Lease counts 1 instance)", func() bool {
-		l, err := cp.Client().CoordinationV1().Leases(brokerNS).Get(context.Background(), "tether-handler-"+e.handler, metav1.GetOptions{})
+		l, err := e.cp.Client().CoordinationV1().Leases(e.brokerNS).Get(context.Background(), "tether-handler-"+e.handler, metav1.GetOptions{})
 		return err == nil && l.Annotations["tether.dev/instances"] == "1"
 	})
-	return e
 }
 
 // asTester impersonates another user than the broker's, whose requests
