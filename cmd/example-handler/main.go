@@ -42,6 +42,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -228,7 +229,10 @@ func serve(ctx context.Context, c *config, stderr io.Writer) error {
 // first namespace to opt in.
 func (c *config) waitForScope(ctx context.Context, kube kubernetes.Interface, log hclog.Logger) (scope, error) {
 	if ns := splitList(c.namespaces); len(ns) > 0 {
-		return scope{namespaces: ns, given: true}, nil
+		// Sorted as grantedScope's are: every instance of a handler must
+		// declare the same bindings, in the same order.
+		slices.Sort(ns)
+		return scope{namespaces: slices.Compact(ns), given: true}, nil
 	}
 	told := false
 	tick := time.NewTicker(c.grantInterval)

@@ -11,7 +11,6 @@ import (
 	"regexp"
 	"strings"
 	"testing"
-	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -24,11 +23,16 @@ import (
 // port-forward` to the broker's Service, the CA from the ConfigMap the
 // broker publishes, and a token from `kubectl create token` for the
 // handler's ServiceAccount. The handler on the host connects as a second
-// instance of the example handler.
+// instance of the example handler, bound to the namespace that opted in:
+// the broker checks its bindings against that ServiceAccount's rights, and
+// instances of one handler bind the same namespaces (the in-cluster one
+// finds it within its --grant-interval).
 func TestHandlerOnTheHostThroughPortForward(t *testing.T) {
 	c := node.Get(t)
 	install(t, c)
 	dir := t.TempDir()
+	ns := namespace(t, c, "laptop")
+	optIn(t, c, ns)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -64,13 +68,13 @@ func TestHandlerOnTheHostThroughPortForward(t *testing.T) {
 	bin := gobin.Build(t, "github.com/tether-dev/tether/cmd/example-handler")
 	var logs testenv.Lines
 	h := exec.CommandContext(ctx, bin, "--broker", fmt.Sprintf("127.0.0.1:%s", port), "--tls-ca-file", ca,
-		"--token-file", token, "--kubeconfig", c.KubeconfigPath())
+		"--token-file", token, "--kubeconfig", c.KubeconfigPath(), "--namespaces", ns)
 	h.Stdout, h.Stderr = &logs, &logs
 	if err := h.Start(); err != nil {
 		t.Fatal(err)
 	}
 	defer func() { cancel(); _ = h.Wait() }()
-	testenv.WaitFor(t, time.Minute, "the handler on the host to connect", func(context.Context) error {
+	testenv.WaitFor(t, optInBound, "the handler on the host to connect", func(context.Context) error {
 		if logs.Any(func(l string) bool { return strings.Contains(l, "connected to broker") }) {
 			return nil
 		}
