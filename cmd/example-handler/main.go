@@ -212,13 +212,17 @@ func serve(ctx context.Context, c *config, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	// next is where the handler found itself granted when it last looked
+	// (nil: look now, and wait for a first namespace).
+	var next *scope
 	for {
-		s, err := c.waitForScope(ctx, kube, log)
-		if err != nil || ctx.Err() != nil {
+		var s scope
+		if next != nil && (next.all || len(next.namespaces) > 0) {
+			s = *next
+		} else if s, err = c.waitForScope(ctx, kube, log); err != nil || ctx.Err() != nil {
 			return err
 		}
-		moved, err := c.runIn(ctx, s, kube, dyn, opts, log)
-		if !moved {
+		if next, err = c.runIn(ctx, s, kube, dyn, opts, log); next == nil {
 			return err
 		}
 	}
@@ -257,8 +261,8 @@ func (c *config) waitForScope(ctx context.Context, kube kubernetes.Interface, lo
 
 // runIn runs the handler with its bindings in s until ctx ends, or until
 // the namespaces it is granted change (without --namespaces): then it
-// returns moved, and serve connects again with the new ones.
-func (c *config) runIn(ctx context.Context, s scope, kube kubernetes.Interface, dyn dynamic.Interface, opts []sdk.Option, log hclog.Logger) (moved bool, err error) {
+// returns them, and serve connects again with them.
+func (c *config) runIn(ctx context.Context, s scope, kube kubernetes.Interface, dyn dynamic.Interface, opts []sdk.Option, log hclog.Logger) (next *scope, err error) {
 	h := sdk.New(c.name, opts...)
 	var bindScope []sdk.BindingOption
 	var within []string
@@ -275,11 +279,11 @@ func (c *config) runIn(ctx context.Context, s scope, kube kubernetes.Interface, 
 	}
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	var changed atomic.Bool
+	var changed atomic.Pointer[scope]
 	if c.namespaces == "" {
 		go func() {
-			if watchScope(runCtx, kube, s, c.grantInterval, log) {
-				changed.Store(true)
+			if now, ok := watchScope(runCtx, kube, s, c.grantInterval, log); ok {
+				changed.Store(&now)
 				cancel()
 			}
 		}()
@@ -287,18 +291,21 @@ func (c *config) runIn(ctx context.Context, s scope, kube kubernetes.Interface, 
 	log.Info("connecting to the broker", "broker", c.broker, "handler", c.name, "insecure", c.insecure,
 		"all_namespaces", s.all, "namespaces", s.namespaces)
 	err = h.Run(runCtx, c.broker)
-	return changed.Load() && ctx.Err() == nil, err
+	if ctx.Err() != nil {
+		return nil, err
+	}
+	return changed.Load(), err
 }
 
 // watchScope looks every interval where the handler is granted, and
-// returns true once that is no longer s; false when ctx ends.
-func watchScope(ctx context.Context, kube kubernetes.Interface, s scope, interval time.Duration, log hclog.Logger) bool {
+// returns it once that is no longer s; false when ctx ends.
+func watchScope(ctx context.Context, kube kubernetes.Interface, s scope, interval time.Duration, log hclog.Logger) (scope, bool) {
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
 	for {
 		select {
 		case <-ctx.Done():
-			return false
+			return scope{}, false
 		case <-tick.C:
 		}
 		now, err := grantedScope(ctx, kube)
@@ -308,7 +315,7 @@ func watchScope(ctx context.Context, kube kubernetes.Interface, s scope, interva
 		case !now.equal(s):
 			log.Info("the namespaces the handler is granted changed; connecting again with them",
 				"namespaces", now.namespaces, "all_namespaces", now.all)
-			return true
+			return now, true
 		}
 	}
 }
