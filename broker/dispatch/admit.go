@@ -66,7 +66,7 @@ func (m *Manager) admissionBinding(handler, bindingID string) (*reviews, *bindin
 	if rt := m.controllers[handler]; rt != nil {
 		return rt.reviews, rt.admission[bindingID], nil
 	}
-	if ro := m.reviewsOnly[handler]; ro != nil {
+	if ro := m.follower[handler]; ro != nil {
 		return ro.reviews, ro.reviews.admission[bindingID], ro.superseded
 	}
 	return nil, nil, nil

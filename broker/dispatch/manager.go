@@ -188,9 +188,9 @@ type Manager struct {
 	mu          sync.Mutex
 	ctx         context.Context
 	controllers map[string]*controller
-	// reviewsOnly are the handlers known from instances that signed in for
+	// follower are the handlers known from instances that signed in for
 	// reviews only while this replica did not lead (reviewsonly.go).
-	reviewsOnly map[string]*reviewsOnly
+	follower followerReviews
 	// known is what Known returns once Start has returned.
 	known []presence.Record
 	// restored: the handlers recorded in Leases were brought back.
@@ -240,14 +240,14 @@ func New(opts Options) *Manager {
 	if opts.WriteLimiter == nil {
 		opts.WriteLimiter = NewWriteLimiter(DefaultWriteQPS, DefaultWriteBurst)
 	}
-	return &Manager{opts: opts, log: opts.Log, controllers: map[string]*controller{}, reviewsOnly: map[string]*reviewsOnly{}}
+	return &Manager{opts: opts, log: opts.Log, controllers: map[string]*controller{}, follower: followerReviews{}}
 }
 
 // Start runs until ctx ends, then stops every handler's workers.
 func (m *Manager) Start(ctx context.Context) error {
 	m.mu.Lock()
 	m.ctx = ctx
-	m.endReviewsOnlyLocked()
+	m.follower.end()
 	m.mu.Unlock()
 	(&restorer{m}).restore(ctx)
 	m.restored.Store(true)
@@ -317,7 +317,9 @@ func (m *Manager) Attach(_ context.Context, in *session.Instance, hello *tetherv
 	defer m.mu.Unlock()
 	if m.ctx == nil || m.ctx.Err() != nil {
 		if everyReplica(in, bindings) {
-			return m.attachForReviewsLocked(in, bindings)
+			return m.follower.attach(in, bindings, func(name string, bs []*binding.Binding, fp string) *reviewsOnly {
+				return newReviewsOnly(m, name, bs, fp)
+			})
 		}
 		return session.Attachment{}, session.ErrNotLeading
 	}
@@ -344,7 +346,7 @@ func (m *Manager) Attach(_ context.Context, in *session.Instance, hello *tetherv
 			}
 			return session.Attachment{}, fmt.Errorf("starting handler %q: %w", in.Handler, err)
 		}
-		m.supersedeLocked(in.Handler, rt)
+		m.addControllerLocked(in.Handler, rt)
 	}
 	rt.presence.setLimits(grace, absentAfter)
 	rt.addInstance(in)

@@ -136,7 +136,7 @@ func (rs *restorer) restoreOne(ctx context.Context, r presence.Record) error {
 		rs.log.Error("cannot restore handler", "handler", r.Handler, "error", err)
 		return nil
 	}
-	rs.supersedeLocked(r.Handler, rt)
+	rs.addControllerLocked(r.Handler, rt)
 	rs.log.Info("restored handler from its lease", "handler", r.Handler, "absent_since", absentSince,
 		"bindings", len(bindings), "recorded_bindings", len(r.Bindings))
 	return nil

@@ -52,12 +52,18 @@ func everyReplica(in *session.Instance, bindings []*binding.Binding) bool {
 		slices.ContainsFunc(bindings, func(b *binding.Binding) bool { return b.Kind.IsAdmission() })
 }
 
-// attachForReviewsLocked registers, on a replica that does not lead, an instance
-// for the handler's admission reviews. As on the leader, every instance of
-// a handler must declare the same bindings. m.mu is held.
-func (m *Manager) attachForReviewsLocked(in *session.Instance, bindings []*binding.Binding) (session.Attachment, error) {
+// followerReviews are the handlers a replica that does not lead knows for
+// their reviews, by name; the Manager's mu guards them.
+type followerReviews map[string]*reviewsOnly
+
+// attach registers, on a replica that does not lead, an instance for the
+// handler's admission reviews, making the handler with newRO when it is
+// not known. As on the leader, every instance of a handler must declare the
+// same bindings.
+func (f followerReviews) attach(in *session.Instance, bindings []*binding.Binding,
+	newRO func(name string, bindings []*binding.Binding, fp string) *reviewsOnly) (session.Attachment, error) {
 	fp := binding.Fingerprint(bindings)
-	ro := m.reviewsOnly[in.Handler]
+	ro := f[in.Handler]
 	if ro != nil && ro.isEnded() {
 		ro = nil // known from before this replica led, and not since
 	}
@@ -69,8 +75,8 @@ func (m *Manager) attachForReviewsLocked(in *session.Instance, bindings []*bindi
 		ro = nil
 	}
 	if ro == nil {
-		ro = newReviewsOnly(m, in.Handler, bindings, fp)
-		m.reviewsOnly[in.Handler] = ro
+		ro = newRO(in.Handler, bindings, fp)
+		f[in.Handler] = ro
 	}
 	ro.reviews.pool.add(in)
 	return session.Attachment{
@@ -91,31 +97,37 @@ func (m *Manager) knowReviews(handler string, bindings []*binding.Binding) {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.ctx != nil || m.reviewsOnly[handler] != nil {
+	if m.ctx != nil || m.follower[handler] != nil {
 		return // leading, or known from an instance
 	}
-	m.reviewsOnly[handler] = newReviewsOnly(m, handler, bindings, binding.Fingerprint(bindings))
+	m.follower[handler] = newReviewsOnly(m, handler, bindings, binding.Fingerprint(bindings))
 }
 
-// endReviewsOnlyLocked ends the reviews-only sessions, as this replica
-// comes to lead. The handlers stay known by their bindings until each has
-// a controller, so that a review meanwhile waits for an instance instead
-// of finding no handler. m.mu is held.
-func (m *Manager) endReviewsOnlyLocked() {
-	for _, ro := range m.reviewsOnly {
+// end ends the reviews-only sessions, as this replica comes to lead. The
+// handlers stay known by their bindings until each has a controller, so
+// that a review meanwhile waits for an instance instead of finding no
+// handler.
+func (f followerReviews) end() {
+	for _, ro := range f {
 		if !ro.isEnded() {
 			close(ro.ended)
 		}
 	}
 }
 
-// supersedeLocked records that handler has a controller now: it answers
-// the handler's reviews, and those waiting on the reviews-only instances
-// move to it. m.mu is held.
-func (m *Manager) supersedeLocked(handler string, rt *controller) {
-	m.controllers[handler] = rt
-	if ro := m.reviewsOnly[handler]; ro != nil {
-		delete(m.reviewsOnly, handler)
+// supersede records that handler has a controller now: it answers the
+// handler's reviews, and those waiting on the reviews-only instances move
+// to it.
+func (f followerReviews) supersede(handler string) {
+	if ro := f[handler]; ro != nil {
+		delete(f, handler)
 		close(ro.superseded)
 	}
+}
+
+// addControllerLocked makes rt the handler's controller, superseding its
+// reviews-only instances; m.mu is held.
+func (m *Manager) addControllerLocked(handler string, rt *controller) {
+	m.controllers[handler] = rt
+	m.follower.supersede(handler)
 }
