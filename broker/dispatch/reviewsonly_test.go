@@ -8,6 +8,7 @@ import (
 
 	admissionv1 "k8s.io/api/admission/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/tether-dev/tether/broker/admission"
 	"github.com/tether-dev/tether/broker/binding"
@@ -137,18 +138,13 @@ func startLeading(t *testing.T, m *Manager) {
 
 func eventuallyLeads(t *testing.T, m *Manager) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	err := wait.PollUntilContextTimeout(t.Context(), 5*time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
 		m.mu.Lock()
-		leading := m.ctx != nil
-		m.mu.Unlock()
-		if leading {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the Manager did not start")
-		}
-		time.Sleep(5 * time.Millisecond)
+		defer m.mu.Unlock()
+		return m.ctx != nil, nil
+	})
+	if err != nil {
+		t.Fatalf("the Manager did not start: %v", err)
 	}
 }
 

@@ -58,8 +58,9 @@ func TestReviewsSurviveTheLeadersSIGKILL(t *testing.T) {
 		return err == nil && answered.Load() > 0
 	})
 
+	loadStart := time.Now()
 	load := startWriteLoad(tester, ns, 20)
-	time.Sleep(2 * time.Second) // the load runs a while before the kill
+	eventually(t, "40 writes of the load done before the kill", func() bool { return load.doneSince(loadStart) >= 40 })
 	lease, err := cp.Client().CoordinationV1().Leases(brokerNS).Get(context.Background(), "tether-broker-leader", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -78,7 +79,8 @@ func TestReviewsSurviveTheLeadersSIGKILL(t *testing.T) {
 	eventually(t, "the follower leads", func() bool {
 		return follower.out.Any(func(l string) bool { return strings.Contains(l, "broker ready:") })
 	})
-	time.Sleep(3 * time.Second) // the load runs on a while under the new leader
+	led := time.Now()
+	eventually(t, "60 writes of the load done under the new leader", func() bool { return load.doneSince(led) >= 60 })
 	ok, failed := load.stop()
 	// A review on the killed process's connection when it died is lost
 	// whatever the design (the API server does not retry a webhook call);
@@ -201,6 +203,22 @@ type writeLoad struct {
 	mu      sync.Mutex
 	ok      int
 	failed  []writeFailure
+	// begun holds when each write that is done (admitted or failed) began.
+	begun []time.Time
+}
+
+// doneSince counts the writes begun at t or later that are done, admitted
+// or failed.
+func (l *writeLoad) doneSince(t time.Time) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, b := range l.begun {
+		if !b.Before(t) {
+			n++
+		}
+	}
+	return n
 }
 
 // writeFailure is a write the API server refused, and when it began.
@@ -230,6 +248,7 @@ func startWriteLoad(dyn dynamic.Interface, ns string, perSecond int) *writeLoad 
 					widget(ns, fmt.Sprintf("load-%05d", i), nil), metav1.CreateOptions{})
 				l.mu.Lock()
 				defer l.mu.Unlock()
+				l.begun = append(l.begun, began)
 				if err != nil {
 					l.failed = append(l.failed, writeFailure{began: began, ended: time.Now(), err: err})
 					return

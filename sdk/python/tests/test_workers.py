@@ -4,6 +4,7 @@ that end together are settled together; shutdown ends the threads."""
 
 import asyncio
 import threading
+import time
 import unittest
 
 from tether.workers import Workers
@@ -61,10 +62,12 @@ class WorkersTest(unittest.TestCase):
 
         async def main():
             calls = [asyncio.ensure_future(w.run(lambda i=i: call(i))) for i in range(10)]
+            deadline = time.monotonic() + WAIT
             while True:  # until three run: the fourth must wait for one of them
                 with lock:
                     if running[0] == 3:
                         break
+                self.assertLess(time.monotonic(), deadline, "three calls never ran at once")
                 await asyncio.sleep(0.001)
             gate.set()
             return await asyncio.gather(*calls)
@@ -92,7 +95,9 @@ class WorkersTest(unittest.TestCase):
             # The loop is held while the eight calls end, as when it is busy.
             calls = [asyncio.ensure_future(w.run(lambda i=i: (gate.wait(WAIT), i)[1])) for i in range(8)]
             await asyncio.sleep(0)
+            deadline = time.monotonic() + WAIT
             while len(w._ended) < 8:  # blocks the loop: nothing is settled meanwhile
+                self.assertLess(time.monotonic(), deadline, "the eight calls never ended")
                 threading.Event().wait(0.001)
             return await asyncio.gather(*calls)
 
