@@ -138,6 +138,17 @@ func waitLetIn(t *testing.T, newHandler func() *sdk.Handler, addr, why string) {
 	})
 }
 
+// startBrokerAsItself starts a broker over TLS in ns that authenticates
+// as its own ServiceAccount (brokerIdentity), with no right beyond it,
+// and returns the client side.
+func startBrokerAsItself(t *testing.T, cp *controlplane.ControlPlane, ns string) *secure {
+	t.Helper()
+	serverTLS, pool := selfSigned(t)
+	cfg := brokerIdentity(t, cp, ns, "broker")
+	addr := startBroker(t, cp, func(o *broker.Options) { o.Config, o.Insecure, o.TLS, o.Namespace = cfg, false, serverTLS, ns })
+	return &secure{cp: cp, ns: ns, addr: addr, clientTLS: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}
+}
+
 // TestTheBrokerRefusesABindingItCannotServe: a broker whose own identity
 // holds no right on widgets refuses, at Hello, a handler that is granted
 // widgets itself, and the refusal names the binding and the rule to grant
@@ -149,10 +160,7 @@ func TestTheBrokerRefusesABindingItCannotServe(t *testing.T) {
 	cp := controlplane.Get(t)
 	dyn := cp.EnsureWidgetCRD(t)
 	ns := cp.Namespace(t)
-	serverTLS, pool := selfSigned(t)
-	cfg := brokerIdentity(t, cp, ns, "broker")
-	addr := startBroker(t, cp, func(o *broker.Options) { o.Config, o.Insecure, o.TLS, o.Namespace = cfg, false, serverTLS, ns })
-	s := &secure{cp: cp, ns: ns, addr: addr, clientTLS: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}
+	s := startBrokerAsItself(t, cp, ns)
 	s.grant(t, "handler", "h", handlerRule("h", "connect"), widgetRule("get", "list", "watch", "patch"))
 	actAsGrant(t, s, "broker", "h")
 	token := s.token(t, "h")
@@ -185,11 +193,8 @@ func TestTheBrokerRefusesAHandlerItCannotActAs(t *testing.T) {
 	cp := controlplane.Get(t)
 	dyn := cp.EnsureWidgetCRD(t)
 	ns := cp.Namespace(t)
-	serverTLS, pool := selfSigned(t)
-	cfg := brokerIdentity(t, cp, ns, "broker")
-	addr := startBroker(t, cp, func(o *broker.Options) { o.Config, o.Insecure, o.TLS, o.Namespace = cfg, false, serverTLS, ns })
+	s := startBrokerAsItself(t, cp, ns)
 	grantBrokerWidgets(t, cp, ns)
-	s := &secure{cp: cp, ns: ns, addr: addr, clientTLS: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}
 	s.grant(t, "handler", "h", handlerRule("h", "connect"), widgetRule("get", "list", "watch", "patch"))
 	token := s.token(t, "h")
 	newHandler := func() *sdk.Handler {
