@@ -101,6 +101,9 @@ type fakeWriter struct {
 	answers []writeAnswer
 	// releaseWait is how long a release of a long-absent handler waits.
 	releaseWait time.Duration
+	// ahead, when set, is the object as the API server has it after a
+	// change the informer has not shown yet: the next write lands on it.
+	ahead *unstructured.Unstructured
 }
 
 type writeAnswer struct {
@@ -131,8 +134,12 @@ func (f *fakeWriter) releaseTurn(*object) time.Duration { return f.releaseWait }
 // land makes the object what w makes of it, at the next resourceVersion,
 // as remember does with the API server's answer.
 func (f *fakeWriter) land(o *object, w *write) {
+	after := jsonpatch.ApplyMerge(o.decoded().Object, objectMerge(o, w))
 	obj := o.decoded().DeepCopy()
-	obj.Object = jsonpatch.ApplyMerge(obj.Object, jsonpatch.ComposeMerge(w.handlerPatch, w.merge))
+	if f.ahead != nil {
+		obj, f.ahead = f.ahead, nil
+	}
+	obj.Object = jsonpatch.ApplyMerge(obj.Object, objectMerge(o, w))
 	fins := obj.GetFinalizers()
 	if w.addHold && !hold.Has(obj, f.h.name) {
 		fins = append(fins, hold.Finalizer(f.h.name))
@@ -147,7 +154,10 @@ func (f *fakeWriter) land(o *object, w *write) {
 	if err != nil {
 		panic(err)
 	}
-	o.work.wrote = c.ResourceVersion
+	o.work.wrote = ""
+	if ownAnswer(after, c) {
+		o.work.wrote = c.ResourceVersion
+	}
 	f.h.mu.Lock()
 	defer f.h.mu.Unlock()
 	if c.NewerThan(o.obj) {

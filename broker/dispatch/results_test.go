@@ -73,7 +73,7 @@ func TestResultsAreWrittenWhereTheBindingStoresThem(t *testing.T) {
 			}}
 			w := a.write("h")
 			ow := &objectWriter{handlerName: "h"}
-			p, err := ow.buildPatch(&object{res: res}, obj, w)
+			p, _, err := ow.buildPatch(obj, objectMerge(&object{res: res}, w), w)
 			if err != nil {
 				t.Fatalf("buildPatch: %v", err)
 			}

@@ -59,3 +59,28 @@ func TestAChangeMadeDuringADeliveryIsDeliveredNext(t *testing.T) {
 		})
 	}
 }
+
+// TestAChangeThatLandsBeforeThePassesWriteIsDeliveredNext: the user's
+// change reaches the API server after the delivery began but before the
+// pass writes its outcome, so the write's answer carries the change (the
+// write is guarded on the hold and the annotations, not on the
+// resourceVersion). That answer is not what the pass decided on: the
+// change still gets its own update.
+func TestAChangeThatLandsBeforeThePassesWriteIsDeliveredNext(t *testing.T) {
+	p := newPassTest(t, bind("u", binding.Update, binding.PolicyHold))
+	o := p.see(held(handledAs(t, sized("2", 2, "red"), sized("1", 1, "red"))), watchModified, false)
+	userChange := held(handledAs(t, sized("3", 3, "red"), sized("1", 1, "red")))
+	p.dl.during = func(*binding.Binding) {
+		p.dl.during = nil
+		p.w.ahead = userChange.DeepCopy()
+	}
+	p.r.reconcile(context.Background(), o.uid)
+	// The informer now brings the user's change, older than the write's
+	// answer the pass already remembered.
+	p.see(userChange, watchModified, false)
+	p.r.reconcile(context.Background(), o.uid)
+	if got := p.dl.kinds(); !slices.Equal(got, []string{"update u", "update u"}) {
+		t.Errorf("delivered %q (settled %q), want two updates: the change to size 3 that landed before the pass's write was lost",
+			got, o.settled)
+	}
+}

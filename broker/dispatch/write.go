@@ -286,6 +286,7 @@ func (ow *objectWriter) apply(ctx context.Context, o *object, w *write) (wait ti
 			return 0, err
 		}
 	}
+	var after map[string]any // the object as the pass expects it after the write
 	if req != nil {
 		out, wait, err := ow.inTurn(o, func() (*informer.Object, error) {
 			return req.patch(ctx, types.JSONPatchType, req.data)
@@ -298,7 +299,8 @@ func (ow *objectWriter) apply(ctx context.Context, o *object, w *write) (wait ti
 		if err != nil {
 			return 0, ow.failed(o, w, err)
 		}
-		ow.remember(o, out)
+		after = req.after
+		ow.remember(o, out, req.guarded || ownAnswer(after, out))
 		w.handlerPatch, w.merge, w.addHold, w.removeHold = nil, nil, false, false
 	}
 	if !o.res.HasStatus {
@@ -308,31 +310,46 @@ func (ow *objectWriter) apply(ctx context.Context, o *object, w *write) (wait ti
 		o.work.lastHandled = w.lastHandled
 	}
 	if len(w.status) > 0 {
-		data, err := json.Marshal(map[string]any{"status": w.status})
-		if err != nil {
-			o.work.pending = nil
-			return 0, fmt.Errorf("encoding status patch: %w", err)
+		if after == nil {
+			after = o.decoded().Object
 		}
-		patch, err := ow.patcher(o, w.as)
-		if err != nil {
-			return 0, ow.failed(o, w, err)
+		if wait, err := ow.applyStatus(ctx, o, w, after); wait > 0 || err != nil {
+			return wait, err
 		}
-		out, wait, err := ow.inTurn(o, func() (*informer.Object, error) {
-			return patch(ctx, types.MergePatchType, data, "status")
-		})
-		if wait > 0 {
-			return wait, nil
-		}
-		ow.measure(metrics.VerbStatusPatch, *o.res, nil, w, err)
-		if err != nil {
-			return 0, ow.failed(o, w, err)
-		}
-		ow.remember(o, out)
 	}
 	o.work.pending = nil
 	if w.landed != nil {
 		ow.opts.Recorder.Event(o.decoded(), false, w.landed.reason, w.landed.message)
 	}
+	return 0, nil
+}
+
+// applyStatus writes w's status with a merge patch on the status
+// subresource; after is the object as the pass expects it before this
+// patch.
+func (ow *objectWriter) applyStatus(ctx context.Context, o *object, w *write, after map[string]any) (wait time.Duration, err error) {
+	status := map[string]any{"status": w.status}
+	data, err := json.Marshal(status)
+	if err != nil {
+		o.work.pending = nil
+		return 0, fmt.Errorf("encoding status patch: %w", err)
+	}
+	patch, err := ow.patcher(o, w.as)
+	if err != nil {
+		return 0, ow.failed(o, w, err)
+	}
+	out, wait, err := ow.inTurn(o, func() (*informer.Object, error) {
+		return patch(ctx, types.MergePatchType, data, "status")
+	})
+	if wait > 0 {
+		return wait, nil
+	}
+	ow.measure(metrics.VerbStatusPatch, *o.res, nil, w, err)
+	if err != nil {
+		return 0, ow.failed(o, w, err)
+	}
+	// A merge patch is not guarded: the answer may carry another's change.
+	ow.remember(o, out, ownAnswer(jsonpatch.ApplyMerge(after, status), out))
 	return 0, nil
 }
 
@@ -345,6 +362,11 @@ type request struct {
 	rv    string // the resourceVersion it was built against
 	data  []byte
 	patch patchFunc
+	// guarded says the patch tests the resourceVersion, so that its answer
+	// is the state it was built against with its changes alone; after is
+	// that state as the pass expects it (see ownAnswer).
+	guarded bool
+	after   map[string]any
 	// held and deleting say what the state it was built against was, for
 	// the metrics of holds added and released.
 	held, deleting bool
@@ -354,7 +376,8 @@ type request struct {
 // of the object. Its error is apply's to return.
 func (ow *objectWriter) request(o *object, w *write) (*request, error) {
 	obj := o.decoded()
-	p, err := ow.buildPatch(o, obj, w)
+	merge := objectMerge(o, w)
+	p, guarded, err := ow.buildPatch(obj, merge, w)
 	if err != nil {
 		o.work.pending = nil
 		return nil, err
@@ -376,6 +399,7 @@ func (ow *objectWriter) request(o *object, w *write) (*request, error) {
 		return nil, fmt.Errorf("encoding patch: %w", err)
 	}
 	return &request{rv: o.cur.ResourceVersion, data: data, patch: patch,
+		guarded: guarded, after: jsonpatch.ApplyMerge(obj.Object, merge),
 		held: hold.Has(obj, ow.handlerName), deleting: obj.GetDeletionTimestamp() != nil}, nil
 }
 
@@ -391,18 +415,25 @@ func (ow *objectWriter) inTurn(o *object, request func() (*informer.Object, erro
 	return out, 0, err
 }
 
-// buildPatch renders w as a JSON patch against obj. It first tests the UID,
-// so that a write meant for X never lands on a re-created X'.
-func (ow *objectWriter) buildPatch(o *object, obj *unstructured.Unstructured, w *write) (jsonpatch.Patch, error) {
+// objectMerge is what w changes of the object but its hold, as one merge
+// patch.
+func objectMerge(o *object, w *write) map[string]any {
 	merge := jsonpatch.ComposeMerge(w.handlerPatch, w.merge)
 	if len(w.status) > 0 && !o.res.HasStatus {
 		// Without a status subresource, status is written with the object;
 		// w keeps it until the patch lands, for another try.
 		merge = jsonpatch.ComposeMerge(merge, map[string]any{"status": w.status})
 	}
+	return merge
+}
+
+// buildPatch renders merge and w's hold as a JSON patch against obj. It
+// first tests the UID, so that a write meant for X never lands on a
+// re-created X'; guarded says it also tests the resourceVersion.
+func (ow *objectWriter) buildPatch(obj *unstructured.Unstructured, merge map[string]any, w *write) (p jsonpatch.Patch, guard bool, err error) {
 	ops, guard, err := jsonpatch.FromMergePatch(obj.Object, merge)
 	if err != nil {
-		return nil, fmt.Errorf("building patch: %w", err)
+		return nil, false, fmt.Errorf("building patch: %w", err)
 	}
 	var holdOps jsonpatch.Patch
 	// No finalizer may be added once deletion started.
@@ -416,15 +447,14 @@ func (ow *objectWriter) buildPatch(o *object, obj *unstructured.Unstructured, w 
 		hold.Remove(&holdOps, obj, ow.handlerName)
 	}
 	if len(ops) == 0 && holdOps.Empty() {
-		return nil, nil
+		return nil, false, nil
 	}
-	var p jsonpatch.Patch
 	p.Test("/metadata/uid", string(obj.GetUID()))
 	if guard {
 		p.Test("/metadata/resourceVersion", obj.GetResourceVersion())
 	}
 	p = append(p, holdOps...)
-	return append(p, ops...), nil
+	return append(p, ops...), guard, nil
 }
 
 // errRefused marks a write of the broker's own (hold, progress) that the
@@ -489,13 +519,17 @@ func refused(err error) bool {
 }
 
 // remember keeps the object the API server returned, unless the informer
-// already has a newer one, and notes its resourceVersion as the pass's
-// latest write.
-func (ow *objectWriter) remember(o *object, out *informer.Object) {
+// already has a newer one. When own says the answer carries no change but
+// the write's, its resourceVersion is the pass's latest write, which the
+// pass settles; otherwise the answer gets a pass of its own.
+func (ow *objectWriter) remember(o *object, out *informer.Object, own bool) {
 	if out == nil {
 		return
 	}
-	o.work.wrote = out.ResourceVersion
+	o.work.wrote = ""
+	if own {
+		o.work.wrote = out.ResourceVersion
+	}
 	ow.mu.Lock()
 	defer ow.mu.Unlock()
 	if o.obj == nil || out.NewerThan(o.obj) {
