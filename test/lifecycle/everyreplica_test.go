@@ -3,18 +3,14 @@ package lifecycle
 import (
 	"context"
 	"fmt"
-	"io"
-	"net"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/dynamic"
 
 	"github.com/tether-dev/tether/sdk"
 	"github.com/tether-dev/tether/test/controlplane"
@@ -59,8 +55,12 @@ func TestReviewsSurviveTheLeadersSIGKILL(t *testing.T) {
 	})
 
 	loadStart := time.Now()
-	load := startWriteLoad(tester, ns, 20)
-	eventually(t, "40 writes of the load done before the kill", func() bool { return load.doneSince(loadStart) >= 40 })
+	load := testenv.StartWriteLoad(20, func(i int) error {
+		_, err := tester.Resource(widgetGVR).Namespace(ns).Create(context.Background(),
+			widget(ns, fmt.Sprintf("load-%05d", i), nil), metav1.CreateOptions{})
+		return err
+	})
+	eventually(t, "40 writes of the load done before the kill", func() bool { return load.DoneSince(loadStart) >= 40 })
 	lease, err := cp.Client().CoordinationV1().Leases(brokerNS).Get(context.Background(), "tether-broker-leader", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -80,23 +80,25 @@ func TestReviewsSurviveTheLeadersSIGKILL(t *testing.T) {
 		return follower.out.Any(func(l string) bool { return strings.Contains(l, "broker ready:") })
 	})
 	led := time.Now()
-	eventually(t, "60 writes of the load done under the new leader", func() bool { return load.doneSince(led) >= 60 })
-	ok, failed := load.stop()
+	eventually(t, "60 writes of the load done under the new leader", func() bool { return load.DoneSince(led) >= 60 })
+	writes := load.Stop()
 	// A review on the killed process's connection when it died is lost
 	// whatever the design (the API server does not retry a webhook call);
 	// every write begun after the kill must be answered.
-	var inFlight, after []writeFailure
-	for _, f := range failed {
-		if f.began.Before(killed) {
-			inFlight = append(inFlight, f)
-		} else {
-			after = append(after, f)
+	var inFlight, after []testenv.Write
+	for _, w := range writes {
+		switch {
+		case w.Err == nil:
+		case w.Began.Before(killed):
+			inFlight = append(inFlight, w)
+		default:
+			after = append(after, w)
 		}
 	}
-	t.Logf("writes through the API server: %d admitted, %d failed (%d of them begun before the kill); reviews answered by the handler: %d (%d after the kill)",
-		ok, len(failed), len(inFlight), answered.Load(), answered.Load()-before)
-	for _, f := range inFlight {
-		t.Logf("in flight at the kill: %s", f)
+	t.Logf("writes through the API server: %d, %d failed (%d of them begun before the kill); reviews answered by the handler: %d (%d after the kill)",
+		len(writes), len(inFlight)+len(after), len(inFlight), answered.Load(), answered.Load()-before)
+	for _, w := range inFlight {
+		t.Logf("in flight at the kill: %s", w)
 	}
 	if len(after) > 0 {
 		t.Errorf("%d writes begun after the leader's SIGKILL failed, the first: %s", len(after), after[0])
@@ -169,11 +171,15 @@ func startReplicas(t *testing.T, cp *controlplane.ControlPlane) *replicas {
 		"--leader-elect-renew-deadline", "2s", "--leader-elect-retry-period", "250ms"}
 	rs := &replicas{namespace: cp.Namespace(t), addrs: []string{freeAddr(t), freeAddr(t)},
 		admAddrs: []string{freeAddr(t), freeAddr(t)}, ids: []string{"replica-a", "replica-b"}, brokers: map[string]*brokerProcess{}}
-	front := startBalancer(t, rs.admAddrs...)
+	front, err := testenv.StartBalancer(rs.admAddrs...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(front.Close)
 	for i, id := range rs.ids {
 		rs.brokers[id] = startBrokerProcess(t, cp, rs.addrs[i], rs.namespace, append([]string{"--identity", id,
 			"--admission-listen", rs.admAddrs[i], "--admission-url", "https://" + rs.admAddrs[i],
-			"--admission-replicas-url", "https://" + front}, election...)...)
+			"--admission-replicas-url", "https://" + front.Addr()}, election...)...)
 	}
 	return rs
 }
@@ -194,133 +200,3 @@ func (rs *replicas) leaderLease(t *testing.T) string {
 }
 
 func (rs *replicas) index(id string) int { return slices.Index(rs.ids, id) }
-
-// writeLoad creates widgets at a steady rate, each create on its own
-// goroutine so that one slow review does not slow the rate.
-type writeLoad struct {
-	stopped chan struct{}
-	wg      sync.WaitGroup
-	mu      sync.Mutex
-	ok      int
-	failed  []writeFailure
-	// begun holds when each write that is done (admitted or failed) began.
-	begun []time.Time
-}
-
-// doneSince counts the writes begun at t or later that are done, admitted
-// or failed.
-func (l *writeLoad) doneSince(t time.Time) int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	n := 0
-	for _, b := range l.begun {
-		if !b.Before(t) {
-			n++
-		}
-	}
-	return n
-}
-
-// writeFailure is a write the API server refused, and when it began.
-type writeFailure struct {
-	began, ended time.Time
-	err          error
-}
-
-func (f writeFailure) String() string {
-	return fmt.Sprintf("begun %s, failed %s: %v", f.began.Format("15:04:05.000"), f.ended.Format("15:04:05.000"), f.err)
-}
-
-func startWriteLoad(dyn dynamic.Interface, ns string, perSecond int) *writeLoad {
-	l := &writeLoad{stopped: make(chan struct{})}
-	l.wg.Go(func() {
-		t := time.NewTicker(time.Second / time.Duration(perSecond))
-		defer t.Stop()
-		for i := 0; ; i++ {
-			select {
-			case <-l.stopped:
-				return
-			case <-t.C:
-			}
-			l.wg.Go(func() {
-				began := time.Now()
-				_, err := dyn.Resource(widgetGVR).Namespace(ns).Create(context.Background(),
-					widget(ns, fmt.Sprintf("load-%05d", i), nil), metav1.CreateOptions{})
-				l.mu.Lock()
-				defer l.mu.Unlock()
-				l.begun = append(l.begun, began)
-				if err != nil {
-					l.failed = append(l.failed, writeFailure{began: began, ended: time.Now(), err: err})
-					return
-				}
-				l.ok++
-			})
-		}
-	})
-	return l
-}
-
-// stop ends the load, waits for the writes under way, and says how many
-// were admitted and why the others failed.
-func (l *writeLoad) stop() (ok int, failed []writeFailure) {
-	close(l.stopped)
-	l.wg.Wait()
-	return l.ok, l.failed
-}
-
-// startBalancer listens on a loopback port and spreads the connections it
-// accepts over backends in turn, skipping one that refuses: a Service that
-// selects every ready replica, whose endpoints lose a replica that died.
-// It returns the address it listens on.
-func startBalancer(t *testing.T, backends ...string) string {
-	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var wg sync.WaitGroup
-	var conns sync.Map
-	t.Cleanup(func() {
-		_ = lis.Close()
-		conns.Range(func(c, _ any) bool { _ = c.(net.Conn).Close(); return true })
-		wg.Wait()
-	})
-	var next atomic.Uint32
-	wg.Go(func() {
-		for {
-			in, err := lis.Accept()
-			if err != nil {
-				return
-			}
-			start := int(next.Add(1))
-			wg.Go(func() {
-				defer in.Close()
-				var out net.Conn
-				for i := range backends {
-					if out, err = net.DialTimeout("tcp", backends[(start+i)%len(backends)], time.Second); err == nil {
-						break
-					}
-				}
-				if out == nil {
-					return
-				}
-				defer out.Close()
-				conns.Store(in, true)
-				conns.Store(out, true)
-				defer conns.Delete(in)
-				defer conns.Delete(out)
-				done := make(chan struct{}, 2)
-				pipe := func(dst, src net.Conn) {
-					_, _ = io.Copy(dst, src) // ends with either side: close both
-					_ = dst.Close()
-					done <- struct{}{}
-				}
-				go pipe(out, in)
-				go pipe(in, out)
-				<-done
-				<-done
-			})
-		}
-	})
-	return lis.Addr().String()
-}

@@ -1,0 +1,76 @@
+package testenv
+
+import (
+	"fmt"
+	"sync"
+	"time"
+)
+
+// WriteLoad makes writes at a steady rate, each on its own goroutine so
+// that one slow write (a review that waits for a dead replica) does not
+// slow the rate.
+type WriteLoad struct {
+	stopped chan struct{}
+	stop    sync.Once
+	wg      sync.WaitGroup
+	mu      sync.Mutex
+	done    []Write
+}
+
+// Write is one write of a load: when it began and ended, and its error.
+type Write struct {
+	Began, Ended time.Time
+	Err          error
+}
+
+func (w Write) String() string {
+	return fmt.Sprintf("begun %s, ended %s: %v", w.Began.Format("15:04:05.000"), w.Ended.Format("15:04:05.000"), w.Err)
+}
+
+// StartWriteLoad calls write(i) perSecond times a second, i counting from
+// 0, until Stop.
+func StartWriteLoad(perSecond int, write func(i int) error) *WriteLoad {
+	l := &WriteLoad{stopped: make(chan struct{})}
+	l.wg.Go(func() {
+		t := time.NewTicker(time.Second / time.Duration(perSecond))
+		defer t.Stop()
+		for i := 0; ; i++ {
+			select {
+			case <-l.stopped:
+				return
+			case <-t.C:
+			}
+			l.wg.Go(func() {
+				began := time.Now()
+				err := write(i)
+				l.mu.Lock()
+				defer l.mu.Unlock()
+				l.done = append(l.done, Write{Began: began, Ended: time.Now(), Err: err})
+			})
+		}
+	})
+	return l
+}
+
+// DoneSince counts the writes begun at t or later that are done.
+func (l *WriteLoad) DoneSince(t time.Time) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, w := range l.done {
+		if !w.Began.Before(t) {
+			n++
+		}
+	}
+	return n
+}
+
+// Stop ends the load, waits for the writes under way and returns every
+// write, in the order they ended. It may be called again.
+func (l *WriteLoad) Stop() []Write {
+	l.stop.Do(func() { close(l.stopped) })
+	l.wg.Wait()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.done
+}
