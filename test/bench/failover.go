@@ -1,12 +1,10 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -18,10 +16,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/dynamic"
 
 	"github.com/tether-dev/tether/broker/dispatch"
 	"github.com/tether-dev/tether/broker/hold"
 	"github.com/tether-dev/tether/test/controlplane"
+	"github.com/tether-dev/tether/test/testenv"
 )
 
 // The failover benchmark (-failover): N Widgets held by the bench handler
@@ -79,6 +79,9 @@ type failoverRow struct {
 	writes float64
 	// lost counts the Widgets without the handler's hold afterwards.
 	lost int
+	// reviews are the review load's creates (-reviews) from the stop until
+	// the new Widget was handled.
+	reviews reviewCounts
 }
 
 func (c *config) parseFailover(ways, standbys string) error {
@@ -98,6 +101,9 @@ func (c *config) parseFailover(ways, standbys string) error {
 	}
 	if c.handlerBackoff <= 0 {
 		return errors.New("-handler-backoff-max must be positive")
+	}
+	if c.reviewRate < 0 {
+		return errors.New("-reviews must not be negative")
 	}
 	return nil
 }
@@ -120,6 +126,7 @@ func benchFailover(ctx context.Context, cfg *config, stderr io.Writer) (rows []f
 // replica is one broker process of the pair and how to start it again.
 type replica struct {
 	identity, addr string
+	admissionAddr  string // its admission listener
 	args           []string
 	p              *process
 	generation     int
@@ -133,22 +140,32 @@ func (r *replica) start(e *env, bin binaries) error {
 }
 
 // pair is the two broker replicas, started with the follower caches of one
-// -standby mode.
+// -standby mode, and the balancer over their admission listeners that
+// stands for the Service selecting every ready replica.
 type pair struct {
-	replicas []*replica
-	standby  string
+	replicas  []*replica
+	standby   string
+	admission *testenv.Balancer
 }
 
 func newPair() (*pair, error) {
 	p := &pair{}
+	var admissionAddrs []string
 	for _, id := range []string{"broker-a", "broker-b"} {
 		addr, err := freeAddr()
 		if err != nil {
 			return nil, err
 		}
-		p.replicas = append(p.replicas, &replica{identity: id, addr: addr})
+		adm, err := freeAddr()
+		if err != nil {
+			return nil, err
+		}
+		p.replicas = append(p.replicas, &replica{identity: id, addr: addr, admissionAddr: adm})
+		admissionAddrs = append(admissionAddrs, adm)
 	}
-	return p, nil
+	var err error
+	p.admission, err = testenv.StartBalancer(admissionAddrs...)
+	return p, err
 }
 
 // start stops the replicas that run and starts both with standby.
@@ -158,6 +175,8 @@ func (p *pair) start(e *env, bin binaries, brokerNS, standby string) error {
 	for _, r := range p.replicas {
 		r.args = []string{"--insecure", "--listen", r.addr, "--kubeconfig", e.cp.KubeconfigPath(), "--metrics-listen", "",
 			"--namespace", brokerNS, "--identity", r.identity, "--leader-elect",
+			"--admission-listen", r.admissionAddr, "--admission-url", "https://" + r.admissionAddr,
+			"--admission-replicas-url", "https://" + p.admission.Addr(),
 			"--kube-api-qps", strconv.FormatFloat(e.qps, 'f', -1, 64), "--kube-api-burst", strconv.Itoa(e.burst)}
 		if e.leaseDuration > 0 {
 			r.args = append(r.args, "--leader-elect-lease-duration", e.leaseDuration.String())
@@ -188,12 +207,15 @@ func (p *pair) addrs() string { return p.replicas[0].addr + "," + p.replicas[1].
 // each of -ways. The modes take turns in each round's lead, so that neither
 // always runs first.
 func runFailover(ctx context.Context, e *env, bin binaries, n int) (rows []failoverRow, err error) {
-	ns := fmt.Sprintf("bench-failover-%d", n)
-	brokerNS := ns + "-tether"
-	for _, name := range []string{ns, brokerNS} {
+	site := &failoverSite{ns: fmt.Sprintf("bench-failover-%d", n)}
+	site.brokerNS, site.reviewsNS = site.ns+"-tether", site.ns+"-reviews"
+	for _, name := range []string{site.ns, site.brokerNS, site.reviewsNS} {
 		if _, err := e.kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
 			return nil, fmt.Errorf("creating namespace %s: %w", name, err)
 		}
+	}
+	if site.reviewer, err = reviewClient(e.admin); err != nil {
+		return nil, err
 	}
 	brokers, err := newPair()
 	if err != nil {
@@ -205,26 +227,30 @@ func runFailover(ctx context.Context, e *env, bin binaries, n int) (rows []failo
 			e.progressf("%v", err)
 		}
 		brokers.stop(e)
+		brokers.admission.Close()
 	}()
-	if err := brokers.start(e, bin, brokerNS, e.standbys[0]); err != nil {
+	if err := brokers.start(e, bin, site.brokerNS, e.standbys[0]); err != nil {
 		return nil, err
 	}
-	if _, err := leaseHolder(ctx, e, brokerNS, ""); err != nil {
+	if _, err := leaseHolder(ctx, e, site.brokerNS, ""); err != nil {
 		return nil, err
 	}
-	handler, err = startProcess(e, "handler-failover", bin.handler, "-addr", brokers.addrs(),
-		"-name", handlerName, "-namespace", ns, "-window", strconv.Itoa(e.window), "-backoff-max", e.handlerBackoff.String())
-	if err != nil {
+	args := []string{"-addr", brokers.addrs(), "-name", handlerName, "-namespace", site.ns,
+		"-window", strconv.Itoa(e.window), "-backoff-max", e.handlerBackoff.String()}
+	if e.reviewRate > 0 {
+		args = append(args, "-reviews-namespace", site.reviewsNS)
+	}
+	if handler, err = startProcess(e, "handler-failover", bin.handler, args...); err != nil {
 		return nil, err
 	}
-	tr, err := startTracker(ctx, e, ns, handledByBench)
+	tr, err := startTracker(ctx, e, site.ns, handledByBench)
 	if err != nil {
 		return nil, err
 	}
 	defer tr.stop()
 	label := fmt.Sprintf("failover N=%d", n)
 	e.progressf("%s: creating the Widgets", label)
-	if _, _, err := loadAndWait(ctx, e, tr, ns, n, label+" create", time.Now(), false); err != nil {
+	if _, _, err := loadAndWait(ctx, e, tr, site.ns, n, label+" create", time.Now(), false); err != nil {
 		return nil, err
 	}
 	for round := 1; round <= e.pairs; round++ {
@@ -234,18 +260,22 @@ func runFailover(ctx context.Context, e *env, bin binaries, n int) (rows []failo
 		}
 		for _, standby := range order {
 			if brokers.standby != standby {
-				if err := brokers.start(e, bin, brokerNS, standby); err != nil {
+				if err := brokers.start(e, bin, site.brokerNS, standby); err != nil {
 					return rows, err
 				}
 			}
 			for _, way := range e.ways {
-				r, err := failOver(ctx, e, bin, brokers, ns, brokerNS, n, round, way)
+				r, err := failOver(ctx, e, bin, brokers, site, n, round, way)
 				if err != nil {
 					return rows, fmt.Errorf("round %d, %s standby, %s: %w", round, standby, way, err)
 				}
-				e.progressf("%s round %d %s standby %s: leading after %s, ready %s, handler connected %s, new Widget handled %s; writes %.0f, holds lost %d",
+				e.progressf("%s round %d %s standby %s: leading after %s, ready %s, handler connected %s, new Widget handled %s; writes %.0f, holds lost %d; reviews answered %d, failed open %d, refused %d, failed in flight at the stop %d",
 					label, round, standby, way, r.leading.Round(time.Millisecond), r.ready.Round(time.Millisecond),
-					r.connected.Round(time.Millisecond), r.handled.Round(time.Millisecond), r.writes, r.lost)
+					r.connected.Round(time.Millisecond), r.handled.Round(time.Millisecond), r.writes, r.lost,
+					r.reviews.answered, r.reviews.failedOpen, r.reviews.refused, r.reviews.inFlight)
+				if f := r.reviews.first; f != nil {
+					e.progressf("the first review that failed after the stop: %s", f)
+				}
 				rows = append(rows, r)
 			}
 		}
@@ -253,11 +283,19 @@ func runFailover(ctx context.Context, e *env, bin binaries, n int) (rows []failo
 	return rows, nil
 }
 
+// failoverSite is where one count's failover runs: the Widgets' namespace,
+// the brokers', and the review load's with the client it writes as.
+type failoverSite struct {
+	ns, brokerNS, reviewsNS string
+	reviewer                dynamic.Interface
+}
+
 // failOver stops the leader one way, measures the takeover and starts the
 // stopped replica again as a follower.
-func failOver(ctx context.Context, e *env, bin binaries, brokers *pair, ns, brokerNS string, n, round int, way string) (failoverRow, error) {
+func failOver(ctx context.Context, e *env, bin binaries, brokers *pair, site *failoverSite, n, round int, way string) (failoverRow, error) {
+	ns := site.ns
 	row := failoverRow{n: n, round: round, standby: brokers.standby, way: way}
-	holder, err := leaseHolder(ctx, e, brokerNS, "")
+	holder, err := leaseHolder(ctx, e, site.brokerNS, "")
 	if err != nil {
 		return row, err
 	}
@@ -267,12 +305,16 @@ func failOver(ctx context.Context, e *env, bin binaries, brokers *pair, ns, brok
 	}
 	// The follower is settled: it has seen the leader, reached its
 	// liveness address (a refusal counts only from an address that
-	// answered) and, unless cold, filled its caches.
-	settled := logWarm
+	// answered), unless cold filled its caches, and has the handler.
+	settled := []string{logWarm, logLiveness}
 	if brokers.standby == standbyCold {
-		settled = logFollowing
+		settled[0] = logFollowing
 	}
-	for _, line := range []string{settled, logLiveness} {
+	if e.reviewRate > 0 {
+		// The handler's reviews-only session, to answer reviews.
+		settled = append(settled, logConnected)
+	}
+	for _, line := range settled {
 		if _, err := waitLog(ctx, next.p, line, time.Time{}); err != nil {
 			return row, err
 		}
@@ -286,6 +328,13 @@ func failOver(ctx context.Context, e *env, bin binaries, brokers *pair, ns, brok
 		sig = syscall.SIGKILL
 	}
 	name := fmt.Sprintf("failover-%d-%s-%s", round, brokers.standby, way)
+	reviews, err := startReviews(ctx, e, site.reviewer, site.reviewsNS, name)
+	if err != nil {
+		return row, err
+	}
+	if reviews != nil {
+		defer reviews.Stop()
+	}
 	t0 := time.Now()
 	if err := old.p.cmd.Process.Signal(sig); err != nil {
 		return row, fmt.Errorf("stopping %s: %w", old.identity, err)
@@ -313,6 +362,7 @@ func failOver(ctx context.Context, e *env, bin binaries, brokers *pair, ns, brok
 		}
 		*step.d = at.Sub(t0)
 	}
+	row.reviews = countReviews(reviews, t0)
 	after, err := settledScrape(ctx, e.kube)
 	if err != nil {
 		return row, err
@@ -372,52 +422,6 @@ func leaseHolder(ctx context.Context, e *env, ns, not string) (string, error) {
 	return holder, nil
 }
 
-// waitLog waits until p's log has a line containing s stamped after since,
-// and returns its time.
-func waitLog(ctx context.Context, p *process, s string, since time.Time) (time.Time, error) {
-	var at time.Time
-	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
-		var err error
-		at, err = findLog(p.log, s, since)
-		return err == nil, nil
-	})
-	if err != nil {
-		return at, fmt.Errorf("waiting for %q in %s: %w", s, p.log, err)
-	}
-	return at, nil
-}
-
-// errNoLine: the log has no such line (yet).
-var errNoLine = errors.New("no such line")
-
-// findLog finds the first line of the log at path that contains s and is
-// stamped after since, in hclog's text format
-// ("2026-12-01T19:27:18.584Z [INFO]  broker: ...").
-func findLog(path, s string, since time.Time) (time.Time, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return time.Time{}, err
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		stamp, _, ok := strings.Cut(line, " ")
-		if !ok || !strings.Contains(line, s) {
-			continue
-		}
-		at, err := time.Parse("2006-01-02T15:04:05.000Z0700", stamp)
-		if err == nil && at.After(since) {
-			return at, nil
-		}
-	}
-	if err := sc.Err(); err != nil {
-		return time.Time{}, err
-	}
-	return time.Time{}, errNoLine
-}
-
 // reportFailover writes the table and the verdict on the time to the new
 // leader's first delivery; it reports whether the goal was met.
 func reportFailover(w io.Writer, cfg *config, rows []failoverRow) bool {
@@ -425,13 +429,14 @@ func reportFailover(w io.Writer, cfg *config, rows []failoverRow) bool {
 	if cfg.leaseDuration > 0 {
 		lease = cfg.leaseDuration.String()
 	}
-	fmt.Fprintf(w, "Tether failover benchmark: kube-apiserver %s, 2 broker replicas with --leader-elect, lease duration %s, handler reconnect backoff up to %s\n\n",
-		controlplane.KubernetesVersion, lease, cfg.handlerBackoff)
+	fmt.Fprintf(w, "Tether failover benchmark: kube-apiserver %s, 2 broker replicas with --leader-elect, lease duration %s, handler reconnect backoff up to %s, reviews %d/s\n\n",
+		controlplane.KubernetesVersion, lease, cfg.handlerBackoff, cfg.reviewRate)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "N\tround\tstandby\tstop\tleading s\tready s\thandler connected s\tnew Widget handled s\tbroker writes\tholds lost")
+	fmt.Fprintln(tw, "N\tround\tstandby\tstop\tleading s\tready s\thandler connected s\tnew Widget handled s\tbroker writes\tholds lost\treviews answered\tfailed open\trefused\tfailed in flight")
 	for _, r := range rows {
-		fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%.2f\t%.2f\t%.2f\t%.2f\t%.0f\t%d\n", r.n, r.round, r.standby, r.way,
-			r.leading.Seconds(), r.ready.Seconds(), r.connected.Seconds(), r.handled.Seconds(), r.writes, r.lost)
+		fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%.2f\t%.2f\t%.2f\t%.2f\t%.0f\t%d\t%d\t%d\t%d\t%d\n", r.n, r.round, r.standby, r.way,
+			r.leading.Seconds(), r.ready.Seconds(), r.connected.Seconds(), r.handled.Seconds(), r.writes, r.lost,
+			r.reviews.answered, r.reviews.failedOpen, r.reviews.refused, r.reviews.inFlight)
 	}
 	tw.Flush()
 	fmt.Fprintln(w)
@@ -440,22 +445,23 @@ func reportFailover(w io.Writer, cfg *config, rows []failoverRow) bool {
 		for _, way := range cfg.ways {
 			for _, standby := range cfg.standbys {
 				var ready, handled []float64
-				lost := 0
+				lost, failed := 0, 0
 				for _, r := range rows {
 					if r.n == n && r.way == way && r.standby == standby {
 						ready, handled = append(ready, (r.ready-r.leading).Seconds()), append(handled, r.handled.Seconds())
 						lost += r.lost
+						failed += r.reviews.failed()
 					}
 				}
 				if len(handled) == 0 {
 					continue
 				}
-				line := fmt.Sprintf("N=%d %s, %s standby: leading to ready %.2fs %s, stop to first delivery %.2fs %s, medians of %d",
-					n, way, standby, median(ready), spread(ready, 1), median(handled), spread(handled, 1), len(handled))
+				line := fmt.Sprintf("N=%d %s, %s standby: leading to ready %.2fs %s, stop to first delivery %.2fs %s, medians of %d; reviews failed after the stop: %d",
+					n, way, standby, median(ready), spread(ready, 1), median(handled), spread(handled, 1), len(handled), failed)
 				if standby == standbyWarm { // the default is judged
-					met := median(handled) < failoverGoal.Seconds() && lost == 0
+					met := median(handled) < failoverGoal.Seconds() && lost == 0 && failed == 0
 					ok = ok && met
-					line += fmt.Sprintf(" (goal < %s, no hold lost): %s", failoverGoal, passFail(met))
+					line += fmt.Sprintf(" (goal < %s, no hold lost, no review failed): %s", failoverGoal, passFail(met))
 				}
 				fmt.Fprintln(w, line)
 			}

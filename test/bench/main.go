@@ -114,6 +114,7 @@ type config struct {
 	standbys       []string
 	leaseDuration  time.Duration
 	handlerBackoff time.Duration
+	reviewRate     int
 }
 
 func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
@@ -185,6 +186,7 @@ Flags:
 	standbys := fs.String("standby", standbyWarm+","+standbyCold, "-failover: comma-separated follower caches to compare, in turns: warm (the default: followers keep the caches warm)\nor cold (--leader-elect-cold-standby)")
 	fs.DurationVar(&c.leaseDuration, "lease-duration", 0, "-failover: the brokers' --leader-elect-lease-duration (0: their default)")
 	fs.DurationVar(&c.handlerBackoff, "handler-backoff-max", sdk.DefaultReconnectMax, "-failover: the handler's longest wait between two connection attempts (the SDK's default)")
+	fs.IntVar(&c.reviewRate, "reviews", 20, "-failover: Widget creates a second through the API server, each reviewed by the handler's fail-open mutate binding\non every replica, from before each stop until the new Widget is handled; counted as answered, failed open or refused (0: none)")
 	fs.StringVar(&c.profile, "profile", "", "run a broker built with net/http/pprof and save in this `dir` a heap profile of the broker after each phase\nand CPU profiles of the broker and the handler over their run (with -timers: a heap profile halfway through each warm-up, a CPU profile of each measurement window, and a goroutine dump and the heap of the last collection from its middle)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err

@@ -10,7 +10,8 @@
 //	handler -addr 127.0.0.1:7443 -name bench -namespace bench-broker-1000 -window 64 -workload result
 //
 // With several comma-separated -addr, it dials the broker replicas in turn
-// (sdk.RoundRobin), as the failover benchmark needs.
+// (sdk.RoundRobin), as the failover benchmark needs; with -reviews-namespace
+// it also reviews the Widgets created there, on every replica.
 package main
 
 import (
@@ -41,6 +42,7 @@ func main() {
 	backoffMax := flag.Duration("backoff-max", time.Second, "longest wait between two connection attempts (the SDK's default is "+sdk.DefaultReconnectMax.String()+")")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this `file`")
 	work := flag.String("workload", workload.Result, "what the create binding does: "+strings.Join(workload.All, ", "))
+	reviews := flag.String("reviews-namespace", "", "namespace whose Widget creates a fail-open mutate binding reviews, labelling each "+workload.ReviewedKey+"=true (empty: no reviews)")
 	flag.Parse()
 	if *namespace == "" || flag.NArg() > 0 {
 		fmt.Fprintln(os.Stderr, "handler: -namespace is required and no arguments are accepted")
@@ -74,6 +76,10 @@ func main() {
 	h.OnCreate(widgets, create(*work), append(scope, sdk.ID("create"))...)
 	h.OnDelete(widgets, func(context.Context, *sdk.Event) error { return nil },
 		append(scope, sdk.ID("delete"))...)
+	if *reviews != "" {
+		h.OnMutate(widgets, review, sdk.Namespaces(*reviews), sdk.ID("review"),
+			sdk.Operations(sdk.OpCreate), sdk.Failure(sdk.FailOpen))
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -109,6 +115,18 @@ func options(window int, backoffMax time.Duration, logLevel string, addrs []stri
 		defer cancel()
 		_ = tp.Shutdown(flush)
 	}, nil
+}
+
+// review labels the Widget it admits, so that the failover benchmark can
+// tell a create the handler reviewed from one its webhook let through.
+func review(_ context.Context, r *sdk.Review) error {
+	labels := r.Object.GetLabels()
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	labels[workload.ReviewedKey] = "true"
+	r.Object.SetLabels(labels)
+	return nil
 }
 
 // create is the create binding's function for workload work.

@@ -34,6 +34,11 @@ const (
 	StatusField = "handled"
 )
 
+// ReviewedKey is the label the Go handler's mutate binding sets to "true"
+// on each Widget of the failover benchmark's review load: a Widget created
+// without it was admitted without the handler (its webhook failed open).
+const ReviewedKey = "bench.example.com/reviewed"
+
 // Check returns an error when name is not a workload.
 func Check(name string) error {
 	if !slices.Contains(All, name) {
