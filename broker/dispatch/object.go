@@ -147,10 +147,11 @@ type objectWork struct {
 	// passes the annotation of the latest state, which includes what the
 	// broker's writes returned (remember), has it.
 	lastHandled map[string]any
-	// wrote is the resourceVersion the API server gave this pass's last
-	// write: the state the pass's decision is recorded in, which the pass
-	// settles rather than a newer one the informer brought meanwhile.
-	wrote string
+	// wrote is the API server's answer to this pass's last write: the
+	// state the pass's decision is recorded in, which the pass settles
+	// rather than a newer one the informer brought meanwhile, when it
+	// holds the write's changes alone (written.settles).
+	wrote written
 	// cause identifies the change being handled; done, gaveUp and tries
 	// belong to it and are reset when it changes. gaveUp marks the bindings
 	// that are done because the broker gave up on them (retries ran out),
@@ -299,7 +300,7 @@ func (o *object) begin() {
 func (o *object) endPass() {
 	o.seen, o.cur, o.view = nil, nil, nil
 	if w := o.work; w != nil {
-		w.lastHandled, w.wrote = nil, ""
+		w.lastHandled, w.wrote = nil, written{}
 		if w.empty() {
 			*w = objectWork{}
 			objectWorks.Put(w)

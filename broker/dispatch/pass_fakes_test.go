@@ -154,10 +154,7 @@ func (f *fakeWriter) land(o *object, w *write) {
 	if err != nil {
 		panic(err)
 	}
-	o.work.wrote = ""
-	if ownAnswer(after, c) {
-		o.work.wrote = c.ResourceVersion
-	}
+	o.work.wrote = written{answer: c, after: after}
 	f.h.mu.Lock()
 	defer f.h.mu.Unlock()
 	if c.NewerThan(o.obj) {

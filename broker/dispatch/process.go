@@ -166,12 +166,12 @@ func (r *reconciler) lifecycle(ctx context.Context, o *object, s sight, pres con
 	}
 	if s.initial || o.settled != o.cur.ResourceVersion {
 		decided := o.cur.ResourceVersion
-		o.work.wrote = ""
+		o.work.wrote = written{}
 		if res := r.live(ctx, o, o.decoded(), s.initial, pres); res.stops() {
 			return res
 		}
-		if o.work.wrote != "" {
-			decided = o.work.wrote
+		if rv := o.work.wrote.settles(); rv != "" {
+			decided = rv
 		}
 		r.load(o)
 		// What live decided on is settled, or the answer to its write; a

@@ -8,6 +8,27 @@ import (
 	"github.com/tether-dev/tether/broker/progress"
 )
 
+// written is the API server's answer to a pass's write, and what the pass
+// expected of it.
+type written struct {
+	answer *informer.Object
+	// after is the object the write was built against, with the write's
+	// changes made; nil when the write tested the resourceVersion, so
+	// that its answer holds its changes alone.
+	after map[string]any
+}
+
+// settles is the resourceVersion of the answer when the pass may settle
+// it; "" when there is no answer, or another's change came back in it.
+// The comparison decodes the answer, so it is made only here, for the
+// passes that settle, not for every write.
+func (w written) settles() string {
+	if w.answer == nil || (w.after != nil && !ownAnswer(w.after, w.answer)) {
+		return ""
+	}
+	return w.answer.ResourceVersion
+}
+
 // ownAnswer reports whether out, the API server's answer to a write, is
 // after (the object the write was built against, with the write's changes
 // made) and nothing else: no one's change landed before the write did.
@@ -16,7 +37,7 @@ import (
 // made while the pass delivered comes back in the answer; settled, that
 // change would never be handled. A false answer costs one more pass.
 func ownAnswer(after map[string]any, out *informer.Object) bool {
-	if out == nil || after == nil {
+	if out == nil {
 		return false
 	}
 	got, err := out.Decode()

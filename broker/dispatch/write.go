@@ -300,7 +300,11 @@ func (ow *objectWriter) apply(ctx context.Context, o *object, w *write) (wait ti
 			return 0, ow.failed(o, w, err)
 		}
 		after = req.after
-		ow.remember(o, out, req.guarded || ownAnswer(after, out))
+		if req.guarded {
+			ow.remember(o, out, nil)
+		} else {
+			ow.remember(o, out, after)
+		}
 		w.handlerPatch, w.merge, w.addHold, w.removeHold = nil, nil, false, false
 	}
 	if !o.res.HasStatus {
@@ -349,7 +353,7 @@ func (ow *objectWriter) applyStatus(ctx context.Context, o *object, w *write, af
 		return 0, ow.failed(o, w, err)
 	}
 	// A merge patch is not guarded: the answer may carry another's change.
-	ow.remember(o, out, ownAnswer(jsonpatch.ApplyMerge(after, status), out))
+	ow.remember(o, out, jsonpatch.ApplyMerge(after, status))
 	return 0, nil
 }
 
@@ -519,17 +523,14 @@ func refused(err error) bool {
 }
 
 // remember keeps the object the API server returned, unless the informer
-// already has a newer one. When own says the answer carries no change but
-// the write's, its resourceVersion is the pass's latest write, which the
-// pass settles; otherwise the answer gets a pass of its own.
-func (ow *objectWriter) remember(o *object, out *informer.Object, own bool) {
+// already has a newer one, and notes it as the pass's latest write, with
+// after, what the pass expected of it (nil: a guarded write, whose answer
+// holds its changes alone).
+func (ow *objectWriter) remember(o *object, out *informer.Object, after map[string]any) {
 	if out == nil {
 		return
 	}
-	o.work.wrote = ""
-	if own {
-		o.work.wrote = out.ResourceVersion
-	}
+	o.work.wrote = written{answer: out, after: after}
 	ow.mu.Lock()
 	defer ow.mu.Unlock()
 	if o.obj == nil || out.NewerThan(o.obj) {
