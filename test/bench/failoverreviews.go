@@ -41,6 +41,9 @@ type reviewCounts struct {
 	inFlight int
 	// first is the first failure begun from the stop on, for the log.
 	first *testenv.Write
+	// sent counts every create of the load and its probes, which the
+	// brokers' writes on Widgets leave out.
+	sent int
 }
 
 // failed counts the creates begun from the stop on that the handler did
@@ -67,42 +70,44 @@ func reviewed(ctx context.Context, c dynamic.Interface, ns, name string) error {
 	return nil
 }
 
-// waitReviews creates probes in ns until one is reviewed by the handler:
-// its webhook is registered and answered.
-func waitReviews(ctx context.Context, e *env, c dynamic.Interface, ns, prefix string) error {
-	probes := 0
-	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		probes++
-		return reviewed(ctx, c, ns, fmt.Sprintf("%s-probe-%d", prefix, probes)) == nil, nil
-	})
-	if err != nil {
-		return fmt.Errorf("waiting for the handler to review Widgets in %s (%d probes): %w", ns, probes, err)
-	}
-	return nil
+// reviewLoad is the load of one stop, and the probes that waited for the
+// handler to review before it.
+type reviewLoad struct {
+	*testenv.WriteLoad
+	probes int
 }
 
-// startReviews starts the load in ns at e.reviewRate a second, once the
-// handler reviews; nil when -reviews is 0.
-func startReviews(ctx context.Context, e *env, c dynamic.Interface, ns, prefix string) (*testenv.WriteLoad, error) {
+// startReviews creates probes in ns until the handler reviews one (its
+// webhook is registered and answered), then starts the load at
+// e.reviewRate a second; nil when -reviews is 0.
+func startReviews(ctx context.Context, e *env, c dynamic.Interface, ns, prefix string) (*reviewLoad, error) {
 	if e.reviewRate == 0 {
 		return nil, nil
 	}
-	if err := waitReviews(ctx, e, c, ns, prefix); err != nil {
-		return nil, err
+	l := &reviewLoad{}
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		l.probes++
+		return reviewed(ctx, c, ns, fmt.Sprintf("%s-probe-%d", prefix, l.probes)) == nil, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("waiting for the handler to review Widgets in %s (%d probes): %w", ns, l.probes, err)
 	}
-	return testenv.StartWriteLoad(e.reviewRate, func(i int) error {
+	l.WriteLoad = testenv.StartWriteLoad(e.reviewRate, func(i int) error {
 		return reviewed(ctx, c, ns, fmt.Sprintf("%s-%05d", prefix, i))
-	}), nil
+	})
+	return l, nil
 }
 
 // countReviews stops the load and sorts its creates by how they were
 // admitted, from stop on.
-func countReviews(l *testenv.WriteLoad, stop time.Time) reviewCounts {
+func countReviews(l *reviewLoad, stop time.Time) reviewCounts {
 	var c reviewCounts
 	if l == nil {
 		return c
 	}
-	for _, w := range l.Stop() {
+	writes := l.Stop()
+	c.sent = l.probes + len(writes)
+	for _, w := range writes {
 		switch {
 		case w.Err != nil && w.Began.Before(stop):
 			c.inFlight++
