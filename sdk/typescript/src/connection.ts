@@ -8,6 +8,7 @@ import { readFile } from "node:fs/promises";
 import type { ConnectRequest, ConnectResponse } from "./gen/tether/v1/broker_pb";
 import type { HandlerOptions } from "./handler";
 import { CONNECT_TIMEOUT, DEFAULT_RECONNECT_MAX, DEFAULT_RECONNECT_MIN, DEFAULT_TOKEN_FILES, KEEPALIVE_TIME, KEEPALIVE_TIMEOUT, MAX_RECEIVE_BYTES } from "./limits";
+import type { Target } from "./replicas";
 import { brokerServiceDefinition } from "./service";
 import { sdkName } from "./version";
 
@@ -17,8 +18,8 @@ export type Connection =
   | { stream: grpc.ClientDuplexStream<ConnectRequest, ConnectResponse>; close: () => void }
   | { error: Error & { code?: number; details?: string } };
 
-/** Opens a new connection to broker and the Connect stream on it, or says why it could not. */
-export async function connect(broker: string, opts: HandlerOptions, signal: AbortSignal): Promise<Connection> {
+/** Opens a new connection to target and the Connect stream on it, or says why it could not. */
+export async function connect(target: Target, opts: HandlerOptions, signal: AbortSignal): Promise<Connection> {
   let metadata: grpc.Metadata;
   try {
     metadata = await authorization(opts);
@@ -32,7 +33,9 @@ export async function connect(broker: string, opts: HandlerOptions, signal: Abor
     return { error: new Error(`reading the broker's CA: ${(err as Error).message}`) };
   }
   const creds = opts.insecure ? grpc.credentials.createInsecure() : grpc.credentials.createSsl(ca);
-  const client = new BrokerClient(broker, creds, {
+  const client = new BrokerClient(target.address, creds, {
+    // A replica found by DNS is dialled by its address; TLS still verifies the name.
+    ...(target.serverName ? { "grpc.ssl_target_name_override": target.serverName, "grpc.default_authority": target.serverName } : {}),
     "grpc.keepalive_time_ms": KEEPALIVE_TIME,
     "grpc.keepalive_timeout_ms": KEEPALIVE_TIMEOUT,
     "grpc.max_receive_message_length": MAX_RECEIVE_BYTES,
@@ -50,7 +53,7 @@ export async function connect(broker: string, opts: HandlerOptions, signal: Abor
   });
   if (ready) {
     client.close();
-    return { error: new Error(`connecting to ${broker}: ${ready.message}`) };
+    return { error: new Error(`connecting to ${target.address}: ${ready.message}`) };
   }
   const stream = (client as unknown as { connect(md: grpc.Metadata): grpc.ClientDuplexStream<ConnectRequest, ConnectResponse> }).connect(metadata);
   return { stream, close: () => client.close() };

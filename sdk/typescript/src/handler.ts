@@ -5,7 +5,7 @@ import * as grpc from "@grpc/grpc-js";
 import { create } from "@bufbuild/protobuf";
 import { randomBytes } from "node:crypto";
 import { hostname } from "node:os";
-import { HelloSchema } from "./gen/tether/v1/broker_pb";
+import { BindingKind, Capability, HelloSchema } from "./gen/tether/v1/broker_pb";
 import { Backoff } from "./backoff";
 import { check, duration, toProto, type BindingKindName, type BindingOptions, type DaemonOptions, type HandlerFunction, type Registered, type Resource, type ReviewOptions, type TimerOptions } from "./binding";
 import type { ReviewFunction } from "./admission";
@@ -14,7 +14,8 @@ import { connect } from "./connection";
 import { ConfigError, RejectedError } from "./errors";
 import { DEFAULT_DRAIN_TIMEOUT, DEFAULT_RECONNECT_MAX, DEFAULT_RECONNECT_MIN, DEFAULT_WINDOW, PROTOCOL_VERSION } from "./limits";
 import { stderrLogger, withFields, type Logger } from "./logger";
-import { Session, type Plan } from "./session";
+import { dnsTarget, lookupReplicas, Replicas, type ReplicaLoop, type Resolve, type Target } from "./replicas";
+import { Session, type Plan, type SessionEnd } from "./session";
 import { sdkName } from "./version";
 
 /** How a handler connects and runs. Every field is optional; durations are in milliseconds. */
@@ -77,7 +78,7 @@ export class Handler {
   private readonly bindings: Registered[] = [];
   private readonly counts = new Map<BindingKindName, number>();
   private running = false;
-  private session?: Session;
+  private readonly sessions = new Set<Session>();
   private offered: BrokerCapabilities = { listed: false, offered: [] };
 
   constructor(name: string, options: HandlerOptions = {}) {
@@ -147,7 +148,7 @@ export class Handler {
 
   /** Asks the broker for another window from now on (0: its default); nothing in flight is withdrawn. */
   setWindow(window: number): void {
-    this.session?.setWindow(window);
+    for (const s of this.sessions) s.setWindow(window);
   }
 
   /** The Hello and the bindings by id, or a ConfigError naming every problem. */
@@ -186,30 +187,40 @@ export class Handler {
    * and handles deliveries until options.signal is aborted; then it drains
    * (Goodbye, the acks of what is in flight) and resolves. Lost connections
    * are re-established with backoff, forever, each on a new connection.
+   * `broker` may be a list of the broker replicas' addresses instead, for
+   * replicas reached without a Service in front: they are dialled in turn,
+   * one per connection (the Go SDK's RoundRobin).
+   *
+   * A handler with validate or mutate bindings whose broker yields several
+   * replicas (every A and AAAA record of a DNS name such as the headless
+   * Service tether-broker-replicas, or a list of addresses) keeps one
+   * session to each, looked up again every RESOLVE_EVERY and whenever a
+   * session ends, and lists CAPABILITY_EVERY_REPLICA: whichever replica the
+   * API server calls has an instance to answer the review. Lifecycle
+   * deliveries, timers and daemons come only from the leader's session. A
+   * name with one address when run starts keeps one session, as before.
+   *
    * Rejects with a ConfigError for an invalid configuration and a
    * RejectedError when the broker refuses the handler.
    */
-  async run(broker: string, options: RunOptions = {}): Promise<void> {
+  async run(broker: string | string[], options: RunOptions = {}): Promise<void> {
     if (this.running) throw new ConfigError("tether: run is already running for this handler");
     const plan = this.plan();
+    const addrs = typeof broker === "string" ? [broker] : [...broker];
+    if (addrs.length === 0 || addrs.some((a) => !a)) throw new ConfigError(`tether: broker addresses ${JSON.stringify(broker)}: none may be empty`);
     const signal = options.signal ?? new AbortController().signal;
     const log = withFields(this.log, { broker });
-    const backoff = new Backoff(this.opts.reconnectMin ?? DEFAULT_RECONNECT_MIN, this.opts.reconnectMax ?? DEFAULT_RECONNECT_MAX);
     this.running = true;
     try {
-      while (!signal.aborted) {
-        const end = await this.connectOnce(broker, plan, signal, log);
-        if (signal.aborted) break;
-        const code = end.error?.code;
-        if (!end.welcomed && code !== undefined && rejecting.has(code)) {
-          const err = new RejectedError(this.name, codeName(code), end.error?.details ?? end.error?.message ?? "");
-          log.error("broker rejected the handler", { code: err.code, details: err.details });
-          throw err;
-        }
-        if (end.welcomed) backoff.reset();
-        const delay = backoff.next();
-        log.warn("connection to broker lost; reconnecting", { error: end.error, delay });
-        await sleep(delay, signal);
+      const replicas = await everyReplica(addrs, plan);
+      if (replicas) {
+        plan.hello.capabilities = [...plan.hello.capabilities, Capability.EVERY_REPLICA];
+        const loop: ReplicaLoop = (replica, stop, ended) =>
+          this.connectLoop(() => ({ address: replica, serverName: replicas.serverName }), plan, stop, withFields(log, { replica }), ended);
+        await new Replicas(replicas.resolve, loop, log).run(signal);
+      } else {
+        let n = 0;
+        await this.connectLoop(() => ({ address: addrs[n++ % addrs.length] }), plan, signal, log);
       }
       log.info("handler stopped");
     } finally {
@@ -217,22 +228,72 @@ export class Handler {
     }
   }
 
+  /**
+   * Keeps a session with the broker at next() (asked anew for each
+   * connection) until signal is aborted; rejects when the broker refuses
+   * the handler. ended, when given, is told each time a session ends.
+   */
+  private async connectLoop(next: () => Target, plan: Plan, signal: AbortSignal, log: Logger, ended?: () => void): Promise<void> {
+    const backoff = new Backoff(this.opts.reconnectMin ?? DEFAULT_RECONNECT_MIN, this.opts.reconnectMax ?? DEFAULT_RECONNECT_MAX);
+    while (!signal.aborted) {
+      const end = await this.connectOnce(next(), plan, signal, log);
+      if (signal.aborted) return;
+      const code = end.error?.code;
+      if (!end.welcomed && code !== undefined && rejecting.has(code)) {
+        const err = new RejectedError(this.name, codeName(code), end.error?.details ?? end.error?.message ?? "");
+        log.error("broker rejected the handler", { code: err.code, details: err.details });
+        throw err;
+      }
+      ended?.();
+      if (end.welcomed) backoff.reset();
+      let delay = backoff.next();
+      // The replica of a reviews-only session leads now: the full session is to be had at once.
+      if (end.reviewsOnly && code === grpc.status.UNAVAILABLE) delay = 0;
+      log.warn("connection to broker lost; reconnecting", { error: end.error, delay });
+      await sleep(delay, signal);
+    }
+  }
+
   /** One session on a new connection: behind a Service, the next connection may reach another replica, the leader. */
-  private async connectOnce(broker: string, plan: Plan, signal: AbortSignal, log: Logger) {
-    const conn = await connect(broker, this.opts, signal);
-    if ("error" in conn) return { welcomed: false, error: conn.error };
+  private async connectOnce(target: Target, plan: Plan, signal: AbortSignal, log: Logger): Promise<SessionEnd> {
+    const conn = await connect(target, this.opts, signal);
+    if ("error" in conn) return { welcomed: false, reviewsOnly: false, error: conn.error };
+    const session = new Session(conn.stream, plan, {
+      log,
+      drainTimeout: this.opts.drainTimeout ?? DEFAULT_DRAIN_TIMEOUT,
+      onWelcome: (c) => (this.offered = c),
+    });
+    this.sessions.add(session);
     try {
-      this.session = new Session(conn.stream, plan, {
-        log,
-        drainTimeout: this.opts.drainTimeout ?? DEFAULT_DRAIN_TIMEOUT,
-        onWelcome: (c) => (this.offered = c),
-      });
-      return await this.session.run(signal);
+      return await session.run(signal);
     } finally {
-      this.session = undefined;
+      this.sessions.delete(session);
       conn.close();
     }
   }
+}
+
+/**
+ * The replicas to keep a session to, when the handler answers reviews and
+ * addrs yields several: a list of distinct addresses, or a DNS name with
+ * several addresses now (TLS then verifies the name); undefined keeps one
+ * session as always (one address, an IP address, localhost, a failed look-up).
+ */
+async function everyReplica(addrs: string[], plan: Plan): Promise<{ resolve: Resolve; serverName?: string } | undefined> {
+  if (!plan.hello.bindings.some((b) => b.kind === BindingKind.VALIDATE || b.kind === BindingKind.MUTATE)) return undefined;
+  if (addrs.length > 1) {
+    const distinct = [...new Set(addrs)];
+    return distinct.length > 1 ? { resolve: async () => distinct } : undefined;
+  }
+  const t = dnsTarget(addrs[0]);
+  if (!t) return undefined;
+  const resolve = () => lookupReplicas(t.host, t.port);
+  try {
+    if ((await resolve()).length < 2) return undefined;
+  } catch {
+    return undefined; // the connection says why
+  }
+  return { resolve, serverName: t.host };
 }
 
 /** A gRPC status code's name as the protocol's documents spell it: INVALID_ARGUMENT is "InvalidArgument". */

@@ -9,3 +9,4 @@ export type { BrokerCapabilities } from "./capabilities";
 export { TemporaryError, PermanentError, RejectedError, ConfigError } from "./errors";
 export { stderrLogger, type Logger } from "./logger";
 export { version, sdkName } from "./version";
+export { RESOLVE_EVERY } from "./limits";

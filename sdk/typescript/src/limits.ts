@@ -34,6 +34,13 @@ export const WELCOME_TIMEOUT = 30_000;
 export const CLOSE_TIMEOUT = 5_000;
 /** Bounds the opening of a connection (TCP, TLS, HTTP/2), as the Go SDK's ConnectTimeout. */
 export const CONNECT_TIMEOUT = 5_000;
+/**
+ * How often a handler connected to every broker replica looks up the
+ * replicas' addresses again (and at once whenever one of its sessions
+ * ends), so that a new replica gets a session within seconds; the Go SDK's
+ * ResolveEvery.
+ */
+export const RESOLVE_EVERY = 5_000;
 /** The broker permits pings every 10 s; the SDKs ping every 30 s with a 10 s timeout. */
 export const KEEPALIVE_TIME = 30_000;
 export const KEEPALIVE_TIMEOUT = 10_000;

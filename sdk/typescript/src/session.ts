@@ -34,9 +34,14 @@ export interface Plan {
   bindings: Map<string, Registered>;
 }
 
-/** How a session ended: whether the broker welcomed it, and the error (a gRPC status error has a numeric code). */
+/**
+ * How a session ended: whether the broker welcomed it, whether for reviews
+ * only (a replica that does not lead, Welcome.reviews_only), and the error
+ * (a gRPC status error has a numeric code).
+ */
 export interface SessionEnd {
   welcomed: boolean;
+  reviewsOnly: boolean;
   error?: Error & { code?: number; details?: string };
 }
 
@@ -55,6 +60,7 @@ interface InFlight {
 
 export class Session {
   private welcomed = false;
+  private reviewsOnly = false;
   private draining = false;
   private ended = false;
   private window: number;
@@ -133,11 +139,14 @@ export class Session {
     if (w.window > 0 && w.window < this.window) this.window = w.window;
     this.log = withFields(this.opts.log, { session: w.sessionId });
     this.offered = brokerCapabilities(w.capabilities);
-    this.opts.onWelcome(this.offered);
+    this.reviewsOnly = w.reviewsOnly;
+    // A reviews-only session's replica says nothing of the leader's.
+    if (!this.reviewsOnly) this.opts.onWelcome(this.offered);
     this.log.info("connected to broker", {
       broker_version: w.brokerVersion,
       window: this.window,
       capabilities: this.offered.listed ? this.offered.offered : ["not listed (a broker older than capabilities)"],
+      reviews_only: this.reviewsOnly,
     });
   }
 
@@ -149,6 +158,9 @@ export class Session {
     if (this.inflight.has(id)) return log.warn("delivery already in flight; the running attempt will ack it");
     const b = this.plan.bindings.get(d.bindingId);
     if (!b) return this.ack(failAck(id, `binding "${d.bindingId}" is not declared by this instance`));
+    if (this.reviewsOnly && d.kind !== DeliveryKind.ADMISSION) {
+      return this.ack(failAck(id, `this session is for admission reviews only (its broker replica does not lead); it does not take ${DeliveryKind[d.kind] ?? d.kind} deliveries`));
+    }
     if (d.kind === DeliveryKind.DAEMON_START || d.kind === DeliveryKind.DAEMON_STOP) {
       if (b.kind !== "daemon") return this.ack(failAck(id, `binding "${b.id}" is a ${b.kind} binding; it does not take ${DeliveryKind[d.kind]} deliveries`));
       return d.kind === DeliveryKind.DAEMON_START ? this.daemons.start(d, b, log, this.draining) : this.daemons.stop(d, b);
@@ -294,7 +306,7 @@ export class Session {
     this.inflight.clear();
     this.daemons.stopAll("session with the broker ended");
     if (this.draining && err) this.log.debug("stream ended after goodbye", { error: err });
-    this.resolve({ welcomed: this.welcomed, error: this.draining ? undefined : err });
+    this.resolve({ welcomed: this.welcomed, reviewsOnly: this.reviewsOnly, error: this.draining ? undefined : err });
   }
 
   private after(ms: number, fn: () => void): void {

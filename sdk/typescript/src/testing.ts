@@ -95,6 +95,8 @@ export class TestBroker {
   capabilities: Capability[] = [...sdkCapabilities];
   /** When set, the next Hellos are refused with it. */
   refuse?: Refusal;
+  /** Plays a broker replica that does not lead: the next Welcomes say reviews_only (CAPABILITY_EVERY_REPLICA). */
+  reviewsOnly = false;
 
   private stream?: Stream;
   private waiters: Array<() => void> = [];
@@ -287,7 +289,7 @@ export class TestBroker {
         if (this.refuse) return s.emit("error", { code: this.refuse.code, details: this.refuse.details });
         welcomed = true;
         s.write(create(ConnectResponseSchema, {
-          message: { case: "welcome", value: { sessionId: `test-session-${this.hellos.length}`, window: m.value.window || 16, brokerVersion: "testbroker", capabilities: this.capabilities } },
+          message: { case: "welcome", value: { sessionId: `test-session-${this.hellos.length}`, window: m.value.window || 16, brokerVersion: "testbroker", capabilities: this.capabilities, reviewsOnly: this.reviewsOnly } },
         }));
         this.stream = s;
         for (const w of this.waiters.splice(0)) w();
