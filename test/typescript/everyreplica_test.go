@@ -74,8 +74,12 @@ func TestATypeScriptHandlersReviewsSurviveTheLeadersSIGKILL(t *testing.T) {
 
 	tester := asTester(cp)
 	loadStart := time.Now()
-	load := startWriteLoad(tester, ns, 20)
-	eventually(t, "40 writes of the load done before the kill", func() bool { return load.doneSince(loadStart) >= 40 })
+	load := testenv.StartWriteLoad(20, func(i int) error {
+		_, err := tester.Resource(widgetGVR).Namespace(ns).Create(context.Background(),
+			widget(ns, fmt.Sprintf("load-%05d", i)), metav1.CreateOptions{})
+		return err
+	})
+	eventually(t, "40 writes of the load done before the kill", func() bool { return load.DoneSince(loadStart) >= 40 })
 	leader := rs.leader(t)
 	before := reviewed()
 	killed := time.Now()
@@ -89,20 +93,25 @@ func TestATypeScriptHandlersReviewsSurviveTheLeadersSIGKILL(t *testing.T) {
 		return follower.out.Any(func(l string) bool { return strings.Contains(l, "broker ready:") })
 	})
 	led := time.Now()
-	eventually(t, "60 writes of the load done under the new leader", func() bool { return load.doneSince(led) >= 60 })
-	ok, failed := load.stop()
-	var inFlight, after []writeFailure
-	for _, f := range failed {
-		if f.began.Before(killed) {
-			inFlight = append(inFlight, f)
-		} else {
-			after = append(after, f)
+	eventually(t, "60 writes of the load done under the new leader", func() bool { return load.DoneSince(led) >= 60 })
+	writes := load.Stop()
+	// A review on the killed process's connection when it died is lost
+	// whatever the design (the API server does not retry a webhook call);
+	// every write begun after the kill must be answered.
+	var inFlight, after []testenv.Write
+	for _, w := range writes {
+		switch {
+		case w.Err == nil:
+		case w.Began.Before(killed):
+			inFlight = append(inFlight, w)
+		default:
+			after = append(after, w)
 		}
 	}
-	t.Logf("writes through the API server: %d admitted, %d failed (%d of them begun before the kill); reviews answered by the handler: %d (%d after the kill)",
-		ok, len(failed), len(inFlight), reviewed(), reviewed()-before)
-	for _, f := range inFlight {
-		t.Logf("in flight at the kill: %s", f)
+	t.Logf("writes through the API server: %d, %d failed (%d of them begun before the kill); reviews answered by the handler: %d (%d after the kill)",
+		len(writes), len(inFlight)+len(after), len(inFlight), reviewed(), reviewed()-before)
+	for _, w := range inFlight {
+		t.Logf("in flight at the kill: %s", w)
 	}
 	if len(after) > 0 {
 		t.Errorf("%d writes begun after the leader's SIGKILL failed, the first: %s", len(after), after[0])
@@ -126,7 +135,12 @@ func startReplicas(t *testing.T, cp *controlplane.ControlPlane) *replicas {
 	bin := gobin.Build(t, "github.com/tether-dev/tether/cmd/broker")
 	rs := &replicas{namespace: cp.Namespace(t), addrs: []string{freeAddr(t), freeAddr(t)},
 		admAddrs: []string{freeAddr(t), freeAddr(t)}, ids: []string{"replica-a", "replica-b"}, brokers: map[string]*process{}}
-	rs.front = startBalancer(t, rs.admAddrs...)
+	front, err := testenv.StartBalancer(rs.admAddrs...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(front.Close)
+	rs.front = front.Addr()
 	for i, id := range rs.ids {
 		rs.brokers[id] = start(t, id, bin, "--kubeconfig", cp.KubeconfigPath(), "--listen", rs.addrs[i], "--insecure",
 			"--namespace", rs.namespace, "--identity", id,
