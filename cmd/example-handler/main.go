@@ -19,7 +19,8 @@
 //     each review to the handler, which serves no HTTPS; the broker must
 //     be started with --admission-listen, else run the handler with
 //     --ttl-webhook=false. Its failure policy is Ignore: while the handler
-//     is away, Secrets are admitted unchecked.
+//     is away, Secrets are admitted unchecked (--ttl-webhook-fail-closed
+//     refuses them instead).
 //
 // The handler connects to the broker with --broker and writes copies with
 // its own Kubernetes client (--kubeconfig; else $KUBECONFIG, the in-cluster
@@ -74,8 +75,10 @@ type config struct {
 	reconcileInterval time.Duration
 	ttlInterval       time.Duration
 	ttlWebhook        bool
-	priority          int
-	grantInterval     time.Duration
+	// ttlWebhookFailClosed gives the webhook failurePolicy Fail.
+	ttlWebhookFailClosed bool
+	priority             int
+	grantInterval        time.Duration
 }
 
 func main() {
@@ -147,6 +150,8 @@ Flags:
 	fs.DurationVar(&c.ttlInterval, "ttl-interval", 5*time.Second, "how often the TTL reaper looks at each Secret with a ttl")
 	fs.BoolVar(&c.ttlWebhook, "ttl-webhook", true, "refuse Secrets whose ttl is not a positive duration, with a validating webhook the broker serves;\n"+
 		"set it to false for a broker started without --admission-listen, which would refuse the handler")
+	fs.BoolVar(&c.ttlWebhookFailClosed, "ttl-webhook-fail-closed", false, "refuse, rather than admit unchecked, a Secret with a ttl while no instance of the handler answers its review\n"+
+		"(the webhook's failurePolicy Fail; by default Ignore, so that the example never blocks writes)")
 	fs.IntVar(&c.priority, "priority", 0, fmt.Sprintf("the instance's `priority` (0 to %d): while connected, the instances of a handler's highest priority take all its objects;\n"+
 		"run one on a laptop with --priority 1 to take over from the in-cluster ones (needs the takeover grant), which get the work back when it stops", tetherv1.MaxPriority))
 	if err := fs.Parse(args); err != nil {
@@ -275,7 +280,7 @@ func (c *config) runIn(ctx context.Context, s scope, kube kubernetes.Interface, 
 	(&replicator{kube: kube, dyn: dyn, within: within}).register(h, c.reconcileInterval, bindScope)
 	(&reaper{dyn: dyn, now: time.Now}).register(h, c.ttlInterval, bindScope)
 	if c.ttlWebhook {
-		registerTTLWebhook(h, bindScope)
+		registerTTLWebhook(h, bindScope, c.ttlWebhookFailClosed)
 	}
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()

@@ -14,15 +14,19 @@ import (
 // written (CREATE, UPDATE), so the client sees the mistake at once rather
 // than a Warning Event later. The failure policy is the default, FailOpen:
 // while no instance of the handler answers, Secrets are admitted unchecked,
-// so the example never blocks the cluster.
+// so the example never blocks the cluster. failClosed makes it FailClosed:
+// such a Secret is then refused until an instance answers.
 //
 // The match condition makes the API server skip the webhook for every
 // other Secret, so their writes never wait for the broker; AnnotationPresent
 // makes the broker admit them without asking, should it be asked anyway.
-func registerTTLWebhook(h *sdk.Handler, scope []sdk.BindingOption) {
+func registerTTLWebhook(h *sdk.Handler, scope []sdk.BindingOption, failClosed bool) {
 	opts := append(slices.Clone(scope), sdk.AnnotationPresent(annTTL),
 		sdk.MatchCondition("has-ttl", fmt.Sprintf("has(object.metadata.annotations) && %q in object.metadata.annotations", annTTL)),
 		sdk.Operations(sdk.OpCreate, sdk.OpUpdate), sdk.ID("validate-ttl"))
+	if failClosed {
+		opts = append(opts, sdk.Failure(sdk.FailClosed))
+	}
 	h.OnValidate(sdk.GVR("", "v1", "secrets"), reviewTTL, opts...)
 }
 

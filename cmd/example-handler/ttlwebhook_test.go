@@ -62,7 +62,7 @@ func TestReviewDeniesABadTTLWithItsMessage(t *testing.T) {
 func TestTTLWebhookBindingIsValid(t *testing.T) {
 	for _, scope := range [][]sdk.BindingOption{nil, {sdk.Namespaces("team-a", "team-b")}} {
 		h := sdk.New("example")
-		registerTTLWebhook(h, scope)
+		registerTTLWebhook(h, scope, false)
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
 		if err := h.Run(ctx, "127.0.0.1:1"); err != nil {
