@@ -18,7 +18,7 @@ func TestHelpDocumentsEveryFlag(t *testing.T) {
 	}
 	for _, f := range []string{"-broker", "-insecure", "-tls-ca-file", "-tls-server-name", "-token", "-token-file",
 		"-kubeconfig", "-name", "-namespaces", "-log-level", "-log-format", "-reconcile-interval", "-ttl-interval",
-		"-ttl-webhook", "--admission-listen", "replicator.tether.dev/enabled", "ttl.tether.dev/ttl", "SIGTERM"} {
+		"-ttl-webhook", "-ttl-webhook-fail-closed", "--admission-listen", "replicator.tether.dev/enabled", "ttl.tether.dev/ttl", "SIGTERM"} {
 		if !strings.Contains(out.String(), f) {
 			t.Errorf("help lacks %s", f)
 		}
