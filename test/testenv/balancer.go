@@ -10,8 +10,9 @@ import (
 
 // Balancer listens on a loopback port and spreads the connections it
 // accepts over its backends in turn, skipping one that refuses: a Service
-// that selects every ready replica, whose endpoints lose a replica that
-// died.
+// that selects every ready replica. It drops a dead replica at once, where
+// a Service's endpoints keep it until the kubelet notices its container
+// exited (docs/admission.md, "In the cluster").
 type Balancer struct {
 	lis      net.Listener
 	backends []string
