@@ -28,8 +28,8 @@ import (
 const handlerName = "bench"
 
 // binaries are the broker, the bench handler and the raw controller, built
-// for this run.
-type binaries struct{ broker, handler, raw string }
+// for this run, and with -baseline the broker of the baseline tree.
+type binaries struct{ broker, handler, raw, baseline string }
 
 // buildBinaries builds cmd/broker, the handler package handlerPkg
 // (test/bench/handler or test/bench/timerhandler; none when empty, for the
@@ -42,19 +42,24 @@ func buildBinaries(ctx context.Context, e *env, handlerPkg string) (binaries, er
 	if !e.timers { // the timer benchmark has no raw scenario
 		b.raw, rawPkg = filepath.Join(e.work, "rawcontroller"), "./test/bench/rawcontroller"
 	}
-	for _, t := range []struct{ out, pkg string }{
-		{b.broker, "./cmd/broker"},
-		{b.handler, handlerPkg},
-		{b.raw, rawPkg},
+	basePkg := ""
+	if e.baseline != "" {
+		b.baseline, basePkg = filepath.Join(e.work, "broker-baseline"), "./cmd/broker"
+	}
+	for _, t := range []struct{ out, dir, pkg string }{
+		{b.broker, e.repo, "./cmd/broker"},
+		{b.handler, e.repo, handlerPkg},
+		{b.raw, e.repo, rawPkg},
+		{b.baseline, e.baseline, basePkg},
 	} {
 		if t.pkg == "" {
 			continue
 		}
-		e.progressf("building %s", t.pkg)
+		e.progressf("building %s in %s", t.pkg, t.dir)
 		cmd := exec.CommandContext(ctx, "go", "build", "-o", t.out, t.pkg)
-		cmd.Dir = e.repo
+		cmd.Dir = t.dir
 		if out, err := cmd.CombinedOutput(); err != nil {
-			return b, fmt.Errorf("building %s: %w\n%s", t.pkg, err, out)
+			return b, fmt.Errorf("building %s in %s: %w\n%s", t.pkg, t.dir, err, out)
 		}
 	}
 	return b, nil
@@ -180,7 +185,7 @@ func (w *watchdog) cause(ctx context.Context, err error) error {
 type brokerController struct {
 	e               *env
 	bin             binaries
-	handlerKind     string // handlerGo, handlerPython or handlerGoTraced
+	handlerKind     string // handlerGo, handlerPython, handlerGoTraced or handlerGoBaseline
 	work            string // the workload
 	broker, handler *process
 	watchdog
@@ -235,7 +240,11 @@ func (c *brokerController) start(ctx context.Context, ns string) (context.Contex
 	if c.handlerKind == handlerGoTraced {
 		environ = append(environ, c.tracingEnv("tether-broker")...)
 	}
-	if c.broker, err = startProcessEnv(c.e, fmt.Sprintf("broker-%s", ns), c.bin.broker, environ,
+	bin := c.bin.broker
+	if c.handlerKind == handlerGoBaseline {
+		bin = c.bin.baseline
+	}
+	if c.broker, err = startProcessEnv(c.e, fmt.Sprintf("broker-%s", ns), bin, environ,
 		"--insecure", "--listen", addr, "--kubeconfig", c.e.cp.KubeconfigPath(),
 		"--kube-api-qps", qps, "--kube-api-burst", strconv.Itoa(c.e.burst), "--log-level", "warn"); err != nil {
 		return nil, err

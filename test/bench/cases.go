@@ -5,7 +5,10 @@ package main
 // -handler), run in turns within every round.
 
 import (
+	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 
@@ -18,6 +21,9 @@ const (
 	handlerGo       = timerHandlerGo     // test/bench/handler
 	handlerPython   = timerHandlerPython // test/bench/handler/handler.py
 	handlerGoTraced = "go-traced"        // test/bench/handler, both sending every span to Jaeger
+	// handlerGoBaseline is go under the broker built from -baseline: two
+	// brokers compared in one run.
+	handlerGoBaseline = "go-baseline"
 )
 
 // The scenarios of a case.
@@ -85,8 +91,34 @@ func parseList(flagName, value string, check func(string) error) ([]string, erro
 }
 
 func checkHandler(h string) error {
-	if h != handlerGo && h != handlerPython && h != handlerGoTraced {
-		return fmt.Errorf("handler %q is not %s, %s or %s", h, handlerGo, handlerPython, handlerGoTraced)
+	if h != handlerGo && h != handlerPython && h != handlerGoTraced && h != handlerGoBaseline {
+		return fmt.Errorf("handler %q is not %s, %s, %s or %s", h, handlerGo, handlerPython, handlerGoTraced, handlerGoBaseline)
+	}
+	return nil
+}
+
+// checkBaseline adds the go-baseline case when -baseline names a tree, and
+// refuses the case without one.
+func (c *config) checkBaseline() error {
+	if c.baseline == "" {
+		if slices.Contains(c.handlers, handlerGoBaseline) {
+			return fmt.Errorf("-handler %s needs -baseline", handlerGoBaseline)
+		}
+		return nil
+	}
+	if c.timers || c.scale || c.pushdown || c.failover || c.profile != "" {
+		return errors.New("-baseline is for the create/delete benchmark alone, without -profile")
+	}
+	abs, err := filepath.Abs(c.baseline)
+	if err != nil {
+		return fmt.Errorf("-baseline: %w", err)
+	}
+	if _, err := os.Stat(filepath.Join(abs, "cmd", "broker")); err != nil {
+		return fmt.Errorf("-baseline: %s is not a source tree of Tether: %w", abs, err)
+	}
+	c.baseline = abs
+	if !slices.Contains(c.handlers, handlerGoBaseline) {
+		c.handlers = append(c.handlers, handlerGoBaseline)
 	}
 	return nil
 }

@@ -79,6 +79,9 @@ type config struct {
 	// every round (cases.go).
 	workloads []string
 	handlers  []string
+	// baseline is -baseline: the source tree of the go-baseline case's
+	// broker.
+	baseline string
 
 	// scale is -scale (scale.go): both benchmarks and one table.
 	scale bool
@@ -160,8 +163,10 @@ Flags:
 	fs.DurationVar(&c.timeout, "timeout", 10*time.Minute, "how long one phase (create or delete of N objects; with -timers, the warm-up) may take before the run fails")
 	workloads := fs.String("workloads", workload.Result, "comma-separated `workloads` of the create binding, each against raw doing the same writes:\n"+
 		"result (a small result stored by the broker), label (a label patched), status (status patched through /status)")
+	fs.StringVar(&c.baseline, "baseline", "", "a source `tree` of Tether at another commit (git worktree add DIR REV): its broker runs the handler case "+handlerGoBaseline+",\nthe Go handler under it, in turns with the others, so that two brokers compare in one run (adds "+handlerGoBaseline+" to -handler)")
 	handlers := fs.String("handler", handlerGo, "comma-separated `handlers` of the broker: go (test/bench/handler), python ("+benchHandlerPy+", run by -python)\n"+
-		"or go-traced (go with tracing on in broker and handler, every span sent to a Jaeger the bench starts; no goal, its cost is measured)")
+		"or go-traced (go with tracing on in broker and handler, every span sent to a Jaeger the bench starts; no goal, its cost is measured)\n"+
+		"or "+handlerGoBaseline+" (go under the broker of -baseline; no goal)")
 	fs.StringVar(&c.out, "out", "", "also write the table to this `file`")
 	fs.BoolVar(&c.keep, "keep", false, "keep the work folder (binaries, broker, handler and raw controller logs) after a successful run; a failed run always keeps it")
 	fs.BoolVar(&c.brokerOnly, "broker-only", false, "run the broker scenario only: its memory and CPU at a count where a raw round takes too long; no comparison, so no verdict")
@@ -215,6 +220,9 @@ Flags:
 		return nil, err
 	}
 	if c.handlers, err = parseList("handler", *handlers, checkHandler); err != nil {
+		return nil, err
+	}
+	if err := c.checkBaseline(); err != nil {
 		return nil, err
 	}
 	if c.timers && c.scale {
