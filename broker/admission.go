@@ -14,10 +14,10 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/tether-dev/tether/broker/admission"
 	"github.com/tether-dev/tether/broker/certs"
+	"github.com/tether-dev/tether/broker/kube"
 	"github.com/tether-dev/tether/broker/webhook"
 )
 
@@ -220,7 +220,7 @@ type admissionParts struct {
 
 // newAdmission builds the certificates and the configuration writer. The
 // webhooks point at the Service when one is named, else at the URL.
-func newAdmission(ctx context.Context, kube kubernetes.Interface, opts Options, lis net.Listener, log hclog.Logger) (*admissionParts, error) {
+func newAdmission(ctx context.Context, kube kube.Interface, opts Options, lis net.Listener, log hclog.Logger) (*admissionParts, error) {
 	a, ns := opts.Admission, opts.Namespace
 	copts := certs.Options{
 		Name: "admission", Client: kube, Namespace: ns, SecretName: a.secretName(),
@@ -306,7 +306,7 @@ func (a Admission) url(lis net.Listener) (*url.URL, error) {
 // ownUser is the broker's user name, so that the webhooks let its own
 // writes (holds, progress) through: a handler's webhook must never block the
 // broker that releases its holds.
-func ownUser(ctx context.Context, kube kubernetes.Interface, log hclog.Logger) []string {
+func ownUser(ctx context.Context, kube kube.Interface, log hclog.Logger) []string {
 	r, err := kube.AuthenticationV1().SelfSubjectReviews().Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
 	if err != nil {
 		log.Warn("cannot learn the broker's own user name; the webhooks will also review the broker's writes", "error", err)

@@ -13,12 +13,12 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"go.opentelemetry.io/otel/trace"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
 	"github.com/tether-dev/tether/broker/auth"
 	"github.com/tether-dev/tether/broker/binding"
 	"github.com/tether-dev/tether/broker/dispatch"
+	"github.com/tether-dev/tether/broker/kube"
 	"github.com/tether-dev/tether/broker/metrics"
 	"github.com/tether-dev/tether/broker/session"
 	tetherv1 "github.com/tether-dev/tether/proto/tether/v1"
@@ -240,7 +240,7 @@ func (b *Broker) newAuthenticator(cfg *rest.Config) (*auth.Authenticator, error)
 	}
 	acfg := rest.CopyConfig(cfg)
 	acfg.QPS, acfg.Burst, acfg.RateLimiter = authQPS, 2*authQPS, nil
-	akube, err := kubernetes.NewForConfig(acfg)
+	akube, err := kube.NewForConfig(acfg)
 	if err != nil {
 		return nil, fmt.Errorf("creating client for token and access reviews: %w", err)
 	}

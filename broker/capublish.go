@@ -9,12 +9,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/tether-dev/tether/broker/certs"
+	"github.com/tether-dev/tether/broker/kube"
 )
 
 // CANamespaceLabel on a namespace asks the broker whose namespace is the
@@ -42,7 +43,7 @@ const (
 // same bundle. A namespace that asks but grants no right is told once in
 // the log and tried again every deniedRetry; nothing else waits for it.
 type caPublisher struct {
-	kube    kubernetes.Interface
+	kube    kube.Interface
 	ns      string
 	name    string
 	bundle  func() []byte
@@ -58,7 +59,7 @@ type caPublisher struct {
 }
 
 // newCAPublisher publishes s's CA bundle in the ConfigMap name.
-func newCAPublisher(kube kubernetes.Interface, ns, name string, s *certs.Serving, log hclog.Logger) *caPublisher {
+func newCAPublisher(kube kube.Interface, ns, name string, s *certs.Serving, log hclog.Logger) *caPublisher {
 	return &caPublisher{kube: kube, ns: ns, name: name, bundle: s.CABundle, changed: s.Changed(), log: log.Named("ca-publisher")}
 }
 
@@ -109,9 +110,19 @@ func (p *caPublisher) Start(ctx context.Context) error {
 // which puts each on queue when it comes to ask or changes.
 func (p *caPublisher) namespaces(queue workqueue.TypedDelayingInterface[string]) (cache.SharedIndexInformer, error) {
 	selector := CANamespaceLabel + "=" + p.ns
-	inf := informers.NewSharedInformerFactoryWithOptions(p.kube, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
-		o.LabelSelector = selector
-	})).Core().V1().Namespaces().Informer()
+	nss := p.kube.CoreV1().Namespaces()
+	// With the client's view of watch lists, as client-go's informer
+	// factory: the fake clientset of the tests has none.
+	inf := cache.NewSharedIndexInformer(cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			o.LabelSelector = selector
+			return nss.List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			o.LabelSelector = selector
+			return nss.Watch(ctx, o)
+		},
+	}, p.kube), &corev1.Namespace{}, 0, cache.Indexers{})
 	logged := false
 	if err := inf.SetWatchErrorHandler(func(_ *cache.Reflector, err error) {
 		if !logged && apierrors.IsForbidden(err) {
@@ -180,7 +191,7 @@ func (p *caPublisher) asks(ns string) bool {
 
 // writeCA makes the ConfigMap hold bundle, creating it when needed; a
 // replica that wrote it meanwhile is read again.
-func writeCA(ctx context.Context, kube kubernetes.Interface, ns, name string, bundle []byte) error {
+func writeCA(ctx context.Context, kube kube.Interface, ns, name string, bundle []byte) error {
 	if len(bundle) == 0 {
 		return nil // a given certificate without a CA file: clients use their system roots
 	}

@@ -18,6 +18,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/tether-dev/tether/broker/kube/kubetest"
 )
 
 // logBuffer is an hclog output the test reads while the publisher writes.
@@ -75,7 +77,7 @@ func TestCAPublisherWritesWhereAskedAndGranted(t *testing.T) {
 	changed := make(chan struct{}, 1)
 	var logs logBuffer
 	p := &caPublisher{
-		kube: kube, ns: own, name: DefaultCAConfigMap, changed: changed,
+		kube: kubetest.Wrap(kube), ns: own, name: DefaultCAConfigMap, changed: changed,
 		bundle: func() []byte { return bundle.Load().([]byte) },
 		log:    hclog.New(&hclog.LoggerOptions{Output: &logs}),
 		retry:  10 * time.Millisecond, deniedRetry: 10 * time.Millisecond,

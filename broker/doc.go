@@ -26,6 +26,7 @@
 //	admission  the HTTPS endpoint the API server calls, and its certificates
 //	webhook    the handlers' Validating/MutatingWebhookConfigurations
 //	metrics    Prometheus metrics the other packages report to
+//	kube       the typed client of the built-in resources, without client-go's scheme
 //
 // New builds a Broker from Options; Start runs it until its context ends.
 // With Options.MetricsListen set, it also serves /metrics (Prometheus; to a

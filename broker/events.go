@@ -6,10 +6,9 @@ import (
 	"github.com/hashicorp/go-hclog"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/scheme"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/record"
+
+	"github.com/tether-dev/tether/broker/kube"
 )
 
 // eventRecorder posts Kubernetes Events through client-go's broadcaster,
@@ -19,10 +18,10 @@ type eventRecorder struct {
 	log hclog.Logger
 }
 
-func newEventRecorder(kube kubernetes.Interface, log hclog.Logger) (*eventRecorder, func()) {
+func newEventRecorder(client kube.Interface, log hclog.Logger) (*eventRecorder, func()) {
 	b := record.NewBroadcaster()
-	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: kube.CoreV1().Events("")})
-	rec := b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "tether-broker"})
+	b.StartRecordingToSink(kube.EventSink{Client: client})
+	rec := b.NewRecorder(kube.Scheme, corev1.EventSource{Component: "tether-broker"})
 	return &eventRecorder{rec: rec, log: log.Named("events")}, b.Shutdown
 }
 

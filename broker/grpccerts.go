@@ -6,9 +6,9 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/tether-dev/tether/broker/certs"
+	"github.com/tether-dev/tether/broker/kube"
 )
 
 // Defaults of GRPCCerts.
@@ -79,7 +79,7 @@ func (g GRPCCerts) withDefaults() GRPCCerts {
 }
 
 // serving builds the gRPC serving certificate, its Secret in namespace.
-func (g GRPCCerts) serving(kube kubernetes.Interface, namespace string, overlap time.Duration, log hclog.Logger) (*certs.Serving, error) {
+func (g GRPCCerts) serving(kube kube.Interface, namespace string, overlap time.Duration, log hclog.Logger) (*certs.Serving, error) {
 	g = g.withDefaults()
 	names := serviceNames(g.Service, namespace)
 	if g.ReplicasService != "-" {

@@ -9,12 +9,10 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/scheme"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/record"
 
+	"github.com/tether-dev/tether/broker/kube"
 	tetherv1 "github.com/tether-dev/tether/proto/tether/v1"
 )
 
@@ -120,7 +118,7 @@ func (h *handlerEvents) recorder(handler string, as *authenticationv1.UserInfo) 
 	// with Events find theirs.
 	cfg := rest.CopyConfig(h.cfg)
 	cfg.Impersonate = imp
-	kube, err := kubernetes.NewForConfig(cfg)
+	client, err := kube.NewForConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("making a client that posts Events as handler %s: %w", handler, err)
 	}
@@ -128,9 +126,9 @@ func (h *handlerEvents) recorder(handler string, as *authenticationv1.UserInfo) 
 		h.evictLocked()
 	}
 	b := record.NewBroadcaster()
-	sink := &loggingSink{EventSink: &typedcorev1.EventSinkImpl{Interface: kube.CoreV1().Events("")}, log: h.log.With("handler", handler)}
+	sink := &loggingSink{EventSink: kube.EventSink{Client: client}, log: h.log.With("handler", handler)}
 	b.StartRecordingToSink(sink)
-	r := &handlerRecorder{rec: b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: handler}), stop: b.Shutdown, used: h.used}
+	r := &handlerRecorder{rec: b.NewRecorder(kube.Scheme, corev1.EventSource{Component: handler}), stop: b.Shutdown, used: h.used}
 	h.recs[key] = r
 	return r.rec, nil
 }

@@ -7,9 +7,9 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/utils/clock"
+
+	"github.com/tether-dev/tether/broker/kube"
 )
 
 // LeaderElection configures how broker replicas elect the one that
@@ -71,6 +71,20 @@ func (l LeaderElection) withDefaults() LeaderElection {
 	return l
 }
 
+// validate refuses timings under which a leader could lose the Lease
+// between two renewals, as client-go's elector does.
+func (l LeaderElection) validate() error {
+	switch {
+	case l.LeaseDuration <= l.RenewDeadline:
+		return errors.New("the lease duration must be longer than the renew deadline")
+	case l.RenewDeadline <= time.Duration(retryJitter*float64(l.RetryPeriod)):
+		return fmt.Errorf("the renew deadline must be longer than %v retry periods", retryJitter)
+	case l.RetryPeriod <= 0:
+		return errors.New("the retry period must be above 0")
+	}
+	return nil
+}
+
 // errLostLeadership ends a broker that stopped leading while it was meant
 // to go on: it exits, and its restart becomes a follower.
 var errLostLeadership = errors.New("lost the leader lease")
@@ -83,7 +97,7 @@ var errLostLeadership = errors.New("lost the leader lease")
 // livenessAddress is where this process listens for as long as it lives;
 // empty: nowhere. While leading, it is published on the Lease with each
 // renewal (markedLeaseLock); while following, the leader's is watched.
-func runElected(ctx context.Context, kube kubernetes.Interface, namespace, identity, livenessAddress string, cfg LeaderElection, log hclog.Logger, work func(context.Context)) error {
+func runElected(ctx context.Context, kube kube.Interface, namespace, identity, livenessAddress string, cfg LeaderElection, log hclog.Logger, work func(context.Context)) error {
 	cfg = cfg.withDefaults()
 	leases := kube.CoordinationV1().Leases(namespace)
 	early := &earlyTakeover{
@@ -103,6 +117,9 @@ func runElected(ctx context.Context, kube kubernetes.Interface, namespace, ident
 		stopFollowing()
 		<-watching
 	}()
+	if err := cfg.validate(); err != nil {
+		return fmt.Errorf("setting up leader election: %w", err)
+	}
 	lock := &markedLeaseLock{leases: leases, namespace: namespace, name: cfg.LeaseName, identity: identity, address: livenessAddress}
 	// The elector releases the Lease when its context ends; it must end
 	// only after work stopped, or two replicas could write at once.
@@ -110,35 +127,30 @@ func runElected(ctx context.Context, kube kubernetes.Interface, namespace, ident
 	defer stopRun()
 	done := make(chan struct{})
 	started := make(chan struct{})
-	elector, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
-		Lock:            lock,
-		LeaseDuration:   cfg.LeaseDuration,
-		RenewDeadline:   cfg.RenewDeadline,
-		RetryPeriod:     cfg.RetryPeriod,
-		ReleaseOnCancel: true,
-		Name:            cfg.LeaseName,
-		Callbacks: leaderelection.LeaderCallbacks{
-			OnStartedLeading: func(lctx context.Context) {
-				close(started)
-				defer close(done)
-				stopFollowing()
-				log.Info("leading: this replica watches, dispatches and writes", "identity", identity)
-				wctx, cancel := context.WithCancel(ctx)
-				defer cancel()
-				stop := context.AfterFunc(lctx, cancel)
-				defer stop()
-				work(wctx)
-			},
-			OnStoppedLeading: func() { log.Info("no longer leading", "identity", identity) },
-			OnNewLeader: func(id string) {
-				if id != identity {
-					log.Info("following", "leader", id)
-				}
-			},
+	el := &elector{
+		lock:          lock,
+		leaseDuration: cfg.LeaseDuration,
+		renewDeadline: cfg.RenewDeadline,
+		retryPeriod:   cfg.RetryPeriod,
+		clock:         clock.RealClock{},
+		log:           log,
+		onStarted: func(lctx context.Context) {
+			close(started)
+			defer close(done)
+			stopFollowing()
+			log.Info("leading: this replica watches, dispatches and writes", "identity", identity)
+			wctx, cancel := context.WithCancel(ctx)
+			defer cancel()
+			stop := context.AfterFunc(lctx, cancel)
+			defer stop()
+			work(wctx)
 		},
-	})
-	if err != nil {
-		return fmt.Errorf("setting up leader election: %w", err)
+		onStopped: func() { log.Info("no longer leading", "identity", identity) },
+		onNewLeader: func(id string) {
+			if id != identity {
+				log.Info("following", "leader", id)
+			}
+		},
 	}
 	go func() {
 		<-ctx.Done()
@@ -149,7 +161,7 @@ func runElected(ctx context.Context, kube kubernetes.Interface, namespace, ident
 		}
 		stopRun()
 	}()
-	elector.Run(runCtx)
+	el.run(runCtx)
 	select {
 	case <-started:
 		<-done

@@ -14,7 +14,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes/fake"
-	rl "k8s.io/client-go/tools/leaderelection/resourcelock"
 	clocktesting "k8s.io/utils/clock/testing"
 )
 
@@ -213,7 +212,7 @@ func TestTheLeaseLockMarksThisReplicasTenures(t *testing.T) {
 		return l
 	}
 	a := lock("127.0.0.1:4000")
-	if err := a.Create(ctx, rl.LeaderElectionRecord{HolderIdentity: "a", LeaseDurationSeconds: 15, LeaderTransitions: 0}); err != nil {
+	if err := a.Create(ctx, leaderRecord{HolderIdentity: "a", LeaseDurationSeconds: 15, LeaderTransitions: 0}); err != nil {
 		t.Fatal(err)
 	}
 	if m, ok := markOf(stored()); !ok || m.Address != "127.0.0.1:4000" || m.Transitions != 0 {
@@ -222,13 +221,13 @@ func TestTheLeaseLockMarksThisReplicasTenures(t *testing.T) {
 	if _, _, err := a.Get(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := a.Update(ctx, rl.LeaderElectionRecord{HolderIdentity: "", LeaseDurationSeconds: 1, LeaderTransitions: 0}); err != nil {
+	if err := a.Update(ctx, leaderRecord{HolderIdentity: "", LeaseDurationSeconds: 1, LeaderTransitions: 0}); err != nil {
 		t.Fatal(err)
 	}
 	if _, ok := stored().Annotations[LivenessAnnotation]; ok {
 		t.Error("a release left the mark")
 	}
-	if err := a.Update(ctx, rl.LeaderElectionRecord{HolderIdentity: "a", LeaseDurationSeconds: 15, LeaderTransitions: 1}); err != nil {
+	if err := a.Update(ctx, leaderRecord{HolderIdentity: "a", LeaseDurationSeconds: 15, LeaderTransitions: 1}); err != nil {
 		t.Fatal(err)
 	}
 	if m, ok := markOf(stored()); !ok || m.Transitions != 1 {
@@ -238,7 +237,7 @@ func TestTheLeaseLockMarksThisReplicasTenures(t *testing.T) {
 	if _, _, err := restarted.Get(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := restarted.Update(ctx, rl.LeaderElectionRecord{HolderIdentity: "a", LeaseDurationSeconds: 15, LeaderTransitions: 1}); err != nil {
+	if err := restarted.Update(ctx, leaderRecord{HolderIdentity: "a", LeaseDurationSeconds: 15, LeaderTransitions: 1}); err != nil {
 		t.Fatal(err)
 	}
 	if _, ok := stored().Annotations[LivenessAnnotation]; ok {
@@ -291,7 +290,7 @@ func TestTheLeaseLockRenewsWithAPatchThatTestsTheTenure(t *testing.T) {
 	kube := fake.NewClientset()
 	leases := kube.CoordinationV1().Leases("ns")
 	a := &markedLeaseLock{leases: leases, namespace: "ns", name: DefaultLeaseName, identity: "a", address: "127.0.0.1:4000"}
-	record := rl.LeaderElectionRecord{HolderIdentity: "a", LeaseDurationSeconds: 15, LeaderTransitions: 2}
+	record := leaderRecord{HolderIdentity: "a", LeaseDurationSeconds: 15, LeaderTransitions: 2}
 	if err := a.Create(ctx, record); err != nil {
 		t.Fatal(err)
 	}

@@ -11,7 +11,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/kubernetes"
+
+	"github.com/tether-dev/tether/broker/kube"
 )
 
 // LeaderLabel marks the Pod of the replica that leads, once it has synced:
@@ -36,7 +37,7 @@ func leaderLabelPatch(leading bool) []byte {
 // labelOwnPod puts LeaderLabel on the broker's own Pod (leading) or takes
 // it off, retrying with backoff until it is done, the Pod is gone, or ctx
 // ends.
-func labelOwnPod(ctx context.Context, kube kubernetes.Interface, namespace, pod string, leading bool, log hclog.Logger) error {
+func labelOwnPod(ctx context.Context, kube kube.Interface, namespace, pod string, leading bool, log hclog.Logger) error {
 	backoff := wait.Backoff{Duration: 200 * time.Millisecond, Factor: 2, Jitter: 0.1, Steps: 1 << 20, Cap: 5 * time.Second}
 	err := wait.ExponentialBackoffWithContext(ctx, backoff, func(ctx context.Context) (bool, error) {
 		_, err := kube.CoreV1().Pods(namespace).Patch(ctx, pod, types.MergePatchType, leaderLabelPatch(leading), metav1.PatchOptions{})

@@ -11,8 +11,9 @@ import (
 	"github.com/hashicorp/go-hclog"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	coordinationclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/utils/clock"
+
+	"github.com/tether-dev/tether/broker/kube"
 )
 
 // leaseAccess reads and writes the leader Lease; Update fails with a
@@ -23,7 +24,7 @@ type leaseAccess interface {
 }
 
 type leaseClient struct {
-	leases coordinationclient.LeaseInterface
+	leases kube.Resource[*coordinationv1.Lease, *coordinationv1.LeaseList]
 	name   string
 }
 

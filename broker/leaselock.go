@@ -9,19 +9,19 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	coordinationclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
-	rl "k8s.io/client-go/tools/leaderelection/resourcelock"
+
+	"github.com/tether-dev/tether/broker/kube"
 )
 
-// markedLeaseLock is the leader Lease as client-go's elector uses it (what
-// resourcelock.LeaseLock does), except that every write that makes or keeps
+// markedLeaseLock is the leader Lease as the elector uses it (what
+// client-go's resourcelock.LeaseLock does), except that every write that makes or keeps
 // this replica the holder also carries its liveness mark, and every other
 // write (a release) takes the mark off. The mark thus changes in the same
 // update as the tenure it belongs to: no extra write that would make the
 // elector's next renewal conflict, and no moment when a new tenure carries
 // an old mark.
 type markedLeaseLock struct {
-	leases          coordinationclient.LeaseInterface
+	leases          kube.Resource[*coordinationv1.Lease, *coordinationv1.LeaseList]
 	namespace, name string
 	identity        string
 	// address is this process's liveness address; empty: no mark.
@@ -29,23 +29,21 @@ type markedLeaseLock struct {
 	lease   *coordinationv1.Lease // as last read or written
 }
 
-var _ rl.Interface = (*markedLeaseLock)(nil)
-
-func (l *markedLeaseLock) Get(ctx context.Context) (*rl.LeaderElectionRecord, []byte, error) {
+func (l *markedLeaseLock) Get(ctx context.Context) (leaderRecord, []byte, error) {
 	lease, err := l.leases.Get(ctx, l.name, metav1.GetOptions{})
 	if err != nil {
-		return nil, nil, err
+		return leaderRecord{}, nil, err
 	}
 	l.lease = lease
-	record := rl.LeaseSpecToLeaderElectionRecord(&lease.Spec)
-	raw, err := json.Marshal(*record)
+	record := recordOf(&lease.Spec)
+	raw, err := json.Marshal(record)
 	if err != nil {
-		return nil, nil, fmt.Errorf("encoding the leader election record: %w", err)
+		return leaderRecord{}, nil, fmt.Errorf("encoding the leader election record: %w", err)
 	}
 	return record, raw, nil
 }
 
-func (l *markedLeaseLock) Create(ctx context.Context, ler rl.LeaderElectionRecord) error {
+func (l *markedLeaseLock) Create(ctx context.Context, ler leaderRecord) error {
 	lease := l.marked(&coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: l.name, Namespace: l.namespace}}, ler)
 	created, err := l.leases.Create(ctx, lease, metav1.CreateOptions{})
 	if err != nil {
@@ -55,7 +53,7 @@ func (l *markedLeaseLock) Create(ctx context.Context, ler rl.LeaderElectionRecor
 	return nil
 }
 
-func (l *markedLeaseLock) Update(ctx context.Context, ler rl.LeaderElectionRecord) error {
+func (l *markedLeaseLock) Update(ctx context.Context, ler leaderRecord) error {
 	if l.lease == nil {
 		return errors.New("lease not initialized, call get or create first")
 	}
@@ -104,17 +102,14 @@ func (l *markedLeaseLock) renew(ctx context.Context, want *coordinationv1.Lease)
 
 // marked is lease with the record ler, and this replica's liveness mark
 // when ler names it and it has one; no mark otherwise.
-func (l *markedLeaseLock) marked(lease *coordinationv1.Lease, ler rl.LeaderElectionRecord) *coordinationv1.Lease {
+func (l *markedLeaseLock) marked(lease *coordinationv1.Lease, ler leaderRecord) *coordinationv1.Lease {
 	out := withoutMark(lease)
-	out.Spec = rl.LeaderElectionRecordToLeaseSpec(&ler)
+	out.Spec = ler.spec()
 	if ler.HolderIdentity == l.identity && l.address != "" {
 		out = withMark(out, livenessMark{Holder: l.identity, Transitions: int32(ler.LeaderTransitions), Address: l.address})
 	}
 	return out
 }
-
-// RecordEvent records nothing: the broker logs its transitions.
-func (l *markedLeaseLock) RecordEvent(string) {}
 
 func (l *markedLeaseLock) Describe() string { return l.namespace + "/" + l.name }
 

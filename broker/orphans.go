@@ -12,10 +12,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/tether-dev/tether/broker/auth"
 	"github.com/tether-dev/tether/broker/dispatch"
+	"github.com/tether-dev/tether/broker/kube"
 	"github.com/tether-dev/tether/broker/metrics"
 	"github.com/tether-dev/tether/broker/presence"
 	"github.com/tether-dev/tether/broker/release"
@@ -34,7 +34,7 @@ type orphans struct {
 	log        hclog.Logger
 	namespace  string
 	every      time.Duration
-	kube       kubernetes.Interface
+	kube       kube.Interface
 	dyn        dynamic.Interface // the write client, as for an uninstall
 	store      *presence.Store
 	dispatcher *dispatch.Manager

@@ -10,9 +10,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
 	authenticationv1 "k8s.io/api/authentication/v1"
-	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
 	"github.com/tether-dev/tether/broker/admission"
@@ -22,6 +20,7 @@ import (
 	"github.com/tether-dev/tether/broker/dispatch"
 	"github.com/tether-dev/tether/broker/index"
 	"github.com/tether-dev/tether/broker/informer"
+	"github.com/tether-dev/tether/broker/kube"
 	"github.com/tether-dev/tether/broker/metrics"
 	"github.com/tether-dev/tether/broker/presence"
 	"github.com/tether-dev/tether/broker/resource"
@@ -38,7 +37,7 @@ type parts struct {
 	// wcfg is cfg without a client-side rate limit: the dispatcher paces
 	// its writes itself, without holding a worker while a write waits.
 	wcfg   *rest.Config
-	kube   kubernetes.Interface
+	kube   kube.Interface
 	writer dynamic.Interface // the dispatcher's and an uninstall's writes
 	store  *presence.Store
 
@@ -95,9 +94,9 @@ func (b *Broker) assemble(ctx context.Context, authz *auth.Authenticator) (_ *pa
 		}
 		kinds = session.AllKinds
 	}
-	disc, err := discovery.NewDiscoveryClientForConfig(p.cfg)
+	disc, err := resource.NewDiscovery(p.cfg)
 	if err != nil {
-		return nil, fmt.Errorf("creating discovery client: %w", err)
+		return nil, err
 	}
 	resolver := resource.NewResolver(resource.Options{Discovery: disc})
 	if err := p.watchAndDispatch(resolver, kinds, authz); err != nil {
@@ -120,7 +119,7 @@ func (p *parts) clients() error {
 	if p.writer, err = dynamic.NewForConfig(p.wcfg); err != nil {
 		return fmt.Errorf("creating dynamic client for writes: %w", err)
 	}
-	if p.kube, err = kubernetes.NewForConfig(p.cfg); err != nil {
+	if p.kube, err = kube.NewForConfig(p.cfg); err != nil {
 		return fmt.Errorf("creating client: %w", err)
 	}
 	return nil

@@ -9,8 +9,9 @@ import (
 	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+
+	"github.com/tether-dev/tether/broker/kube"
 )
 
 // run starts the parts and waits for them. Every replica runs the
@@ -76,7 +77,7 @@ func (p *parts) elect(lead func(context.Context)) (func(context.Context) error, 
 	// do: a busy dispatcher must not make the leader miss its deadline.
 	lcfg := rest.CopyConfig(p.cfg)
 	lcfg.QPS, lcfg.Burst, lcfg.RateLimiter = -1, 0, nil
-	lkube, err := kubernetes.NewForConfig(lcfg)
+	lkube, err := kube.NewForConfig(lcfg)
 	if err != nil {
 		return nil, fmt.Errorf("creating client for leader election: %w", err)
 	}

@@ -16,12 +16,14 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/retry"
 
 	"github.com/tether-dev/tether/broker/guard"
+	"github.com/tether-dev/tether/broker/kube"
 	"github.com/tether-dev/tether/broker/metrics"
 	"github.com/tether-dev/tether/broker/presence"
 	"github.com/tether-dev/tether/broker/release"
@@ -31,9 +33,19 @@ import (
 // it is being deleted (or is gone after having been seen), false when ctx
 // ends first. A Deployment that was never seen is not taken as an
 // uninstall: a wrong name must not release anything.
-func watchUninstall(ctx context.Context, kube kubernetes.Interface, namespace, name string, log hclog.Logger) bool {
-	lw := cache.NewListWatchFromClient(kube.AppsV1().RESTClient(), "deployments", namespace,
-		fields.OneTermEqualSelector("metadata.name", name))
+func watchUninstall(ctx context.Context, kube kube.Interface, namespace, name string, log hclog.Logger) bool {
+	deployments := kube.AppsV1().Deployments(namespace)
+	selector := fields.OneTermEqualSelector("metadata.name", name).String()
+	lw := cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			o.FieldSelector = selector
+			return deployments.List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			o.FieldSelector = selector
+			return deployments.Watch(ctx, o)
+		},
+	}, kube)
 	deleting := make(chan struct{})
 	var seen atomic.Bool
 	check := func(obj any) {
@@ -88,7 +100,7 @@ const finalLook = 10 * time.Second
 
 // deploymentGone reports whether the Deployment is gone or being deleted.
 // An error says nothing: the broker then stops as for a restart.
-func deploymentGone(kube kubernetes.Interface, namespace, name string, log hclog.Logger) bool {
+func deploymentGone(kube kube.Interface, namespace, name string, log hclog.Logger) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), finalLook)
 	defer cancel()
 	d, err := kube.AppsV1().Deployments(namespace).Get(ctx, name, metav1.GetOptions{})
@@ -104,7 +116,7 @@ func deploymentGone(kube kubernetes.Interface, namespace, name string, log hclog
 
 // namespaceDeleting reports whether the broker's namespace is being
 // deleted (rule 3f). An error says nothing, as for deploymentGone.
-func namespaceDeleting(kube kubernetes.Interface, namespace string, log hclog.Logger) bool {
+func namespaceDeleting(kube kube.Interface, namespace string, log hclog.Logger) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), finalLook)
 	defer cancel()
 	ns, err := kube.CoreV1().Namespaces().Get(ctx, namespace, metav1.GetOptions{})
@@ -128,7 +140,7 @@ func closeOnce(c chan struct{}) {
 
 // ensureNamespace creates the broker's namespace when it is missing, as it
 // is on a fresh local control plane.
-func ensureNamespace(ctx context.Context, kube kubernetes.Interface, name string) error {
+func ensureNamespace(ctx context.Context, kube kube.Interface, name string) error {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	_, err := kube.CoreV1().Namespaces().Get(ctx, name, metav1.GetOptions{})
@@ -153,7 +165,7 @@ type uninstaller struct {
 	opts     Options
 	log      hclog.Logger
 	metrics  *metrics.Metrics
-	kube     kubernetes.Interface
+	kube     kube.Interface
 	dyn      dynamic.Interface // the write client, without a client-side limit
 	store    *presence.Store
 	recorder *eventRecorder

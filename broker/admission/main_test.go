@@ -9,6 +9,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/tether-dev/tether/broker/certs"
+	"github.com/tether-dev/tether/broker/kube/kubetest"
 )
 
 func testLogger(t *testing.T) hclog.Logger {
@@ -19,7 +20,7 @@ func testLogger(t *testing.T) hclog.Logger {
 // API server's Secret: the server tests need no real one.
 func testCerts(t *testing.T) *certs.Serving {
 	t.Helper()
-	c, err := certs.New(certs.Options{Name: "admission", Client: fake.NewClientset(), Namespace: "tether-system",
+	c, err := certs.New(certs.Options{Name: "admission", Client: kubetest.Wrap(fake.NewClientset()), Namespace: "tether-system",
 		SecretName: "tether-admission-tls", IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}, Log: testLogger(t)})
 	if err != nil {
 		t.Fatal(err)

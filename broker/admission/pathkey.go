@@ -14,9 +14,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/tether-dev/tether/broker/certs"
+	"github.com/tether-dev/tether/broker/kube"
 )
 
 // PathKey signs the admission paths the broker writes into its webhook
@@ -76,7 +76,7 @@ func (k *PathKey) parse(p string) (handler, bindingID string, ok bool) {
 // LoadPathKey reads the path key from the Secret namespace/name, creating
 // it when it does not exist. Replicas and restarts share it; whoever loses
 // the race to create it takes the winner's.
-func LoadPathKey(ctx context.Context, client kubernetes.Interface, namespace, name string) (*PathKey, error) {
+func LoadPathKey(ctx context.Context, client kube.Interface, namespace, name string) (*PathKey, error) {
 	secrets := client.CoreV1().Secrets(namespace)
 	ref := namespace + "/" + name
 	for range certs.MaxSecretAttempts {

@@ -11,17 +11,19 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/tether-dev/tether/broker/kube/kubetest"
 )
 
 // TestPathKeyIsSharedThroughItsSecret: the first load makes the key,
 // the next (another replica, a restart) reads the same one.
 func TestPathKeyIsSharedThroughItsSecret(t *testing.T) {
 	client := fake.NewClientset()
-	a, err := LoadPathKey(t.Context(), client, "tether-system", "k")
+	a, err := LoadPathKey(t.Context(), kubetest.Wrap(client), "tether-system", "k")
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := LoadPathKey(t.Context(), client, "tether-system", "k")
+	b, err := LoadPathKey(t.Context(), kubetest.Wrap(client), "tether-system", "k")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,7 +45,7 @@ func TestPathKeyInANamespaceBeingDeleted(t *testing.T) {
 			Details: &metav1.StatusDetails{Causes: []metav1.StatusCause{{Type: corev1.NamespaceTerminatingCause}}},
 		}}
 	})
-	k, err := LoadPathKey(t.Context(), client, "tether-system", "k")
+	k, err := LoadPathKey(t.Context(), kubetest.Wrap(client), "tether-system", "k")
 	if err != nil {
 		t.Fatalf("loading the path key in a namespace being deleted: %v", err)
 	}

@@ -15,6 +15,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/tether-dev/tether/broker/binding"
+	"github.com/tether-dev/tether/broker/kube/kubetest"
 )
 
 // TestABindingTheBrokerCannotServeIsRefused: a handler granted everything
@@ -36,7 +37,7 @@ func TestABindingTheBrokerCannotServeIsRefused(t *testing.T) {
 		return true, ssar, nil
 	})
 	clk := clocktesting.NewFakePassiveClock(time.Unix(0, 0))
-	a := New(Options{Client: c, Clock: clk, Namespace: "tether", DeniedTTL: 5 * time.Second})
+	a := New(Options{Client: kubetest.Wrap(c), Clock: clk, Namespace: "tether", DeniedTTL: 5 * time.Second})
 	ctx := streamContext("10.0.0.1", "good")
 	bs := []*binding.Binding{
 		{ID: "watch", Kind: binding.Event, Resource: widgets, Namespaces: []string{"a"}},
@@ -90,7 +91,7 @@ func TestAHandlerTheBrokerCannotActAsIsRefused(t *testing.T) {
 		return true, ssar, nil
 	})
 	clk := clocktesting.NewFakePassiveClock(time.Unix(0, 0))
-	a := New(Options{Client: c, Clock: clk, Namespace: "tether", DeniedTTL: 5 * time.Second})
+	a := New(Options{Client: kubetest.Wrap(c), Clock: clk, Namespace: "tether", DeniedTTL: 5 * time.Second})
 	bs := []*binding.Binding{{ID: "watch", Kind: binding.Event, Resource: widgets, Namespaces: []string{"a"}}}
 	sa := authenticationv1.UserInfo{Username: "system:serviceaccount:apps:h-handler", Groups: []string{"system:serviceaccounts"}}
 	err := a.AuthorizeRecorded(context.Background(), sa, "h", bs)

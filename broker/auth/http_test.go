@@ -10,6 +10,8 @@ import (
 	authorizationv1 "k8s.io/api/authorization/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/tether-dev/tether/broker/kube/kubetest"
 )
 
 // TestProtectAsksTokenReviewAndNonResourceAccess: a request reaches the
@@ -27,7 +29,7 @@ func TestProtectAsksTokenReviewAndNonResourceAccess(t *testing.T) {
 		sar.Status.Allowed = sar.Spec.ResourceAttributes == nil && nr != nil && nr.Path == "/metrics" && nr.Verb == "get" && sar.Spec.User == "alice"
 		return true, sar, nil
 	})
-	a := New(Options{Client: c})
+	a := New(Options{Client: kubetest.Wrap(c)})
 	h := a.Protect(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("the metrics")) }))
 	cases := []struct {
 		name, path, token string

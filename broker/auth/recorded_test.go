@@ -14,6 +14,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/tether-dev/tether/broker/binding"
+	"github.com/tether-dev/tether/broker/kube/kubetest"
 )
 
 // TestAuthorizeRecorded: the identity a presence Lease records is held to
@@ -64,7 +65,7 @@ func TestAuthorizeRecorded(t *testing.T) {
 				ssar.Status.Allowed = true
 				return true, ssar, nil
 			})
-			a := New(Options{Client: c, Namespace: "tether"})
+			a := New(Options{Client: kubetest.Wrap(c), Namespace: "tether"})
 			err := a.AuthorizeRecorded(context.Background(), tc.user, "h", hold)
 			switch {
 			case tc.down:

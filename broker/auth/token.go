@@ -15,9 +15,9 @@ import (
 	"google.golang.org/grpc/status"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/clock"
 
+	"github.com/tether-dev/tether/broker/kube"
 	"github.com/tether-dev/tether/broker/limit"
 	"github.com/tether-dev/tether/broker/metrics"
 )
@@ -26,7 +26,7 @@ import (
 // client of its own, so that a flood of bad tokens spends its request
 // budget and not the one leader election and presence renew with.
 type Options struct {
-	Client kubernetes.Interface
+	Client kube.Interface
 	// Namespace is the broker's namespace, where handler names are granted.
 	Namespace string
 	// Audiences, when set, are sent with every TokenReview, and a token

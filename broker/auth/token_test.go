@@ -21,6 +21,8 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/tether-dev/tether/broker/kube/kubetest"
 )
 
 // reviewer is a fake API server's TokenReview: tokens starting with "good"
@@ -63,7 +65,7 @@ func streamContext(host, token string) context.Context {
 func TestRefusedTokensAreNotReviewedAgainForAWhile(t *testing.T) {
 	var r reviewer
 	clk := clocktesting.NewFakePassiveClock(time.Unix(0, 0))
-	a := New(Options{Client: r.client(), Clock: clk, RefusedTTL: 10 * time.Second})
+	a := New(Options{Client: kubetest.Wrap(r.client()), Clock: clk, RefusedTTL: 10 * time.Second})
 	for range 50 {
 		_, err := a.authenticate(streamContext("10.0.0.1", "forged"))
 		if status.Code(err) != codes.Unauthenticated || !strings.Contains(err.Error(), "bad signature") {
@@ -84,7 +86,7 @@ func TestReviewsInFlightAreBoundedPerPeer(t *testing.T) {
 	// The fake clientset runs one reaction at a time, so one review is in
 	// flight here; the bound is 1.
 	r := reviewer{block: make(chan struct{}), seen: make(chan []string, 16)}
-	a := New(Options{Client: r.client(), MaxReviewsPerPeer: 1})
+	a := New(Options{Client: kubetest.Wrap(r.client()), MaxReviewsPerPeer: 1})
 	done := make(chan error, 1)
 	go func() {
 		_, err := a.authenticate(streamContext("10.0.0.1", "forged-1"))
@@ -110,7 +112,7 @@ func TestReviewsInFlightAreBoundedPerPeer(t *testing.T) {
 
 func TestTokensForAnotherAudienceAreRefused(t *testing.T) {
 	r := reviewer{seen: make(chan []string, 4)}
-	a := New(Options{Client: r.client(), Audiences: []string{"tether"}})
+	a := New(Options{Client: kubetest.Wrap(r.client()), Audiences: []string{"tether"}})
 	_, err := a.authenticate(streamContext("10.0.0.1", "good"))
 	if status.Code(err) != codes.Unauthenticated || !strings.Contains(err.Error(), "not meant for this broker") {
 		t.Errorf("a token for audience api: %v, want Unauthenticated saying it is not meant for the broker", err)
@@ -118,7 +120,7 @@ func TestTokensForAnotherAudienceAreRefused(t *testing.T) {
 	if got := <-r.seen; !slices.Equal(got, []string{"tether"}) {
 		t.Errorf("the TokenReview asked for audiences %q, want [tether]", got)
 	}
-	a = New(Options{Client: r.client(), Audiences: []string{"tether", "api"}})
+	a = New(Options{Client: kubetest.Wrap(r.client()), Audiences: []string{"tether", "api"}})
 	if u, err := a.authenticate(streamContext("10.0.0.1", "good")); err != nil || u.Username != "alice" {
 		t.Errorf("a token for one of the audiences: %v, %v; want alice", u.Username, err)
 	}
@@ -127,7 +129,7 @@ func TestTokensForAnotherAudienceAreRefused(t *testing.T) {
 func TestExpiredReviewsLeaveTheCache(t *testing.T) {
 	var r reviewer
 	clk := clocktesting.NewFakePassiveClock(time.Unix(0, 0))
-	a := New(Options{Client: r.client(), Clock: clk, CacheTTL: time.Minute, MaxCached: 8})
+	a := New(Options{Client: kubetest.Wrap(r.client()), Clock: clk, CacheTTL: time.Minute, MaxCached: 8})
 	for i := range 8 {
 		if _, err := a.authenticate(streamContext("10.0.0.1", fmt.Sprint("good-", i))); err != nil {
 			t.Fatal(err)
@@ -179,7 +181,7 @@ func TestVerdictsAreNotAskedAgainForAWhile(t *testing.T) {
 	f := &sarFake{granted: []string{"h"}}
 	f.install(c)
 	clk := clocktesting.NewFakePassiveClock(time.Unix(0, 0))
-	a := New(Options{Client: c, Clock: clk, Namespace: "tether", AllowedTTL: 10 * time.Second, DeniedTTL: 5 * time.Second})
+	a := New(Options{Client: kubetest.Wrap(c), Clock: clk, Namespace: "tether", AllowedTTL: 10 * time.Second, DeniedTTL: 5 * time.Second})
 	ctx := streamContext("10.0.0.1", "good")
 	steps := []struct {
 		name    string
@@ -221,7 +223,7 @@ func TestDenialsDoNotCrowdOutAllowedRights(t *testing.T) {
 	c := r.client()
 	f := &sarFake{granted: []string{"h"}}
 	f.install(c)
-	a := New(Options{Client: c, Namespace: "tether", MaxCached: 8})
+	a := New(Options{Client: kubetest.Wrap(c), Namespace: "tether", MaxCached: 8})
 	ctx := streamContext("10.0.0.1", "good")
 	for i := range 20 {
 		if err := a.AuthorizeName(ctx, fmt.Sprint("stranger-", i), 0); !errors.Is(err, ErrDenied) {
@@ -252,7 +254,7 @@ func TestTakeoverNeedsItsGrant(t *testing.T) {
 		sar.Status.Allowed = sar.Spec.ResourceAttributes.Verb != VerbTakeover
 		return true, sar, nil
 	})
-	a := New(Options{Client: c, Namespace: "tether"})
+	a := New(Options{Client: kubetest.Wrap(c), Namespace: "tether"})
 	ctx := context.WithValue(streamContext("10.0.0.1", "good"), userKey{}, authenticationv1.UserInfo{Username: "alice"})
 	if err := a.Authorize(ctx, "h", 0, nil); err != nil || slices.Contains(verbs, VerbTakeover) {
 		t.Fatalf("priority 0: %v, asked for %v; want allowed without asking for takeover", err, verbs)

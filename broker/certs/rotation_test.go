@@ -12,6 +12,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 	testingclock "k8s.io/utils/clock/testing"
+
+	"github.com/tether-dev/tether/broker/kube/kubetest"
 )
 
 // The rotation tests drive a fake clock over a fake clientset: what they
@@ -32,7 +34,7 @@ type rotating struct {
 func newRotating(t *testing.T, client kubernetes.Interface, now time.Time) rotating {
 	t.Helper()
 	clk := testingclock.NewFakePassiveClock(now)
-	c, err := New(Options{Name: "test", Client: client, Namespace: rotNS, SecretName: testSecret, DNSNames: testDNS,
+	c, err := New(Options{Name: "test", Client: kubetest.Wrap(client), Namespace: rotNS, SecretName: testSecret, DNSNames: testDNS,
 		IPAddresses: testIPs, Log: testLogger(t), Clock: clk, CAOverlap: rotOverlap})
 	if err != nil {
 		t.Fatal(err)

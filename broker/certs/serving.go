@@ -12,8 +12,9 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/clock"
+
+	"github.com/tether-dev/tether/broker/kube"
 )
 
 // Defaults of Options.
@@ -33,7 +34,7 @@ type Options struct {
 	// Secret's component label; default "serving".
 	Name string
 	// Client reads and writes the Secret in generated mode.
-	Client kubernetes.Interface
+	Client kube.Interface
 	// Namespace of the Secret: the broker's own.
 	Namespace string
 	// SecretName of the Secret.

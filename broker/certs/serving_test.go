@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/tether-dev/tether/broker/kube/kubetest"
 	"github.com/tether-dev/tether/test/controlplane"
 )
 
@@ -25,7 +26,7 @@ const testSecret = "tether-test-tls"
 // generatedCerts returns Certs that keep their Secret in ns, not loaded.
 func generatedCerts(t *testing.T, client kubernetes.Interface, ns string, dns ...string) *Serving {
 	t.Helper()
-	c, err := New(Options{Name: "test", Client: client, Namespace: ns, SecretName: testSecret, DNSNames: dns, IPAddresses: testIPs,
+	c, err := New(Options{Name: "test", Client: kubetest.Wrap(client), Namespace: ns, SecretName: testSecret, DNSNames: dns, IPAddresses: testIPs,
 		Log: testLogger(t), Interval: 50 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -308,10 +309,10 @@ func TestOptionsAreChecked(t *testing.T) {
 		want string
 	}{
 		{"cert without key", Options{CertFile: "tls.crt"}, "both a certificate file and a key file"},
-		{"CA alone", Options{CAFile: "ca.crt", Client: client, Namespace: "ns", SecretName: "s"}, "a CA file is only for a given certificate"},
+		{"CA alone", Options{CAFile: "ca.crt", Client: kubetest.Wrap(client), Namespace: "ns", SecretName: "s"}, "a CA file is only for a given certificate"},
 		{"no client", Options{Namespace: "ns", SecretName: "s", DNSNames: testDNS}, "needs a Kubernetes client, and a namespace and a name for their Secret"},
-		{"no names", Options{Client: client, Namespace: "ns", SecretName: "s"}, "at least one DNS name or IP address"},
-		{"CA shorter than cert", Options{Client: client, Namespace: "ns", SecretName: "s", DNSNames: testDNS, CAValidity: time.Hour}, "shorter than the serving certificate's"},
+		{"no names", Options{Client: kubetest.Wrap(client), Namespace: "ns", SecretName: "s"}, "at least one DNS name or IP address"},
+		{"CA shorter than cert", Options{Client: kubetest.Wrap(client), Namespace: "ns", SecretName: "s", DNSNames: testDNS, CAValidity: time.Hour}, "shorter than the serving certificate's"},
 	} {
 		if _, err := New(c.opts); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: got %v, want %q", c.name, err, c.want)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/tether-dev/tether/broker/binding"
 	"github.com/tether-dev/tether/broker/informer"
+	"github.com/tether-dev/tether/broker/kube/kubetest"
 	"github.com/tether-dev/tether/broker/presence"
 	"github.com/tether-dev/tether/broker/session"
 	tetherv1 "github.com/tether-dev/tether/proto/tether/v1"
@@ -21,7 +22,7 @@ import (
 // nothing for one not known, and refuses one with an instance connected.
 func TestAReleasedHandlerIsNeitherRestoredNorKeptAfterForget(t *testing.T) {
 	ctx := context.Background()
-	store := &presence.Store{Client: fake.NewClientset(), Namespace: "tether-system"}
+	store := &presence.Store{Client: kubetest.Wrap(fake.NewClientset()), Namespace: "tether-system"}
 	for _, h := range []string{"away", "connected", "released"} {
 		if err := store.Put(ctx, presence.Record{Handler: h, Grace: time.Minute, AbsentSince: time.Now().Add(-time.Hour)}); err != nil {
 			t.Fatal(err)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/tether-dev/tether/broker/binding"
 	"github.com/tether-dev/tether/broker/informer"
+	"github.com/tether-dev/tether/broker/kube/kubetest"
 	"github.com/tether-dev/tether/broker/presence"
 	"github.com/tether-dev/tether/broker/resource"
 	"github.com/tether-dev/tether/broker/session"
@@ -62,7 +63,7 @@ func TestAttachWhileInformersStartIsRetried(t *testing.T) {
 // the broker is not synced (not ready) until they are restored.
 func TestRestoreRetriesUntilTheLeasesCanBeRead(t *testing.T) {
 	kube := fake.NewClientset()
-	store := &presence.Store{Client: kube, Namespace: "tether-system"}
+	store := &presence.Store{Client: kubetest.Wrap(kube), Namespace: "tether-system"}
 	if err := store.Put(context.Background(), presence.Record{Handler: "away", Grace: time.Minute,
 		AbsentSince: time.Now().Add(-time.Hour)}); err != nil {
 		t.Fatal(err)

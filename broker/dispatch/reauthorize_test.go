@@ -17,6 +17,7 @@ import (
 	"github.com/tether-dev/tether/broker/auth"
 	"github.com/tether-dev/tether/broker/binding"
 	"github.com/tether-dev/tether/broker/informer"
+	"github.com/tether-dev/tether/broker/kube/kubetest"
 	"github.com/tether-dev/tether/broker/presence"
 	tetherv1 "github.com/tether-dev/tether/proto/tether/v1"
 )
@@ -44,7 +45,7 @@ func (r *recorded) Event(obj *unstructured.Unstructured, warning bool, reason, _
 // the review is retried, and the broker is not synced until it answers.
 func TestRestoreReauthorizesTheRecordedIdentity(t *testing.T) {
 	kube := fake.NewClientset()
-	store := &presence.Store{Client: kube, Namespace: "tether-system"}
+	store := &presence.Store{Client: kubetest.Wrap(kube), Namespace: "tether-system"}
 	ctx := context.Background()
 	sweep := []presence.Scope{{Resource: schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}}}
 	for _, h := range []string{"allowed", "denied-name", "denied-binding", "transient"} {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/tether-dev/tether/broker/auth"
 	"github.com/tether-dev/tether/broker/binding"
+	"github.com/tether-dev/tether/broker/kube/kubetest"
 	"github.com/tether-dev/tether/broker/presence"
 )
 
@@ -24,8 +25,8 @@ import (
 func TestRestoreTrustsOnlyWhatItSigned(t *testing.T) {
 	kube := fake.NewClientset()
 	key := &presence.Key{Secret: []byte("0123456789abcdef0123456789abcdef"), Created: time.Now()}
-	signing := &presence.Store{Client: kube, Namespace: "tether-system", Key: key}
-	unsigned := &presence.Store{Client: kube, Namespace: "tether-system"}
+	signing := &presence.Store{Client: kubetest.Wrap(kube), Namespace: "tether-system", Key: key}
+	unsigned := &presence.Store{Client: kubetest.Wrap(kube), Namespace: "tether-system"}
 	ctx := context.Background()
 	for h, s := range map[string]*presence.Store{"signed": signing, "changed": signing, "unsigned": unsigned} {
 		r := presence.Record{Handler: h, Grace: time.Minute, AbsentSince: time.Now().Add(-time.Second),

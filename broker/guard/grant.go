@@ -9,7 +9,8 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
+
+	"github.com/tether-dev/tether/broker/kube"
 )
 
 // GrantName names the broker's own ClusterRole and ClusterRoleBinding for
@@ -27,7 +28,7 @@ func GrantName(namespace string) string { return "tether-broker-uninstall-" + na
 // filled them, without its aggregation rule, so the copy does not grow by
 // itself. It only copies rules the broker holds, which the API server lets
 // it grant itself without the escalate or bind verbs.
-func Grant(ctx context.Context, kube kubernetes.Interface, namespace, sa string) error {
+func Grant(ctx context.Context, kube kube.Interface, namespace, sa string) error {
 	return grant(ctx, kube, namespace, sa, false)
 }
 
@@ -36,11 +37,11 @@ func Grant(ctx context.Context, kube kubernetes.Interface, namespace, sa string)
 // grant aggregated after the start is in the copy, and an uninstall that
 // deletes the aggregated ClusterRole before the broker notices cannot
 // shrink the copy before the broker has released its holds.
-func Widen(ctx context.Context, kube kubernetes.Interface, namespace, sa string) error {
+func Widen(ctx context.Context, kube kube.Interface, namespace, sa string) error {
 	return grant(ctx, kube, namespace, sa, true)
 }
 
-func grant(ctx context.Context, kube kubernetes.Interface, namespace, sa string, keep bool) error {
+func grant(ctx context.Context, kube kube.Interface, namespace, sa string, keep bool) error {
 	rbac := kube.RbacV1()
 	ns, err := kube.CoreV1().Namespaces().Get(ctx, namespace, metav1.GetOptions{})
 	if err != nil {
@@ -90,7 +91,7 @@ func grant(ctx context.Context, kube kubernetes.Interface, namespace, sa string,
 
 // boundRules are the rules of every ClusterRole bound to namespace/sa but
 // the grant itself (named grantName).
-func boundRules(ctx context.Context, kube kubernetes.Interface, grantName, namespace, sa string) ([]rbacv1.PolicyRule, error) {
+func boundRules(ctx context.Context, kube kube.Interface, grantName, namespace, sa string) ([]rbacv1.PolicyRule, error) {
 	rbac := kube.RbacV1()
 	bindings, err := rbac.ClusterRoleBindings().List(ctx, metav1.ListOptions{})
 	if err != nil {
@@ -126,7 +127,7 @@ var grantLabels = map[string]string{"app.kubernetes.io/managed-by": "tether-brok
 
 // Revoke deletes the grant of the broker in namespace: its ClusterRole,
 // and with it (by the garbage collector) its binding.
-func Revoke(ctx context.Context, kube kubernetes.Interface, namespace string) error {
+func Revoke(ctx context.Context, kube kube.Interface, namespace string) error {
 	err := kube.RbacV1().ClusterRoles().Delete(ctx, GrantName(namespace), metav1.DeleteOptions{})
 	if err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("deleting ClusterRole %s: %w", GrantName(namespace), err)

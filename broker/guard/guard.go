@@ -15,10 +15,10 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/tether-dev/tether/broker/hold"
 	"github.com/tether-dev/tether/broker/jsonpatch"
+	"github.com/tether-dev/tether/broker/kube"
 )
 
 // Finalizer is the guard. It is not of the form tether.dev/<name>, which
@@ -49,7 +49,7 @@ func (r Ref) String() string { return r.Resource.Resource + "/" + r.Name }
 // handlers' grants to impersonate them), then that ServiceAccount. sa is the
 // ServiceAccount's name, "" for a user of another kind. When the
 // RoleBindings cannot be listed, refs still ends with the ServiceAccount.
-func Guarded(ctx context.Context, kube kubernetes.Interface, namespace, lease string) (refs []Ref, sa string, err error) {
+func Guarded(ctx context.Context, kube kube.Interface, namespace, lease string) (refs []Ref, sa string, err error) {
 	if lease != "" {
 		refs = append(refs, Ref{Resources[0], lease})
 	}
@@ -103,7 +103,7 @@ func Guarded(ctx context.Context, kube kubernetes.Interface, namespace, lease st
 // ServiceAccount, which releasing needs not, so that uninstalling a handler
 // whose ServiceAccount lives in the broker's namespace is not held up
 // until the broker's own uninstall. A Role it cannot read is guarded.
-func impersonatesOnly(ctx context.Context, kube kubernetes.Interface, namespace string, ref rbacv1.RoleRef) bool {
+func impersonatesOnly(ctx context.Context, kube kube.Interface, namespace string, ref rbacv1.RoleRef) bool {
 	if ref.Kind != "Role" {
 		return false
 	}

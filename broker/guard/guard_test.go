@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/tether-dev/tether/broker/kube/kubetest"
 	"github.com/tether-dev/tether/test/controlplane"
 )
 
@@ -57,7 +58,7 @@ func TestGuardKeepsWhatTheBrokerNeedsUntilUnprotect(t *testing.T) {
 	if _, err := admin.CoordinationV1().Leases(ns).Create(ctx, lease, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	refs, sa, err := Guarded(ctx, asBroker, ns, "leader")
+	refs, sa, err := Guarded(ctx, kubetest.Wrap(asBroker), ns, "leader")
 	if err != nil || sa != "broker" {
 		t.Fatalf("Guarded: %v, ServiceAccount %q", err, sa)
 	}
@@ -151,7 +152,7 @@ func TestGrantOutlivesTheInstalledClusterRole(t *testing.T) {
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	for deadline := time.Now().Add(10 * time.Second); ; <-tick.C {
-		err := Grant(ctx, asBroker, ns, "broker")
+		err := Grant(ctx, kubetest.Wrap(asBroker), ns, "broker")
 		if err == nil {
 			break
 		}
@@ -159,7 +160,7 @@ func TestGrantOutlivesTheInstalledClusterRole(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := Grant(ctx, asBroker, ns, "broker"); err != nil { // again: up to date
+	if err := Grant(ctx, kubetest.Wrap(asBroker), ns, "broker"); err != nil { // again: up to date
 		t.Fatal(err)
 	}
 	copyRole, err := admin.RbacV1().ClusterRoles().Get(ctx, GrantName(ns), metav1.GetOptions{})
@@ -177,7 +178,7 @@ func TestGrantOutlivesTheInstalledClusterRole(t *testing.T) {
 	if _, err := asBroker.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{}); err != nil {
 		t.Errorf("with only the copy left, the broker cannot read its namespace: %v", err)
 	}
-	if err := Revoke(ctx, asBroker, ns); err != nil {
+	if err := Revoke(ctx, kubetest.Wrap(asBroker), ns); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := admin.RbacV1().ClusterRoles().Get(ctx, GrantName(ns), metav1.GetOptions{}); err == nil {

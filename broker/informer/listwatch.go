@@ -12,9 +12,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/tether-dev/tether/broker/kube"
 )
 
 // NewClient makes the REST client a Registry lists and watches with, and
@@ -24,7 +25,7 @@ func NewClient(cfg *rest.Config) (rest.Interface, error) {
 	c.ContentType, c.AcceptContentTypes = "application/json", "application/json"
 	c.GroupVersion = nil
 	// Used only to decode errors (Status); objects are read by scan.go.
-	c.NegotiatedSerializer = scheme.Codecs.WithoutConversion()
+	c.NegotiatedSerializer = kube.Codecs.WithoutConversion()
 	if c.UserAgent == "" {
 		c.UserAgent = rest.DefaultKubernetesUserAgent()
 	}

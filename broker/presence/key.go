@@ -10,7 +10,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
+
+	"github.com/tether-dev/tether/broker/kube"
 )
 
 // KeySecret is the Secret, in the broker's namespace, that keeps the key
@@ -41,7 +42,7 @@ type Key struct {
 // shares it: whoever loses the race to create it reads the winner's. A
 // Secret whose key is not keySize bytes is refused rather than replaced,
 // which would make every signed Lease fail to verify.
-func LoadKey(ctx context.Context, client kubernetes.Interface, namespace string, log hclog.Logger) (*Key, error) {
+func LoadKey(ctx context.Context, client kube.Interface, namespace string, log hclog.Logger) (*Key, error) {
 	secrets := client.CoreV1().Secrets(namespace)
 	ref := namespace + "/" + KeySecret
 	for range maxKeyAttempts {

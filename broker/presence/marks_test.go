@@ -6,11 +6,13 @@ import (
 	"time"
 
 	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/tether-dev/tether/broker/kube/kubetest"
 )
 
 func TestMarksSurviveTheKeepersPutsUntilTheHandlerReturns(t *testing.T) {
 	ctx := context.Background()
-	s := &Store{Client: fake.NewClientset(), Namespace: "tether-system"}
+	s := &Store{Client: kubetest.Wrap(fake.NewClientset()), Namespace: "tether-system"}
 	now := time.Now().UTC().Truncate(time.Microsecond)
 	rec := Record{Handler: "h", Grace: time.Second, AbsentSince: now, User: User{Name: "system:serviceaccount:a:b", Groups: []string{"g"}}}
 	get := func() Record {

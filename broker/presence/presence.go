@@ -15,9 +15,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/retry"
 
+	"github.com/tether-dev/tether/broker/kube"
 	tetherv1 "github.com/tether-dev/tether/proto/tether/v1"
 )
 
@@ -112,7 +112,7 @@ func (r Record) AbsentSinceOrLastSeen() time.Time {
 
 // Store reads and writes Records.
 type Store struct {
-	Client    kubernetes.Interface
+	Client    kube.Interface
 	Namespace string
 	// Key, when set, signs what Put writes and checks what List reads
 	// (sign.go); nil neither signs nor checks.

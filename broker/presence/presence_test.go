@@ -11,12 +11,13 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes/fake"
 
+	"github.com/tether-dev/tether/broker/kube/kubetest"
 	tetherv1 "github.com/tether-dev/tether/proto/tether/v1"
 )
 
 func TestRecordRoundTripsThroughItsLease(t *testing.T) {
 	ctx := context.Background()
-	s := &Store{Client: fake.NewClientset(), Namespace: "tether-system"}
+	s := &Store{Client: kubetest.Wrap(fake.NewClientset()), Namespace: "tether-system"}
 	now := time.Now().UTC().Truncate(time.Microsecond) // a Lease keeps microseconds
 	want := Record{
 		Handler: "secret-ttl", Instances: 2, LastSeen: now, Grace: 30 * time.Second, AbsentReleaseAfter: 10 * time.Minute,
@@ -70,7 +71,7 @@ func TestLastSeenStandsInWhenTheBrokerDiedWithTheHandlerConnected(t *testing.T) 
 // its holds can be found and released.
 func TestAnUndecodableLeaseKeepsWhatItCan(t *testing.T) {
 	ctx := context.Background()
-	s := &Store{Client: fake.NewClientset(), Namespace: "tether-system"}
+	s := &Store{Client: kubetest.Wrap(fake.NewClientset()), Namespace: "tether-system"}
 	for _, h := range []string{"good", "broken"} {
 		if err := s.Put(ctx, Record{Handler: h, Grace: time.Second,
 			Resources: []schema.GroupVersionResource{{Version: "v1", Resource: "secrets"}}}); err != nil {
@@ -110,7 +111,7 @@ func TestAGraceUnderASecondIsAValidLease(t *testing.T) {
 		secs  int32
 	}{{500 * time.Millisecond, 1}, {0, 1}, {time.Second, 1}, {1500 * time.Millisecond, 2}, {30 * time.Second, 30}} {
 		ctx := context.Background()
-		s := &Store{Client: fake.NewClientset(), Namespace: "tether-system"}
+		s := &Store{Client: kubetest.Wrap(fake.NewClientset()), Namespace: "tether-system"}
 		if err := s.Put(ctx, Record{Handler: "h", Grace: tc.grace}); err != nil {
 			t.Fatal(err)
 		}

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes/fake"
 
+	"github.com/tether-dev/tether/broker/kube/kubetest"
 	tetherv1 "github.com/tether-dev/tether/proto/tether/v1"
 )
 
@@ -71,7 +72,7 @@ func TestSignatureSaysWhetherTheBrokerWroteTheRecord(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
 			client := fake.NewClientset()
-			if err := (&Store{Client: client, Namespace: "ns", Key: key}).Put(ctx, rec); err != nil {
+			if err := (&Store{Client: kubetest.Wrap(client), Namespace: "ns", Key: key}).Put(ctx, rec); err != nil {
 				t.Fatal(err)
 			}
 			if tc.change != nil {
@@ -85,7 +86,7 @@ func TestSignatureSaysWhetherTheBrokerWroteTheRecord(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			got, err := (&Store{Client: client, Namespace: "ns", Key: tc.key}).List(ctx)
+			got, err := (&Store{Client: kubetest.Wrap(client), Namespace: "ns", Key: tc.key}).List(ctx)
 			if err != nil || len(got) != 1 {
 				t.Fatalf("List = %v, %v", got, err)
 			}

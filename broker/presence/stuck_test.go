@@ -6,13 +6,15 @@ import (
 	"time"
 
 	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/tether-dev/tether/broker/kube/kubetest"
 )
 
 // The stuck holds go through the Lease and back, and go from it when none
 // is stuck any more.
 func TestStuckHoldsRoundTripThroughTheLease(t *testing.T) {
 	ctx := context.Background()
-	s := &Store{Client: fake.NewClientset(), Namespace: "tether-system"}
+	s := &Store{Client: kubetest.Wrap(fake.NewClientset()), Namespace: "tether-system"}
 	since := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
 	want := Stuck{Total: 3, Objects: []StuckObject{{Resource: "widgets.test.tether.dev", Namespace: "ns", Name: "w", Since: since,
 		Binding: "d", Reason: "retrying", Why: "handler present and retrying (binding d, attempt 2, last message: no)"}}}

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/client-go/discovery"
 	"k8s.io/utils/clock"
 )
 
@@ -18,7 +17,7 @@ const DefaultMinRefresh = time.Second
 // Options configures a Resolver. The zero value of each field but Discovery
 // is its default.
 type Options struct {
-	Discovery discovery.DiscoveryInterface
+	Discovery Discovery
 	// MinRefresh is DefaultMinRefresh when zero.
 	MinRefresh time.Duration
 	// Clock is the real clock when nil.
@@ -107,16 +106,12 @@ func (r *Resolver) snapshot(ctx context.Context, since time.Time) (*catalog, err
 // fetch reads all of discovery. Group versions whose resources could not be
 // listed (an aggregated API that is down) are kept as failed, so queries of
 // other groups still get answers.
-func fetch(d discovery.DiscoveryInterface) (*catalog, error) {
-	groups, lists, err := discovery.ServerGroupsAndResources(d)
-	var partial *discovery.ErrGroupDiscoveryFailed
-	switch {
-	case errors.As(err, &partial):
-		return newCatalog(groups, lists, partial.Groups)
-	case err != nil:
+func fetch(d Discovery) (*catalog, error) {
+	groups, lists, failed, err := serverGroupsAndResources(d)
+	if err != nil {
 		return nil, fmt.Errorf("discovering the API server's resources: %w", classify(err))
 	}
-	return newCatalog(groups, lists, nil)
+	return newCatalog(groups, lists, failed)
 }
 
 // classify tells a discovery error that answers the query (404: no such

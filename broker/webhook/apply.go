@@ -9,7 +9,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
+
+	"github.com/tether-dev/tether/broker/kube"
 )
 
 // config is one of the two configuration types.
@@ -41,7 +42,7 @@ type kind[T config] struct {
 	withWebhooks func(have, want T) T
 }
 
-func validatingKind(c kubernetes.Interface) kind[*admissionregistrationv1.ValidatingWebhookConfiguration] {
+func validatingKind(c kube.Interface) kind[*admissionregistrationv1.ValidatingWebhookConfiguration] {
 	return kind[*admissionregistrationv1.ValidatingWebhookConfiguration]{
 		resource: "validatingwebhookconfigurations",
 		client:   c.AdmissionregistrationV1().ValidatingWebhookConfigurations(),
@@ -67,7 +68,7 @@ func validatingKind(c kubernetes.Interface) kind[*admissionregistrationv1.Valida
 	}
 }
 
-func mutatingKind(c kubernetes.Interface) kind[*admissionregistrationv1.MutatingWebhookConfiguration] {
+func mutatingKind(c kube.Interface) kind[*admissionregistrationv1.MutatingWebhookConfiguration] {
 	return kind[*admissionregistrationv1.MutatingWebhookConfiguration]{
 		resource: "mutatingwebhookconfigurations",
 		client:   c.AdmissionregistrationV1().MutatingWebhookConfigurations(),

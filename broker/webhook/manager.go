@@ -12,10 +12,10 @@ import (
 	"github.com/hashicorp/go-hclog"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/tether-dev/tether/broker/admission"
 	"github.com/tether-dev/tether/broker/binding"
+	"github.com/tether-dev/tether/broker/kube"
 )
 
 // DefaultResync is how often Start re-applies every configuration when
@@ -26,7 +26,7 @@ const DefaultResync = time.Minute
 // URL nor Service can only remove configurations (the `broker release`
 // case): a Sync that would write a webhook fails.
 type Options struct {
-	Client kubernetes.Interface
+	Client kube.Interface
 	// Log defaults to a null logger.
 	Log hclog.Logger
 	// URL is the base of the broker's admission endpoint when the API server
@@ -81,7 +81,7 @@ type Service struct {
 // Manager keeps handlers' webhook configurations in sync with their
 // admission bindings.
 type Manager struct {
-	client kubernetes.Interface
+	client kube.Interface
 	log    hclog.Logger
 	// leader is where webhooks send the API server by default, replicas
 	// (possibly empty) where they do for TargetEveryReplica.

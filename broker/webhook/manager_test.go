@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/tether-dev/tether/broker/binding"
+	"github.com/tether-dev/tether/broker/kube/kubetest"
 	"github.com/tether-dev/tether/broker/resource"
 	"github.com/tether-dev/tether/test/controlplane"
 )
@@ -36,7 +37,7 @@ var configMaps = resource.Resource{
 func newManager(t *testing.T, opts Options) (*Manager, kubernetes.Interface) {
 	t.Helper()
 	client := controlplane.Get(t).Client()
-	opts.Client, opts.Log, opts.Paths = client, testLogger(t), testPaths
+	opts.Client, opts.Log, opts.Paths = kubetest.Wrap(client), testLogger(t), testPaths
 	if opts.URL == "" && opts.Service == nil {
 		opts.URL = "https://127.0.0.1:1"
 	}
@@ -116,7 +117,7 @@ func TestSyncWritesConfigurationsTheAPIServerAccepts(t *testing.T) {
 	if !managed(v, "every-option") {
 		t.Errorf("validating configuration labels %v, want the broker's", v.Labels)
 	}
-	if !validatingKind(client).sameWebhooks(&admissionregistrationv1.ValidatingWebhookConfiguration{Webhooks: want.validating}, v) {
+	if !validatingKind(kubetest.Wrap(client)).sameWebhooks(&admissionregistrationv1.ValidatingWebhookConfiguration{Webhooks: want.validating}, v) {
 		t.Errorf("validating webhooks read back:\n %s\nwant %s", toJSON(t, v.Webhooks), toJSON(t, want.validating))
 	}
 	mu, err := client.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(ctx, "tether-every-option", metav1.GetOptions{})
@@ -126,7 +127,7 @@ func TestSyncWritesConfigurationsTheAPIServerAccepts(t *testing.T) {
 	if !managed(mu, "every-option") {
 		t.Errorf("mutating configuration labels %v, want the broker's", mu.Labels)
 	}
-	if !mutatingKind(client).sameWebhooks(&admissionregistrationv1.MutatingWebhookConfiguration{Webhooks: want.mutating}, mu) {
+	if !mutatingKind(kubetest.Wrap(client)).sameWebhooks(&admissionregistrationv1.MutatingWebhookConfiguration{Webhooks: want.mutating}, mu) {
 		t.Errorf("mutating webhooks read back:\n %s\nwant %s", toJSON(t, mu.Webhooks), toJSON(t, want.mutating))
 	}
 	if n := len(v.Webhooks) + len(mu.Webhooks); n != 3 {
@@ -400,18 +401,18 @@ func TestNewChecksOptions(t *testing.T) {
 		opts Options
 		err  string // empty: valid
 	}{
-		{name: "a URL", opts: Options{Client: client, URL: "https://127.0.0.1:8443/", Paths: testPaths}},
-		{name: "a Service", opts: Options{Client: client, Service: &Service{Namespace: "tether-system", Name: "tether-broker"}, Paths: testPaths}},
-		{name: "an endpoint without a path key", opts: Options{Client: client, URL: "https://127.0.0.1:8443/"}, err: "Paths is required"},
-		{name: "only removing", opts: Options{Client: client}},
+		{name: "a URL", opts: Options{Client: kubetest.Wrap(client), URL: "https://127.0.0.1:8443/", Paths: testPaths}},
+		{name: "a Service", opts: Options{Client: kubetest.Wrap(client), Service: &Service{Namespace: "tether-system", Name: "tether-broker"}, Paths: testPaths}},
+		{name: "an endpoint without a path key", opts: Options{Client: kubetest.Wrap(client), URL: "https://127.0.0.1:8443/"}, err: "Paths is required"},
+		{name: "only removing", opts: Options{Client: kubetest.Wrap(client)}},
 		{name: "no client", opts: Options{URL: "https://x"}, err: "Client is required"},
-		{name: "both", opts: Options{Client: client, URL: "https://x", Service: &Service{Namespace: "n", Name: "s"}}, err: "exclusive"},
-		{name: "plain http", opts: Options{Client: client, URL: "http://127.0.0.1:8443"}, err: "https"},
-		{name: "a query", opts: Options{Client: client, URL: "https://x/?a=b"}, err: "https"},
-		{name: "no host", opts: Options{Client: client, URL: "https:///admit"}, err: "https"},
-		{name: "a Service without name", opts: Options{Client: client, Service: &Service{Namespace: "n"}}, err: "name"},
-		{name: "a Service port out of range", opts: Options{Client: client, Service: &Service{Namespace: "n", Name: "s", Port: 70000}}, err: "port"},
-		{name: "a negative resync", opts: Options{Client: client, Resync: -time.Second}, err: "negative"},
+		{name: "both", opts: Options{Client: kubetest.Wrap(client), URL: "https://x", Service: &Service{Namespace: "n", Name: "s"}}, err: "exclusive"},
+		{name: "plain http", opts: Options{Client: kubetest.Wrap(client), URL: "http://127.0.0.1:8443"}, err: "https"},
+		{name: "a query", opts: Options{Client: kubetest.Wrap(client), URL: "https://x/?a=b"}, err: "https"},
+		{name: "no host", opts: Options{Client: kubetest.Wrap(client), URL: "https:///admit"}, err: "https"},
+		{name: "a Service without name", opts: Options{Client: kubetest.Wrap(client), Service: &Service{Namespace: "n"}}, err: "name"},
+		{name: "a Service port out of range", opts: Options{Client: kubetest.Wrap(client), Service: &Service{Namespace: "n", Name: "s", Port: 70000}}, err: "port"},
+		{name: "a negative resync", opts: Options{Client: kubetest.Wrap(client), Resync: -time.Second}, err: "negative"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -427,7 +428,7 @@ func TestNewChecksOptions(t *testing.T) {
 }
 
 func TestSyncWithoutEndpointFailsOnlyWhenItWouldWrite(t *testing.T) {
-	m, err := New(Options{Client: fake.NewClientset()})
+	m, err := New(Options{Client: kubetest.Wrap(fake.NewClientset())})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,9 +12,9 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/tether-dev/tether/broker/guard"
+	"github.com/tether-dev/tether/broker/kube"
 	"github.com/tether-dev/tether/broker/presence"
 	"github.com/tether-dev/tether/broker/release"
 	"github.com/tether-dev/tether/broker/webhook"
@@ -97,7 +97,7 @@ func releaseCmd(args []string, stdout, stderr io.Writer) error {
 // releaseHere releases handlers (every one when none is named) from this
 // process, then deletes their Leases unless a hold could not be released:
 // the Lease is what lets a second run find them.
-func releaseHere(ctx context.Context, store *presence.Store, dyn dynamic.Interface, kube kubernetes.Interface, handlers []string, dryRun bool, stdout io.Writer, log hclog.Logger) error {
+func releaseHere(ctx context.Context, store *presence.Store, dyn dynamic.Interface, kube kube.Interface, handlers []string, dryRun bool, stdout io.Writer, log hclog.Logger) error {
 	records, lerr := store.List(ctx)
 	released, err := release.Run(ctx, release.Options{
 		Client: dyn, Presence: store, Handlers: handlers, Out: stdout, DryRun: dryRun, Log: log,
@@ -231,7 +231,7 @@ func awaitBroker(ctx context.Context, store *presence.Store, want map[string]boo
 // removeWebhooks deletes the webhook configurations the broker wrote for
 // handlers (every handler when none is named): with the broker gone, a
 // STRICT handler's webhook would refuse every request on its resource.
-func removeWebhooks(ctx context.Context, kube kubernetes.Interface, handlers []string, dryRun bool, log hclog.Logger) ([]string, error) {
+func removeWebhooks(ctx context.Context, kube kube.Interface, handlers []string, dryRun bool, log hclog.Logger) ([]string, error) {
 	m, err := webhook.New(webhook.Options{Client: kube, Log: log})
 	if err != nil {
 		return nil, err

@@ -14,8 +14,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
 
+	"github.com/tether-dev/tether/broker/kube"
 	"github.com/tether-dev/tether/broker/presence"
 	"github.com/tether-dev/tether/broker/release"
 	"github.com/tether-dev/tether/broker/webhook"
@@ -23,7 +23,7 @@ import (
 )
 
 // clients builds what status and release need from the common flags.
-func clients(path string) (dynamic.Interface, kubernetes.Interface, error) {
+func clients(path string) (dynamic.Interface, kube.Interface, error) {
 	cfg, _, err := kubeconfig.Load(path)
 	if err != nil {
 		return nil, nil, err
@@ -33,7 +33,7 @@ func clients(path string) (dynamic.Interface, kubernetes.Interface, error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("creating dynamic client: %w", err)
 	}
-	kube, err := kubernetes.NewForConfig(cfg)
+	kube, err := kube.NewForConfig(cfg)
 	if err != nil {
 		return nil, nil, fmt.Errorf("creating client: %w", err)
 	}
@@ -140,7 +140,7 @@ func state(r presence.Record, now time.Time) string {
 
 // webhooks counts the webhooks in the handler's two configurations, or says
 // why it cannot.
-func webhooks(ctx context.Context, kube kubernetes.Interface, handler string) string {
+func webhooks(ctx context.Context, kube kube.Interface, handler string) string {
 	name := webhook.ConfigName(handler)
 	n := 0
 	v, err := kube.AdmissionregistrationV1().ValidatingWebhookConfigurations().Get(ctx, name, metav1.GetOptions{})

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/tether-dev/tether/broker/hold"
+	"github.com/tether-dev/tether/broker/kube/kubetest"
 	"github.com/tether-dev/tether/broker/presence"
 	"github.com/tether-dev/tether/sdk"
 	"github.com/tether-dev/tether/test/controlplane"
@@ -64,7 +65,7 @@ func TestBrokerRestartGivesAFullGrace(t *testing.T) {
 	del(t, dyn, widgetGVR, ns, "w")
 	// The outage must outlast the grace as the restarted broker will judge
 	// it: from the handler's last sight recorded in its Lease.
-	store := &presence.Store{Client: cp.Client(), Namespace: brokerNS}
+	store := &presence.Store{Client: kubetest.Wrap(cp.Client()), Namespace: brokerNS}
 	eventually(t, "the recorded last sight of the handler older than its grace", func() bool {
 		recs, err := store.List(context.Background())
 		if err != nil || len(recs) != 1 {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/tether-dev/tether/broker"
 	"github.com/tether-dev/tether/broker/hold"
+	"github.com/tether-dev/tether/broker/kube/kubetest"
 	"github.com/tether-dev/tether/broker/presence"
 	"github.com/tether-dev/tether/broker/webhook"
 	tetherv1 "github.com/tether-dev/tether/proto/tether/v1"
@@ -101,7 +102,7 @@ func TestAForgedLeaseIsNotRestored(t *testing.T) {
 	realHandler := strictHeldThenStopped(t, cp, r, objects, &j)
 
 	kube, forger := r.leaseWriter(t)
-	store := &presence.Store{Client: kube, Namespace: r.ns}
+	store := &presence.Store{Client: kubetest.Wrap(kube), Namespace: r.ns}
 	now := time.Now()
 	configmaps := schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
 	forged := presence.Record{

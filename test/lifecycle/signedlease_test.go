@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/tether-dev/tether/broker/hold"
+	"github.com/tether-dev/tether/broker/kube/kubetest"
 	"github.com/tether-dev/tether/broker/presence"
 	"github.com/tether-dev/tether/sdk"
 	"github.com/tether-dev/tether/test/controlplane"
@@ -36,7 +37,7 @@ func TestARewrittenLeaseOfARealHandlerIsNotRestored(t *testing.T) {
 	realHandler := strictHeldThenStopped(t, cp, r, objects, &j)
 
 	kube, _ := r.leaseWriter(t)
-	store := &presence.Store{Client: kube, Namespace: r.ns}
+	store := &presence.Store{Client: kubetest.Wrap(kube), Namespace: r.ns}
 	records, err := store.List(context.Background())
 	if err != nil || len(records) != 1 || records[0].Handler != "real" {
 		t.Fatalf("the Leases a Lease writer reads: %v, %v", records, err)
