@@ -112,6 +112,10 @@ func handlersDesc(cfg *config) string {
 			out = append(out, h+" (test/bench/handler; broker and handler send every span over OTLP to Jaeger, 100 % sampled)")
 			continue
 		}
+		if h == handlerGoBaseline {
+			out = append(out, h+" (test/bench/handler under the broker of -baseline "+cfg.baseline+")")
+			continue
+		}
 		out = append(out, h+" (test/bench/handler)")
 	}
 	return strings.Join(out, ", ")
