@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
@@ -62,13 +63,14 @@ func (d restDiscovery) get(path string, into any) error {
 }
 
 // ServerGroups lists the core group (from /api) first, then the others.
+// A 404 or 403 on either is no group there, as for client-go.
 func (d restDiscovery) ServerGroups() (*metav1.APIGroupList, error) {
 	var core metav1.APIVersions
-	if err := d.get("/api", &core); err != nil {
+	if err := d.get("/api", &core); err != nil && !absent(err) {
 		return nil, err
 	}
 	var groups metav1.APIGroupList
-	if err := d.get("/apis", &groups); err != nil {
+	if err := d.get("/apis", &groups); err != nil && !absent(err) {
 		return nil, err
 	}
 	if len(core.Versions) == 0 {
@@ -88,13 +90,17 @@ func (d restDiscovery) ServerResourcesForGroupVersion(groupVersion string) (*met
 	if groupVersion == "v1" {
 		path = "/api/v1"
 	}
-	var l metav1.APIResourceList
-	if err := d.get(path, &l); err != nil {
+	l := metav1.APIResourceList{GroupVersion: groupVersion}
+	if err := d.get(path, &l); err != nil && !(groupVersion == "v1" && absent(err)) {
 		return nil, err
 	}
 	l.GroupVersion = groupVersion
 	return &l, nil
 }
+
+// absent: the API server answered that there is nothing there for the
+// broker, which client-go's discovery takes as no resources.
+func absent(err error) bool { return apierrors.IsNotFound(err) || apierrors.IsForbidden(err) }
 
 // serverGroupsAndResources reads every group and, in parallel, the
 // resources of each of their versions. A group version whose resources
