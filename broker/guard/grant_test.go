@@ -8,8 +8,6 @@ import (
 
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
-	"github.com/tether-dev/tether/broker/kube/kubetest"
 )
 
 // TestWidenAddsAHandlersGrantAndNeverShrinks: a ClusterRole bound to the
@@ -59,21 +57,21 @@ func TestWidenAddsAHandlersGrantAndNeverShrinks(t *testing.T) {
 	}
 
 	bind("base-"+ns, base)
-	retry(t, func() error { return Grant(ctx, kubetest.Wrap(asBroker), ns, "broker") })
+	retry(t, func() error { return Grant(ctx, asBroker, ns, "broker") })
 	copyHas("Grant at the start", base)
 
 	bind("handler-"+ns, handler)
-	retry(t, func() error { return Widen(ctx, kubetest.Wrap(asBroker), ns, "broker") })
+	retry(t, func() error { return Widen(ctx, asBroker, ns, "broker") })
 	both := append(append([]rbacv1.PolicyRule{}, base...), handler...)
 	copyHas("Widen after a handler's grant", both)
 
 	_ = admin.ClusterRoleBindings().Delete(ctx, "handler-"+ns, metav1.DeleteOptions{})
 	_ = admin.ClusterRoles().Delete(ctx, "handler-"+ns, metav1.DeleteOptions{})
-	if err := Widen(ctx, kubetest.Wrap(asBroker), ns, "broker"); err != nil {
+	if err := Widen(ctx, asBroker, ns, "broker"); err != nil {
 		t.Fatal(err)
 	}
 	copyHas("Widen with the handler's grant deleted", both)
-	if err := Grant(ctx, kubetest.Wrap(asBroker), ns, "broker"); err != nil {
+	if err := Grant(ctx, asBroker, ns, "broker"); err != nil {
 		t.Fatal(err)
 	}
 	copyHas("Grant at the next start", base)

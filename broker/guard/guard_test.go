@@ -11,10 +11,9 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
-	"github.com/tether-dev/tether/broker/kube/kubetest"
+	"github.com/tether-dev/tether/broker/kube"
 	"github.com/tether-dev/tether/test/controlplane"
 )
 
@@ -58,7 +57,7 @@ func TestGuardKeepsWhatTheBrokerNeedsUntilUnprotect(t *testing.T) {
 	if _, err := admin.CoordinationV1().Leases(ns).Create(ctx, lease, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	refs, sa, err := Guarded(ctx, kubetest.Wrap(asBroker), ns, "leader")
+	refs, sa, err := Guarded(ctx, asBroker, ns, "leader")
 	if err != nil || sa != "broker" {
 		t.Fatalf("Guarded: %v, ServiceAccount %q", err, sa)
 	}
@@ -152,7 +151,7 @@ func TestGrantOutlivesTheInstalledClusterRole(t *testing.T) {
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	for deadline := time.Now().Add(10 * time.Second); ; <-tick.C {
-		err := Grant(ctx, kubetest.Wrap(asBroker), ns, "broker")
+		err := Grant(ctx, asBroker, ns, "broker")
 		if err == nil {
 			break
 		}
@@ -160,7 +159,7 @@ func TestGrantOutlivesTheInstalledClusterRole(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := Grant(ctx, kubetest.Wrap(asBroker), ns, "broker"); err != nil { // again: up to date
+	if err := Grant(ctx, asBroker, ns, "broker"); err != nil { // again: up to date
 		t.Fatal(err)
 	}
 	copyRole, err := admin.RbacV1().ClusterRoles().Get(ctx, GrantName(ns), metav1.GetOptions{})
@@ -178,7 +177,7 @@ func TestGrantOutlivesTheInstalledClusterRole(t *testing.T) {
 	if _, err := asBroker.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{}); err != nil {
 		t.Errorf("with only the copy left, the broker cannot read its namespace: %v", err)
 	}
-	if err := Revoke(ctx, kubetest.Wrap(asBroker), ns); err != nil {
+	if err := Revoke(ctx, asBroker, ns); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := admin.RbacV1().ClusterRoles().Get(ctx, GrantName(ns), metav1.GetOptions{}); err == nil {
@@ -186,13 +185,17 @@ func TestGrantOutlivesTheInstalledClusterRole(t *testing.T) {
 	}
 }
 
-// brokerIn makes a namespace with the ServiceAccount broker and returns a
-// client authenticated with its token.
-func brokerIn(t *testing.T) (*controlplane.ControlPlane, string, kubernetes.Interface) {
+// brokerIn makes a namespace with the ServiceAccount broker and returns the
+// broker's client authenticated with its token.
+func brokerIn(t *testing.T) (*controlplane.ControlPlane, string, kube.Interface) {
 	t.Helper()
 	cp := controlplane.Get(t)
 	ns := cp.Namespace(t)
-	return cp, ns, kubernetes.NewForConfigOrDie(brokerConfig(t, cp, ns))
+	c, err := kube.NewForConfig(brokerConfig(t, cp, ns))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cp, ns, c
 }
 
 // brokerConfig is the control plane's config authenticated with a token

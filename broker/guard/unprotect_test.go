@@ -11,8 +11,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
-
-	"github.com/tether-dev/tether/broker/kube/kubetest"
 )
 
 // TestUnprotectAsTheBrokerNeedsItsRightsByName: the broker takes the guard
@@ -69,7 +67,7 @@ func TestUnprotectAsTheBrokerNeedsItsRightsByName(t *testing.T) {
 	defer tick.Stop()
 	for deadline := time.Now().Add(10 * time.Second); ; <-tick.C {
 		var err error
-		refs, _, err = Guarded(ctx, kubetest.Wrap(asBroker), ns, "leader")
+		refs, _, err = Guarded(ctx, asBroker, ns, "leader")
 		if err == nil {
 			err = Protect(ctx, dyn, ns, refs)
 		}

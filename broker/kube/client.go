@@ -13,11 +13,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/gentype"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/flowcontrol"
 )
@@ -165,22 +163,6 @@ func (c *client) AdmissionregistrationV1() AdmissionregistrationV1 {
 }
 func (c *client) RbacV1() RbacV1 { return rbac{c.rbac} }
 func (c *client) AppsV1() AppsV1 { return apps{c.apps} }
-
-// object is what client-go's generic client needs of an object.
-type object interface {
-	runtime.Object
-	metav1.Object
-}
-
-// resource is the typed client of one resource.
-func resource[T object, L runtime.Object](rc rest.Interface, name, namespace string, newT func() T, newL func() L) Resource[T, L] {
-	return gentype.NewClientWithList(name, rc, ParameterCodec, namespace, newT, newL)
-}
-
-// review is the client of a review resource.
-func review[T object](rc rest.Interface, name string, newT func() T) Review[T] {
-	return gentype.NewClient(name, rc, ParameterCodec, "", newT)
-}
 
 type core struct{ rc rest.Interface }
 

@@ -9,8 +9,8 @@
 // type of every built-in API group: about 10 MiB of the broker's resident
 // memory, at any object count, for types the broker never uses. Interface
 // has the method chains of the clientset (kube.CoreV1().Secrets(ns).Get),
-// made with client-go's own generic client (k8s.io/client-go/gentype) over
-// a Scheme that knows only these types, so calling code reads as before.
+// making the same requests over a Scheme that knows only these types, so
+// calling code reads as before.
 // TestTheBrokerDoesNotLinkClientGosScheme keeps it that way.
 //
 // Tests use client-go's clientsets (the fake one, the test control

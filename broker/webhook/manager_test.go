@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/tether-dev/tether/broker/binding"
+	"github.com/tether-dev/tether/broker/kube"
 	"github.com/tether-dev/tether/broker/kube/kubetest"
 	"github.com/tether-dev/tether/broker/resource"
 	"github.com/tether-dev/tether/test/controlplane"
@@ -36,8 +37,13 @@ var configMaps = resource.Resource{
 // resources nobody writes, so the API server never calls them.
 func newManager(t *testing.T, opts Options) (*Manager, kubernetes.Interface) {
 	t.Helper()
-	client := controlplane.Get(t).Client()
-	opts.Client, opts.Log, opts.Paths = kubetest.Wrap(client), testLogger(t), testPaths
+	cp := controlplane.Get(t)
+	client := cp.Client()
+	kc, err := kube.NewForConfig(cp.RESTConfig()) // the broker's own client, against the API server
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts.Client, opts.Log, opts.Paths = kc, testLogger(t), testPaths
 	if opts.URL == "" && opts.Service == nil {
 		opts.URL = "https://127.0.0.1:1"
 	}
