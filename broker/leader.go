@@ -22,8 +22,9 @@ type LeaderElection struct {
 	// LeaseName is the coordination.k8s.io Lease in the broker's namespace
 	// (DefaultLeaseName).
 	LeaseName string
-	// LeaseDuration (DefaultLeaseDuration), RenewDeadline (10 s at most) and RetryPeriod (2 s at most) are
-	// client-go's; a follower takes over within about LeaseDuration of the
+	// LeaseDuration (DefaultLeaseDuration), RenewDeadline (10 s at most) and
+	// RetryPeriod (2 s at most) mean what they mean for client-go's elector
+	// (elector.go); a follower takes over within about LeaseDuration of the
 	// leader's death, or within a few RetryPeriods when it sees the
 	// leader's process gone (leadergone.go).
 	LeaseDuration, RenewDeadline, RetryPeriod time.Duration

@@ -136,7 +136,7 @@ func decideTakeover(in takeoverInput) (bool, string) {
 	return true, reasonProcessGone
 }
 
-// released is lease as client-go's elector leaves it when its holder
+// released is lease as the elector (as client-go's) leaves it when its holder
 // releases it on the way out: no holder, a one-second lease, and no
 // liveness mark. Written with the resourceVersion it was read with, it
 // fails if the holder renewed since.

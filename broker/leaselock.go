@@ -14,12 +14,12 @@ import (
 )
 
 // markedLeaseLock is the leader Lease as the elector uses it (what
-// client-go's resourcelock.LeaseLock does), except that every write that makes or keeps
-// this replica the holder also carries its liveness mark, and every other
-// write (a release) takes the mark off. The mark thus changes in the same
-// update as the tenure it belongs to: no extra write that would make the
-// elector's next renewal conflict, and no moment when a new tenure carries
-// an old mark.
+// client-go's resourcelock.LeaseLock does), except that every write that
+// makes or keeps this replica the holder also carries its liveness mark,
+// and every other write (a release) takes the mark off. The mark thus
+// changes in the same update as the tenure it belongs to: no extra write
+// that would make the elector's next renewal conflict, and no moment when
+// a new tenure carries an old mark.
 type markedLeaseLock struct {
 	leases          kube.Resource[*coordinationv1.Lease, *coordinationv1.LeaseList]
 	namespace, name string
@@ -83,7 +83,7 @@ func (l *markedLeaseLock) renewal(want *coordinationv1.Lease) bool {
 // renew writes want's spec with a JSON patch that tests the Lease still
 // names this replica in the same tenure, in place of a resourceVersion
 // precondition: a write of anything else on the Lease (the uninstall
-// guard's finalizer) does not make the renewal fail and client-go fall
+// guard's finalizer) does not make the renewal fail and the elector fall
 // back to a read and a write, three requests where one does (11 s under
 // the chaos runs' worst latency, past the 10 s renew deadline). Only this
 // replica writes its own identity with this tenure's transition count, so
