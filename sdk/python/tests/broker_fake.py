@@ -38,13 +38,16 @@ class Stream:
 class FakeBroker:
     """Start with start(); stop() at the end. reject=(code, details) ends
     every stream before Welcome with that status; window caps Welcome's;
-    capabilities go in Welcome."""
+    capabilities and reviews_only (a replica that does not lead) go in
+    Welcome."""
 
     def __init__(self, reject: tuple[grpc.StatusCode, str] | None = None, window: int = 1024,
-                 credentials: grpc.ServerCredentials | None = None, capabilities: tuple[int, ...] = ()):
+                 credentials: grpc.ServerCredentials | None = None, capabilities: tuple[int, ...] = (),
+                 reviews_only: bool = False):
         self.reject = reject
         self.window = window
         self.capabilities = capabilities
+        self.reviews_only = reviews_only
         self.cond = threading.Condition()
         self.streams: list[Stream] = []
         self.acks: dict[str, pb.Ack] = {}
@@ -151,7 +154,8 @@ class _Servicer(pb_grpc.BrokerServiceServicer):
             index = len(b.streams)
         yield pb.ConnectResponse(welcome=pb.Welcome(
             session_id=f"fake-{index}", window=min(first.hello.window or 16, b.window), broker_version="fake",
-            resources=[x.resource for x in first.hello.bindings], capabilities=b.capabilities))
+            resources=[x.resource for x in first.hello.bindings], capabilities=b.capabilities,
+            reviews_only=b.reviews_only))
         with b.cond:
             b.streams.append(s)
             b.cond.notify_all()

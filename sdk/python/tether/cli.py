@@ -77,7 +77,9 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--broker", action="append", metavar="HOST:PORT",
                    help=f"broker address, a gRPC target (default {runner.DEFAULT_BROKER}); repeated, the "
                         "addresses are tried in turn, one per connection attempt, for broker replicas "
-                        "reached without a Service")
+                        "reached without a Service. A handler with validate or mutate bindings keeps a session "
+                        "to each replica instead, and to every address of a name that has several (the headless "
+                        "Service tether-broker-replicas), so that every replica answers its reviews")
     r.add_argument("--insecure", action="store_true",
                    help="plain text and no token, for a broker started with --insecure for local development")
     r.add_argument("--token-file", metavar="FILE",

@@ -160,6 +160,10 @@ class Indices:
     def __init__(self, indexers: list[Indexer]):
         self.by_binding = {i.binding_id: i for i in indexers}
         self.complete = asyncio.Event()
+        if not self.by_binding:
+            # Nothing to wait for, even on a session for reviews only
+            # (which never begins the indices).
+            self.complete.set()
         self._pending: set[str] = set()
 
     def kwargs(self) -> dict[str, ObjectIndex]:

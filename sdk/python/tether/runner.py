@@ -1,8 +1,10 @@
 """Running a handler: the Hello built from a registry, the connection (TLS
 with a bearer token read from a file on every connection attempt, or plain
 text for development), and sessions one after the other, with backoff,
-until stopped. A new channel for every session: behind a Service the next
-connection may reach another broker replica (the leader)."""
+until stopped; for a handler that answers reviews, such sessions with each
+broker replica at once (replicas.py). A new channel for every session:
+behind a Service the next connection may reach another broker replica (the
+leader)."""
 
 from __future__ import annotations
 
@@ -20,7 +22,7 @@ from typing import Any
 import grpc
 from google.protobuf import __version__ as protobuf_version
 
-from . import bindings, capabilities, durations, flags, hooks, limits, liveness
+from . import bindings, capabilities, durations, flags, hooks, limits, liveness, replicas
 from .activities import Activity
 from .dispatch import Dispatcher
 from .memos import Memos
@@ -73,7 +75,9 @@ class Config:
 
     name: str
     # A gRPC target, or several tried in turn, one per connection attempt:
-    # broker replicas reached without a Service in front of them.
+    # broker replicas reached without a Service in front of them. A handler
+    # with validate or mutate bindings keeps a session to each of several,
+    # and to every address of a DNS name that has several (replicas.py).
     broker: str | tuple[str, ...] = DEFAULT_BROKER
     instance_id: str = dataclasses.field(default_factory=default_instance_id)
     window: int = DEFAULT_WINDOW
@@ -206,7 +210,10 @@ def targets(cfg: Config) -> tuple[str, ...]:
     return found
 
 
-def channel(cfg: Config, target: str, root: bytes | None) -> grpc.aio.Channel:
+def channel(cfg: Config, target: str, root: bytes | None, authority: str | None = None) -> grpc.aio.Channel:
+    """A channel to target; authority, when given, is the HOST:PORT the
+    connection is made to whatever address target is (one replica's of a
+    DNS name), and TLS verifies its host unless cfg.tls_server_name says."""
     options = [
         ("grpc.keepalive_time_ms", 30_000),  # the broker allows one ping per 10 s
         ("grpc.keepalive_timeout_ms", 10_000),
@@ -215,12 +222,14 @@ def channel(cfg: Config, target: str, root: bytes | None) -> grpc.aio.Channel:
         # gRPC core's connect deadline is this "minimum reconnect backoff".
         ("grpc.min_reconnect_backoff_ms", int(CONNECT_TIMEOUT * 1000)),
     ]
+    if authority:
+        options.append(("grpc.default_authority", authority))
     if cfg.insecure:
         if cfg.token_file:
             LOGGER.warning("insecure connection: the token in %s is not sent", cfg.token_file)
         return grpc.aio.insecure_channel(target, options=options)
-    if cfg.tls_server_name:
-        options.append(("grpc.ssl_target_name_override", cfg.tls_server_name))
+    if cfg.tls_server_name or authority:
+        options.append(("grpc.ssl_target_name_override", cfg.tls_server_name or authority.rpartition(":")[0]))
     creds = grpc.composite_channel_credentials(
         grpc.ssl_channel_credentials(root_certificates=root),
         grpc.metadata_call_credentials(_TokenFile(*((cfg.token_file,) if cfg.token_file else DEFAULT_TOKEN_FILES))))
@@ -344,45 +353,80 @@ async def _liveness(cfg: Config, probe: liveness.Probe) -> liveness.Endpoint | N
     return endpoint
 
 
+@dataclasses.dataclass
+class _Plan:
+    """What every session of the handler shares; root is the CA read last."""
+
+    msg: pb.Hello
+    registry: Registry
+    dispatcher: Dispatcher
+    cfg: Config
+    on_welcome: Callable[[], None] | None
+    root: bytes | None
+
+
 async def _serve(registry: Registry, cfg: Config, stopping: asyncio.Event,
                  on_welcome: Callable[[], None] | None, memos: Memos) -> None:
-    """Sessions one after the other, with backoff, until stopping is set;
-    memos outlive each session, as objects do."""
+    """Sessions until stopping is set: one after the other, with backoff,
+    or one to each broker replica (replicas.py); memos outlive each
+    session, as objects do."""
     msg = hello(registry, cfg)
     brokers = targets(cfg)
     root = root_certificates(cfg)  # an unreadable file is refused before the first attempt
     workers = Workers(cfg.window)
-    dispatcher = Dispatcher(workers, memos, registry.indices, cfg.name)
-    backoff = Backoff(cfg.max_backoff)
+    plan = _Plan(msg, registry, Dispatcher(workers, memos, registry.indices, cfg.name), cfg, on_welcome, root)
+    every = await replicas.replica_set(msg, brokers, CONNECT_TIMEOUT)
+    if every is not None:
+        msg.capabilities.append(pb.CAPABILITY_EVERY_REPLICA)
     LOGGER.info("handler %s (instance %s): %d bindings, connecting to %s%s%s", cfg.name, cfg.instance_id,
-                len(msg.bindings), " or ".join(brokers), " in plain text" if cfg.insecure else "",
+                len(msg.bindings), f"every broker replica of {every.broker}" if every else " or ".join(brokers),
+                " in plain text" if cfg.insecure else "",
                 f" at priority {cfg.priority}, taking over from lower priorities" if cfg.priority else "")
-    attempt = 0
     try:
-        while not stopping.is_set():
-            session = Session(msg, registry, dispatcher, cfg.drain_timeout, on_welcome)
-            root = fresh_root(cfg, root)
-            ch = channel(cfg, brokers[attempt % len(brokers)], root)
-            attempt += 1
-            try:
-                await session.run(ch, stopping)
-                why = "stopped"
-            except SessionEnded as e:
-                why = str(e)
-            finally:
-                await ch.close()
-            if stopping.is_set():
-                break
-            if session.welcomed:
-                backoff.reset()
-            delay = backoff.next()
-            LOGGER.warning("disconnected (%s); reconnecting in %.1fs", why, delay)
-            try:
-                await asyncio.wait_for(stopping.wait(), delay)
-            except asyncio.TimeoutError:
-                pass
+        if every is None:
+            await _connect_loop(plan, brokers, stopping)
+        else:
+            await every.run(lambda addr, stop, ended: _connect_loop(plan, (addr,), stop, every.authority, ended),
+                            stopping)
     finally:
         workers.shutdown()
+
+
+async def _connect_loop(plan: _Plan, brokers: tuple[str, ...], stopping: asyncio.Event, authority: str | None = None,
+                        ended: Callable[[], None] | None = None) -> None:
+    """Sessions with brokers in turn, with backoff, until stopping is set;
+    ended, when given (one replica of several), is told each time one
+    ends. Raises RejectedError."""
+    backoff = Backoff(plan.cfg.max_backoff)
+    where = f" from broker replica {brokers[0]}" if ended else ""
+    attempt = 0
+    while not stopping.is_set():
+        session = Session(plan.msg, plan.registry, plan.dispatcher, plan.cfg.drain_timeout, plan.on_welcome)
+        plan.root = fresh_root(plan.cfg, plan.root)
+        ch = channel(plan.cfg, brokers[attempt % len(brokers)], plan.root, authority)
+        attempt += 1
+        code = None
+        try:
+            await session.run(ch, stopping)
+            why = "stopped"
+        except SessionEnded as e:
+            why, code = str(e), e.code
+        finally:
+            await ch.close()
+        if stopping.is_set():
+            break
+        if ended:
+            ended()
+        if session.welcomed:
+            backoff.reset()
+        delay = backoff.next()
+        if session.reviews_only and code == grpc.StatusCode.UNAVAILABLE:
+            delay = 0.0  # the replica leads now: the full session is to be had at once
+        LOGGER.warning("disconnected%s (%s); reconnecting in %.1fs", where, why, delay)
+        try:
+            await asyncio.wait_for(stopping.wait(), delay)
+        except asyncio.TimeoutError:
+            pass
 
 
 def run(registry: Registry | None = None, *, memo: Memo | None = None, **settings: Any) -> None:

@@ -45,7 +45,12 @@ _FITS = {
 
 
 class SessionEnded(Exception):
-    """The stream ended; the runner reconnects."""
+    """The stream ended; the runner reconnects. code: the status it ended
+    with, None when it ended otherwise."""
+
+    def __init__(self, message: str, code: grpc.StatusCode | None = None):
+        super().__init__(message)
+        self.code = code
 
 
 def _kind_name(kind: int) -> str:
@@ -75,6 +80,9 @@ class Session:
         self.drain_timeout = drain_timeout
         self.window = hello.window
         self.welcomed = False
+        # A replica that does not lead took the session for admission
+        # reviews only (Welcome.reviews_only, CAPABILITY_EVERY_REPLICA).
+        self.reviews_only = False
         self.offered = capabilities.BrokerCapabilities()  # by the Welcome
         self.draining = False
         self.inflight: dict[str, Call] = {}
@@ -139,7 +147,7 @@ class Session:
         except grpc.aio.AioRpcError as e:
             if e.code() in REJECTED:
                 raise RejectedError(self.hello.handler, e.code().name, e.details() or "") from None
-            raise SessionEnded(f"{e.code().name}: {e.details()}") from None
+            raise SessionEnded(f"{e.code().name}: {e.details()}", e.code()) from None
         if msg is grpc.aio.EOF:
             raise SessionEnded("the broker ended the stream before Welcome")
         if msg.WhichOneof("message") != "welcome":
@@ -148,7 +156,24 @@ class Session:
 
     def _welcome(self, w: pb.Welcome) -> None:
         self.welcomed = True
+        self.reviews_only = w.reviews_only
         self.offered = capabilities.BrokerCapabilities.from_welcome(w)
+        if not self.reviews_only:
+            self._lead()
+        if 0 < w.window < self.window:
+            self.window = w.window
+        LOGGER.info("connected to the broker (version %s) as %s/%s: session %s, window %d, capabilities %s%s",
+                    w.broker_version or "?", self.hello.handler, self.hello.instance_id, w.session_id, self.window,
+                    ", ".join(self.offered.names()),
+                    "; a replica that does not lead: reviews only" if self.reviews_only else "")
+        for b, r in zip(self.hello.bindings, w.resources):
+            LOGGER.debug("binding %s: %s/%s %s (kind %s, namespaced %s)", b.id, r.group or "core", r.version,
+                         r.resource, r.kind, r.namespaced)
+
+    def _lead(self) -> None:
+        """What a full session's Welcome starts; a reviews-only session's
+        replica sends no index and says nothing of the leader's offer, and
+        its Welcome does not make the handler ready."""
         capabilities._welcomed(self.offered)
         # Deliveries, and the readiness on_welcome tells, wait until every
         # index has the whole list (Kopf's guarantee).
@@ -161,14 +186,6 @@ class Session:
             else:
                 self._side(self.indices.complete.wait()).add_done_callback(
                     lambda t: on_welcome() if not t.cancelled() else None)
-        if 0 < w.window < self.window:
-            self.window = w.window
-        LOGGER.info("connected to the broker (version %s) as %s/%s: session %s, window %d, capabilities %s",
-                    w.broker_version or "?", self.hello.handler, self.hello.instance_id, w.session_id, self.window,
-                    ", ".join(self.offered.names()))
-        for b, r in zip(self.hello.bindings, w.resources):
-            LOGGER.debug("binding %s: %s/%s %s (kind %s, namespaced %s)", b.id, r.group or "core", r.version,
-                         r.resource, r.kind, r.namespaced)
 
     async def _read(self, call: grpc.aio.StreamStreamCall) -> SessionEnded:
         """Take the broker's messages until the stream ends, and say how."""
@@ -176,7 +193,7 @@ class Session:
             try:
                 msg = await call.read()
             except grpc.aio.AioRpcError as e:
-                return SessionEnded(f"{e.code().name}: {e.details()}")
+                return SessionEnded(f"{e.code().name}: {e.details()}", e.code())
             if msg is grpc.aio.EOF:
                 return SessionEnded("the broker ended the stream")
             which = msg.WhichOneof("message")
@@ -184,7 +201,7 @@ class Session:
                 self._accept(msg.delivery)
             elif which == "cancel":
                 self._cancel(msg.cancel)
-            elif which == "indexed":
+            elif which == "indexed" and not self.reviews_only:
                 self.indexed.put_nowait(msg.indexed)
             else:
                 LOGGER.warning("ignoring a %s message", which or "message this SDK does not know")
@@ -213,6 +230,11 @@ class Session:
             log.warning("delivery %s already in flight; the running attempt will ack it", d.id)
             return
         fits = _FITS.get(d.kind)
+        if self.reviews_only and d.kind != pb.DELIVERY_KIND_ADMISSION:
+            log.warning("a %s delivery on a session for reviews only", _kind_name(d.kind))
+            self.ack(outcome.fail(d.id, f"this session was taken for admission reviews only; "
+                                        f"it does not take {_kind_name(d.kind)} deliveries"))
+            return
         if fits is None:
             log.warning("delivery kind %s is not supported by this SDK", _kind_name(d.kind))
             self.ack(outcome.fail(d.id, f"delivery kind {_kind_name(d.kind)} is not supported by this SDK "
