@@ -3,7 +3,11 @@ replicas, and the runner keeping a session to each for a handler that
 answers reviews, against fake brokers on localhost gRPC ports."""
 
 import asyncio
+import os
+import shutil
 import socket
+import subprocess
+import tempfile
 import unittest
 from unittest import mock
 
@@ -197,6 +201,36 @@ class EveryReplica(unittest.TestCase):
         r.wait()
         self.assertIsInstance(r.error, tether.RejectedError)
         self.assertTrue(leader.wait_ended(kept), "the leader's session outlived the rejection")
+
+
+@unittest.skipUnless(shutil.which("openssl"), "openssl makes the test's certificate")
+class Verified(unittest.TestCase):
+    def test_tls_verifies_the_name_whichever_address_is_dialled(self):
+        tmp = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, tmp)
+        key, cert, token = (os.path.join(tmp, n) for n in ("key.pem", "cert.pem", "token"))
+        subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+                        "-keyout", key, "-out", cert, "-days", "1", "-subj", "/CN=replicas.test",
+                        "-addext", "subjectAltName=DNS:replicas.test"], check=True, capture_output=True)
+        with open(token, "w") as f:
+            f.write("a-token")
+        with open(key, "rb") as k, open(cert, "rb") as c:
+            pair = (k.read(), c.read())
+        leader = FakeBroker(credentials=grpc.ssl_server_credentials([pair])).start()
+        follower = FakeBroker(credentials=grpc.ssl_server_credentials([pair]), reviews_only=True).start()
+        for b in (leader, follower):
+            self.addCleanup(b.stop)
+
+        async def lookup(host, port, timeout):
+            self.assertEqual((host, port), ("replicas.test", "7443"))
+            return [leader.address, follower.address]  # addresses, which the certificate does not name
+        with mock.patch.object(replicas, "lookup", lookup):
+            r = Runner(reviewer(), broker="replicas.test:7443", insecure=False, token_file=token,
+                       tls_ca_file=cert).start()
+            self.addCleanup(lambda: r.done.is_set() or r.stop())
+            for b in (leader, follower):
+                self.assertIn(EVERY, b.connected().hello.capabilities)
+        self.assertEqual(follower.deliver(review()).outcome, pb.OUTCOME_OK)
 
 
 class Indices(unittest.TestCase):
