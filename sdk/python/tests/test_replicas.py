@@ -8,6 +8,7 @@ import shutil
 import socket
 import subprocess
 import tempfile
+import threading
 import unittest
 from unittest import mock
 
@@ -17,7 +18,7 @@ import tether
 from tether import replicas, runner
 from tether.v1 import broker_pb2 as pb
 
-from broker_fake import FakeBroker, Runner
+from broker_fake import WAIT, FakeBroker, Runner
 from test_runner import OBJECT, REF, W, delivery
 
 EVERY = pb.CAPABILITY_EVERY_REPLICA
@@ -136,6 +137,26 @@ class EveryReplica(unittest.TestCase):
         ack = follower.deliver(delivery("create"))
         self.assertEqual(ack.outcome, pb.OUTCOME_FAIL, "a lifecycle delivery on a session for reviews only")
         self.assertIn("reviews only", ack.message)
+
+    def test_a_followers_reviews_do_not_wait_for_the_leaders_work(self):
+        # A window of 1: the leader's sync create takes the window's one
+        # thread until released; the follower's review needs one of its own.
+        leader, follower = self.brokers(FakeBroker(), FakeBroker(reviews_only=True))
+        release = threading.Event()
+        reg = tether.Registry()
+        tether.on.validate(*W, registry=reg, id="check")(lambda **_: None)
+        tether.on.create(*W, registry=reg, id="create")(lambda **_: release.wait(WAIT))
+        self.run_on(reg, (leader.address, follower.address), window=1)
+        self.addCleanup(release.set)  # before the runner stops, which waits for the create
+        leader.connected()
+        follower.connected()
+        leader.deliver(delivery("create"), wait=False)
+        d = review()
+        d.id = "review-while-busy"
+        follower.deliver(d, wait=False)
+        ack = follower.wait_for(lambda: follower.acks.get(d.id), "the follower's review answered while the leader's "
+                                "create runs", timeout=3.0)
+        self.assertEqual(ack.outcome, pb.OUTCOME_OK)
 
     def test_stopping_says_goodbye_on_every_session(self):
         leader, follower = self.brokers(FakeBroker(), FakeBroker(reviews_only=True))

@@ -79,6 +79,19 @@ class WorkersTest(unittest.TestCase):
         self.assertEqual(3, peak[0])
         self.assertLessEqual(len(w._threads), 3)
 
+    def test_grow_allows_more_threads(self):
+        w = Workers(1)
+        w.grow(1)
+        both = threading.Barrier(2, timeout=WAIT)  # broken unless two calls run at once
+
+        async def main():
+            return await asyncio.gather(w.run(both.wait), w.run(both.wait))
+
+        try:
+            self.assertEqual([0, 1], sorted(self.run_loop(main())))
+        finally:
+            w.shutdown()
+
     def test_calls_that_end_together_are_settled_with_one_wake_up(self):
         w = Workers(8)
         gate = threading.Barrier(8)

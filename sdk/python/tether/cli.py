@@ -93,8 +93,9 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--instance-id", default=None, metavar="ID",
                    help="this process's id among the handler's instances (default HOST-PID-RANDOM)")
     r.add_argument("--window", type=_window, default=runner.DEFAULT_WINDOW, metavar="N",
-                   help="deliveries in flight at once; also the size of the thread pool of sync functions "
-                        "(default %(default)s; the broker may cap it)")
+                   help="deliveries in flight at once; also the size of the thread pool of sync functions, "
+                        "with as many threads more for each broker replica's session of a handler on every "
+                        "replica (default %(default)s; the broker may cap it)")
     r.add_argument("--dev", action="store_true",
                    help="development mode, like kopf run --dev: connect with priority 1 (unless --priority), "
                         "so that this instance takes every object and review of the handler from the "

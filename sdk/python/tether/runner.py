@@ -382,12 +382,20 @@ async def _serve(registry: Registry, cfg: Config, stopping: asyncio.Event,
                 len(msg.bindings), f"every broker replica of {every.broker}" if every else " or ".join(brokers),
                 " in plain text" if cfg.insecure else "",
                 f" at priority {cfg.priority}, taking over from lower priorities" if cfg.priority else "")
+
+    async def replica(addr: str, stop: asyncio.Event, ended: Callable[[], None]) -> None:
+        # Each replica's session has a window of its own: threads for it
+        # too, so that a follower's reviews never wait for the leader's work.
+        workers.grow(cfg.window)
+        try:
+            await _connect_loop(plan, (addr,), stop, every.authority, ended)
+        finally:
+            workers.grow(-cfg.window)
     try:
         if every is None:
             await _connect_loop(plan, brokers, stopping)
         else:
-            await every.run(lambda addr, stop, ended: _connect_loop(plan, (addr,), stop, every.authority, ended),
-                            stopping)
+            await every.run(replica, stopping)
     finally:
         workers.shutdown()
 

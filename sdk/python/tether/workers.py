@@ -61,6 +61,12 @@ class Workers:
         self._jobs.put((fn, fut))
         return await fut
 
+    def grow(self, n: int) -> None:
+        """Allow n threads more (fewer for n < 0: none is ended, but no
+        new one starts until the threads are fewer than the size)."""
+        with self._lock:
+            self.size += n
+
     def shutdown(self) -> None:
         """End every thread once it is idle; calls not yet started are
         dropped (their callers are cancelled with the loop)."""
