@@ -74,3 +74,19 @@ func (l *WriteLoad) Stop() []Write {
 	defer l.mu.Unlock()
 	return l.done
 }
+
+// FailedSince sorts the writes that failed by when they began: before t
+// (a write under way when something was killed at t, which no design can
+// save when the API server does not retry it) or from t on.
+func FailedSince(writes []Write, t time.Time) (before, since []Write) {
+	for _, w := range writes {
+		switch {
+		case w.Err == nil:
+		case w.Began.Before(t):
+			before = append(before, w)
+		default:
+			since = append(since, w)
+		}
+	}
+	return before, since
+}

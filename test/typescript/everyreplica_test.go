@@ -98,16 +98,7 @@ func TestATypeScriptHandlersReviewsSurviveTheLeadersSIGKILL(t *testing.T) {
 	// A review on the killed process's connection when it died is lost
 	// whatever the design (the API server does not retry a webhook call);
 	// every write begun after the kill must be answered.
-	var inFlight, after []testenv.Write
-	for _, w := range writes {
-		switch {
-		case w.Err == nil:
-		case w.Began.Before(killed):
-			inFlight = append(inFlight, w)
-		default:
-			after = append(after, w)
-		}
-	}
+	inFlight, after := testenv.FailedSince(writes, killed)
 	t.Logf("writes through the API server: %d, %d failed (%d of them begun before the kill); reviews answered by the handler: %d (%d after the kill)",
 		len(writes), len(inFlight)+len(after), len(inFlight), reviewed(), reviewed()-before)
 	for _, w := range inFlight {
