@@ -3,7 +3,6 @@ package lifecycle
 import (
 	"context"
 	"fmt"
-	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -31,7 +30,7 @@ func TestReviewsSurviveTheLeadersSIGKILL(t *testing.T) {
 	cp.EnsureWidgetCRD(t)
 	ns := cp.Namespace(t)
 	rs := startReplicas(t, cp)
-	addrs, brokers, brokerNS := rs.addrs, rs.brokers, rs.namespace
+	addrs, brokers := rs.Addrs, rs.brokers
 
 	var answered atomic.Int64
 	h := sdk.New("everyreplica", append(handlerOpts(t), sdk.WithDialer(sdk.RoundRobin(addrs...)))...)
@@ -61,11 +60,7 @@ func TestReviewsSurviveTheLeadersSIGKILL(t *testing.T) {
 		return err
 	})
 	eventually(t, "40 writes of the load done before the kill", func() bool { return load.DoneSince(loadStart) >= 40 })
-	lease, err := cp.Client().CoordinationV1().Leases(brokerNS).Get(context.Background(), "tether-broker-leader", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	leader := *lease.Spec.HolderIdentity
+	leader := rs.leaderLease(t)
 	before := answered.Load()
 	killed := time.Now()
 	brokers[leader].kill()
@@ -106,13 +101,13 @@ func TestAHandlerWithoutEveryReplicaIsServedByTheLeaderAlone(t *testing.T) {
 	ns := cp.Namespace(t)
 	rs := startReplicas(t, cp)
 	lease := rs.leaderLease(t)
-	leader, follower := rs.index(lease), 1-rs.index(lease)
+	leader, follower := rs.Index(lease), 1-rs.Index(lease)
 
 	var refusedLog testenv.Lines
 	refused := sdk.New("leaderonly-refused", sdk.WithInsecure(), sdk.WithReconnectBackoff(50*time.Millisecond, 500*time.Millisecond),
 		sdk.WithLogger(hclog.New(&hclog.LoggerOptions{Name: "handler", Output: &refusedLog})))
 	refused.OnValidate(widgets, func(context.Context, *sdk.Review) error { return nil }, sdk.Namespaces(ns))
-	runHandler(t, refused, rs.addrs[follower])
+	runHandler(t, refused, rs.Addrs[follower])
 	eventually(t, "the follower to refuse the handler", func() bool {
 		return refusedLog.Any(func(l string) bool { return strings.Contains(l, "not the leader") })
 	})
@@ -123,7 +118,7 @@ func TestAHandlerWithoutEveryReplicaIsServedByTheLeaderAlone(t *testing.T) {
 		answered.Add(1)
 		return nil
 	}, sdk.Namespaces(ns), sdk.Failure(sdk.FailClosed))
-	runHandler(t, h, rs.addrs[leader])
+	runHandler(t, h, rs.Addrs[leader])
 	var url string
 	eventually(t, "the handler's webhook configuration", func() bool {
 		c, err := cp.Client().AdmissionregistrationV1().ValidatingWebhookConfigurations().Get(context.Background(),
@@ -134,7 +129,7 @@ func TestAHandlerWithoutEveryReplicaIsServedByTheLeaderAlone(t *testing.T) {
 		url = *c.Webhooks[0].ClientConfig.URL
 		return true
 	})
-	if want := "https://" + rs.admAddrs[leader] + "/"; !strings.HasPrefix(url, want) {
+	if want := "https://" + rs.Admission[leader] + "/"; !strings.HasPrefix(url, want) {
 		t.Errorf("the webhook of a handler on the leader alone points at %s, want the leader's endpoint %s", url, want)
 	}
 	tester := asTester(cp)
@@ -149,28 +144,16 @@ func TestAHandlerWithoutEveryReplicaIsServedByTheLeaderAlone(t *testing.T) {
 // own admission listener and URL, and a balancer in front of both given
 // as the replicas' URL.
 type replicas struct {
+	*testenv.Replicas
 	namespace string
-	addrs     []string // gRPC
-	admAddrs  []string // admission
-	ids       []string
 	brokers   map[string]*brokerProcess
 }
 
 func startReplicas(t *testing.T, cp *controlplane.ControlPlane) *replicas {
 	t.Helper()
-	election := []string{"--leader-elect", "--leader-elect-lease-duration", "3s",
-		"--leader-elect-renew-deadline", "2s", "--leader-elect-retry-period", "250ms"}
-	rs := &replicas{namespace: cp.Namespace(t), addrs: []string{freeAddr(t), freeAddr(t)},
-		admAddrs: []string{freeAddr(t), freeAddr(t)}, ids: []string{"replica-a", "replica-b"}, brokers: map[string]*brokerProcess{}}
-	front, err := testenv.StartBalancer(rs.admAddrs...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(front.Close)
-	for i, id := range rs.ids {
-		rs.brokers[id] = startBrokerProcess(t, cp, rs.addrs[i], rs.namespace, append([]string{"--identity", id,
-			"--admission-listen", rs.admAddrs[i], "--admission-url", "https://" + rs.admAddrs[i],
-			"--admission-replicas-url", "https://" + front.Addr()}, election...)...)
+	rs := &replicas{Replicas: testenv.NewReplicas(t, 2), namespace: cp.Namespace(t), brokers: map[string]*brokerProcess{}}
+	for i, id := range rs.IDs {
+		rs.brokers[id] = startBrokerProcess(t, cp, rs.Addrs[i], rs.namespace, rs.Args(i)...)
 	}
 	return rs
 }
@@ -180,14 +163,9 @@ func (rs *replicas) leaderLease(t *testing.T) string {
 	t.Helper()
 	var leader string
 	eventually(t, "a replica to lead", func() bool {
-		lease, err := controlplane.Get(t).Client().CoordinationV1().Leases(rs.namespace).Get(context.Background(), "tether-broker-leader", metav1.GetOptions{})
-		if err != nil || lease.Spec.HolderIdentity == nil {
-			return false
-		}
-		leader = *lease.Spec.HolderIdentity
-		return true
+		var err error
+		leader, err = testenv.LeaseHolder(context.Background(), controlplane.Get(t).Client(), rs.namespace)
+		return err == nil && leader != ""
 	})
 	return leader
 }
-
-func (rs *replicas) index(id string) int { return slices.Index(rs.ids, id) }

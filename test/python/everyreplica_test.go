@@ -47,22 +47,22 @@ func TestPythonReviewsSurviveTheLeadersSIGKILL(t *testing.T) {
 	// The brokers' own namespace, which their webhooks never review.
 	rs := startBrokerReplicas(t, cp, cp.Namespace(t))
 	const name = "py-every"
-	h := startReplicasHandler(t, name, ns, rs.addrs...)
+	h := startReplicasHandler(t, name, ns, rs.Addrs...)
 	h.stderr.wait(t, welcomed, 1)
 
 	hook := validatingWebhook(t, cp, "tether-"+name)
-	for i, addr := range rs.admAddrs {
+	for i, addr := range rs.Admission {
 		var last error
-		testenv.Eventually(t, waitTimeout, fmt.Sprintf("a review sent to replica %s answered by the handler", rs.ids[i]), func() bool {
+		testenv.Eventually(t, waitTimeout, fmt.Sprintf("a review sent to replica %s answered by the handler", rs.IDs[i]), func() bool {
 			last = reviewAt(hook, addr, ns, fmt.Sprintf("direct-%d", i))
 			if last != nil {
-				t.Logf("a review sent to replica %s: %v", rs.ids[i], last)
+				t.Logf("a review sent to replica %s: %v", rs.IDs[i], last)
 			}
 			return last == nil
 		})
 		h.stderr.wait(t, fmt.Sprintf("review CREATE %s/direct-%d", ns, i), 1)
 	}
-	if url, want := *validatingWebhook(t, cp, "tether-"+name).ClientConfig.URL, "https://"+rs.front+"/"; !strings.HasPrefix(url, want) {
+	if url, want := *validatingWebhook(t, cp, "tether-"+name).ClientConfig.URL, "https://"+rs.Front.Addr()+"/"; !strings.HasPrefix(url, want) {
 		t.Errorf("the webhook of a handler on every replica points at %s, want the replicas' endpoint %s", url, want)
 	}
 	if !h.stderr.has("reviews only") {
@@ -85,7 +85,7 @@ func TestPythonReviewsSurviveTheLeadersSIGKILL(t *testing.T) {
 	reviewedBefore := h.stderr.count("review CREATE " + ns + "/load-")
 	killed := time.Now()
 	rs.brokers[leader].proc.Kill()
-	t.Logf("SIGKILLed the leader %s", rs.ids[leader])
+	t.Logf("SIGKILLed the leader %s", rs.IDs[leader])
 	follower := rs.brokers[1-leader]
 	eventually(t, "the follower leads", func() bool { return follower.out.Any(containing("broker ready:")) })
 	eventually(t, "the handler's full session with the new leader", func() bool {
@@ -113,11 +113,8 @@ func TestPythonReviewsSurviveTheLeadersSIGKILL(t *testing.T) {
 // its own admission listener and URL, and a balancer in front of both
 // given as the replicas' URL.
 type brokerReplicas struct {
+	*testenv.Replicas
 	namespace string
-	addrs     []string // gRPC
-	admAddrs  []string // admission
-	ids       []string
-	front     string // the balancer
 	brokers   []*brokerReplica
 }
 
@@ -129,24 +126,13 @@ type brokerReplica struct {
 func startBrokerReplicas(t *testing.T, cp *controlplane.ControlPlane, namespace string) *brokerReplicas {
 	t.Helper()
 	bin := gobin.Build(t, "github.com/tether-dev/tether/cmd/broker")
-	rs := &brokerReplicas{namespace: namespace, addrs: []string{freeAddr(t), freeAddr(t)},
-		admAddrs: []string{freeAddr(t), freeAddr(t)}, ids: []string{"replica-a", "replica-b"}}
-	front, err := testenv.StartBalancer(rs.admAddrs...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(front.Close)
-	rs.front = front.Addr()
-	for i, id := range rs.ids {
+	rs := &brokerReplicas{Replicas: testenv.NewReplicas(t, 2), namespace: namespace}
+	for i, id := range rs.IDs {
 		b := &brokerReplica{}
 		b.out.Log = testenv.LogWriter(t, id+": ")
-		args := []string{"--kubeconfig", cp.KubeconfigPath(), "--listen", rs.addrs[i], "--insecure",
-			"--namespace", namespace, "--metrics-listen", "", "--identity", id,
-			"--default-backoff", "100ms", "--default-max-backoff", "1s",
-			"--admission-listen", rs.admAddrs[i], "--admission-url", "https://" + rs.admAddrs[i],
-			"--admission-replicas-url", "https://" + rs.front,
-			"--leader-elect", "--leader-elect-lease-duration", "3s",
-			"--leader-elect-renew-deadline", "2s", "--leader-elect-retry-period", "250ms"}
+		args := append([]string{"--kubeconfig", cp.KubeconfigPath(), "--listen", rs.Addrs[i], "--insecure",
+			"--namespace", namespace, "--metrics-listen", "",
+			"--default-backoff", "100ms", "--default-max-backoff", "1s"}, rs.Args(i)...)
 		var err error
 		if b.proc, err = example.Start(id, bin, args, &b.out); err != nil {
 			t.Fatal(err)
@@ -160,17 +146,15 @@ func startBrokerReplicas(t *testing.T, cp *controlplane.ControlPlane, namespace 
 // leader is the index of the replica that holds the leader Lease.
 func (rs *brokerReplicas) leader(t *testing.T, cp *controlplane.ControlPlane) int {
 	t.Helper()
-	lease, err := cp.Client().CoordinationV1().Leases(rs.namespace).Get(context.Background(), "tether-broker-leader", metav1.GetOptions{})
-	if err != nil || lease.Spec.HolderIdentity == nil {
-		t.Fatalf("the leader Lease: %v", err)
+	holder, err := testenv.LeaseHolder(context.Background(), cp.Client(), rs.namespace)
+	if err != nil {
+		t.Fatal(err)
 	}
-	for i, id := range rs.ids {
-		if id == *lease.Spec.HolderIdentity {
-			return i
-		}
+	i := rs.Index(holder)
+	if i < 0 {
+		t.Fatalf("the leader Lease is held by %q, not a replica of the test's", holder)
 	}
-	t.Fatalf("the leader Lease is held by %q, not a replica of the test's", *lease.Spec.HolderIdentity)
-	return -1
+	return i
 }
 
 // startReplicasHandler runs replicas_handler.py with `python3 -m tether run`

@@ -51,7 +51,7 @@ func TestATypeScriptHandlersReviewsSurviveTheLeadersSIGKILL(t *testing.T) {
 
 	const name = "tsreviews"
 	h := start(t, "handler", "node", filepath.Join("everyreplica", "handler.js"),
-		"--broker", rs.addrs[0], "--broker", rs.addrs[1], "--name", name, "--namespace", ns)
+		"--broker", rs.Addrs[0], "--broker", rs.Addrs[1], "--name", name, "--namespace", ns)
 	reviewed := func() int { return h.out.Count(func(l string) bool { return strings.HasPrefix(l, "REVIEW ") }) }
 	var hook *url.URL
 	eventually(t, "the handler's webhook", func() bool {
@@ -62,14 +62,14 @@ func TestATypeScriptHandlersReviewsSurviveTheLeadersSIGKILL(t *testing.T) {
 		return hook != nil
 	})
 	// Each replica has an instance to answer: the follower's reviews-only session.
-	for i, adm := range rs.admAddrs {
+	for i, adm := range rs.Admission {
 		if err := reviewOn(adm, hook, ns, fmt.Sprintf("direct-%d", i)); err != nil {
-			t.Fatalf("a review sent to replica %s (%s): %v", rs.ids[i], adm, err)
+			t.Fatalf("a review sent to replica %s (%s): %v", rs.IDs[i], adm, err)
 		}
 	}
 	eventually(t, "the handler's webhook to point at the replicas' endpoint", func() bool {
 		hook = webhookURL(t, cp, "tether-"+name)
-		return hook != nil && hook.Host == rs.front
+		return hook != nil && hook.Host == rs.Front.Addr()
 	})
 
 	tester := asTester(cp)
@@ -85,9 +85,9 @@ func TestATypeScriptHandlersReviewsSurviveTheLeadersSIGKILL(t *testing.T) {
 	killed := time.Now()
 	rs.brokers[leader].kill()
 	t.Logf("SIGKILLed the leader %s", leader)
-	follower := rs.brokers[rs.ids[0]]
-	if leader == rs.ids[0] {
-		follower = rs.brokers[rs.ids[1]]
+	follower := rs.brokers[rs.IDs[0]]
+	if leader == rs.IDs[0] {
+		follower = rs.brokers[rs.IDs[1]]
 	}
 	eventually(t, "the follower leads", func() bool {
 		return follower.out.Any(func(l string) bool { return strings.Contains(l, "broker ready:") })
@@ -113,32 +113,18 @@ func TestATypeScriptHandlersReviewsSurviveTheLeadersSIGKILL(t *testing.T) {
 // own admission listener and URL, and a balancer in front of both given
 // as the replicas' URL.
 type replicas struct {
+	*testenv.Replicas
 	namespace string
-	addrs     []string // gRPC
-	admAddrs  []string // admission
-	front     string   // the balancer's
-	ids       []string
 	brokers   map[string]*process
 }
 
 func startReplicas(t *testing.T, cp *controlplane.ControlPlane) *replicas {
 	t.Helper()
 	bin := gobin.Build(t, "github.com/tether-dev/tether/cmd/broker")
-	rs := &replicas{namespace: cp.Namespace(t), addrs: []string{freeAddr(t), freeAddr(t)},
-		admAddrs: []string{freeAddr(t), freeAddr(t)}, ids: []string{"replica-a", "replica-b"}, brokers: map[string]*process{}}
-	front, err := testenv.StartBalancer(rs.admAddrs...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(front.Close)
-	rs.front = front.Addr()
-	for i, id := range rs.ids {
-		rs.brokers[id] = start(t, id, bin, "--kubeconfig", cp.KubeconfigPath(), "--listen", rs.addrs[i], "--insecure",
-			"--namespace", rs.namespace, "--identity", id,
-			"--admission-listen", rs.admAddrs[i], "--admission-url", "https://"+rs.admAddrs[i],
-			"--admission-replicas-url", "https://"+rs.front,
-			"--leader-elect", "--leader-elect-lease-duration", "3s",
-			"--leader-elect-renew-deadline", "2s", "--leader-elect-retry-period", "250ms")
+	rs := &replicas{Replicas: testenv.NewReplicas(t, 2), namespace: cp.Namespace(t), brokers: map[string]*process{}}
+	for i, id := range rs.IDs {
+		rs.brokers[id] = start(t, id, bin, append([]string{"--kubeconfig", cp.KubeconfigPath(), "--listen", rs.Addrs[i],
+			"--insecure", "--namespace", rs.namespace}, rs.Args(i)...)...)
 	}
 	return rs
 }
@@ -148,12 +134,9 @@ func (rs *replicas) leader(t *testing.T) string {
 	t.Helper()
 	var leader string
 	eventually(t, "a replica to lead", func() bool {
-		lease, err := controlplane.Get(t).Client().CoordinationV1().Leases(rs.namespace).Get(context.Background(), "tether-broker-leader", metav1.GetOptions{})
-		if err != nil || lease.Spec.HolderIdentity == nil {
-			return false
-		}
-		leader = *lease.Spec.HolderIdentity
-		return true
+		var err error
+		leader, err = testenv.LeaseHolder(context.Background(), controlplane.Get(t).Client(), rs.namespace)
+		return err == nil && leader != ""
 	})
 	return leader
 }

@@ -1,7 +1,6 @@
 package typescript
 
 import (
-	"net"
 	"os/exec"
 	"syscall"
 	"testing"
@@ -52,16 +51,4 @@ func (p *process) exited() bool {
 	default:
 		return false
 	}
-}
-
-// freeAddr is a loopback address with a port free now, for a process that
-// is given its address.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
 }
