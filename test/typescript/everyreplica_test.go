@@ -83,7 +83,7 @@ func TestATypeScriptHandlersReviewsSurviveTheLeadersSIGKILL(t *testing.T) {
 	leader := rs.leader(t)
 	before := reviewed()
 	killed := time.Now()
-	rs.brokers[leader].kill()
+	rs.brokers[leader].Kill()
 	t.Logf("SIGKILLed the leader %s", leader)
 	follower := rs.brokers[rs.IDs[0]]
 	if leader == rs.IDs[0] {
