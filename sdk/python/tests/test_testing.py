@@ -4,6 +4,8 @@ broker's view of updates, and the plain values it gives back."""
 import asyncio
 import os
 import shutil
+import subprocess
+import sys
 import tempfile
 import unittest
 import unittest.mock
@@ -226,6 +228,41 @@ class Loading(unittest.TestCase):
         with self.assertRaises(RuntimeError):
             tether.testing.load(path)
         self.assertIs(tether.get_default_registry(), default)
+
+
+# A FakeBroker a test never closes is finalized by the garbage collector,
+# which runs in whichever thread allocates at the moment: in CPython 3.11
+# even inside Thread.start's bookkeeping, with the threading module's lock
+# on thread shutdowns held. This program finalizes one there, as the
+# collector did when the SDK's suite hung, after a sync function ran on
+# the broker's loop (so that its executor has a thread to stop).
+COLLECTED_IN_THREAD_START = """
+import sys, threading
+sys.path.insert(0, sys.argv[1])
+import tether
+from tether.testing import FakeBroker
+r = tether.Registry()
+tether.on.create("test.tether.dev", "v1", "widgets", registry=r, id="done")(lambda **_: "done")
+k = FakeBroker(r)
+assert k.create({"metadata": {"name": "w", "uid": "u"}}).result == "done"
+with threading._shutdown_locks_lock:
+    k._finalizer()
+print("finalized")
+"""
+
+
+class Collected(unittest.TestCase):
+    @unittest.skipUnless(hasattr(__import__("threading"), "_shutdown_locks_lock"),
+                         "this Python's threading keeps no such lock")
+    def test_a_broker_never_closed_is_finalized_without_waiting_on_other_threads(self):
+        root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        try:
+            out = subprocess.run([sys.executable, "-c", COLLECTED_IN_THREAD_START, root],
+                                 capture_output=True, text=True, timeout=20)
+        except subprocess.TimeoutExpired:
+            self.fail("finalizing a FakeBroker inside the threading module's bookkeeping hung")
+        self.assertEqual(out.returncode, 0, out.stderr)
+        self.assertEqual(out.stdout.strip(), "finalized")
 
 
 if __name__ == "__main__":

@@ -146,8 +146,8 @@ class FakeBroker:
     def close(self) -> None:
         """Cancel the tasks the functions left running and close the event
         loop; the next delivery makes a new one."""
-        if self._finalizer is not None:
-            self._finalizer()
+        if self._finalizer is not None and self._finalizer.detach() is not None:
+            _close(self._loop)
         self._loop = self._finalizer = None
 
     @property
@@ -341,7 +341,7 @@ class FakeBroker:
                                "call it from a plain (not async) test function")
         if self._loop is None:
             self._loop = asyncio.new_event_loop()
-            self._finalizer = weakref.finalize(self, _close, self._loop)
+            self._finalizer = weakref.finalize(self, _abandon, self._loop)
         return self._loop.run_until_complete(coro)
 
 
@@ -355,8 +355,8 @@ def _event(e: pb.HandlerEvent) -> dict[str, Any]:
 def _close(loop: asyncio.AbstractEventLoop) -> None:
     """What asyncio.run does at its end: cancel the tasks left, let them
     finish, stop async generators and the default executor, close. A
-    FakeBroker collected while a loop runs in this thread (a test's own,
-    say) cannot run its loop then, and only closes it."""
+    FakeBroker closed while a loop runs in this thread (a test's own, say)
+    cannot run its loop then, and only closes it."""
     try:
         asyncio.get_running_loop()
     except RuntimeError:
@@ -372,6 +372,16 @@ def _close(loop: asyncio.AbstractEventLoop) -> None:
     loop.run_until_complete(loop.shutdown_asyncgens())
     loop.run_until_complete(loop.shutdown_default_executor())
     loop.close()
+
+
+def _abandon(loop: asyncio.AbstractEventLoop) -> None:
+    """Close the loop of a FakeBroker collected without close(), waiting
+    for nothing: the collector runs in whichever thread allocates, even
+    inside the threading module's bookkeeping of a thread starting, where
+    waiting for the loop's tasks or its executor's threads (as _close does)
+    deadlocks. Closing stops the executor without joining its threads."""
+    if not loop.is_running() and not loop.is_closed():
+        loop.close()
 
 
 def _matches(reg: Registration, obj: dict[str, Any]) -> bool:
