@@ -83,8 +83,10 @@ func TestPythonReviewsSurviveTheLeadersSIGKILL(t *testing.T) {
 	eventually(t, "40 writes of the load done before the kill", func() bool { return load.DoneSince(loadStart) >= 40 })
 	leader := rs.leader(t, cp)
 	reviewedBefore := h.stderr.count("review CREATE " + ns + "/load-")
-	killed := time.Now()
 	rs.brokers[leader].proc.Kill()
+	// From here the process is gone (Kill waits for it): a write begun
+	// before, even after the signal, may have reached it while it died.
+	killed := time.Now()
 	t.Logf("SIGKILLed the leader %s", rs.IDs[leader])
 	follower := rs.brokers[1-leader]
 	eventually(t, "the follower leads", func() bool { return follower.out.Any(containing("broker ready:")) })
