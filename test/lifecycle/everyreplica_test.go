@@ -162,12 +162,5 @@ func startReplicas(t *testing.T, cp *controlplane.ControlPlane) *replicas {
 
 // leaderLease is the identity of the replica that leads, once one does.
 func (rs *replicas) leaderLease(t *testing.T) string {
-	t.Helper()
-	var leader string
-	eventually(t, "a replica to lead", func() bool {
-		var err error
-		leader, err = testenv.LeaseHolder(context.Background(), controlplane.Get(t).Client(), rs.namespace)
-		return err == nil && leader != ""
-	})
-	return leader
+	return testenv.AwaitLeader(t, controlplane.Get(t).Client(), rs.namespace)
 }

@@ -1,26 +1,16 @@
 package pyhandler
 
 import (
-	"bytes"
 	"context"
-	"crypto/tls"
-	"crypto/x509"
-	"encoding/json"
 	"fmt"
-	"net/http"
-	"net/url"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	admissionv1 "k8s.io/api/admission/v1"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
-	authenticationv1 "k8s.io/api/authentication/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/tether-dev/tether/test/controlplane"
 	"github.com/tether-dev/tether/test/example"
@@ -54,7 +44,7 @@ func TestPythonReviewsSurviveTheLeadersSIGKILL(t *testing.T) {
 	for i, addr := range rs.Admission {
 		var last error
 		testenv.Eventually(t, waitTimeout, fmt.Sprintf("a review sent to replica %s answered by the handler", rs.IDs[i]), func() bool {
-			last = reviewAt(hook, addr, ns, fmt.Sprintf("direct-%d", i))
+			last = testenv.ReviewCreateAt(hook, addr, widgetGVR, newWidget(ns, fmt.Sprintf("direct-%d", i), nil))
 			if last != nil {
 				t.Logf("a review sent to replica %s: %v", rs.IDs[i], last)
 			}
@@ -192,50 +182,6 @@ func validatingWebhook(t *testing.T, cp *controlplane.ControlPlane, name string)
 		return true
 	})
 	return hook
-}
-
-// reviewAt posts the review of a Widget's create to the admission endpoint
-// at addr, at hook's (signed) path, as the API server would; nil when it is
-// allowed.
-func reviewAt(hook admissionregistrationv1.ValidatingWebhook, addr, ns, name string) error {
-	u, err := url.Parse(*hook.ClientConfig.URL)
-	if err != nil {
-		return fmt.Errorf("the webhook's URL: %w", err)
-	}
-	u.Host, u.RawQuery = addr, "timeout=5s" // the API server adds the webhook's timeout
-	obj, err := json.Marshal(newWidget(ns, name, nil).Object)
-	if err != nil {
-		return err
-	}
-	review := admissionv1.AdmissionReview{Request: &admissionv1.AdmissionRequest{
-		UID: types.UID("review-" + name), Operation: admissionv1.Create, Namespace: ns, Name: name,
-		Resource: metav1.GroupVersionResource{Group: widgetGVR.Group, Version: widgetGVR.Version, Resource: widgetGVR.Resource},
-		Kind:     metav1.GroupVersionKind{Group: widgetGVR.Group, Version: widgetGVR.Version, Kind: "Widget"},
-		UserInfo: authenticationv1.UserInfo{Username: "tester", Groups: []string{"system:authenticated"}},
-		Object:   runtime.RawExtension{Raw: obj},
-	}}
-	review.APIVersion, review.Kind = "admission.k8s.io/v1", "AdmissionReview"
-	body, err := json.Marshal(review)
-	if err != nil {
-		return err
-	}
-	roots := x509.NewCertPool()
-	roots.AppendCertsFromPEM(hook.ClientConfig.CABundle)
-	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots}}}
-	defer client.CloseIdleConnections()
-	resp, err := client.Post(u.String(), "application/json", bytes.NewReader(body))
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	var answer admissionv1.AdmissionReview
-	if err := json.NewDecoder(resp.Body).Decode(&answer); err != nil || answer.Response == nil {
-		return fmt.Errorf("status %d, not an AdmissionReview: %v", resp.StatusCode, err)
-	}
-	if !answer.Response.Allowed {
-		return fmt.Errorf("refused: %v", answer.Response.Result)
-	}
-	return nil
 }
 
 func containing(s string) func(string) bool {

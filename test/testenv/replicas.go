@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -88,4 +89,17 @@ func freeAddr(t testing.TB) string {
 	}
 	defer l.Close()
 	return l.Addr().String()
+}
+
+// AwaitLeader is the identity that holds the leader Lease in namespace,
+// once one does (within a minute).
+func AwaitLeader(t testing.TB, c kubernetes.Interface, namespace string) string {
+	t.Helper()
+	var leader string
+	Eventually(t, time.Minute, "a replica to lead", func() bool {
+		var err error
+		leader, err = LeaseHolder(context.Background(), c, namespace)
+		return err == nil && leader != ""
+	})
+	return leader
 }

@@ -1,24 +1,15 @@
 package typescript
 
 import (
-	"bytes"
 	"context"
-	"crypto/tls"
-	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
-	"net/url"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	admissionv1 "k8s.io/api/admission/v1"
-	authenticationv1 "k8s.io/api/authentication/v1"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 
@@ -53,23 +44,23 @@ func TestATypeScriptHandlersReviewsSurviveTheLeadersSIGKILL(t *testing.T) {
 	h := start(t, "handler", "node", filepath.Join("everyreplica", "handler.js"),
 		"--broker", rs.Addrs[0], "--broker", rs.Addrs[1], "--name", name, "--namespace", ns)
 	reviewed := func() int { return h.out.Count(func(l string) bool { return strings.HasPrefix(l, "REVIEW ") }) }
-	var hook *url.URL
+	var hook *admissionregistrationv1.ValidatingWebhook
 	eventually(t, "the handler's webhook", func() bool {
 		if h.exited() {
 			t.Fatalf("the handler exited:\n%s", h.out.Text())
 		}
-		hook = webhookURL(t, cp, "tether-"+name)
+		hook = webhook(cp, "tether-"+name)
 		return hook != nil
 	})
 	// Each replica has an instance to answer: the follower's reviews-only session.
 	for i, adm := range rs.Admission {
-		if err := reviewOn(adm, hook, ns, fmt.Sprintf("direct-%d", i)); err != nil {
+		if err := testenv.ReviewCreateAt(*hook, adm, widgetGVR, widget(ns, fmt.Sprintf("direct-%d", i))); err != nil {
 			t.Fatalf("a review sent to replica %s (%s): %v", rs.IDs[i], adm, err)
 		}
 	}
 	eventually(t, "the handler's webhook to point at the replicas' endpoint", func() bool {
-		hook = webhookURL(t, cp, "tether-"+name)
-		return hook != nil && hook.Host == rs.Front.Addr()
+		hook = webhook(cp, "tether-"+name)
+		return hook != nil && strings.HasPrefix(*hook.ClientConfig.URL, "https://"+rs.Front.Addr()+"/")
 	})
 
 	tester := asTester(cp)
@@ -133,69 +124,17 @@ func startReplicas(t *testing.T, cp *controlplane.ControlPlane) *replicas {
 
 // leader is the identity of the replica that leads, once one does.
 func (rs *replicas) leader(t *testing.T) string {
-	t.Helper()
-	var leader string
-	eventually(t, "a replica to lead", func() bool {
-		var err error
-		leader, err = testenv.LeaseHolder(context.Background(), controlplane.Get(t).Client(), rs.namespace)
-		return err == nil && leader != ""
-	})
-	return leader
+	return testenv.AwaitLeader(t, controlplane.Get(t).Client(), rs.namespace)
 }
 
-// webhookURL is where the first webhook of the named validating webhook
-// configuration points; nil while there is none.
-func webhookURL(t *testing.T, cp *controlplane.ControlPlane, name string) *url.URL {
+// webhook is the first webhook of the named validating webhook
+// configuration, once it has a URL; nil before.
+func webhook(cp *controlplane.ControlPlane, name string) *admissionregistrationv1.ValidatingWebhook {
 	c, err := cp.Client().AdmissionregistrationV1().ValidatingWebhookConfigurations().Get(context.Background(), name, metav1.GetOptions{})
 	if err != nil || len(c.Webhooks) == 0 || c.Webhooks[0].ClientConfig.URL == nil {
 		return nil
 	}
-	u, err := url.Parse(*c.Webhooks[0].ClientConfig.URL)
-	if err != nil {
-		t.Fatalf("the webhook's URL: %v", err)
-	}
-	return u
-}
-
-// reviewOn sends the review of creating widget ns/name to the admission
-// listener adm, at the webhook's signed path, as the API server would call
-// that one replica, and says why it was not allowed.
-func reviewOn(adm string, hook *url.URL, ns, name string) error {
-	obj, err := json.Marshal(widget(ns, name).Object)
-	if err != nil {
-		return err
-	}
-	review := admissionv1.AdmissionReview{Request: &admissionv1.AdmissionRequest{
-		UID: types.UID("direct-" + name), Operation: admissionv1.Create, Namespace: ns, Name: name,
-		Resource: metav1.GroupVersionResource{Group: widgetGVR.Group, Version: widgetGVR.Version, Resource: widgetGVR.Resource},
-		Kind:     metav1.GroupVersionKind{Group: widgetGVR.Group, Version: widgetGVR.Version, Kind: "Widget"},
-		UserInfo: authenticationv1.UserInfo{Username: "tester"},
-		Object:   runtime.RawExtension{Raw: obj},
-	}}
-	review.APIVersion, review.Kind = "admission.k8s.io/v1", "AdmissionReview"
-	body, err := json.Marshal(review)
-	if err != nil {
-		return err
-	}
-	// The listeners are on loopback, each with its own serving certificate.
-	client := &http.Client{Timeout: waitTimeout, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
-	defer client.CloseIdleConnections()
-	target := *hook
-	target.Host = adm
-	resp, err := client.Post(target.String(), "application/json", bytes.NewReader(body))
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	answer, _ := io.ReadAll(resp.Body)
-	var got admissionv1.AdmissionReview
-	if err := json.Unmarshal(answer, &got); err != nil || resp.StatusCode != http.StatusOK || got.Response == nil {
-		return fmt.Errorf("answered %d: %s", resp.StatusCode, answer)
-	}
-	if !got.Response.Allowed {
-		return fmt.Errorf("refused: %+v", got.Response.Result)
-	}
-	return nil
+	return &c.Webhooks[0]
 }
 
 // asTester is a client that writes as another user than the brokers',
