@@ -3,8 +3,10 @@ package incluster
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -45,6 +47,39 @@ func TestReviewsSurviveTheLeadersPodDeletion(t *testing.T) {
 	settled := time.Now()
 	waitForWrites(t, load, settled, 60, "60 writes done after the Pod's replacement")
 	report(t, "the leader's Pod deleted", load.Stop(), begun, time.Now(), time.Time{})
+}
+
+// TestReviewsSurviveTheLeadersProcessKilled: the leader's process
+// SIGKILLed (a crash, an OOM kill), every write is answered. A review
+// under way on the killed process's connection is lost whatever the
+// manifests do (the API server does not retry a webhook call): such a
+// write, begun before the kill and ended after, is logged apart, as in
+// test/lifecycle's TestReviewsSurviveTheLeadersSIGKILL.
+func TestReviewsSurviveTheLeadersProcessKilled(t *testing.T) {
+	c := node.Get(t)
+	load, begun := reviewsUnderLoad(t, c)
+	t.Cleanup(func() { restartBrokers(t, c) }) // no container left restarted for the next test
+	kube := c.Client()
+	leader, err := readyLeader(context.Background(), kube)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid := brokerPID(t, leader)
+	killed := time.Now()
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatalf("SIGKILL of %s's broker (pid %d): %v", leader, pid, err)
+	}
+	took := testenv.WaitFor(t, 2*time.Minute, "the killed container restarted and a Ready leader", func(ctx context.Context) error {
+		if err := restarted(ctx, kube, leader); err != nil {
+			return err
+		}
+		_, err := readyLeader(ctx, kube)
+		return err
+	})
+	t.Logf("leader %s SIGKILLed: a Ready leader and the container back %s after", leader, took.Round(100*time.Millisecond))
+	back := time.Now()
+	waitForWrites(t, load, back, 60, "60 writes done after the kill")
+	report(t, "the leader's process SIGKILLed", load.Stop(), begun, time.Now(), killed)
 }
 
 // reviewsUnderLoad installs the broker and the example handler, fail-closed,
@@ -163,4 +198,54 @@ func handlerOnEveryReplica(ctx context.Context, kube kubernetes.Interface) error
 		}
 	}
 	return nil
+}
+
+// brokerPID is the process of the broker container of pod on this machine
+// (a container's HOSTNAME is its Pod's name).
+func brokerPID(t *testing.T, pod string) int {
+	t.Helper()
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		var pid int
+		if _, err := fmt.Sscan(e.Name(), &pid); err != nil {
+			continue
+		}
+		cmd, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if !strings.HasPrefix(string(cmd), "/broker\x00") {
+			continue
+		}
+		env, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
+		for _, kv := range strings.Split(string(env), "\x00") {
+			if kv == "HOSTNAME="+pod {
+				return pid
+			}
+		}
+	}
+	t.Fatalf("no broker process of %s on this machine", pod)
+	return 0
+}
+
+// restarted is nil once pod's broker container has restarted and is Ready.
+func restarted(ctx context.Context, kube kubernetes.Interface, pod string) error {
+	p, err := kube.CoreV1().Pods(tetherNS).Get(ctx, pod, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	for _, s := range p.Status.ContainerStatuses {
+		if s.RestartCount > 0 && s.Ready {
+			return nil
+		}
+	}
+	return fmt.Errorf("%s: containers %+v", pod, p.Status.ContainerStatuses)
+}
+
+// restartBrokers rolls the broker's Pods out again and waits for a Ready
+// leader.
+func restartBrokers(t *testing.T, c *node.Cluster) {
+	kubectl(t, c, "-n", tetherNS, "rollout", "restart", "deployment/tether-broker")
+	kubectl(t, c, "-n", tetherNS, "rollout", "status", "deployment/tether-broker", "--timeout=5m")
+	testenv.WaitFor(t, 2*time.Minute, "a Ready leader after the rollout", func(ctx context.Context) error {
+		_, err := readyLeader(ctx, c.Client())
+		return err
+	})
 }
