@@ -82,6 +82,8 @@ func main() {
 			run, args = status, args[1:]
 		case "release":
 			run, args = releaseCmd, args[1:]
+		case "relay":
+			run, args = relayCmd, args[1:]
 		case "serve":
 			args = args[1:]
 		case "version", "-version", "--version":
@@ -102,9 +104,9 @@ func parseFlags(args []string, out io.Writer) (*config, error) {
 	fs := flag.NewFlagSet("broker", flag.ContinueOnError)
 	fs.SetOutput(out)
 	fs.Usage = func() {
-		fmt.Fprintf(out, "Usage: broker [serve] [flags]\n       broker status [flags]\n       broker release (--handler NAME ... | --all) [flags]\n       broker --version\n\n"+
+		fmt.Fprintf(out, "Usage: broker [serve] [flags]\n       broker status [flags]\n       broker release (--handler NAME ... | --all) [flags]\n       broker relay [flags]\n       broker --version\n\n"+
 			"The Tether broker. Kubeconfig is found as kubectl finds it: --kubeconfig, then\n$KUBECONFIG, then the in-cluster service account, then ~/.kube/config.\n"+
-			"'broker status -help' and 'broker release -help' describe the subcommands.\n\nFlags:\n")
+			"'broker status -help', 'broker release -help' and 'broker relay -help' describe the subcommands.\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
 	commonFlags(fs, &c.kubeconfig, &c.namespace)

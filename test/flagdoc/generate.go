@@ -22,14 +22,16 @@ var commands = []command{
 	{title: "broker", bin: "broker"},
 	{title: "broker status", bin: "broker", args: []string{"status"}},
 	{title: "broker release", bin: "broker", args: []string{"release"}},
+	{title: "broker relay", bin: "broker", args: []string{"relay"}},
 	{title: "example-handler", bin: "example-handler"},
 }
 
 // envDefaults are the variables some defaults are read from (the broker's
-// --namespace, --identity, --deployment, --leader-elect-pod); the commands
+// --namespace, --identity, --deployment, --leader-elect-pod,
+// --leader-elect-liveness-address, the relay's --pod-ip); the commands
 // run without them, so that the page shows the defaults a binary has when they are not set, wherever it is
 // generated.
-var envDefaults = []string{"POD_NAME", "POD_NAMESPACE", "TETHER_DEPLOYMENT", "KUBERNETES_SERVICE_HOST"}
+var envDefaults = []string{"POD_NAME", "POD_NAMESPACE", "POD_IP", "TETHER_DEPLOYMENT", "KUBERNETES_SERVICE_HOST"}
 
 // generate builds the commands from the module at root, runs each with
 // -help and renders the page.
