@@ -30,12 +30,14 @@ func TestManifestFlagsExist(t *testing.T) {
 	flagLine := regexp.MustCompile(`(?m)^\s+-([a-z0-9][a-z0-9-]*)`)
 	for _, tc := range []struct {
 		binary string
+		sub    []string // the subcommand
 		args   []string
 	}{
-		{"broker", brokerArgs},
-		{"example-handler", handlerArgs},
+		{"broker", nil, brokerArgs},
+		{"broker", relayArgs[:1], relayArgs[1:]},
+		{"example-handler", nil, handlerArgs},
 	} {
-		help, _ := exec.CommandContext(ctx, filepath.Join(bin, tc.binary), "-help").CombinedOutput()
+		help, _ := exec.CommandContext(ctx, filepath.Join(bin, tc.binary), append(tc.sub, "-help")...).CombinedOutput()
 		defined := map[string]bool{}
 		for _, m := range flagLine.FindAllStringSubmatch(string(help), -1) {
 			defined[m[1]] = true
@@ -46,14 +48,14 @@ func TestManifestFlagsExist(t *testing.T) {
 		for _, a := range tc.args {
 			name, _, _ := strings.Cut(strings.TrimLeft(a, "-"), "=")
 			if !defined[name] {
-				t.Errorf("the manifests pass %s to %s, which has no flag -%s", a, tc.binary, name)
+				t.Errorf("the manifests pass %s to %s, which has no flag -%s", a, strings.Join(append([]string{tc.binary}, tc.sub...), " "), name)
 			}
 		}
 	}
-	// The arguments above are the ones in the files.
-	for file, want := range map[string][]string{
-		"deploy/broker/deployment.yaml":          brokerArgs,
-		"deploy/example-handler/deployment.yaml": handlerArgs,
+	// The arguments above are the ones in the files, by container.
+	for file, want := range map[string]map[string][]string{
+		"deploy/broker/deployment.yaml":          {"broker": brokerArgs, "relay": relayArgs},
+		"deploy/example-handler/deployment.yaml": {"handler": handlerArgs},
 	} {
 		data, err := os.ReadFile(filepath.Join(root, file))
 		if err != nil {
@@ -66,8 +68,9 @@ func TestManifestFlagsExist(t *testing.T) {
 				for _, a := range c.(map[string]any)["args"].([]any) {
 					got = append(got, a.(string))
 				}
-				if !slices.Equal(got, want) {
-					t.Errorf("%s passes %q, this test checks %q", file, got, want)
+				name, _ := c.(map[string]any)["name"].(string)
+				if !slices.Equal(got, want[name]) {
+					t.Errorf("%s passes %q to container %s, this test checks %q", file, got, name, want[name])
 				}
 			}
 		}

@@ -72,8 +72,9 @@ func flagValue(args []string, name string) (string, bool) {
 func checkAdmissionHA(t *testing.T, r rendered) {
 	var d appsv1.Deployment
 	r.get(t, "Deployment/"+ns+"/"+brokerName, &d)
-	c := d.Spec.Template.Spec.Containers[0]
-	ports := containerPorts(c)
+	c := container(t, d.Spec.Template.Spec, "broker")
+	relay := container(t, d.Spec.Template.Spec, "relay")
+	ports := podPorts(d.Spec.Template.Spec)
 
 	// The liveness address: the Pod's own address, on a declared port.
 	env := slices.IndexFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == "POD_IP" })
@@ -100,7 +101,21 @@ func checkAdmissionHA(t *testing.T, r rendered) {
 		t.Errorf("Service %s: clusterIP %q, selector %v; want a ClusterIP (the API server calls no headless Service) selecting every broker Pod %v",
 			admission, adm.Spec.ClusterIP, adm.Spec.Selector, d.Spec.Template.Labels)
 	}
-	checkServicePort(t, adm, admissionPort, listenPort, ports)
+	// The Service targets the relay, which forwards to the broker's
+	// listener here, and to the other replicas' (not their relays').
+	relayListen, _ := flagValue(relay.Args, "listen")
+	_, relayPort, _ := net.SplitHostPort(relayListen)
+	checkServicePort(t, adm, admissionPort, relayPort, ports)
+	local, _ := flagValue(relay.Args, "local")
+	if host, port, _ := net.SplitHostPort(local); port != listenPort || host != "127.0.0.1" {
+		t.Errorf("the relay forwards to --local=%s, want 127.0.0.1 and the broker's --admission-listen port %s", local, listenPort)
+	}
+	if p, _ := flagValue(relay.Args, "peer-port"); p != listenPort || p == relayPort {
+		t.Errorf("the relay forwards to peers' port %s, want the brokers' --admission-listen port %s, not the relays' %s", p, listenPort, relayPort)
+	}
+	if p, _ := strconv.Atoi(listenPort); ports["admission"] != int32(p) {
+		t.Errorf("the broker's --admission-listen port %s is not the container port admission (%d)", listenPort, ports["admission"])
+	}
 
 	replicas := broker.DefaultGRPCReplicasService
 	if v, ok := flagValue(c.Args, "tls-replicas-service"); ok {
@@ -115,6 +130,9 @@ func checkAdmissionHA(t *testing.T, r rendered) {
 	grpcListen, _ := flagValue(c.Args, "listen")
 	_, grpcPort, _ := net.SplitHostPort(grpcListen)
 	checkServicePort(t, headless, grpcPort, grpcPort, ports)
+	if peers, _ := flagValue(relay.Args, "peers"); peers != replicas && peers != replicas+"."+ns+".svc" {
+		t.Errorf("the relay finds its peers at %q, want the headless Service %s", peers, replicas)
+	}
 
 	checkBrokerNetworkPolicy(t, r, d, ports)
 	checkHandlerDialsEveryReplica(t, r, d, replicas+"."+ns+".svc:"+grpcPort)
@@ -153,8 +171,8 @@ func checkServicePort(t *testing.T, svc corev1.Service, port, containerPort stri
 }
 
 // checkBrokerNetworkPolicy: gRPC, webhooks and metrics from anywhere; the
-// liveness port from the broker's Pods in its namespace, and from nowhere
-// else.
+// liveness port and the brokers' own admission port from the broker's Pods
+// in its namespace, and from nowhere else.
 func checkBrokerNetworkPolicy(t *testing.T, r rendered, d appsv1.Deployment, ports map[string]int32) {
 	t.Helper()
 	var np networkingv1.NetworkPolicy
@@ -175,14 +193,18 @@ func checkBrokerNetworkPolicy(t *testing.T, r rendered, d appsv1.Deployment, por
 			t.Errorf("the NetworkPolicy does not admit port %s (%d) from anywhere", name, ports[name])
 		}
 	}
-	live := ports["leader-liveness"]
-	if open[live] || len(from[live]) == 0 {
-		t.Errorf("the NetworkPolicy admits the liveness port %d from anywhere %v, or from nowhere %v: want the broker's Pods alone", live, open[live], from[live])
-	}
-	for _, peer := range from[live] {
-		if peer.NamespaceSelector != nil || peer.IPBlock != nil || peer.PodSelector == nil ||
-			len(peer.PodSelector.MatchExpressions) != 0 || !selectsEvery(peer.PodSelector.MatchLabels, d) {
-			t.Errorf("the liveness port is admitted from %+v: want the broker's Pods of its namespace, every one", peer)
+	// The liveness port, and the brokers' own admission port behind the
+	// relays, from the other broker Pods alone.
+	for _, name := range []string{"leader-liveness", "admission"} {
+		port := ports[name]
+		if open[port] || len(from[port]) == 0 {
+			t.Errorf("the NetworkPolicy admits the %s port %d from anywhere %v, or from nowhere %v: want the broker's Pods alone", name, port, open[port], from[port])
+		}
+		for _, peer := range from[port] {
+			if peer.NamespaceSelector != nil || peer.IPBlock != nil || peer.PodSelector == nil ||
+				len(peer.PodSelector.MatchExpressions) != 0 || !selectsEvery(peer.PodSelector.MatchLabels, d) {
+				t.Errorf("the %s port is admitted from %+v: want the broker's Pods of its namespace, every one", name, peer)
+			}
 		}
 	}
 }

@@ -44,12 +44,22 @@ var brokerArgs = []string{
 	"--deployment=tether-broker",
 	"--leader-elect",
 	"--log-format=json",
-	"--admission-listen=:8443",
+	"--admission-listen=:8444",
 	"--admission-service=tether-broker",
 	"--admission-replicas-service=tether-broker-admission",
 	"--admission-service-port=8443",
 	"--token-audience=tether.dev/broker",
 	"--leader-elect-liveness-address=[$(POD_IP)]:7444",
+}
+
+// relayArgs are the arguments of the broker Pod's relay container.
+var relayArgs = []string{
+	"relay",
+	"--listen=:8443",
+	"--local=127.0.0.1:8444",
+	"--peers=tether-broker-replicas",
+	"--peer-port=8444",
+	"--log-format=json",
 }
 
 // handlerArgs are the example handler's arguments.
@@ -335,10 +345,10 @@ func TestManifestsApply(t *testing.T) {
 		if pod.ServiceAccountName != brokerName {
 			t.Errorf("serviceAccountName = %q", pod.ServiceAccountName)
 		}
-		if len(pod.Containers) != 1 {
-			t.Fatalf("%d containers, want 1", len(pod.Containers))
+		if len(pod.Containers) != 2 {
+			t.Fatalf("%d containers, want 2: the broker and its relay", len(pod.Containers))
 		}
-		c := pod.Containers[0]
+		c, relay := container(t, pod, "broker"), container(t, pod, "relay")
 		if c.Image != image || len(c.Command) != 0 {
 			t.Errorf("image %q command %q, want %s with its entrypoint", c.Image, c.Command, image)
 		}
@@ -358,7 +368,7 @@ func TestManifestsApply(t *testing.T) {
 			t.Errorf("TETHER_DEPLOYMENT = %q, want %s", e.Value, brokerName)
 		}
 		ports := containerPorts(c)
-		for name, port := range map[string]int32{"grpc": 7443, "webhook": 8443, "metrics": 9090, "leader-liveness": 7444} {
+		for name, port := range map[string]int32{"grpc": 7443, "admission": 8444, "metrics": 9090, "leader-liveness": 7444} {
 			if ports[name] != port {
 				t.Errorf("container port %s = %d, want %d", name, ports[name], port)
 			}
@@ -377,6 +387,30 @@ func TestManifestsApply(t *testing.T) {
 		if len(c.VolumeMounts) != 1 || c.VolumeMounts[0].MountPath != "/tmp" {
 			t.Errorf("the broker mounts %v, want /tmp only: it keeps its certificates in Secrets it reads itself", c.VolumeMounts)
 		}
+		// The relay: the same image, the webhook port, ready while it
+		// listens, and nothing mounted (it reads no file).
+		if relay.Image != image || len(relay.Command) != 0 || !slices.Equal(relay.Args, relayArgs) {
+			t.Errorf("relay: image %q command %q args %q, want %s with its entrypoint and %q", relay.Image, relay.Command, relay.Args, image, relayArgs)
+		}
+		rports := containerPorts(relay)
+		if len(rports) != 1 || rports["webhook"] != 8443 {
+			t.Errorf("relay ports %v, want webhook 8443 alone", rports)
+		}
+		if p := relay.ReadinessProbe; p == nil || p.TCPSocket == nil || resolvePort(p.TCPSocket.Port, rports) != 8443 {
+			t.Errorf("relay readiness probe %+v, want a TCP connection to 8443", p)
+		}
+		if e := slices.IndexFunc(relay.Env, func(e corev1.EnvVar) bool { return e.Name == "POD_IP" }); e < 0 ||
+			relay.Env[e].ValueFrom == nil || relay.Env[e].ValueFrom.FieldRef == nil || relay.Env[e].ValueFrom.FieldRef.FieldPath != "status.podIP" {
+			t.Errorf("the relay's env has no POD_IP from status.podIP: %+v", relay.Env)
+		}
+		checkResources(t, relay)
+		checkSecurity(t, pod, relay)
+		if len(relay.VolumeMounts) != 0 {
+			t.Errorf("the relay mounts %v, want nothing", relay.VolumeMounts)
+		}
+		if d.Spec.Template.Annotations["kubectl.kubernetes.io/default-container"] != "broker" {
+			t.Errorf("the Pod's annotations %v do not make the broker kubectl's default container", d.Spec.Template.Annotations)
+		}
 	})
 
 	t.Run("Service", func(t *testing.T) {
@@ -394,7 +428,7 @@ func TestManifestsApply(t *testing.T) {
 		if !selects(svc.Spec.Selector, leaderPod) || selects(svc.Spec.Selector, d.Spec.Template.Labels) {
 			t.Errorf("Service selector %v: want the broker's Pods %v with %s=true only", svc.Spec.Selector, d.Spec.Template.Labels, broker.LeaderLabel)
 		}
-		cports := containerPorts(d.Spec.Template.Spec.Containers[0])
+		cports := podPorts(d.Spec.Template.Spec)
 		want := map[string]int32{"grpc": 7443, "webhook": 8443, "metrics": 9090}
 		if len(svc.Spec.Ports) != len(want) {
 			t.Errorf("Service has %d ports, want %d", len(svc.Spec.Ports), len(want))
@@ -409,7 +443,7 @@ func TestManifestsApply(t *testing.T) {
 		}
 	})
 
-	// The broker's NetworkPolicy admits its Pods' four ports and no
+	// The broker's NetworkPolicy admits its Pods' five ports and no
 	// other: each port it names is one the container serves. Who may
 	// reach which: TestManifestsRunAdmissionHA.
 	t.Run("NetworkPolicy", func(t *testing.T) {
@@ -424,7 +458,7 @@ func TestManifestsApply(t *testing.T) {
 		if !selects(np.Spec.PodSelector.MatchLabels, d.Spec.Template.Labels) {
 			t.Errorf("NetworkPolicy selector %v does not select the broker's Pods %v", np.Spec.PodSelector.MatchLabels, d.Spec.Template.Labels)
 		}
-		cports := containerPorts(d.Spec.Template.Spec.Containers[0])
+		cports := podPorts(d.Spec.Template.Spec)
 		var got []int32
 		for _, rule := range np.Spec.Ingress {
 			for _, p := range rule.Ports {
@@ -432,7 +466,7 @@ func TestManifestsApply(t *testing.T) {
 			}
 		}
 		slices.Sort(got)
-		if want := []int32{7443, 7444, 8443, 9090}; !slices.Equal(got, want) {
+		if want := []int32{7443, 7444, 8443, 8444, 9090}; !slices.Equal(got, want) {
 			t.Errorf("the NetworkPolicy admits ports %v, want the broker's %v", got, want)
 		}
 	})
@@ -529,6 +563,26 @@ func containerPorts(c corev1.Container) map[string]int32 {
 		ports[p.Name] = p.ContainerPort
 	}
 	return ports
+}
+
+// podPorts are the named ports of every container of pod: the broker's
+// and its relay's.
+func podPorts(pod corev1.PodSpec) map[string]int32 {
+	ports := map[string]int32{}
+	for _, c := range pod.Containers {
+		maps.Copy(ports, containerPorts(c))
+	}
+	return ports
+}
+
+// container is pod's container named name.
+func container(t *testing.T, pod corev1.PodSpec, name string) corev1.Container {
+	t.Helper()
+	i := slices.IndexFunc(pod.Containers, func(c corev1.Container) bool { return c.Name == name })
+	if i < 0 {
+		t.Fatalf("no container %s in %+v", name, pod.Containers)
+	}
+	return pod.Containers[i]
 }
 
 // resolvePort turns a named or numbered target port into a number.

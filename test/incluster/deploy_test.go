@@ -144,12 +144,16 @@ func TestDeployRunsOneReadyLeader(t *testing.T) {
 		} else {
 			t.Errorf("no process of %s found on the node", p.Name)
 		}
+		if m, ok := mem[p.Name+"/relay"]; ok {
+			t.Logf("%s, its relay: cgroup memory %s", p.Name, m)
+		}
 	}
 }
 
 // containerMemory maps the name of each Pod whose process runs on this
 // machine (a container's HOSTNAME is its Pod's name) to its memory cgroup's
-// usage and RSS.
+// usage and RSS; the broker's relay container (`/broker relay`) is under
+// the Pod's name plus "/relay".
 func containerMemory(t *testing.T) map[string]string {
 	t.Helper()
 	out := map[string]string{}
@@ -159,7 +163,8 @@ func containerMemory(t *testing.T) map[string]string {
 		if err != nil || !strings.Contains(string(cg), ":/k8s.io/") {
 			continue
 		}
-		if cmd, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline")); strings.HasPrefix(string(cmd), "/pause") {
+		cmd, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if strings.HasPrefix(string(cmd), "/pause") {
 			continue // the Pod's sandbox
 		}
 		env, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
@@ -177,6 +182,9 @@ func containerMemory(t *testing.T) map[string]string {
 		}
 		if pod == "" || path == "" {
 			continue
+		}
+		if strings.HasPrefix(string(cmd), "/broker\x00relay\x00") {
+			pod += "/relay"
 		}
 		usage, err1 := os.ReadFile(filepath.Join(path, "memory.usage_in_bytes"))
 		stat, err2 := os.ReadFile(filepath.Join(path, "memory.stat"))

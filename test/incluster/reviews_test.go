@@ -201,7 +201,9 @@ func handlerOnEveryReplica(ctx context.Context, kube kubernetes.Interface) error
 }
 
 // brokerPID is the process of the broker container of pod on this machine
-// (a container's HOSTNAME is its Pod's name).
+// (a container's HOSTNAME is its Pod's name), not its relay's (`/broker
+// relay`, the same binary), which keeps the Pod's admission port answering
+// while the broker is dead.
 func brokerPID(t *testing.T, pod string) int {
 	t.Helper()
 	entries, _ := os.ReadDir("/proc")
@@ -211,7 +213,7 @@ func brokerPID(t *testing.T, pod string) int {
 			continue
 		}
 		cmd, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if !strings.HasPrefix(string(cmd), "/broker\x00") {
+		if !strings.HasPrefix(string(cmd), "/broker\x00") || strings.HasPrefix(string(cmd), "/broker\x00relay\x00") {
 			continue
 		}
 		env, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
