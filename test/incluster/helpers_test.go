@@ -46,15 +46,15 @@ func repoRoot(t *testing.T) string {
 // deployDir is deploy/ in the repository.
 func deployDir(t *testing.T) string { return filepath.Join(repoRoot(t), "deploy") }
 
-// followBrokerLogs copies the logs of the broker Pods running now into the
-// test's log when it fails: a Pod's own log is gone with the Pod, and an
-// uninstall deletes them all.
+// followBrokerLogs copies the logs of the broker Pods running now, their
+// relays' too, into the test's log when it fails: a Pod's own log is gone
+// with the Pod, and an uninstall deletes them all.
 func followBrokerLogs(t *testing.T, c *node.Cluster) {
 	t.Helper()
 	var out testenv.Lines
 	ctx, cancel := context.WithCancel(context.Background())
 	cmd := exec.CommandContext(ctx, c.Binaries().Kubectl, "--kubeconfig", c.KubeconfigPath(), "-n", tetherNS,
-		"logs", "-f", "--prefix", "--tail=-1", "--max-log-requests=10", "-l", brokerLabel)
+		"logs", "-f", "--prefix", "--all-containers", "--tail=-1", "--max-log-requests=10", "-l", brokerLabel)
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
 		cancel()
