@@ -80,6 +80,10 @@ func TestReviewsSurviveTheLeadersProcessKilled(t *testing.T) {
 	back := time.Now()
 	waitForWrites(t, load, back, 60, "60 writes done after the kill")
 	report(t, "the leader's process SIGKILLed", load.Stop(), begun, time.Now(), killed)
+	// What kept them answered: the connections the killed Pod's relay sent
+	// to the other replica while its broker was dead.
+	relayed := strings.Count(kubectl(t, c, "-n", tetherNS, "logs", leader, "-c", "relay"), "forwarded it to another replica")
+	t.Logf("the relay of %s forwarded %d connections to the other replica", leader, relayed)
 }
 
 // reviewsUnderLoad installs the broker and the example handler, fail-closed,
