@@ -34,10 +34,10 @@ func TestManifestFlagsExist(t *testing.T) {
 		args   []string
 	}{
 		{"broker", nil, brokerArgs},
-		{"broker", relayArgs[:1], relayArgs[1:]},
+		{"broker", []string{"relay"}, relayArgs[1:]},
 		{"example-handler", nil, handlerArgs},
 	} {
-		help, _ := exec.CommandContext(ctx, filepath.Join(bin, tc.binary), append(tc.sub, "-help")...).CombinedOutput()
+		help, _ := exec.CommandContext(ctx, filepath.Join(bin, tc.binary), append(slices.Clone(tc.sub), "-help")...).CombinedOutput()
 		defined := map[string]bool{}
 		for _, m := range flagLine.FindAllStringSubmatch(string(help), -1) {
 			defined[m[1]] = true
