@@ -51,20 +51,27 @@ func deployDir(t *testing.T) string { return filepath.Join(repoRoot(t), "deploy"
 // with the Pod, and an uninstall deletes them all.
 func followBrokerLogs(t *testing.T, c *node.Cluster) {
 	t.Helper()
+	followLogs(t, c, tetherNS, brokerLabel, "the broker Pods")
+}
+
+// followLogs copies the logs of the Pods of ns that label selects,
+// running now, into the test's log when it fails.
+func followLogs(t *testing.T, c *node.Cluster, ns, label, what string) {
+	t.Helper()
 	var out testenv.Lines
 	ctx, cancel := context.WithCancel(context.Background())
-	cmd := exec.CommandContext(ctx, c.Binaries().Kubectl, "--kubeconfig", c.KubeconfigPath(), "-n", tetherNS,
-		"logs", "-f", "--prefix", "--all-containers", "--tail=-1", "--max-log-requests=10", "-l", brokerLabel)
+	cmd := exec.CommandContext(ctx, c.Binaries().Kubectl, "--kubeconfig", c.KubeconfigPath(), "-n", ns,
+		"logs", "-f", "--prefix", "--all-containers", "--tail=-1", "--max-log-requests=10", "-l", label)
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
 		cancel()
-		t.Fatalf("following the broker's logs: %v", err)
+		t.Fatalf("following the logs of %s: %v", what, err)
 	}
 	t.Cleanup(func() {
 		cancel()
 		_ = cmd.Wait()
 		if t.Failed() {
-			t.Logf("the broker Pods' logs:\n%s", out.Text())
+			t.Logf("%s' logs:\n%s", what, out.Text())
 		}
 	})
 }

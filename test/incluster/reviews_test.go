@@ -97,6 +97,8 @@ func reviewsUnderLoad(t *testing.T, c *node.Cluster) (*testenv.WriteLoad, time.T
 	ns := namespace(t, c, "reviews")
 	optIn(t, c, ns)
 	failClosed(t, c)
+	// The handler's sessions, when a write is refused for want of one.
+	followLogs(t, c, exampleNS, "app.kubernetes.io/name=example-handler", "the example handler's Pods")
 	testenv.WaitFor(t, time.Minute, "the handler on every replica", func(ctx context.Context) error {
 		return handlerOnEveryReplica(ctx, c.Client())
 	})
