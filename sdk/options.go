@@ -96,6 +96,9 @@ type config struct {
 	// grace and absentAfter are asked of the broker when set.
 	grace, absentAfter *time.Duration
 	priority           int32
+	// lookup finds a DNS name's replicas (HOST:PORT); nil: lookup. Tests
+	// set it (export_test.go) to name replicas on loopback.
+	lookup func(ctx context.Context, host, port string) ([]string, error)
 }
 
 func defaultConfig() config {

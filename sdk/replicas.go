@@ -75,7 +75,11 @@ func (h *Handler) replicaSet(ctx context.Context, addr string, p *plan) *replica
 		if !ok {
 			return nil
 		}
-		set.resolve = func(ctx context.Context) ([]string, error) { return lookup(ctx, host, port) }
+		find := lookup
+		if h.cfg.lookup != nil {
+			find = h.cfg.lookup
+		}
+		set.resolve = func(ctx context.Context) ([]string, error) { return find(ctx, host, port) }
 		if first, err := set.resolve(ctx); err != nil || len(first) < 2 {
 			return nil
 		}
