@@ -152,8 +152,9 @@ func (h *Handler) prepare() (*plan, error) {
 // lists CAPABILITY_EVERY_REPLICA: any replica the API server calls then has
 // an instance to answer the review, and no review waits for a leader.
 // Deliveries from every session go to the same functions; lifecycle
-// deliveries, timers and daemons come only from the leader's. TLS verifies
-// the name in addr, whichever address is dialled. A name with one address
+// deliveries, timers and daemons come only from the leader's. Each
+// session dials its replica's address as looked up, without resolving the
+// name again, and TLS verifies the name in addr. A name with one address
 // when Run starts (a ClusterIP Service such as tether-broker's) keeps one
 // session, as before, for the life of Run.
 //
@@ -180,16 +181,16 @@ func (h *Handler) Run(ctx context.Context, addr string) error {
 }
 
 // connectLoop keeps a session with the broker at addr until ctx ends, or
-// the broker rejects the handler. pinned, when set, is where every
-// connection is dialled instead (one replica of several, replicas.go);
+// the broker rejects the handler. pinned, when set, is the one replica of
+// several that every connection goes to, by its address (replicas.go);
 // ended, when set, is told each time a session ends.
-func (h *Handler) connectLoop(ctx context.Context, addr string, p *plan, pinned Dialer, log hclog.Logger, ended func()) error {
+func (h *Handler) connectLoop(ctx context.Context, addr string, p *plan, pinned *replicaAddr, log hclog.Logger, ended func()) error {
 	bo := backoff{min: h.cfg.backoffMin, max: h.cfg.backoffMax}
 	for {
 		// A new connection for every session: behind a Service, the next
 		// connection may reach another broker replica (the leader), where the
 		// old one would keep reaching a follower that refuses.
-		conn, err := grpc.NewClient(addr, h.dialOptions(pinned)...)
+		conn, err := grpc.NewClient(pinned.target(addr), h.dialOptions(pinned)...)
 		if err != nil {
 			return fmt.Errorf("tether: broker address %q: %w", addr, err)
 		}
@@ -262,9 +263,10 @@ func rejection(handler string, err error) *RejectedError {
 	return nil
 }
 
-// dialOptions are a connection's options; pinned, when set, dials instead
-// of the configured dialer.
-func (h *Handler) dialOptions(pinned Dialer) []grpc.DialOption {
+// dialOptions are a connection's options; pinned, when set, dials its
+// replica instead of the configured dialer, and names the broker as addr
+// did (for TLS and :authority).
+func (h *Handler) dialOptions(pinned *replicaAddr) []grpc.DialOption {
 	opts := []grpc.DialOption{
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: keepaliveTime, Timeout: keepaliveTimeout}),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxRecvMsgSize)),
@@ -277,10 +279,9 @@ func (h *Handler) dialOptions(pinned Dialer) []grpc.DialOption {
 			MinConnectTimeout: ConnectTimeout,
 		}),
 	}
-	if d := h.cfg.dialer; pinned != nil || d != nil {
-		if pinned != nil {
-			d = pinned
-		}
+	if pinned != nil {
+		opts = append(opts, pinned.dialOptions()...)
+	} else if d := h.cfg.dialer; d != nil {
 		opts = append(opts, grpc.WithContextDialer(d))
 	}
 	if h.cfg.insecure {

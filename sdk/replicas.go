@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"google.golang.org/grpc"
+
 	tetherv1 "github.com/tether-dev/tether/proto/tether/v1"
 )
 
@@ -169,10 +171,7 @@ func (r *replicaSet) follow(ctx context.Context, addrs []string, running map[str
 		}
 		sctx, stop := context.WithCancel(ctx)
 		running[a] = stop
-		pinned := func(ctx context.Context, _ string) (net.Conn, error) {
-			var d net.Dialer
-			return d.DialContext(ctx, "tcp", a)
-		}
+		pinned := &replicaAddr{addr: a, authority: authority(r.addr)}
 		wg.Go(func() {
 			err := r.h.connectLoop(sctx, r.addr, r.p, pinned, r.h.log.With("broker", r.addr, "replica", a), r.lookAgain)
 			if err != nil {
@@ -183,6 +182,52 @@ func (r *replicaSet) follow(ctx context.Context, addrs []string, running map[str
 			}
 		})
 	}
+}
+
+// replicaAddr is one replica's address, which a session of a replicaSet
+// dials: as a passthrough target, so that no session depends on the name
+// resolving again (gRPC's resolver would look it up at every connection,
+// waiting up to 30 s, and fail the session when it has no address at that
+// moment, though the replica answers), and under the authority of the
+// address Run was given, which TLS verifies.
+type replicaAddr struct {
+	addr      string // HOST:PORT
+	authority string // "": gRPC's default, the address
+}
+
+// target is the gRPC target of a connection: the replica's address, or
+// addr when r is nil.
+func (r *replicaAddr) target(addr string) string {
+	if r == nil {
+		return addr
+	}
+	return "passthrough:///" + r.addr
+}
+
+func (r *replicaAddr) dialOptions() []grpc.DialOption {
+	opts := []grpc.DialOption{grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "tcp", r.addr)
+	})}
+	if r.authority != "" {
+		opts = append(opts, grpc.WithAuthority(r.authority))
+	}
+	return opts
+}
+
+// authority is the :authority gRPC gives a connection to target (its
+// endpoint, for the schemes a replicaSet serves: none, dns and
+// passthrough); "" for others.
+func authority(target string) string {
+	for _, scheme := range []string{"dns:///", "passthrough:///"} {
+		if rest, ok := strings.CutPrefix(target, scheme); ok {
+			return rest
+		}
+	}
+	if strings.Contains(target, "://") {
+		return ""
+	}
+	return target
 }
 
 func (r *replicaSet) lookAgain() {

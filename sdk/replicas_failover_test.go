@@ -2,6 +2,13 @@ package sdk_test
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"math/big"
 	"net"
 	"sync/atomic"
 	"testing"
@@ -10,6 +17,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/status"
 
 	tetherv1 "github.com/tether-dev/tether/proto/tether/v1"
@@ -79,7 +87,7 @@ func TestTheFollowerComingToLeadGetsAFullSessionWhileTheLeaderIsDead(t *testing.
 	if s.hello.GetInstanceId() != "test-1" {
 		t.Errorf("instance %q", s.hello.GetInstanceId())
 	}
-	if limit := 3 * sdk.DefaultReconnectMax; took > limit {
+	if limit := 4 * sdk.DefaultReconnectMax; took > limit { // three refusals, at most the cap after each
 		t.Errorf("the new leader had the instance back %s after, more than %s", took, limit)
 	}
 }
@@ -179,4 +187,72 @@ func TestASessionToALookedUpReplicaDoesNotResolveTheNameAgain(t *testing.T) {
 			t.Errorf("the session on %s has :authority %v, want the name the handler dials, %s:7443", r.addr, got, name)
 		}
 	}
+}
+
+// TestASessionToALookedUpReplicaVerifiesTheNameOverTLS: dialled by its
+// address, a replica is still verified by TLS as the name the handler was
+// given, which its certificate holds (not its address).
+func TestASessionToALookedUpReplicaVerifiesTheNameOverTLS(t *testing.T) {
+	const name = "tether-broker-replicas.tether-system.svc.invalid"
+	server, roots := namedCert(t, name)
+	leader := startReplicaWith(t, &fakeBroker{}, grpc.Creds(credentials.NewTLS(server)))
+	follower := startReplicaWith(t, &fakeBroker{reviewsOnly: true}, grpc.Creds(credentials.NewTLS(server)))
+	h := sdk.New("secret-policy", sdk.WithInstanceID("test-1"), sdk.WithToken("t0"),
+		sdk.WithTLS(&tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}), // no ServerName: the name dialled
+		sdk.WithLogger(hclog.NewNullLogger()),
+		sdk.WithLookup(func(context.Context, string, string) ([]string, error) {
+			return []string{leader.addr, follower.addr}, nil
+		}))
+	h.OnValidate(secrets, allow)
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() { errc <- h.Run(ctx, "dns:///"+name+":7443") }()
+	t.Cleanup(func() {
+		cancel()
+		<-errc
+	})
+	leader.session(t)
+	follower.session(t)
+}
+
+// startReplicaWith is startReplica with server options (TLS).
+func startReplicaWith(t *testing.T, b *fakeBroker, opts ...grpc.ServerOption) *replica {
+	t.Helper()
+	b.sessions = make(chan *fakeSession, 16)
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer(opts...)
+	tetherv1.RegisterBrokerServiceServer(srv, b)
+	go func() { _ = srv.Serve(lis) }()
+	t.Cleanup(srv.Stop)
+	return &replica{fakeBroker: b, addr: lis.Addr().String()}
+}
+
+// namedCert is a self-signed server certificate for name alone, and the
+// pool that trusts it.
+func namedCert(t *testing.T, name string) (*tls.Config, *x509.CertPool) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: name}, DNSNames: []string{name},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		KeyUsage:    x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}, IsCA: true, BasicConstraintsValid: true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(cert)
+	return &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}}, MinVersion: tls.VersionTLS12}, pool
 }
