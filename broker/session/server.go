@@ -215,7 +215,7 @@ func (s *Server) Shutdown() {
 }
 
 // Connect serves one handler instance.
-func (s *Server) Connect(stream tetherv1.BrokerService_ConnectServer) error {
+func (s *Server) Connect(stream tetherv1.BrokerService_ConnectServer) (err error) {
 	ctx, cancel := context.WithCancel(stream.Context())
 	defer cancel()
 
@@ -223,6 +223,8 @@ func (s *Server) Connect(stream tetherv1.BrokerService_ConnectServer) error {
 	if err != nil {
 		return err
 	}
+	welcomed := false
+	defer func() { s.logRefusal(hello, welcomed, err) }()
 	window, err := s.checkHello(hello)
 	if err != nil {
 		return status.Error(codes.InvalidArgument, err.Error())
@@ -270,6 +272,7 @@ func (s *Server) Connect(stream tetherv1.BrokerService_ConnectServer) error {
 	if err := stream.Send(&tetherv1.ConnectResponse{Message: &tetherv1.ConnectResponse_Welcome{Welcome: welcome}}); err != nil {
 		return err
 	}
+	welcomed = true
 	log.Info("handler instance connected", "bindings", len(bindings), "window", window, "priority", in.Priority,
 		"sdk", hello.GetSdk(), "capabilities", capabilityNames(in.Capabilities), "reviews_only", att.ReviewsOnly)
 
@@ -282,6 +285,22 @@ func (s *Server) Connect(stream tetherv1.BrokerService_ConnectServer) error {
 		recvErr <- s.receive(ctx, stream, in, log)
 	}()
 	return s.serve(ctx, stream, in, ended{withdrawn, att.Ended}, recvErr, log)
+}
+
+// logRefusal logs a Hello refused (err, before Welcome), so that a
+// handler instance retrying (Unavailable, ResourceExhausted: not now) or
+// rejected is seen from the broker's side too; an instance that went away
+// (Canceled) is not.
+func (s *Server) logRefusal(hello *tetherv1.Hello, welcomed bool, err error) {
+	if welcomed || err == nil {
+		return
+	}
+	st := status.Convert(err)
+	if st.Code() == codes.Canceled {
+		return
+	}
+	s.log.Info("refused a handler instance's Hello", "handler", hello.GetHandler(), "instance", hello.GetInstanceId(),
+		"code", st.Code().String(), "reason", st.Message())
 }
 
 // welcome is the Welcome of instance in: its session, window and grace,
