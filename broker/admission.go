@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 	authenticationv1 "k8s.io/api/authentication/v1"
@@ -45,6 +46,12 @@ type Admission struct {
 	// Service. Empty: every handler's point at URL or Service.
 	ReplicasURL     string
 	ReplicasService string
+	// ReadyWait is how long, with ReplicasURL or ReplicasService, a replica
+	// that starts reports not ready while a handler whose webhooks point at
+	// every replica has no instance connected to it, so that the API server
+	// sends it none of that handler's reviews before one is there. Zero
+	// means DefaultAdmissionReadyWait; negative, no wait.
+	ReadyWait time.Duration
 	// SecretName is the Secret in the broker's namespace that keeps the
 	// serving certificate the broker generates (default
 	// "tether-admission-tls"), so that replicas and restarts agree; its CA is

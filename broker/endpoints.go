@@ -23,6 +23,9 @@ type readiness struct {
 	// LeaderLabel, not by readiness: a replica that serves is ready, to
 	// lead or to take over.
 	elected atomic.Bool
+	// reviewers, when set, keeps a replica that starts out of service
+	// until the handlers that answer reviews on every replica are here.
+	reviewers atomic.Pointer[reviewersGate]
 }
 
 // notReady says why the broker is not ready; "" when it is.
@@ -35,7 +38,7 @@ func (h *readiness) notReady() string {
 	case !h.synced.Load() && !h.elected.Load():
 		return "the handlers' informers have not synced yet"
 	}
-	return ""
+	return h.reviewers.Load().notReady()
 }
 
 // ErrMetricsListen marks a failure to bind MetricsListen.

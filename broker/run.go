@@ -54,6 +54,9 @@ func (p *parts) run(ctx context.Context) error {
 	if p.adm != nil {
 		g.Go(func() error { return p.adm.certs.Start(gctx) })
 		g.Go(func() error { return p.adm.server.Start(gctx) })
+		if gate := p.gateReviewers(); gate != nil {
+			g.Go(func() error { gate.readWanted(gctx, p.adm.hooks.EveryReplica); return nil })
+		}
 	}
 	g.Go(func() error {
 		<-gctx.Done()

@@ -131,3 +131,16 @@ func (m *Manager) addControllerLocked(handler string, rt *controller) {
 	m.controllers[handler] = rt
 	m.follower.supersede(handler)
 }
+
+// Connected reports whether an instance of the handler has a session to
+// this replica, leading or not: a replica that starts waits for one of each
+// handler that answers on every replica before it reports ready.
+func (m *Manager) Connected(handler string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if rt := m.controllers[handler]; rt != nil && rt.reviews.pool.len() > 0 {
+		return true
+	}
+	ro := m.follower[handler]
+	return ro != nil && !ro.isEnded() && ro.reviews.pool.len() > 0
+}

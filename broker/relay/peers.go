@@ -19,7 +19,7 @@ type Resolver interface {
 }
 
 // DNSPeers are the addresses a DNS name resolves to (the A and AAAA
-// records of a headless Service: every ready replica), without Own, each
+// records of a headless Service: every replica, ready or not), without Own, each
 // on Port.
 type DNSPeers struct {
 	Name string

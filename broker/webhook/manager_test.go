@@ -557,4 +557,13 @@ func TestWebhooksPointAtEveryReplicaOnlyForHandlersOnEveryReplica(t *testing.T) 
 			t.Errorf("a Sync that keeps the target moved %s's webhook from %s to %s", h, before, got)
 		}
 	}
+	// A replica that starts reads which handlers it must wait for.
+	starting, _ := newManager(t, opts)
+	every, err := starting.EveryReplica(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(every, "everywhere") || slices.Contains(every, "leader-only") {
+		t.Errorf("EveryReplica = %q, want everywhere and not leader-only", every)
+	}
 }

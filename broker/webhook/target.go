@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"slices"
 	"strings"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
@@ -129,3 +130,36 @@ func (m *Manager) pointsAtReplicas(ctx context.Context, handler string) (bool, e
 }
 
 var errNoEndpoint = errors.New("no admission endpoint (Options.URL or Options.Service) to send the API server to")
+
+// EveryReplica names, sorted, the handlers whose configurations in the
+// cluster point at the replicas' endpoint: a replica that starts waits
+// for an instance of each before it reports ready (broker/reviewers.go),
+// since the API server may send it their reviews as soon as it is. None
+// without a replicas' endpoint.
+func (m *Manager) EveryReplica(ctx context.Context) ([]string, error) {
+	if m.replicas.empty() {
+		return nil, nil
+	}
+	selector := metav1.ListOptions{LabelSelector: labelManagedBy + "=" + managedBy}
+	v, err := m.client.AdmissionregistrationV1().ValidatingWebhookConfigurations().List(ctx, selector)
+	if err != nil {
+		return nil, fmt.Errorf("listing the validating webhook configurations: %w", err)
+	}
+	mu, err := m.client.AdmissionregistrationV1().MutatingWebhookConfigurations().List(ctx, selector)
+	if err != nil {
+		return nil, fmt.Errorf("listing the mutating webhook configurations: %w", err)
+	}
+	var names []string
+	for _, c := range v.Items {
+		if len(c.Webhooks) > 0 && m.replicas.serves(c.Webhooks[0].ClientConfig) {
+			names = append(names, c.Labels[labelHandler])
+		}
+	}
+	for _, c := range mu.Items {
+		if len(c.Webhooks) > 0 && m.replicas.serves(c.Webhooks[0].ClientConfig) {
+			names = append(names, c.Labels[labelHandler])
+		}
+	}
+	slices.Sort(names)
+	return slices.Compact(names), nil
+}

@@ -228,6 +228,8 @@ func (c *config) admissionFlags(fs *flag.FlagSet) {
 		"(empty: every handler's point at --admission-service)")
 	fs.StringVar(&c.admission.ReplicasURL, "admission-replicas-url", "", "base URL at which the API server reaches any of the replicas' --admission-listen, when the brokers run outside the cluster\n"+
 		"(a balancer in front of them); the webhooks of handlers whose instances connect to every replica point there (empty: at --admission-url)")
+	fs.DurationVar(&c.admission.ReadyWait, "admission-ready-wait", broker.DefaultAdmissionReadyWait, "with --admission-replicas-service or --admission-replicas-url, how long a replica that starts reports not ready\n"+
+		"while a handler whose webhooks point at every replica has no instance connected to it, so that none of its reviews reach a replica without one (negative: no wait)")
 	fs.StringVar(&c.admission.SecretName, "admission-secret", "tether-admission-tls", "Secret in --namespace keeping the serving certificate the broker generates and rotates for the webhooks;\n"+
 		"its CA is kept apart, in this name plus "+certs.CASecretSuffix)
 	fs.StringVar(&c.admission.CertFile, "admission-tls-cert-file", "", "a serving certificate to use instead of generating one (cert-manager style; re-read when it changes)")

@@ -97,9 +97,9 @@ func checkAdmissionHA(t *testing.T, r rendered) {
 	_, listenPort, _ := net.SplitHostPort(listen)
 	var adm corev1.Service
 	r.get(t, "Service/"+ns+"/"+admission, &adm)
-	if adm.Spec.ClusterIP == corev1.ClusterIPNone || !selectsEvery(adm.Spec.Selector, d) {
-		t.Errorf("Service %s: clusterIP %q, selector %v; want a ClusterIP (the API server calls no headless Service) selecting every broker Pod %v",
-			admission, adm.Spec.ClusterIP, adm.Spec.Selector, d.Spec.Template.Labels)
+	if adm.Spec.ClusterIP == corev1.ClusterIPNone || adm.Spec.PublishNotReadyAddresses || !selectsEvery(adm.Spec.Selector, d) {
+		t.Errorf("Service %s: clusterIP %q, publishNotReadyAddresses %v, selector %v; want a ClusterIP (the API server calls no headless Service) "+
+			"selecting every ready broker Pod %v", admission, adm.Spec.ClusterIP, adm.Spec.PublishNotReadyAddresses, adm.Spec.Selector, d.Spec.Template.Labels)
 	}
 	// The Service targets the relay, which forwards to the broker's
 	// listener here, and to the other replicas' (not their relays').
@@ -123,8 +123,10 @@ func checkAdmissionHA(t *testing.T, r rendered) {
 	}
 	var headless corev1.Service
 	r.get(t, "Service/"+ns+"/"+replicas, &headless)
-	if headless.Spec.ClusterIP != corev1.ClusterIPNone || headless.Spec.PublishNotReadyAddresses || !selectsEvery(headless.Spec.Selector, d) {
-		t.Errorf("Service %s: clusterIP %q, publishNotReadyAddresses %v, selector %v; want headless, ready Pods only, every broker Pod %v",
+	// Not-ready Pods too: a replica that starts waits, not ready, for the
+	// handlers on every replica to find it here (--admission-ready-wait).
+	if headless.Spec.ClusterIP != corev1.ClusterIPNone || !headless.Spec.PublishNotReadyAddresses || !selectsEvery(headless.Spec.Selector, d) {
+		t.Errorf("Service %s: clusterIP %q, publishNotReadyAddresses %v, selector %v; want headless, not-ready Pods too, every broker Pod %v",
 			replicas, headless.Spec.ClusterIP, headless.Spec.PublishNotReadyAddresses, headless.Spec.Selector, d.Spec.Template.Labels)
 	}
 	grpcListen, _ := flagValue(c.Args, "listen")
