@@ -6,11 +6,16 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net"
+	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"k8s.io/utils/clock"
+
+	"github.com/tether-dev/tether/broker/admission"
+	"github.com/tether-dev/tether/broker/binding"
 )
 
 // Defaults of Options.
@@ -20,10 +25,19 @@ const (
 	DefaultDialTimeout = time.Second
 	DefaultDrain       = 5 * time.Second
 	DefaultQuiet       = 2 * time.Second
+	DefaultCertRetry   = 5 * time.Second
+	DefaultCertRefresh = 30 * time.Second
+	// DefaultMaxBodyBytes bounds a request the relay reads in HTTPS mode:
+	// the broker's own bound on a review.
+	DefaultMaxBodyBytes = admission.DefaultMaxBodyBytes
 )
 
+// shutdownGrace is how long a stopping relay waits for the requests under
+// way in HTTPS mode: the longest webhook timeout, and a resend's margin.
+const shutdownGrace = binding.MaxAdmissionTimeout + 10*time.Second
+
 // Options configure a Relay; the zero value relays :8443 to
-// 127.0.0.1:8444 with no peers.
+// 127.0.0.1:8444 with no peers, byte for byte.
 type Options struct {
 	// Listen is the address the relay accepts connections on (default
 	// DefaultListen); Listener, when set, is used instead.
@@ -45,8 +59,22 @@ type Options struct {
 	// Quiet is how long a connection to a peer must have carried no byte
 	// before the stopping relay closes it (default DefaultQuiet).
 	Quiet time.Duration
-	Log   hclog.Logger
-	Clock clock.WithTicker
+	// Certs is the admission serving certificate every replica serves;
+	// nil: none, connections are relayed byte for byte. Once it is had,
+	// new connections are served as HTTPS by the relay and each request is
+	// sent to the local broker, or to a peer while none answers it. It is
+	// read at Start, again every CertRetry (default DefaultCertRetry) until
+	// it is had, then every CertRefresh (default DefaultCertRefresh).
+	Certs                  CertSource
+	CertRetry, CertRefresh time.Duration
+	// ServerName is the name the brokers' certificate is verified for;
+	// default the certificate's first DNS name.
+	ServerName string
+	// MaxBodyBytes bounds a request's body in HTTPS mode; larger ones are
+	// answered 413 (default DefaultMaxBodyBytes).
+	MaxBodyBytes int64
+	Log          hclog.Logger
+	Clock        clock.WithTicker
 }
 
 // Relay forwards connections to the local broker, or to a peer while the
@@ -56,6 +84,9 @@ type Relay struct {
 	log   hclog.Logger
 	clock clock.WithTicker
 	lis   net.Listener
+
+	tls        atomic.Pointer[tlsState] // nil: byte for byte
+	transports []*http.Transport        // every tlsState's, closed at the end; under mu
 
 	mu       sync.Mutex
 	links    map[*link]struct{}
@@ -79,6 +110,15 @@ func New(opts Options) *Relay {
 	}
 	if opts.Quiet <= 0 {
 		opts.Quiet = DefaultQuiet
+	}
+	if opts.CertRetry <= 0 {
+		opts.CertRetry = DefaultCertRetry
+	}
+	if opts.CertRefresh <= 0 {
+		opts.CertRefresh = DefaultCertRefresh
+	}
+	if opts.MaxBodyBytes <= 0 {
+		opts.MaxBodyBytes = DefaultMaxBodyBytes
 	}
 	if opts.Log == nil {
 		opts.Log = hclog.NewNullLogger()
@@ -114,21 +154,52 @@ func (r *Relay) Addr() net.Addr {
 // The kubelet sends SIGTERM to the relay and the broker at once, and the
 // broker closes its admission listener at once, while the Pod's address
 // may still be in the endpoints the API server and kube-proxy use for a
-// few seconds: the relay keeps accepting for Drain, forwarding to a peer
+// few seconds: the relay keeps accepting for Drain, sending to a peer
 // once the local broker refuses. Waiting instead until killed at the end
 // of the grace period (120 s, which an uninstall needs) would make every
-// rollout that long. After Drain it stops accepting, leaves the
-// connections to the local broker for the broker to end (its shutdown
-// ends them once their reviews are answered), closes each connection to a
-// peer once it carried nothing for Quiet (the peer, not stopping, would
-// keep an idle one open for minutes), and returns once none is left.
+// rollout that long. After Drain it stops accepting; in HTTPS mode it
+// lets the requests under way finish (for up to shutdownGrace) and closes
+// its connections once idle; of those relayed byte for byte, it leaves
+// the ones to the local broker for the broker to end (its shutdown ends
+// them once their reviews are answered), closes each one to a peer once
+// it carried nothing for Quiet (the peer, not stopping, would keep an
+// idle one open for minutes), and returns once none is left.
 func (r *Relay) Start(ctx context.Context) error {
 	if err := r.Listen(); err != nil {
 		return err
 	}
 	r.log.Info("relaying admission connections", "address", r.lis.Addr().String(), "local", r.opts.Local)
+	certsCtx, stopCerts := context.WithCancel(context.Background())
+	certsDone := make(chan struct{})
+	go func() {
+		defer close(certsDone)
+		if r.opts.Certs != nil {
+			r.watchCerts(certsCtx)
+		}
+	}()
+	srv, httpLis := r.newHTTPServer(), newConnListener(r.lis.Addr())
+	served := make(chan error, 1)
+	go func() { served <- srv.ServeTLS(httpLis, "", "") }()
 	accepted := make(chan error, 1)
-	go func() { accepted <- r.accept() }()
+	go func() { accepted <- r.accept(httpLis) }()
+	err := r.wait(ctx, accepted)
+	stopCerts()
+	<-certsDone
+	r.stopHTTP(srv, served)
+	r.closeWhenQuiet()
+	r.wg.Wait()
+	r.mu.Lock()
+	for _, t := range r.transports {
+		t.CloseIdleConnections()
+	}
+	r.mu.Unlock()
+	r.log.Info("relay stopped")
+	return err
+}
+
+// wait returns accept's error once ctx has ended and Drain passed, or
+// accept ended, with the listener closed.
+func (r *Relay) wait(ctx context.Context, accepted <-chan error) error {
 	var err error
 	done := false // accept has returned
 	select {
@@ -148,15 +219,27 @@ func (r *Relay) Start(ctx context.Context) error {
 	if !done {
 		err = <-accepted
 	}
-	r.closeWhenQuiet()
-	r.wg.Wait()
-	r.log.Info("relay stopped")
 	return err
 }
 
-// accept hands each connection to a goroutine of its own until the
-// listener is closed.
-func (r *Relay) accept() error {
+// stopHTTP ends HTTPS mode: the requests under way are answered, for up
+// to shutdownGrace, then the connections are closed.
+func (r *Relay) stopHTTP(srv *http.Server, served <-chan error) {
+	sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		r.log.Warn("requests were still under way at the end of the grace: closing their connections", "grace", shutdownGrace.String())
+		_ = srv.Close()
+	}
+	if err := <-served; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		r.log.Warn("serving HTTPS ended", "error", err)
+	}
+}
+
+// accept hands each connection to the HTTPS server while the relay has a
+// certificate, else to a goroutine of its own that relays it byte for
+// byte, until the listener is closed.
+func (r *Relay) accept(httpLis *connListener) error {
 	for {
 		conn, err := r.lis.Accept()
 		if errors.Is(err, net.ErrClosed) {
@@ -168,6 +251,10 @@ func (r *Relay) accept() error {
 				continue
 			}
 			return fmt.Errorf("relay: accepting: %w", err)
+		}
+		if r.tls.Load() != nil {
+			httpLis.hand(conn)
+			continue
 		}
 		r.wg.Add(1)
 		go r.handle(conn)
@@ -215,17 +302,9 @@ func (r *Relay) dial(ctx context.Context) (net.Conn, bool, error) {
 		return conn, true, nil
 	}
 	errs := []error{fmt.Errorf("the local broker %s: %w", r.opts.Local, err)}
-	if r.opts.Peers == nil {
-		return nil, false, errs[0]
-	}
-	lctx, cancel := context.WithTimeout(ctx, r.opts.DialTimeout)
-	peers, err := r.opts.Peers.Peers(lctx)
-	cancel()
+	peers, err := r.peers(ctx)
 	if err != nil {
 		return nil, false, errors.Join(append(errs, err)...)
-	}
-	if len(peers) == 0 {
-		return nil, false, errors.Join(append(errs, errors.New("no other replica"))...)
 	}
 	// In a random order, so that with more than two replicas the load of a
 	// dead one spreads.
@@ -238,6 +317,24 @@ func (r *Relay) dial(ctx context.Context) (net.Conn, bool, error) {
 		errs = append(errs, fmt.Errorf("replica %s: %w", peers[i], err))
 	}
 	return nil, false, errors.Join(errs...)
+}
+
+// peers looks the peers up, within DialTimeout; an error when there is
+// none.
+func (r *Relay) peers(ctx context.Context) ([]string, error) {
+	if r.opts.Peers == nil {
+		return nil, errors.New("no peers configured")
+	}
+	lctx, cancel := context.WithTimeout(ctx, r.opts.DialTimeout)
+	defer cancel()
+	peers, err := r.opts.Peers.Peers(lctx)
+	if err != nil {
+		return nil, err
+	}
+	if len(peers) == 0 {
+		return nil, errors.New("no other replica")
+	}
+	return peers, nil
 }
 
 func (r *Relay) dialOne(ctx context.Context, addr string) (net.Conn, error) {

@@ -99,8 +99,17 @@ func refusing(t *testing.T) string {
 // test ends, and the returned stop stops it and returns Start's error.
 func startRelay(t *testing.T, opts Options) (addr string, stop func() error) {
 	t.Helper()
+	r, stop := runRelay(t, opts)
+	return r.Addr().String(), stop
+}
+
+// runRelay is startRelay, returning the Relay.
+func runRelay(t *testing.T, opts Options) (*Relay, func() error) {
+	t.Helper()
 	opts.Listen = "127.0.0.1:0"
-	opts.Log = hclog.New(&hclog.LoggerOptions{Name: t.Name(), Output: t.Output(), Level: hclog.Debug})
+	if opts.Log == nil {
+		opts.Log = hclog.New(&hclog.LoggerOptions{Name: t.Name(), Output: t.Output(), Level: hclog.Debug})
+	}
 	if opts.Drain == 0 {
 		opts.Drain = -1
 	}
@@ -113,7 +122,7 @@ func startRelay(t *testing.T, opts Options) (addr string, stop func() error) {
 	go func() { done <- r.Start(ctx) }()
 	var once sync.Once
 	var err error
-	stop = func() error {
+	stop := func() error {
 		once.Do(func() {
 			cancel()
 			select {
@@ -125,7 +134,19 @@ func startRelay(t *testing.T, opts Options) (addr string, stop func() error) {
 		return err
 	}
 	t.Cleanup(func() { _ = stop() })
-	return r.Addr().String(), stop
+	return r, stop
+}
+
+// eventually polls cond until it holds, failing the test after 10 s.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("waited 10s for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
 
 // greeting dials addr and reads the first line the broker behind it sends.
