@@ -135,6 +135,20 @@ func checkAdmissionHA(t *testing.T, r rendered) {
 	if peers, _ := flagValue(relay.Args, "peers"); peers != replicas && peers != replicas+"."+ns+".svc" {
 		t.Errorf("the relay finds its peers at %q, want the headless Service %s", peers, replicas)
 	}
+	// The relay serves the certificate the broker writes, from its Secret
+	// in the broker's namespace, which the Pod's ServiceAccount may get.
+	secret := broker.DefaultAdmissionSecret
+	if v, ok := flagValue(c.Args, "admission-secret"); ok {
+		secret = v
+	}
+	if v, _ := flagValue(relay.Args, "tls-secret"); v != secret {
+		t.Errorf("the relay reads its certificate from --tls-secret=%q, want the broker's admission Secret %q", v, secret)
+	}
+	nsEnv := slices.IndexFunc(relay.Env, func(e corev1.EnvVar) bool { return e.Name == "POD_NAMESPACE" })
+	if v, _ := flagValue(relay.Args, "namespace"); v != "$(POD_NAMESPACE)" || nsEnv < 0 || relay.Env[nsEnv].ValueFrom == nil ||
+		relay.Env[nsEnv].ValueFrom.FieldRef == nil || relay.Env[nsEnv].ValueFrom.FieldRef.FieldPath != "metadata.namespace" {
+		t.Errorf("the relay's --namespace=%q and env %+v: want $(POD_NAMESPACE), from the downward API's metadata.namespace", v, relay.Env)
+	}
 
 	checkBrokerNetworkPolicy(t, r, d, ports)
 	checkHandlerDialsEveryReplica(t, r, d, replicas+"."+ns+".svc:"+grpcPort)

@@ -59,6 +59,8 @@ var relayArgs = []string{
 	"--local=127.0.0.1:8444",
 	"--peers=tether-broker-replicas",
 	"--peer-port=8444",
+	"--namespace=$(POD_NAMESPACE)",
+	"--tls-secret=tether-admission-tls",
 	"--log-format=json",
 }
 
@@ -388,7 +390,7 @@ func TestManifestsApply(t *testing.T) {
 			t.Errorf("the broker mounts %v, want /tmp only: it keeps its certificates in Secrets it reads itself", c.VolumeMounts)
 		}
 		// The relay: the same image, the webhook port, ready while it
-		// listens, and nothing mounted (it reads no file).
+		// listens, and nothing mounted (it reads its certificate through the API server, not from a file).
 		if relay.Image != image || len(relay.Command) != 0 || !slices.Equal(relay.Args, relayArgs) {
 			t.Errorf("relay: image %q command %q args %q, want %s with its entrypoint and %q", relay.Image, relay.Command, relay.Args, image, relayArgs)
 		}
