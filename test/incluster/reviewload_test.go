@@ -47,27 +47,32 @@ func waitForWrites(t *testing.T, load *testenv.WriteLoad, since time.Time, n int
 }
 
 // report counts the writes begun in [from, to) and fails the test for each
-// that the handler did not answer, but one under way when a process was
-// SIGKILLed (begun before killed and ended after), which is logged apart.
+// that the handler did not answer, those under way when a process was
+// SIGKILLed (begun before killed and ended after) included: the relay
+// sends a review the killed broker did not answer to another replica.
+// Those under way are counted apart too, whatever their outcome.
 func report(t *testing.T, phase string, writes []testenv.Write, from, to, killed time.Time) {
 	t.Helper()
 	var answeredN, inFlight int
 	var failedOpen, refused []testenv.Write
 	for _, w := range writes {
-		switch {
-		case w.Began.Before(from) || !w.Began.Before(to):
-		case answered(w):
-			answeredN++
-		case w.Began.Before(killed) && !w.Ended.Before(killed):
+		if w.Began.Before(from) || !w.Began.Before(to) {
+			continue
+		}
+		if !killed.IsZero() && w.Began.Before(killed) && !w.Ended.Before(killed) {
 			inFlight++
 			t.Logf("%s: under way at the kill: %s", phase, w)
+		}
+		switch {
+		case answered(w):
+			answeredN++
 		case w.Err == nil:
 			failedOpen = append(failedOpen, w)
 		default:
 			refused = append(refused, w)
 		}
 	}
-	t.Logf("%s: %d writes answered by the handler, %d failed open, %d refused without its answer, %d under way at the kill",
+	t.Logf("%s: %d writes answered by the handler, %d failed open, %d refused without its answer; %d of them under way at the kill",
 		phase, answeredN, len(failedOpen), len(refused), inFlight)
 	for _, w := range failedOpen {
 		t.Errorf("%s: a write admitted without the handler's answer: %s", phase, w)

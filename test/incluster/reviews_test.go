@@ -50,11 +50,11 @@ func TestReviewsSurviveTheLeadersPodDeletion(t *testing.T) {
 }
 
 // TestReviewsSurviveTheLeadersProcessKilled: the leader's process
-// SIGKILLed (a crash, an OOM kill), every write is answered. A review
-// under way on the killed process's connection is lost whatever the
-// manifests do (the API server does not retry a webhook call): such a
-// write, begun before the kill and ended after, is logged apart, as in
-// test/lifecycle's TestReviewsSurviveTheLeadersSIGKILL.
+// SIGKILLed (a crash, an OOM kill), every write is answered, those under
+// way at the kill too: the API server does not retry a webhook call, but
+// the killed Pod's relay, which serves HTTPS with the admission
+// certificate, sends each review the broker did not answer to the other
+// replica.
 func TestReviewsSurviveTheLeadersProcessKilled(t *testing.T) {
 	c := node.Get(t)
 	load, begun := reviewsUnderLoad(t, c)
@@ -80,10 +80,12 @@ func TestReviewsSurviveTheLeadersProcessKilled(t *testing.T) {
 	back := time.Now()
 	waitForWrites(t, load, back, 60, "60 writes done after the kill")
 	report(t, "the leader's process SIGKILLed", load.Stop(), begun, time.Now(), killed)
-	// What kept them answered: the connections the killed Pod's relay sent
-	// to the other replica while its broker was dead.
-	relayed := strings.Count(kubectl(t, c, "-n", tetherNS, "logs", leader, "-c", "relay"), "forwarded it to another replica")
-	t.Logf("the relay of %s forwarded %d connections to the other replica", leader, relayed)
+	// What kept them answered: the reviews the killed Pod's relay sent to
+	// the other replica while its broker was dead (and the connections it
+	// forwarded byte for byte, none once it serves HTTPS).
+	logs := kubectl(t, c, "-n", tetherNS, "logs", leader, "-c", "relay")
+	t.Logf("the relay of %s resent %d reviews and forwarded %d connections to the other replica", leader,
+		strings.Count(logs, "resent it to another replica"), strings.Count(logs, "forwarded it to another replica"))
 }
 
 // reviewsUnderLoad installs the broker and the example handler, fail-closed,
@@ -101,6 +103,11 @@ func reviewsUnderLoad(t *testing.T, c *node.Cluster) (*testenv.WriteLoad, time.T
 	followLogs(t, c, exampleNS, "app.kubernetes.io/name=example-handler", "the example handler's Pods")
 	testenv.WaitFor(t, time.Minute, "the handler on every replica", func(ctx context.Context) error {
 		return handlerOnEveryReplica(ctx, c.Client())
+	})
+	// Until its relay has the admission certificate, a Pod's reviews are
+	// forwarded byte for byte, and one under way at a kill is lost.
+	testenv.WaitFor(t, time.Minute, "every relay serving HTTPS", func(ctx context.Context) error {
+		return relaysServeHTTPS(ctx, c.Client())
 	})
 	begun := time.Now()
 	load := startBadTTLLoad(c.Client(), ns, 20)
@@ -201,6 +208,32 @@ func handlerOnEveryReplica(ctx context.Context, kube kubernetes.Interface) error
 		}
 		if !connected {
 			return fmt.Errorf("the handler has not connected to %s at %s", b.Name, b.Status.PodIP)
+		}
+	}
+	return nil
+}
+
+// relaysHTTPS is in a relay's log once it serves HTTPS (broker/relay's
+// loadCert).
+const relaysHTTPS = "relaying admission requests over HTTPS"
+
+// relaysServeHTTPS is nil once the relay of each broker Pod says it
+// serves HTTPS.
+func relaysServeHTTPS(ctx context.Context, kube kubernetes.Interface) error {
+	brokers, err := kube.CoreV1().Pods(tetherNS).List(ctx, metav1.ListOptions{LabelSelector: brokerLabel})
+	if err != nil {
+		return err
+	}
+	for _, b := range brokers.Items {
+		if b.DeletionTimestamp != nil {
+			continue
+		}
+		out, err := kube.CoreV1().Pods(tetherNS).GetLogs(b.Name, &corev1.PodLogOptions{Container: "relay"}).DoRaw(ctx)
+		if err != nil {
+			return err
+		}
+		if !strings.Contains(string(out), relaysHTTPS) {
+			return fmt.Errorf("the relay of %s does not serve HTTPS yet", b.Name)
 		}
 	}
 	return nil
