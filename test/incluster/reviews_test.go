@@ -84,6 +84,13 @@ func TestReviewsSurviveTheLeadersProcessKilled(t *testing.T) {
 	// the other replica while its broker was dead (and the connections it
 	// forwarded byte for byte, none once it serves HTTPS).
 	logs := kubectl(t, c, "-n", tetherNS, "logs", leader, "-c", "relay")
+	for line := range strings.SplitSeq(logs, "\n") {
+		// Each says why: refused (sent after the kill) or the connection's
+		// end (under way at the kill).
+		if strings.Contains(line, "resent it to another replica") {
+			t.Logf("relay: %s", line)
+		}
+	}
 	t.Logf("the relay of %s resent %d reviews and forwarded %d connections to the other replica", leader,
 		strings.Count(logs, "resent it to another replica"), strings.Count(logs, "forwarded it to another replica"))
 }
