@@ -28,8 +28,9 @@ func TestAStartingReplicaIsReadyOnlyOnceTheHandlersOnEveryReplicaAreThere(t *tes
 	cp := controlplane.Get(t)
 	cp.EnsureWidgetCRD(t)
 	ns := cp.Namespace(t)
+	brokerNS := cp.Namespace(t) // never sent to a webhook
 	rs := testenv.NewReplicas(t, 2)
-	startBrokerProcess(t, cp, rs.Addrs[0], ns, rs.Args(0)...)
+	startBrokerProcess(t, cp, rs.Addrs[0], brokerNS, rs.Args(0)...)
 	door := newDoor(t, rs.Addrs[1])
 
 	h := sdk.New("readygate", append(handlerOpts(t), sdk.WithDialer(sdk.RoundRobin(rs.Addrs[0], door.addr())))...)
@@ -45,7 +46,7 @@ func TestAStartingReplicaIsReadyOnlyOnceTheHandlersOnEveryReplicaAreThere(t *tes
 	metricsAddr := freeAddr(t)
 	// A wait longer than the test's: the replica must be ready because the
 	// handler came, not because the wait ran out.
-	startBrokerProcess(t, cp, rs.Addrs[1], ns, append(rs.Args(1), "--metrics-listen", metricsAddr, "--admission-ready-wait", "10m")...)
+	startBrokerProcess(t, cp, rs.Addrs[1], brokerNS, append(rs.Args(1), "--metrics-listen", metricsAddr, "--admission-ready-wait", "10m")...)
 	readyz := "http://" + metricsAddr + "/readyz"
 	eventually(t, "the new replica to wait for the handler", func() bool {
 		code, body := get200(readyz)
