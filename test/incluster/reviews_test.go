@@ -65,6 +65,17 @@ func TestReviewsSurviveTheLeadersProcessKilled(t *testing.T) {
 		t.Fatal(err)
 	}
 	pid := brokerPID(t, leader)
+	// Frozen first, so that reviews are surely under way on the broker's
+	// connections when it dies: the relay must resend those too. A review
+	// takes some milliseconds; one begun half a second ago and not done is
+	// waiting on the frozen process.
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatalf("SIGSTOP of %s's broker (pid %d): %v", leader, pid, err)
+	}
+	testenv.Eventually(t, time.Minute, "2 writes under way on the frozen broker", func() bool {
+		return load.UnderWay(time.Now().Add(-500*time.Millisecond)) >= 2
+	})
+	underWay := load.UnderWay(time.Now())
 	killed := time.Now()
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatalf("SIGKILL of %s's broker (pid %d): %v", leader, pid, err)
@@ -76,7 +87,7 @@ func TestReviewsSurviveTheLeadersProcessKilled(t *testing.T) {
 		_, err := readyLeader(ctx, kube)
 		return err
 	})
-	t.Logf("leader %s SIGKILLed: a Ready leader and the container back %s after", leader, took.Round(100*time.Millisecond))
+	t.Logf("leader %s SIGKILLed with %d writes under way: a Ready leader and the container back %s after", leader, underWay, took.Round(100*time.Millisecond))
 	back := time.Now()
 	waitForWrites(t, load, back, 60, "60 writes done after the kill")
 	report(t, "the leader's process SIGKILLed", load.Stop(), begun, time.Now(), killed)

@@ -10,11 +10,12 @@ import (
 // that one slow write (a review that waits for a dead replica) does not
 // slow the rate.
 type WriteLoad struct {
-	stopped chan struct{}
-	stop    sync.Once
-	wg      sync.WaitGroup
-	mu      sync.Mutex
-	done    []Write
+	stopped  chan struct{}
+	stop     sync.Once
+	wg       sync.WaitGroup
+	mu       sync.Mutex
+	done     []Write
+	underWay map[int]time.Time // begun, not ended, by index
 }
 
 // Write is one write of a load: when it began and ended, and its error.
@@ -30,7 +31,7 @@ func (w Write) String() string {
 // StartWriteLoad calls write(i) perSecond times a second, i counting from
 // 0, until Stop.
 func StartWriteLoad(perSecond int, write func(i int) error) *WriteLoad {
-	l := &WriteLoad{stopped: make(chan struct{})}
+	l := &WriteLoad{stopped: make(chan struct{}), underWay: map[int]time.Time{}}
 	l.wg.Go(func() {
 		t := time.NewTicker(time.Second / time.Duration(perSecond))
 		defer t.Stop()
@@ -42,9 +43,13 @@ func StartWriteLoad(perSecond int, write func(i int) error) *WriteLoad {
 			}
 			l.wg.Go(func() {
 				began := time.Now()
+				l.mu.Lock()
+				l.underWay[i] = began
+				l.mu.Unlock()
 				err := write(i)
 				l.mu.Lock()
 				defer l.mu.Unlock()
+				delete(l.underWay, i)
 				l.done = append(l.done, Write{Began: began, Ended: time.Now(), Err: err})
 			})
 		}
@@ -59,6 +64,19 @@ func (l *WriteLoad) DoneSince(t time.Time) int {
 	n := 0
 	for _, w := range l.done {
 		if !w.Began.Before(t) {
+			n++
+		}
+	}
+	return n
+}
+
+// UnderWay counts the writes begun before t that have not ended.
+func (l *WriteLoad) UnderWay(t time.Time) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, began := range l.underWay {
+		if began.Before(t) {
 			n++
 		}
 	}
