@@ -28,8 +28,9 @@ type testPKI struct {
 	server, client *tls.Config
 }
 
-// newTestPKI makes a self-signed certificate for "bufnet".
-func newTestPKI(t *testing.T) testPKI {
+// newTestPKI makes a self-signed certificate for name alone ("bufnet" in
+// the tests that dial a bufconn), and a client config that trusts it.
+func newTestPKI(t *testing.T, name string) testPKI {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -37,8 +38,8 @@ func newTestPKI(t *testing.T) testPKI {
 	}
 	tmpl := &x509.Certificate{
 		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: "bufnet"},
-		DNSNames:              []string{"bufnet"},
+		Subject:               pkix.Name{CommonName: name},
+		DNSNames:              []string{name},
 		NotBefore:             time.Now().Add(-time.Hour),
 		NotAfter:              time.Now().Add(time.Hour),
 		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
@@ -58,12 +59,12 @@ func newTestPKI(t *testing.T) testPKI {
 	pool.AddCert(cert)
 	return testPKI{
 		server: &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}}, MinVersion: tls.VersionTLS12},
-		client: &tls.Config{RootCAs: pool, ServerName: "bufnet", MinVersion: tls.VersionTLS12},
+		client: &tls.Config{RootCAs: pool, ServerName: name, MinVersion: tls.VersionTLS12},
 	}
 }
 
 func TestTokenFileIsSentAsBearerAndReReadOnReconnect(t *testing.T) {
-	pki := newTestPKI(t)
+	pki := newTestPKI(t, "bufnet")
 	hs := newHarness(t, nil).withTLS(pki.server)
 	tokenFile := filepath.Join(t.TempDir(), "token")
 	if err := os.WriteFile(tokenFile, []byte("first-token\n"), 0o600); err != nil {
@@ -89,7 +90,7 @@ func TestTokenFileIsSentAsBearerAndReReadOnReconnect(t *testing.T) {
 }
 
 func TestStaticTokenIsSent(t *testing.T) {
-	pki := newTestPKI(t)
+	pki := newTestPKI(t, "bufnet")
 	hs := newHarness(t, nil).withTLS(pki.server)
 	h := sdk.New("secret-ttl", hs.options(sdk.WithTLS(pki.client), sdk.WithToken("s3cret"))...)
 	h.OnCreate(configMaps, noop)
@@ -110,7 +111,7 @@ func TestInsecureSendsNoToken(t *testing.T) {
 }
 
 func TestUnreadableTokenFileEndsRun(t *testing.T) {
-	pki := newTestPKI(t)
+	pki := newTestPKI(t, "bufnet")
 	hs := newHarness(t, nil).withTLS(pki.server)
 	missing := filepath.Join(t.TempDir(), "no-such-token")
 	h := sdk.New("secret-ttl", hs.options(sdk.WithTLS(pki.client), sdk.WithTokenFile(missing))...)
@@ -133,7 +134,7 @@ func TestUnreadableTokenFileEndsRun(t *testing.T) {
 // connection attempt, so a handler whose mounted bundle now holds the
 // broker's new CA trusts it at the next reconnect.
 func TestCAFileReReadOnReconnect(t *testing.T) {
-	a, b := newTestPKI(t), newTestPKI(t)
+	a, b := newTestPKI(t, "bufnet"), newTestPKI(t, "bufnet")
 	var served atomic.Pointer[tls.Certificate]
 	served.Store(&a.server.Certificates[0])
 	hs := newHarness(t, nil).withTLS(&tls.Config{MinVersion: tls.VersionTLS12,

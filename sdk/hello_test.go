@@ -229,7 +229,7 @@ func TestInvalidConfigurationFailsRunBeforeConnecting(t *testing.T) {
 }
 
 func TestInsecureAndTLSTogetherIsInvalid(t *testing.T) {
-	h := sdk.New("x", sdk.WithInsecure(), sdk.WithTLS(newTestPKI(t).client))
+	h := sdk.New("x", sdk.WithInsecure(), sdk.WithTLS(newTestPKI(t, "bufnet").client))
 	h.OnCreate(configMaps, noop)
 	err := h.Run(context.Background(), target)
 	if err == nil || !strings.Contains(err.Error(), "WithInsecure and WithTLS both given") {

@@ -2,14 +2,7 @@ package sdk_test
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"math/big"
-	"net"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -33,16 +26,8 @@ type killable struct {
 
 func startKillable(t *testing.T, b *fakeBroker) *killable {
 	t.Helper()
-	b.sessions = make(chan *fakeSession, 16)
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := grpc.NewServer()
-	tetherv1.RegisterBrokerServiceServer(srv, b)
-	go func() { _ = srv.Serve(lis) }()
-	t.Cleanup(srv.Stop)
-	return &killable{replica: &replica{fakeBroker: b, addr: lis.Addr().String()}, srv: srv}
+	r, srv := serveReplica(t, "127.0.0.1:0", b)
+	return &killable{replica: r, srv: srv}
 }
 
 // kill stops the server at once: its streams end, and its port refuses.
@@ -65,12 +50,7 @@ func TestTheFollowerComingToLeadGetsAFullSessionWhileTheLeaderIsDead(t *testing.
 		return nil
 	}
 	follower.reviewsOnly = true
-	logs := &logSink{}
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("handler log:\n%s", logs.String())
-		}
-	})
+	logs := logsOnFailure(t)
 	h := sdk.New("secret-policy", replicaOptions(t, logs, leader.replica, follower)...)
 	h.OnValidate(secrets, allow)
 	runOn(t, h, leader.replica, follower)
@@ -96,17 +76,7 @@ func TestTheFollowerComingToLeadGetsAFullSessionWhileTheLeaderIsDead(t *testing.
 // restarting the container: the same IP and port.
 func (k *killable) restart(t *testing.T, b *fakeBroker) {
 	t.Helper()
-	b.sessions = make(chan *fakeSession, 16)
-	lis, err := net.Listen("tcp", k.addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := grpc.NewServer()
-	tetherv1.RegisterBrokerServiceServer(srv, b)
-	go func() { _ = srv.Serve(lis) }()
-	t.Cleanup(srv.Stop)
-	k.replica = &replica{fakeBroker: b, addr: k.addr}
-	k.srv = srv
+	k.replica, k.srv = serveReplica(t, k.addr, b)
 }
 
 // TestTheKilledLeaderBackAsAFollowerAndTheNewLeaderBothGetSessions: the
@@ -116,12 +86,7 @@ func (k *killable) restart(t *testing.T, b *fakeBroker) {
 func TestTheKilledLeaderBackAsAFollowerAndTheNewLeaderBothGetSessions(t *testing.T) {
 	a := startKillable(t, &fakeBroker{})
 	b := startReplica(t, &fakeBroker{reviewsOnly: true})
-	logs := &logSink{}
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("handler log:\n%s", logs.String())
-		}
-	})
+	logs := logsOnFailure(t)
 	h := sdk.New("secret-policy", replicaOptions(t, logs, a.replica, b)...)
 	h.OnValidate(secrets, allow)
 	runOn(t, h, a.replica, b)
@@ -151,12 +116,7 @@ func TestASessionToALookedUpReplicaDoesNotResolveTheNameAgain(t *testing.T) {
 	follower := startReplica(t, &fakeBroker{reviewsOnly: true})
 	const name = "tether-broker-replicas.tether-system.svc.invalid" // nothing resolves it
 	lookups := make(chan string, 64)
-	logs := &logSink{}
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("handler log:\n%s", logs.String())
-		}
-	})
+	logs := logsOnFailure(t)
 	h := sdk.New("secret-policy", sdk.WithInsecure(), sdk.WithInstanceID("test-1"),
 		sdk.WithLogger(hclog.New(&hclog.LoggerOptions{Name: "test", Level: hclog.Debug, Output: logs})),
 		sdk.WithLookup(func(_ context.Context, host, port string) ([]string, error) {
@@ -194,9 +154,10 @@ func TestASessionToALookedUpReplicaDoesNotResolveTheNameAgain(t *testing.T) {
 // given, which its certificate holds (not its address).
 func TestASessionToALookedUpReplicaVerifiesTheNameOverTLS(t *testing.T) {
 	const name = "tether-broker-replicas.tether-system.svc.invalid"
-	server, roots := namedCert(t, name)
-	leader := startReplicaWith(t, &fakeBroker{}, grpc.Creds(credentials.NewTLS(server)))
-	follower := startReplicaWith(t, &fakeBroker{reviewsOnly: true}, grpc.Creds(credentials.NewTLS(server)))
+	pki := newTestPKI(t, name)
+	server, roots := pki.server, pki.client.RootCAs
+	leader, _ := serveReplica(t, "127.0.0.1:0", &fakeBroker{}, grpc.Creds(credentials.NewTLS(server)))
+	follower, _ := serveReplica(t, "127.0.0.1:0", &fakeBroker{reviewsOnly: true}, grpc.Creds(credentials.NewTLS(server)))
 	h := sdk.New("secret-policy", sdk.WithInstanceID("test-1"), sdk.WithToken("t0"),
 		sdk.WithTLS(&tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}), // no ServerName: the name dialled
 		sdk.WithLogger(hclog.NewNullLogger()),
@@ -213,46 +174,4 @@ func TestASessionToALookedUpReplicaVerifiesTheNameOverTLS(t *testing.T) {
 	})
 	leader.session(t)
 	follower.session(t)
-}
-
-// startReplicaWith is startReplica with server options (TLS).
-func startReplicaWith(t *testing.T, b *fakeBroker, opts ...grpc.ServerOption) *replica {
-	t.Helper()
-	b.sessions = make(chan *fakeSession, 16)
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := grpc.NewServer(opts...)
-	tetherv1.RegisterBrokerServiceServer(srv, b)
-	go func() { _ = srv.Serve(lis) }()
-	t.Cleanup(srv.Stop)
-	return &replica{fakeBroker: b, addr: lis.Addr().String()}
-}
-
-// namedCert is a self-signed server certificate for name alone, and the
-// pool that trusts it.
-func namedCert(t *testing.T, name string) (*tls.Config, *x509.CertPool) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: name}, DNSNames: []string{name},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		KeyUsage:    x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}, IsCA: true, BasicConstraintsValid: true,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := x509.NewCertPool()
-	pool.AddCert(cert)
-	return &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}}, MinVersion: tls.VersionTLS12}, pool
 }

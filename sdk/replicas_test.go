@@ -25,16 +25,36 @@ type replica struct {
 
 func startReplica(t *testing.T, b *fakeBroker) *replica {
 	t.Helper()
+	r, _ := serveReplica(t, "127.0.0.1:0", b)
+	return r
+}
+
+// serveReplica serves b at addr (a free loopback port, or a killed
+// replica's) with the server options given (TLS), and returns its server
+// too, for a test that kills it.
+func serveReplica(t *testing.T, addr string, b *fakeBroker, opts ...grpc.ServerOption) (*replica, *grpc.Server) {
+	t.Helper()
 	b.sessions = make(chan *fakeSession, 16)
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	lis, err := net.Listen("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := grpc.NewServer()
+	srv := grpc.NewServer(opts...)
 	tetherv1.RegisterBrokerServiceServer(srv, b)
 	go func() { _ = srv.Serve(lis) }()
 	t.Cleanup(srv.Stop)
-	return &replica{fakeBroker: b, addr: lis.Addr().String()}
+	return &replica{fakeBroker: b, addr: lis.Addr().String()}, srv
+}
+
+// logsOnFailure is a handler's log, shown if the test fails.
+func logsOnFailure(t *testing.T) *logSink {
+	logs := &logSink{}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("handler log:\n%s", logs.String())
+		}
+	})
+	return logs
 }
 
 func (r *replica) session(t *testing.T) *fakeSession {

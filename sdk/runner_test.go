@@ -37,7 +37,11 @@ func TestDeliveriesOneAfterAnotherReuseAGoroutine(t *testing.T) {
 			t.Fatalf("ack = %v, want %s OK", ack, id)
 		}
 	}
-	if created := goroutinesCreated() - before; created > n/10 {
-		t.Fatalf("%d deliveries one after another started %d goroutines, want at most %d", n, created, n/10)
+	// The count is the process's: gRPC's transport and the goroutines
+	// other tests left ending start some too, more on a loaded machine (22
+	// were seen under a cluster's tests). A goroutine per delivery would
+	// start n.
+	if created := goroutinesCreated() - before; created > n/4 {
+		t.Fatalf("%d deliveries one after another started %d goroutines, want at most %d", n, created, n/4)
 	}
 }
