@@ -88,6 +88,11 @@ const (
 	// full one. With both listed, the broker points the handler's webhooks at
 	// every ready replica rather than at the leader.
 	Capability_CAPABILITY_EVERY_REPLICA Capability = 12
+	// CAPABILITY_ACK_BATCH: ConnectRequest.ack_batch carries several acks in
+	// one message (see AckBatch). An instance may send one only when both
+	// sides list it; the broker ends the stream of one that did not list it
+	// with INVALID_ARGUMENT.
+	Capability_CAPABILITY_ACK_BATCH Capability = 13
 )
 
 // Enum value maps for Capability.
@@ -106,6 +111,7 @@ var (
 		10: "CAPABILITY_PROGRESS",
 		11: "CAPABILITY_TRACE_CONTEXT",
 		12: "CAPABILITY_EVERY_REPLICA",
+		13: "CAPABILITY_ACK_BATCH",
 	}
 	Capability_value = map[string]int32{
 		"CAPABILITY_UNSPECIFIED":             0,
@@ -121,6 +127,7 @@ var (
 		"CAPABILITY_PROGRESS":                10,
 		"CAPABILITY_TRACE_CONTEXT":           11,
 		"CAPABILITY_EVERY_REPLICA":           12,
+		"CAPABILITY_ACK_BATCH":               13,
 	}
 )
 
@@ -817,7 +824,7 @@ func (x HandlerEvent_Type) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use HandlerEvent_Type.Descriptor instead.
 func (HandlerEvent_Type) EnumDescriptor() ([]byte, []int) {
-	return file_tether_v1_broker_proto_rawDescGZIP(), []int{17, 0}
+	return file_tether_v1_broker_proto_rawDescGZIP(), []int{18, 0}
 }
 
 // ConnectRequest is one message from a handler instance to the broker.
@@ -830,6 +837,7 @@ type ConnectRequest struct {
 	//	*ConnectRequest_FlowControl
 	//	*ConnectRequest_Goodbye
 	//	*ConnectRequest_DaemonExited
+	//	*ConnectRequest_AckBatch
 	Message       isConnectRequest_Message `protobuf_oneof:"message"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -917,6 +925,15 @@ func (x *ConnectRequest) GetDaemonExited() *DaemonExited {
 	return nil
 }
 
+func (x *ConnectRequest) GetAckBatch() *AckBatch {
+	if x != nil {
+		if x, ok := x.Message.(*ConnectRequest_AckBatch); ok {
+			return x.AckBatch
+		}
+	}
+	return nil
+}
+
 type isConnectRequest_Message interface {
 	isConnectRequest_Message()
 }
@@ -941,6 +958,12 @@ type ConnectRequest_DaemonExited struct {
 	DaemonExited *DaemonExited `protobuf:"bytes,5,opt,name=daemon_exited,json=daemonExited,proto3,oneof"`
 }
 
+type ConnectRequest_AckBatch struct {
+	// ack_batch carries several acks in one message, only when both sides
+	// list CAPABILITY_ACK_BATCH (see AckBatch).
+	AckBatch *AckBatch `protobuf:"bytes,6,opt,name=ack_batch,json=ackBatch,proto3,oneof"`
+}
+
 func (*ConnectRequest_Hello) isConnectRequest_Message() {}
 
 func (*ConnectRequest_Ack) isConnectRequest_Message() {}
@@ -950,6 +973,8 @@ func (*ConnectRequest_FlowControl) isConnectRequest_Message() {}
 func (*ConnectRequest_Goodbye) isConnectRequest_Message() {}
 
 func (*ConnectRequest_DaemonExited) isConnectRequest_Message() {}
+
+func (*ConnectRequest_AckBatch) isConnectRequest_Message() {}
 
 // ConnectResponse is one message from the broker to a handler instance.
 type ConnectResponse struct {
@@ -2711,6 +2736,64 @@ func (x *Ack) GetProgress() []byte {
 	return nil
 }
 
+// AckBatch answers several deliveries in one message: the broker takes it
+// exactly as its acks sent one by one, in order, each checked as an Ack
+// alone is (an ack for an unknown delivery is ignored, the others are still
+// taken). It is for an SDK whose every write to the stream costs more than
+// the ack it carries (the Python SDK's grpc.aio): acks that are ready
+// together, or while the previous write is under way, go in one write.
+// Never hold an ack back to fill a batch: one ready alone goes as it is.
+// Sent only when both Hello and Welcome list CAPABILITY_ACK_BATCH. At most
+// 1024 acks (MaxAckBatch in the Go package), and the whole message within
+// the broker's bound on one message (DefaultMaxMessageBytes, 4 MiB, unless
+// --max-message-size says otherwise). A batch of more acks ends the stream
+// with INVALID_ARGUMENT, one over the size limit with RESOURCE_EXHAUSTED;
+// as with any stream that ends, the deliveries it would have acked are sent
+// again. An empty batch acks nothing.
+type AckBatch struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Acks          []*Ack                 `protobuf:"bytes,1,rep,name=acks,proto3" json:"acks,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AckBatch) Reset() {
+	*x = AckBatch{}
+	mi := &file_tether_v1_broker_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AckBatch) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AckBatch) ProtoMessage() {}
+
+func (x *AckBatch) ProtoReflect() protoreflect.Message {
+	mi := &file_tether_v1_broker_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AckBatch.ProtoReflect.Descriptor instead.
+func (*AckBatch) Descriptor() ([]byte, []int) {
+	return file_tether_v1_broker_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *AckBatch) GetAcks() []*Ack {
+	if x != nil {
+		return x.Acks
+	}
+	return nil
+}
+
 // HandlerEvent is one Kubernetes Event a handler posts.
 type HandlerEvent struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -2732,7 +2815,7 @@ type HandlerEvent struct {
 
 func (x *HandlerEvent) Reset() {
 	*x = HandlerEvent{}
-	mi := &file_tether_v1_broker_proto_msgTypes[17]
+	mi := &file_tether_v1_broker_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2744,7 +2827,7 @@ func (x *HandlerEvent) String() string {
 func (*HandlerEvent) ProtoMessage() {}
 
 func (x *HandlerEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_tether_v1_broker_proto_msgTypes[17]
+	mi := &file_tether_v1_broker_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2757,7 +2840,7 @@ func (x *HandlerEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HandlerEvent.ProtoReflect.Descriptor instead.
 func (*HandlerEvent) Descriptor() ([]byte, []int) {
-	return file_tether_v1_broker_proto_rawDescGZIP(), []int{17}
+	return file_tether_v1_broker_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *HandlerEvent) GetType() HandlerEvent_Type {
@@ -2807,7 +2890,7 @@ type EventObject struct {
 
 func (x *EventObject) Reset() {
 	*x = EventObject{}
-	mi := &file_tether_v1_broker_proto_msgTypes[18]
+	mi := &file_tether_v1_broker_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2819,7 +2902,7 @@ func (x *EventObject) String() string {
 func (*EventObject) ProtoMessage() {}
 
 func (x *EventObject) ProtoReflect() protoreflect.Message {
-	mi := &file_tether_v1_broker_proto_msgTypes[18]
+	mi := &file_tether_v1_broker_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2832,7 +2915,7 @@ func (x *EventObject) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EventObject.ProtoReflect.Descriptor instead.
 func (*EventObject) Descriptor() ([]byte, []int) {
-	return file_tether_v1_broker_proto_rawDescGZIP(), []int{18}
+	return file_tether_v1_broker_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *EventObject) GetApiVersion() string {
@@ -2880,7 +2963,7 @@ type FlowControl struct {
 
 func (x *FlowControl) Reset() {
 	*x = FlowControl{}
-	mi := &file_tether_v1_broker_proto_msgTypes[19]
+	mi := &file_tether_v1_broker_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2892,7 +2975,7 @@ func (x *FlowControl) String() string {
 func (*FlowControl) ProtoMessage() {}
 
 func (x *FlowControl) ProtoReflect() protoreflect.Message {
-	mi := &file_tether_v1_broker_proto_msgTypes[19]
+	mi := &file_tether_v1_broker_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2905,7 +2988,7 @@ func (x *FlowControl) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FlowControl.ProtoReflect.Descriptor instead.
 func (*FlowControl) Descriptor() ([]byte, []int) {
-	return file_tether_v1_broker_proto_rawDescGZIP(), []int{19}
+	return file_tether_v1_broker_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *FlowControl) GetWindow() uint32 {
@@ -2932,7 +3015,7 @@ type Goodbye struct {
 
 func (x *Goodbye) Reset() {
 	*x = Goodbye{}
-	mi := &file_tether_v1_broker_proto_msgTypes[20]
+	mi := &file_tether_v1_broker_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2944,7 +3027,7 @@ func (x *Goodbye) String() string {
 func (*Goodbye) ProtoMessage() {}
 
 func (x *Goodbye) ProtoReflect() protoreflect.Message {
-	mi := &file_tether_v1_broker_proto_msgTypes[20]
+	mi := &file_tether_v1_broker_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2957,7 +3040,7 @@ func (x *Goodbye) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Goodbye.ProtoReflect.Descriptor instead.
 func (*Goodbye) Descriptor() ([]byte, []int) {
-	return file_tether_v1_broker_proto_rawDescGZIP(), []int{20}
+	return file_tether_v1_broker_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Goodbye) GetReason() string {
@@ -2999,7 +3082,7 @@ type DaemonExited struct {
 
 func (x *DaemonExited) Reset() {
 	*x = DaemonExited{}
-	mi := &file_tether_v1_broker_proto_msgTypes[21]
+	mi := &file_tether_v1_broker_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3011,7 +3094,7 @@ func (x *DaemonExited) String() string {
 func (*DaemonExited) ProtoMessage() {}
 
 func (x *DaemonExited) ProtoReflect() protoreflect.Message {
-	mi := &file_tether_v1_broker_proto_msgTypes[21]
+	mi := &file_tether_v1_broker_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3024,7 +3107,7 @@ func (x *DaemonExited) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DaemonExited.ProtoReflect.Descriptor instead.
 func (*DaemonExited) Descriptor() ([]byte, []int) {
-	return file_tether_v1_broker_proto_rawDescGZIP(), []int{21}
+	return file_tether_v1_broker_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *DaemonExited) GetBindingId() string {
@@ -3094,7 +3177,7 @@ type Cancel struct {
 
 func (x *Cancel) Reset() {
 	*x = Cancel{}
-	mi := &file_tether_v1_broker_proto_msgTypes[22]
+	mi := &file_tether_v1_broker_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3106,7 +3189,7 @@ func (x *Cancel) String() string {
 func (*Cancel) ProtoMessage() {}
 
 func (x *Cancel) ProtoReflect() protoreflect.Message {
-	mi := &file_tether_v1_broker_proto_msgTypes[22]
+	mi := &file_tether_v1_broker_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3119,7 +3202,7 @@ func (x *Cancel) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Cancel.ProtoReflect.Descriptor instead.
 func (*Cancel) Descriptor() ([]byte, []int) {
-	return file_tether_v1_broker_proto_rawDescGZIP(), []int{22}
+	return file_tether_v1_broker_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *Cancel) GetDeliveryId() string {
@@ -3156,7 +3239,7 @@ type Indexed struct {
 
 func (x *Indexed) Reset() {
 	*x = Indexed{}
-	mi := &file_tether_v1_broker_proto_msgTypes[23]
+	mi := &file_tether_v1_broker_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3168,7 +3251,7 @@ func (x *Indexed) String() string {
 func (*Indexed) ProtoMessage() {}
 
 func (x *Indexed) ProtoReflect() protoreflect.Message {
-	mi := &file_tether_v1_broker_proto_msgTypes[23]
+	mi := &file_tether_v1_broker_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3181,7 +3264,7 @@ func (x *Indexed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Indexed.ProtoReflect.Descriptor instead.
 func (*Indexed) Descriptor() ([]byte, []int) {
-	return file_tether_v1_broker_proto_rawDescGZIP(), []int{23}
+	return file_tether_v1_broker_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *Indexed) GetBindingId() string {
@@ -3216,13 +3299,14 @@ var File_tether_v1_broker_proto protoreflect.FileDescriptor
 
 const file_tether_v1_broker_proto_rawDesc = "" +
 	"\n" +
-	"\x16tether/v1/broker.proto\x12\ttether.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x96\x02\n" +
+	"\x16tether/v1/broker.proto\x12\ttether.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xca\x02\n" +
 	"\x0eConnectRequest\x12(\n" +
 	"\x05hello\x18\x01 \x01(\v2\x10.tether.v1.HelloH\x00R\x05hello\x12\"\n" +
 	"\x03ack\x18\x02 \x01(\v2\x0e.tether.v1.AckH\x00R\x03ack\x12;\n" +
 	"\fflow_control\x18\x03 \x01(\v2\x16.tether.v1.FlowControlH\x00R\vflowControl\x12.\n" +
 	"\agoodbye\x18\x04 \x01(\v2\x12.tether.v1.GoodbyeH\x00R\agoodbye\x12>\n" +
-	"\rdaemon_exited\x18\x05 \x01(\v2\x17.tether.v1.DaemonExitedH\x00R\fdaemonExitedB\t\n" +
+	"\rdaemon_exited\x18\x05 \x01(\v2\x17.tether.v1.DaemonExitedH\x00R\fdaemonExited\x122\n" +
+	"\tack_batch\x18\x06 \x01(\v2\x13.tether.v1.AckBatchH\x00R\backBatchB\t\n" +
 	"\amessage\"\xdc\x01\n" +
 	"\x0fConnectResponse\x12.\n" +
 	"\awelcome\x18\x01 \x01(\v2\x12.tether.v1.WelcomeH\x00R\awelcome\x121\n" +
@@ -3390,7 +3474,9 @@ const file_tether_v1_broker_proto_rawDesc = "" +
 	"\tadmission\x18\b \x01(\v2\x1c.tether.v1.AdmissionResponseR\tadmission\x12/\n" +
 	"\x06events\x18\t \x03(\v2\x17.tether.v1.HandlerEventR\x06events\x12\x1a\n" +
 	"\bprogress\x18\n" +
-	" \x01(\fR\bprogress\"\xe9\x01\n" +
+	" \x01(\fR\bprogress\".\n" +
+	"\bAckBatch\x12\"\n" +
+	"\x04acks\x18\x01 \x03(\v2\x0e.tether.v1.AckR\x04acks\"\xe9\x01\n" +
 	"\fHandlerEvent\x120\n" +
 	"\x04type\x18\x01 \x01(\x0e2\x1c.tether.v1.HandlerEvent.TypeR\x04type\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x12\x18\n" +
@@ -3432,7 +3518,7 @@ const file_tether_v1_broker_proto_rawDesc = "" +
 	"\n" +
 	"event_type\x18\x02 \x01(\tR\teventType\x12\x16\n" +
 	"\x06object\x18\x03 \x01(\fR\x06object\x12\x16\n" +
-	"\x06synced\x18\x04 \x01(\bR\x06synced*\x8f\x03\n" +
+	"\x06synced\x18\x04 \x01(\bR\x06synced*\xa9\x03\n" +
 	"\n" +
 	"Capability\x12\x1a\n" +
 	"\x16CAPABILITY_UNSPECIFIED\x10\x00\x12\x1b\n" +
@@ -3448,7 +3534,8 @@ const file_tether_v1_broker_proto_rawDesc = "" +
 	"\x13CAPABILITY_PROGRESS\x10\n" +
 	"\x12\x1c\n" +
 	"\x18CAPABILITY_TRACE_CONTEXT\x10\v\x12\x1c\n" +
-	"\x18CAPABILITY_EVERY_REPLICA\x10\f*\xbc\x02\n" +
+	"\x18CAPABILITY_EVERY_REPLICA\x10\f\x12\x18\n" +
+	"\x14CAPABILITY_ACK_BATCH\x10\r*\xbc\x02\n" +
 	"\vBindingKind\x12\x1c\n" +
 	"\x18BINDING_KIND_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13BINDING_KIND_CREATE\x10\x01\x12\x17\n" +
@@ -3521,7 +3608,7 @@ func file_tether_v1_broker_proto_rawDescGZIP() []byte {
 }
 
 var file_tether_v1_broker_proto_enumTypes = make([]protoimpl.EnumInfo, 12)
-var file_tether_v1_broker_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
+var file_tether_v1_broker_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
 var file_tether_v1_broker_proto_goTypes = []any{
 	(Capability)(0),                // 0: tether.v1.Capability
 	(BindingKind)(0),               // 1: tether.v1.BindingKind
@@ -3552,80 +3639,83 @@ var file_tether_v1_broker_proto_goTypes = []any{
 	(*AdmissionRequest)(nil),       // 26: tether.v1.AdmissionRequest
 	(*AdmissionResponse)(nil),      // 27: tether.v1.AdmissionResponse
 	(*Ack)(nil),                    // 28: tether.v1.Ack
-	(*HandlerEvent)(nil),           // 29: tether.v1.HandlerEvent
-	(*EventObject)(nil),            // 30: tether.v1.EventObject
-	(*FlowControl)(nil),            // 31: tether.v1.FlowControl
-	(*Goodbye)(nil),                // 32: tether.v1.Goodbye
-	(*DaemonExited)(nil),           // 33: tether.v1.DaemonExited
-	(*Cancel)(nil),                 // 34: tether.v1.Cancel
-	(*Indexed)(nil),                // 35: tether.v1.Indexed
-	nil,                            // 36: tether.v1.Delivery.TraceContextEntry
-	(*durationpb.Duration)(nil),    // 37: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),  // 38: google.protobuf.Timestamp
+	(*AckBatch)(nil),               // 29: tether.v1.AckBatch
+	(*HandlerEvent)(nil),           // 30: tether.v1.HandlerEvent
+	(*EventObject)(nil),            // 31: tether.v1.EventObject
+	(*FlowControl)(nil),            // 32: tether.v1.FlowControl
+	(*Goodbye)(nil),                // 33: tether.v1.Goodbye
+	(*DaemonExited)(nil),           // 34: tether.v1.DaemonExited
+	(*Cancel)(nil),                 // 35: tether.v1.Cancel
+	(*Indexed)(nil),                // 36: tether.v1.Indexed
+	nil,                            // 37: tether.v1.Delivery.TraceContextEntry
+	(*durationpb.Duration)(nil),    // 38: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),  // 39: google.protobuf.Timestamp
 }
 var file_tether_v1_broker_proto_depIdxs = []int32{
 	14, // 0: tether.v1.ConnectRequest.hello:type_name -> tether.v1.Hello
 	28, // 1: tether.v1.ConnectRequest.ack:type_name -> tether.v1.Ack
-	31, // 2: tether.v1.ConnectRequest.flow_control:type_name -> tether.v1.FlowControl
-	32, // 3: tether.v1.ConnectRequest.goodbye:type_name -> tether.v1.Goodbye
-	33, // 4: tether.v1.ConnectRequest.daemon_exited:type_name -> tether.v1.DaemonExited
-	15, // 5: tether.v1.ConnectResponse.welcome:type_name -> tether.v1.Welcome
-	25, // 6: tether.v1.ConnectResponse.delivery:type_name -> tether.v1.Delivery
-	34, // 7: tether.v1.ConnectResponse.cancel:type_name -> tether.v1.Cancel
-	35, // 8: tether.v1.ConnectResponse.indexed:type_name -> tether.v1.Indexed
-	17, // 9: tether.v1.Hello.bindings:type_name -> tether.v1.Binding
-	37, // 10: tether.v1.Hello.grace:type_name -> google.protobuf.Duration
-	37, // 11: tether.v1.Hello.absent_release_after:type_name -> google.protobuf.Duration
-	0,  // 12: tether.v1.Hello.capabilities:type_name -> tether.v1.Capability
-	16, // 13: tether.v1.Welcome.resources:type_name -> tether.v1.Resource
-	37, // 14: tether.v1.Welcome.grace:type_name -> google.protobuf.Duration
-	37, // 15: tether.v1.Welcome.absent_release_after:type_name -> google.protobuf.Duration
-	0,  // 16: tether.v1.Welcome.capabilities:type_name -> tether.v1.Capability
-	1,  // 17: tether.v1.Binding.kind:type_name -> tether.v1.BindingKind
-	16, // 18: tether.v1.Binding.resource:type_name -> tether.v1.Resource
-	18, // 19: tether.v1.Binding.annotations:type_name -> tether.v1.AnnotationFilter
-	2,  // 20: tether.v1.Binding.finalizer:type_name -> tether.v1.FinalizerPolicy
-	37, // 21: tether.v1.Binding.timeout:type_name -> google.protobuf.Duration
-	37, // 22: tether.v1.Binding.backoff:type_name -> google.protobuf.Duration
-	37, // 23: tether.v1.Binding.max_backoff:type_name -> google.protobuf.Duration
-	19, // 24: tether.v1.Binding.timer:type_name -> tether.v1.TimerOptions
-	20, // 25: tether.v1.Binding.daemon:type_name -> tether.v1.DaemonOptions
-	22, // 26: tether.v1.Binding.admission:type_name -> tether.v1.AdmissionOptions
-	3,  // 27: tether.v1.Binding.results:type_name -> tether.v1.ResultStore
-	9,  // 28: tether.v1.AnnotationFilter.operator:type_name -> tether.v1.AnnotationFilter.Operator
-	37, // 29: tether.v1.TimerOptions.interval:type_name -> google.protobuf.Duration
-	37, // 30: tether.v1.TimerOptions.initial_delay:type_name -> google.protobuf.Duration
-	37, // 31: tether.v1.TimerOptions.idle:type_name -> google.protobuf.Duration
-	37, // 32: tether.v1.DaemonOptions.cancellation_timeout:type_name -> google.protobuf.Duration
-	4,  // 33: tether.v1.AdmissionOptions.operations:type_name -> tether.v1.AdmissionOperation
-	21, // 34: tether.v1.AdmissionOptions.match_conditions:type_name -> tether.v1.MatchCondition
-	37, // 35: tether.v1.AdmissionOptions.timeout:type_name -> google.protobuf.Duration
-	5,  // 36: tether.v1.AdmissionOptions.failure_policy:type_name -> tether.v1.FailurePolicy
-	6,  // 37: tether.v1.AdmissionOptions.side_effects:type_name -> tether.v1.SideEffects
-	16, // 38: tether.v1.ObjectRef.resource:type_name -> tether.v1.Resource
-	10, // 39: tether.v1.DiffEntry.operation:type_name -> tether.v1.DiffEntry.Operation
-	7,  // 40: tether.v1.Delivery.kind:type_name -> tether.v1.DeliveryKind
-	23, // 41: tether.v1.Delivery.ref:type_name -> tether.v1.ObjectRef
-	24, // 42: tether.v1.Delivery.diff:type_name -> tether.v1.DiffEntry
-	38, // 43: tether.v1.Delivery.deadline:type_name -> google.protobuf.Timestamp
-	38, // 44: tether.v1.Delivery.scheduled:type_name -> google.protobuf.Timestamp
-	26, // 45: tether.v1.Delivery.admission:type_name -> tether.v1.AdmissionRequest
-	36, // 46: tether.v1.Delivery.trace_context:type_name -> tether.v1.Delivery.TraceContextEntry
-	4,  // 47: tether.v1.AdmissionRequest.operation:type_name -> tether.v1.AdmissionOperation
-	8,  // 48: tether.v1.Ack.outcome:type_name -> tether.v1.Outcome
-	37, // 49: tether.v1.Ack.retry_after:type_name -> google.protobuf.Duration
-	27, // 50: tether.v1.Ack.admission:type_name -> tether.v1.AdmissionResponse
-	29, // 51: tether.v1.Ack.events:type_name -> tether.v1.HandlerEvent
-	11, // 52: tether.v1.HandlerEvent.type:type_name -> tether.v1.HandlerEvent.Type
-	30, // 53: tether.v1.HandlerEvent.regarding:type_name -> tether.v1.EventObject
-	37, // 54: tether.v1.DaemonExited.retry_after:type_name -> google.protobuf.Duration
-	12, // 55: tether.v1.BrokerService.Connect:input_type -> tether.v1.ConnectRequest
-	13, // 56: tether.v1.BrokerService.Connect:output_type -> tether.v1.ConnectResponse
-	56, // [56:57] is the sub-list for method output_type
-	55, // [55:56] is the sub-list for method input_type
-	55, // [55:55] is the sub-list for extension type_name
-	55, // [55:55] is the sub-list for extension extendee
-	0,  // [0:55] is the sub-list for field type_name
+	32, // 2: tether.v1.ConnectRequest.flow_control:type_name -> tether.v1.FlowControl
+	33, // 3: tether.v1.ConnectRequest.goodbye:type_name -> tether.v1.Goodbye
+	34, // 4: tether.v1.ConnectRequest.daemon_exited:type_name -> tether.v1.DaemonExited
+	29, // 5: tether.v1.ConnectRequest.ack_batch:type_name -> tether.v1.AckBatch
+	15, // 6: tether.v1.ConnectResponse.welcome:type_name -> tether.v1.Welcome
+	25, // 7: tether.v1.ConnectResponse.delivery:type_name -> tether.v1.Delivery
+	35, // 8: tether.v1.ConnectResponse.cancel:type_name -> tether.v1.Cancel
+	36, // 9: tether.v1.ConnectResponse.indexed:type_name -> tether.v1.Indexed
+	17, // 10: tether.v1.Hello.bindings:type_name -> tether.v1.Binding
+	38, // 11: tether.v1.Hello.grace:type_name -> google.protobuf.Duration
+	38, // 12: tether.v1.Hello.absent_release_after:type_name -> google.protobuf.Duration
+	0,  // 13: tether.v1.Hello.capabilities:type_name -> tether.v1.Capability
+	16, // 14: tether.v1.Welcome.resources:type_name -> tether.v1.Resource
+	38, // 15: tether.v1.Welcome.grace:type_name -> google.protobuf.Duration
+	38, // 16: tether.v1.Welcome.absent_release_after:type_name -> google.protobuf.Duration
+	0,  // 17: tether.v1.Welcome.capabilities:type_name -> tether.v1.Capability
+	1,  // 18: tether.v1.Binding.kind:type_name -> tether.v1.BindingKind
+	16, // 19: tether.v1.Binding.resource:type_name -> tether.v1.Resource
+	18, // 20: tether.v1.Binding.annotations:type_name -> tether.v1.AnnotationFilter
+	2,  // 21: tether.v1.Binding.finalizer:type_name -> tether.v1.FinalizerPolicy
+	38, // 22: tether.v1.Binding.timeout:type_name -> google.protobuf.Duration
+	38, // 23: tether.v1.Binding.backoff:type_name -> google.protobuf.Duration
+	38, // 24: tether.v1.Binding.max_backoff:type_name -> google.protobuf.Duration
+	19, // 25: tether.v1.Binding.timer:type_name -> tether.v1.TimerOptions
+	20, // 26: tether.v1.Binding.daemon:type_name -> tether.v1.DaemonOptions
+	22, // 27: tether.v1.Binding.admission:type_name -> tether.v1.AdmissionOptions
+	3,  // 28: tether.v1.Binding.results:type_name -> tether.v1.ResultStore
+	9,  // 29: tether.v1.AnnotationFilter.operator:type_name -> tether.v1.AnnotationFilter.Operator
+	38, // 30: tether.v1.TimerOptions.interval:type_name -> google.protobuf.Duration
+	38, // 31: tether.v1.TimerOptions.initial_delay:type_name -> google.protobuf.Duration
+	38, // 32: tether.v1.TimerOptions.idle:type_name -> google.protobuf.Duration
+	38, // 33: tether.v1.DaemonOptions.cancellation_timeout:type_name -> google.protobuf.Duration
+	4,  // 34: tether.v1.AdmissionOptions.operations:type_name -> tether.v1.AdmissionOperation
+	21, // 35: tether.v1.AdmissionOptions.match_conditions:type_name -> tether.v1.MatchCondition
+	38, // 36: tether.v1.AdmissionOptions.timeout:type_name -> google.protobuf.Duration
+	5,  // 37: tether.v1.AdmissionOptions.failure_policy:type_name -> tether.v1.FailurePolicy
+	6,  // 38: tether.v1.AdmissionOptions.side_effects:type_name -> tether.v1.SideEffects
+	16, // 39: tether.v1.ObjectRef.resource:type_name -> tether.v1.Resource
+	10, // 40: tether.v1.DiffEntry.operation:type_name -> tether.v1.DiffEntry.Operation
+	7,  // 41: tether.v1.Delivery.kind:type_name -> tether.v1.DeliveryKind
+	23, // 42: tether.v1.Delivery.ref:type_name -> tether.v1.ObjectRef
+	24, // 43: tether.v1.Delivery.diff:type_name -> tether.v1.DiffEntry
+	39, // 44: tether.v1.Delivery.deadline:type_name -> google.protobuf.Timestamp
+	39, // 45: tether.v1.Delivery.scheduled:type_name -> google.protobuf.Timestamp
+	26, // 46: tether.v1.Delivery.admission:type_name -> tether.v1.AdmissionRequest
+	37, // 47: tether.v1.Delivery.trace_context:type_name -> tether.v1.Delivery.TraceContextEntry
+	4,  // 48: tether.v1.AdmissionRequest.operation:type_name -> tether.v1.AdmissionOperation
+	8,  // 49: tether.v1.Ack.outcome:type_name -> tether.v1.Outcome
+	38, // 50: tether.v1.Ack.retry_after:type_name -> google.protobuf.Duration
+	27, // 51: tether.v1.Ack.admission:type_name -> tether.v1.AdmissionResponse
+	30, // 52: tether.v1.Ack.events:type_name -> tether.v1.HandlerEvent
+	28, // 53: tether.v1.AckBatch.acks:type_name -> tether.v1.Ack
+	11, // 54: tether.v1.HandlerEvent.type:type_name -> tether.v1.HandlerEvent.Type
+	31, // 55: tether.v1.HandlerEvent.regarding:type_name -> tether.v1.EventObject
+	38, // 56: tether.v1.DaemonExited.retry_after:type_name -> google.protobuf.Duration
+	12, // 57: tether.v1.BrokerService.Connect:input_type -> tether.v1.ConnectRequest
+	13, // 58: tether.v1.BrokerService.Connect:output_type -> tether.v1.ConnectResponse
+	58, // [58:59] is the sub-list for method output_type
+	57, // [57:58] is the sub-list for method input_type
+	57, // [57:57] is the sub-list for extension type_name
+	57, // [57:57] is the sub-list for extension extendee
+	0,  // [0:57] is the sub-list for field type_name
 }
 
 func init() { file_tether_v1_broker_proto_init() }
@@ -3639,6 +3729,7 @@ func file_tether_v1_broker_proto_init() {
 		(*ConnectRequest_FlowControl)(nil),
 		(*ConnectRequest_Goodbye)(nil),
 		(*ConnectRequest_DaemonExited)(nil),
+		(*ConnectRequest_AckBatch)(nil),
 	}
 	file_tether_v1_broker_proto_msgTypes[1].OneofWrappers = []any{
 		(*ConnectResponse_Welcome)(nil),
@@ -3653,7 +3744,7 @@ func file_tether_v1_broker_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tether_v1_broker_proto_rawDesc), len(file_tether_v1_broker_proto_rawDesc)),
 			NumEnums:      12,
-			NumMessages:   25,
+			NumMessages:   26,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -49,3 +49,9 @@ const MaxResultKeyBytes = 253
 // each object and binding in backoff, so it is a record of how far an
 // attempt got (which steps are done), not a place for data.
 const MaxProgressBytes = 16 << 10
+
+// MaxAckBatch bounds AckBatch.acks: the broker's default largest window
+// (session.DefaultMaxWindow), so that an instance with such a window sends
+// all its acks ready at once in one batch. The bound keeps the work one
+// message asks of the broker's reader close to what a window of acks asks.
+const MaxAckBatch = 1024
