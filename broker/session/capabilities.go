@@ -37,6 +37,7 @@ func offered(supported map[binding.Kind]bool) Capabilities {
 		tetherv1.Capability_CAPABILITY_DAEMON_EXIT_PATCH,
 		tetherv1.Capability_CAPABILITY_PROGRESS,
 		tetherv1.Capability_CAPABILITY_TRACE_CONTEXT,
+		tetherv1.Capability_CAPABILITY_ACK_BATCH,
 	}
 	if supported[binding.Validate] || supported[binding.Mutate] {
 		// Every replica answers reviews, so only a broker that serves

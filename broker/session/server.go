@@ -540,8 +540,11 @@ func (s *Server) receive(ctx context.Context, stream tetherv1.BrokerService_Conn
 		}
 		switch m := msg.GetMessage().(type) {
 		case *tetherv1.ConnectRequest_Ack:
-			if !in.win.ack(m.Ack) {
-				log.Warn("ack for an unknown delivery ignored", "delivery", m.Ack.GetDeliveryId())
+			takeAck(in, m.Ack, log)
+		case *tetherv1.ConnectRequest_AckBatch:
+			if err := takeAckBatch(in, m.AckBatch, log); err != nil {
+				log.Warn("handler instance broke the protocol; ending its session", "error", err)
+				return err
 			}
 		case *tetherv1.ConnectRequest_FlowControl:
 			w := int(m.FlowControl.GetWindow())
