@@ -119,10 +119,14 @@ class FakeBroker:
                 with self.cond:
                     s.received.append(msg)
                     which = msg.WhichOneof("message")
-                    if which == "ack":
-                        self.acks[msg.ack.delivery_id] = msg.ack
-                        s.pending.discard(msg.ack.delivery_id)
-                    elif which == "goodbye":
+                    # A batch's acks are taken as if each came alone, as
+                    # the broker takes them (a batch it did not offer, the
+                    # test finds in received).
+                    acks = [msg.ack] if which == "ack" else list(msg.ack_batch.acks) if which == "ack_batch" else []
+                    for ack in acks:
+                        self.acks[ack.delivery_id] = ack
+                        s.pending.discard(ack.delivery_id)
+                    if which == "goodbye":
                         s.leaving = True
                     done = s.leaving and not s.pending
                     self.cond.notify_all()

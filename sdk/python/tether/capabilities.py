@@ -22,6 +22,7 @@ CAPABILITIES = (
     pb.CAPABILITY_INDEXES,
     pb.CAPABILITY_PROGRESS,
     pb.CAPABILITY_TRACE_CONTEXT,
+    pb.CAPABILITY_ACK_BATCH,
 )
 
 
@@ -42,6 +43,12 @@ class BrokerCapabilities:
     def lacks(self, capability: int) -> bool:
         """Whether the broker is known not to have capability."""
         return self.listed and capability not in self.offered
+
+    def has(self, capability: int) -> bool:
+        """Whether the broker lists capability: a feature the handler may
+        use only when both sides list it (a broker older than capabilities
+        has none of those that came with them)."""
+        return self.listed and capability in self.offered
 
     def names(self) -> list[str]:
         if not self.listed:

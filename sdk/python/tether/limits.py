@@ -16,6 +16,8 @@ MAX_HELLO_NAMESPACES = 500
 # The broker's default bound on one message from a handler; a larger
 # answer would end the session and the delivery would come again.
 DEFAULT_MAX_MESSAGE_BYTES = 4 << 20
+# AckBatch.acks: at most this many acks in one batch (CAPABILITY_ACK_BATCH).
+MAX_ACK_BATCH = 1024
 # Ack.message and admission warnings become Kubernetes Event messages and
 # client output: the Go SDK cuts them at 1024 bytes.
 MAX_MESSAGE = 1024

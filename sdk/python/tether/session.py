@@ -15,7 +15,7 @@ from typing import Any
 
 import grpc
 
-from . import capabilities, outcome, subhandlers, tracing
+from . import capabilities, outbox, outcome, subhandlers, tracing
 from .daemons import SHUTTING_DOWN, DaemonSet
 from .dispatch import Dispatcher
 from .errors import RejectedError
@@ -207,17 +207,26 @@ class Session:
                 LOGGER.warning("ignoring a %s message", which or "message this SDK does not know")
 
     async def _write(self, call: grpc.aio.StreamStreamCall) -> None:
+        """Write the outbox in order. What waits there when the writer
+        looks (put in the same turn of the loop, or during the previous
+        write) goes together: its acks as batches when the broker has them
+        (outbox.writes)."""
         while True:
-            item = await self.outbox.get()
-            try:
-                if item is _CLOSE:
-                    await call.done_writing()
+            items = [await self.outbox.get()]
+            while not self.outbox.empty():
+                items.append(self.outbox.get_nowait())
+            # The writer starts before the Welcome says what the broker has.
+            batching = self.offered.has(pb.CAPABILITY_ACK_BATCH)
+            for item in outbox.writes(items, batching):
+                try:
+                    if item is _CLOSE:
+                        await call.done_writing()
+                        return
+                    await call.write(item)
+                except (grpc.RpcError, asyncio.InvalidStateError) as e:
+                    # The stream is over; the reader reports how it ended.
+                    LOGGER.debug("cannot write to the stream: %s", e)
                     return
-                await call.write(item)
-            except (grpc.RpcError, asyncio.InvalidStateError) as e:
-                # The stream is over; the reader reports how it ended.
-                LOGGER.debug("cannot write to the stream: %s", e)
-                return
 
     def _accept(self, d: pb.Delivery) -> None:
         """Start a delivery, or ack it at once when it cannot run."""
