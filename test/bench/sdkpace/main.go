@@ -11,6 +11,9 @@
 //	  -cmd 'PYTHONPATH=sdk/python exec /usr/bin/python3 test/bench/handler/handler.py --addr {addr} --namespace bench' \
 //	  -cmd 'exec go run ./test/bench/handler -addr {addr} -namespace bench'
 //
+// Its Welcome lists CAPABILITY_ACK_BATCH, and it takes a batch's acks as
+// the broker does; each line says in how many messages the acks came.
+//
 // The handler must bind "create" (create) and "delete" (delete) on
 // test.tether.dev/v1 widgets, as test/bench/handler and handler.py do. It
 // ends with SIGTERM, so a profiler it runs under writes its profile:
@@ -28,6 +31,7 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -67,12 +71,16 @@ func main() {
 // result is one run's figures.
 type result struct {
 	deliveries int
-	cpu, wall  time.Duration
+	// ackMessages are the messages that carried the acks: fewer than
+	// deliveries when the handler sends AckBatch.
+	ackMessages int
+	cpu, wall   time.Duration
 }
 
 func (r result) String() string {
 	per := func(d time.Duration) float64 { return float64(d.Microseconds()) / float64(r.deliveries) }
-	return fmt.Sprintf("%d deliveries: CPU %.1f µs/delivery, wall %.1f µs/delivery", r.deliveries, per(r.cpu), per(r.wall))
+	return fmt.Sprintf("%d deliveries (acks in %d messages): CPU %.1f µs/delivery, wall %.1f µs/delivery",
+		r.deliveries, r.ackMessages, per(r.cpu), per(r.wall))
 }
 
 // run serves one handler process through n creates and n deletes.
@@ -141,11 +149,13 @@ func (b *broker) serve(stream tetherv1.BrokerService_ConnectServer) error {
 	}
 	err := stream.Send(&tetherv1.ConnectResponse{Message: &tetherv1.ConnectResponse_Welcome{Welcome: &tetherv1.Welcome{
 		SessionId: "sdkpace", Window: uint32(b.window), Capabilities: []tetherv1.Capability{
-			tetherv1.Capability_CAPABILITY_CAPABILITIES, tetherv1.Capability_CAPABILITY_HANDLER_EVENTS}}}})
+			tetherv1.Capability_CAPABILITY_CAPABILITIES, tetherv1.Capability_CAPABILITY_HANDLER_EVENTS,
+			tetherv1.Capability_CAPABILITY_ACK_BATCH}}}})
 	if err != nil {
 		return fmt.Errorf("sending Welcome: %w", err)
 	}
 	acks := make(chan error, b.window)
+	var ackMessages atomic.Int64
 	go func() {
 		for {
 			msg, err := stream.Recv()
@@ -153,7 +163,15 @@ func (b *broker) serve(stream tetherv1.BrokerService_ConnectServer) error {
 				acks <- fmt.Errorf("reading acks: %w", err)
 				return
 			}
+			// A batch is its acks one by one, as the broker takes it.
+			batch := msg.GetAckBatch().GetAcks()
 			if a := msg.GetAck(); a != nil {
+				batch = []*tetherv1.Ack{a}
+			}
+			if len(batch) > 0 {
+				ackMessages.Add(1) // before its acks: counted when the last ack is
+			}
+			for _, a := range batch {
 				if a.GetOutcome() != tetherv1.Outcome_OUTCOME_OK {
 					acks <- fmt.Errorf("delivery %s: outcome %s: %s", a.GetDeliveryId(), a.GetOutcome(), a.GetMessage())
 					return
@@ -186,7 +204,7 @@ func (b *broker) serve(stream tetherv1.BrokerService_ConnectServer) error {
 	if err != nil {
 		return err
 	}
-	b.done <- result{deliveries: total, cpu: cpu1 - cpu0, wall: wall}
+	b.done <- result{deliveries: total, ackMessages: int(ackMessages.Load()), cpu: cpu1 - cpu0, wall: wall}
 	return nil
 }
 
