@@ -63,10 +63,14 @@ func unanswered(s *stream) *delivery {
 
 // oneAckEach fails when a stream carried an ack for a delivery it had
 // acked already, or for one it never carried, or an ack without an
-// outcome.
+// outcome, or an AckBatch where the capability was not listed by both
+// sides ([ack.batch]).
 func oneAckEach(streams []*stream) error {
 	var bad []string
 	for i, s := range streams {
+		if s.unofferedBatches > 0 {
+			bad = append(bad, fmt.Sprintf("session %d: %d AckBatch messages, though the Hello or the Welcome the handler got did not list CAPABILITY_ACK_BATCH", i+1, s.unofferedBatches))
+		}
 		for id, a := range s.acks {
 			if a.a.GetOutcome() == tetherv1.Outcome_OUTCOME_UNSPECIFIED {
 				bad = append(bad, fmt.Sprintf("session %d: the ack for the delivery %s has no outcome", i+1, id))

@@ -25,7 +25,9 @@ func TestAckOneFailsAnAckTwiceForADeliveryNotSentOrWithoutOutcome(t *testing.T) 
 		t.Errorf("one ack each: %v", err)
 	}
 	noOutcome := &stream{deliveries: []delivery{d("a")}, acks: map[string]ackAt{"a": {a: &tetherv1.Ack{DeliveryId: "a"}}}}
-	for name, s := range map[string]*stream{"acked twice": twice, "never sent": unsent, "no outcome": noOutcome} {
+	unoffered := &stream{deliveries: []delivery{d("a")}, acks: map[string]ackAt{"a": {a: ack("a")}}, unofferedBatches: 1}
+	for name, s := range map[string]*stream{"acked twice": twice, "never sent": unsent, "no outcome": noOutcome,
+		"a batch not offered": unoffered} {
 		if err := oneAckEach([]*stream{keeps, s}); err == nil {
 			t.Errorf("%s: passed", name)
 		} else {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"slices"
 	"sync"
 	"time"
 
@@ -89,11 +90,14 @@ type stream struct {
 	// extraAcks are the acks that named a delivery already acked, or one
 	// not sent on this stream (ack.one).
 	extraAcks []*tetherv1.Ack
-	exits     []*tetherv1.DaemonExited
-	goodbye   time.Time // zero until the handler says Goodbye
-	ended     bool
-	endedAt   time.Time
-	endStatus *status.Status // how the broker ended it (OK for a clean end)
+	// unofferedBatches counts the AckBatch messages sent though the Hello
+	// or the Welcome the handler got did not list CAPABILITY_ACK_BATCH.
+	unofferedBatches int
+	exits            []*tetherv1.DaemonExited
+	goodbye          time.Time // zero until the handler says Goodbye
+	ended            bool
+	endedAt          time.Time
+	endStatus        *status.Status // how the broker ended it (OK for a clean end)
 	// down is the handler's side; sendMu orders what the proxy sends on it
 	// (the broker's messages and those the kit injects).
 	down   tetherv1.BrokerService_ConnectServer
@@ -296,7 +300,7 @@ func (w *wire) fromHandler(s *stream, down tetherv1.BrokerService_ConnectServer,
 			}
 			return
 		}
-		var answered *tetherv1.Delivery
+		var answered []answer
 		w.record(func() {
 			if s.first == nil {
 				s.first = msg
@@ -307,11 +311,14 @@ func (w *wire) fromHandler(s *stream, down tetherv1.BrokerService_ConnectServer,
 					s.hello = m.Hello
 				}
 			case *tetherv1.ConnectRequest_Ack:
-				answered = s.deliveryLocked(m.Ack.GetDeliveryId())
-				if _, twice := s.acks[m.Ack.GetDeliveryId()]; twice || answered == nil {
-					s.extraAcks = append(s.extraAcks, m.Ack)
-				} else {
-					s.acks[m.Ack.GetDeliveryId()] = ackAt{m.Ack, time.Now()}
+				answered = s.takeAckLocked(m.Ack, answered)
+			case *tetherv1.ConnectRequest_AckBatch:
+				// Its acks one by one, as the broker takes them ([ack.batch]).
+				if !s.batchesOfferedLocked() {
+					s.unofferedBatches++
+				}
+				for _, a := range m.AckBatch.GetAcks() {
+					answered = s.takeAckLocked(a, answered)
 				}
 			case *tetherv1.ConnectRequest_DaemonExited:
 				s.exits = append(s.exits, m.DaemonExited)
@@ -322,8 +329,10 @@ func (w *wire) fromHandler(s *stream, down tetherv1.BrokerService_ConnectServer,
 		w.mu.Lock()
 		before, goodbye := w.beforeAck, w.onGoodbye
 		w.mu.Unlock()
-		if a := msg.GetAck(); a != nil && answered != nil && before != nil {
-			before(answered, a)
+		for _, an := range answered {
+			if an.d != nil && before != nil {
+				before(an.d, an.a)
+			}
 		}
 		if msg.GetGoodbye() != nil && goodbye != nil {
 			goodbye(s)
@@ -345,6 +354,32 @@ func (w *wire) refuse(s *stream, down tetherv1.BrokerService_ConnectServer, st *
 	}
 	w.record(func() { s.end(st) })
 	return st.Err()
+}
+
+// answer is an ack and the delivery of the stream it answers (nil when the
+// stream did not carry it).
+type answer struct {
+	d *tetherv1.Delivery
+	a *tetherv1.Ack
+}
+
+// takeAckLocked records a, the first for its delivery or an extra one, and
+// appends it to answered.
+func (s *stream) takeAckLocked(a *tetherv1.Ack, answered []answer) []answer {
+	d := s.deliveryLocked(a.GetDeliveryId())
+	if _, twice := s.acks[a.GetDeliveryId()]; twice || d == nil {
+		s.extraAcks = append(s.extraAcks, a)
+	} else {
+		s.acks[a.GetDeliveryId()] = ackAt{a, time.Now()}
+	}
+	return append(answered, answer{d, a})
+}
+
+// batchesOfferedLocked tells whether the handler may send AckBatch on s:
+// its Hello and the Welcome it got both list CAPABILITY_ACK_BATCH.
+func (s *stream) batchesOfferedLocked() bool {
+	return slices.Contains(s.hello.GetCapabilities(), tetherv1.Capability_CAPABILITY_ACK_BATCH) &&
+		slices.Contains(s.offered, tetherv1.Capability_CAPABILITY_ACK_BATCH)
 }
 
 func (s *stream) deliveryLocked(id string) *tetherv1.Delivery {
