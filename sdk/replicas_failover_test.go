@@ -50,12 +50,7 @@ func TestTheFollowerComingToLeadGetsAFullSessionWhileTheLeaderIsDead(t *testing.
 		return nil
 	}
 	follower.reviewsOnly = true
-	logs := logsOnFailure(t)
-	h := sdk.New("secret-policy", replicaOptions(t, logs, leader.replica, follower)...)
-	h.OnValidate(secrets, allow)
-	runOn(t, h, leader.replica, follower)
-	leader.session(t)
-	first := follower.session(t)
+	first := validatorOn(t, leader.replica, follower)
 	leader.kill()
 	follower.reviewsOnly = false
 	leading.Store(true)
@@ -86,12 +81,7 @@ func (k *killable) restart(t *testing.T, b *fakeBroker) {
 func TestTheKilledLeaderBackAsAFollowerAndTheNewLeaderBothGetSessions(t *testing.T) {
 	a := startKillable(t, &fakeBroker{})
 	b := startReplica(t, &fakeBroker{reviewsOnly: true})
-	logs := logsOnFailure(t)
-	h := sdk.New("secret-policy", replicaOptions(t, logs, a.replica, b)...)
-	h.OnValidate(secrets, allow)
-	runOn(t, h, a.replica, b)
-	a.session(t)
-	first := b.session(t)
+	first := validatorOn(t, a.replica, b)
 	a.kill()
 	b.reviewsOnly = false
 	start := time.Now()
@@ -174,4 +164,16 @@ func TestASessionToALookedUpReplicaVerifiesTheNameOverTLS(t *testing.T) {
 	})
 	leader.session(t)
 	follower.session(t)
+}
+
+// validatorOn runs a handler with a validate binding on the leader and the
+// follower, its log shown if the test fails, and returns its first session
+// to the follower, once it has one to each.
+func validatorOn(t *testing.T, leader, follower *replica) *fakeSession {
+	t.Helper()
+	h := sdk.New("secret-policy", replicaOptions(t, logsOnFailure(t), leader, follower)...)
+	h.OnValidate(secrets, allow)
+	runOn(t, h, leader, follower)
+	leader.session(t)
+	return follower.session(t)
 }

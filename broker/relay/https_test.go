@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+
+	"github.com/tether-dev/tether/test/testenv"
 )
 
 // httpsRelay starts a relay that has cert from the start, to local and
@@ -21,7 +23,7 @@ func httpsRelay(t *testing.T, cert CertPEM, local string, peers Peers, opts Opti
 	certs.set(cert)
 	opts.Certs, opts.Local, opts.Peers = certs, local, peers
 	r, _ := runRelay(t, opts)
-	eventually(t, "the relay serving HTTPS", func() bool { return r.tls.Load() != nil })
+	testenv.Eventually(t, 10*time.Second, "the relay serving HTTPS", func() bool { return r.tls.Load() != nil })
 	return r
 }
 
@@ -161,7 +163,7 @@ func TestRelaysBytesUntilACertificateIsHad(t *testing.T) {
 	}
 	for _, c := range []CertPEM{first, second} {
 		certs.set(c)
-		eventually(t, "the relay serving the Secret's certificate", func() bool { return servedBy() == serial(t, c) })
+		testenv.Eventually(t, 10*time.Second, "the relay serving the Secret's certificate", func() bool { return servedBy() == serial(t, c) })
 	}
 }
 
@@ -188,7 +190,7 @@ func TestHTTPSDrains(t *testing.T) {
 	defer cancel()
 	done := make(chan error, 1)
 	go func() { done <- r.Start(ctx) }()
-	eventually(t, "the relay serving HTTPS", func() bool { return r.tls.Load() != nil })
+	testenv.Eventually(t, 10*time.Second, "the relay serving HTTPS", func() bool { return r.tls.Load() != nil })
 	addr := r.Addr().String()
 	underWay := make(chan string, 1)
 	c := client(t, ca.pem, true)

@@ -137,18 +137,6 @@ func runRelay(t *testing.T, opts Options) (*Relay, func() error) {
 	return r, stop
 }
 
-// eventually polls cond until it holds, failing the test after 10 s.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("waited 10s for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 // greeting dials addr and reads the first line the broker behind it sends.
 func greeting(t *testing.T, addr string) (net.Conn, string) {
 	t.Helper()
