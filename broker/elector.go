@@ -66,6 +66,7 @@ const retryJitter = 1.2
 // when no renewal succeeded for RenewDeadline.
 type elector struct {
 	lock                                      *markedLeaseLock
+	tenure                                    *tenure // nil: none kept
 	leaseDuration, renewDeadline, retryPeriod time.Duration
 	clock                                     clock.Clock
 	log                                       hclog.Logger
@@ -142,9 +143,19 @@ func (e *elector) observe(r leaderRecord) {
 
 // tryAcquireOrRenew writes this replica's tenure on the Lease: a renewal
 // while it leads, the Lease taken when no one holds it or its holder let
-// it expire.
+// it expire. A write that succeeded renews the tenure from when it was
+// sent: the Lease may have been written at any moment after.
 func (e *elector) tryAcquireOrRenew(ctx context.Context) bool {
-	now := metav1.NewTime(e.clock.Now())
+	sent := e.clock.Now()
+	ok := e.writeLease(ctx, metav1.NewTime(sent))
+	if ok && e.tenure != nil {
+		e.tenure.renewed(sent)
+	}
+	return ok
+}
+
+// writeLease is tryAcquireOrRenew's write, stamped now.
+func (e *elector) writeLease(ctx context.Context, now metav1.Time) bool {
 	want := leaderRecord{HolderIdentity: e.lock.Identity(), LeaseDurationSeconds: int(e.leaseDuration / time.Second), AcquireTime: now, RenewTime: now}
 	// The leader first writes on the Lease as it last saw it: one request.
 	if e.leading() && e.valid(now.Time) {
@@ -192,6 +203,9 @@ func (e *elector) tryAcquireOrRenew(ctx context.Context) bool {
 // release gives the Lease up: no holder, a one-second duration, the
 // transitions kept; retried on a conflict.
 func (e *elector) release(ctx context.Context) bool {
+	if e.tenure != nil {
+		e.tenure.end()
+	}
 	have, _, err := e.lock.Get(ctx)
 	if err != nil {
 		e.log.Warn("cannot read the leader Lease to release it", "lease", e.lock.Describe(), "error", err)

@@ -90,17 +90,29 @@ func (l LeaderElection) validate() error {
 // to go on: it exits, and its restart becomes a follower.
 var errLostLeadership = errors.New("lost the leader lease")
 
-// runElected runs work while this replica holds the leader Lease. It returns nil
+// election is what it takes to hold the leader Lease.
+type election struct {
+	kube                kube.Interface
+	namespace, identity string
+	// livenessAddress is where this process listens for as long as it
+	// lives; empty: nowhere. While leading, it is published on the Lease
+	// with each renewal (markedLeaseLock); while following, the leader's is
+	// watched.
+	livenessAddress string
+	cfg             LeaderElection
+	// tenure, when set, is renewed with each write of the Lease that
+	// succeeds; the sessions fence lifecycle deliveries with it.
+	tenure *tenure
+	log    hclog.Logger
+}
+
+// run runs work while this replica holds the leader Lease. It returns nil
 // when ctx ends, and errLostLeadership when the Lease was lost first. work
 // must return when its context ends; lead waits for it, so that the Lease
 // is released only after this replica stopped writing.
-//
-// livenessAddress is where this process listens for as long as it lives;
-// empty: nowhere. While leading, it is published on the Lease with each
-// renewal (markedLeaseLock); while following, the leader's is watched.
-func runElected(ctx context.Context, kube kube.Interface, namespace, identity, livenessAddress string, cfg LeaderElection, log hclog.Logger, work func(context.Context)) error {
-	cfg = cfg.withDefaults()
-	leases := kube.CoordinationV1().Leases(namespace)
+func (el election) run(ctx context.Context, work func(context.Context)) error {
+	cfg, identity, log := el.cfg.withDefaults(), el.identity, el.log
+	leases := el.kube.CoordinationV1().Leases(el.namespace)
 	early := &earlyTakeover{
 		leases: leaseClient{leases: leases, name: cfg.LeaseName}, self: identity, every: cfg.RetryPeriod / 2,
 		probe: probeTCP, clock: clock.RealClock{}, log: log,
@@ -121,15 +133,16 @@ func runElected(ctx context.Context, kube kube.Interface, namespace, identity, l
 	if err := cfg.validate(); err != nil {
 		return fmt.Errorf("setting up leader election: %w", err)
 	}
-	lock := &markedLeaseLock{leases: leases, namespace: namespace, name: cfg.LeaseName, identity: identity, address: livenessAddress}
+	lock := &markedLeaseLock{leases: leases, namespace: el.namespace, name: cfg.LeaseName, identity: identity, address: el.livenessAddress}
 	// The elector releases the Lease when its context ends; it must end
 	// only after work stopped, or two replicas could write at once.
 	runCtx, stopRun := context.WithCancel(context.Background())
 	defer stopRun()
 	done := make(chan struct{})
 	started := make(chan struct{})
-	el := &elector{
+	e := &elector{
 		lock:          lock,
+		tenure:        el.tenure,
 		leaseDuration: cfg.LeaseDuration,
 		renewDeadline: cfg.RenewDeadline,
 		retryPeriod:   cfg.RetryPeriod,
@@ -162,7 +175,7 @@ func runElected(ctx context.Context, kube kube.Interface, namespace, identity, l
 		}
 		stopRun()
 	}()
-	el.run(runCtx)
+	e.run(runCtx)
 	select {
 	case <-started:
 		<-done

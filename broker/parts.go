@@ -12,6 +12,7 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/clock"
 
 	"github.com/tether-dev/tether/broker/admission"
 	"github.com/tether-dev/tether/broker/auth"
@@ -51,7 +52,10 @@ type parts struct {
 	grpcCerts     *certs.Serving  // nil when TLS is given or Insecure
 	adm           *admissionParts // nil without admission
 	uninstaller   *uninstaller
-	stops         []func()
+	// tenure is the leader's, which fences its lifecycle deliveries; nil
+	// without leader election.
+	tenure *tenure
+	stops  []func()
 }
 
 // assemble builds the parts, in the order they depend on one another.
@@ -101,6 +105,9 @@ func (b *Broker) assemble(ctx context.Context, authz *auth.Authenticator) (_ *pa
 	resolver := resource.NewResolver(resource.Options{Discovery: disc})
 	if err := p.watchAndDispatch(resolver, kinds, authz); err != nil {
 		return nil, err
+	}
+	if le := b.opts.LeaderElection; le.Enabled {
+		p.tenure = &tenure{clock: clock.RealClock{}, length: le.withDefaults().RenewDeadline, log: b.log}
 	}
 	p.sessions = p.newSessions(resolver, kinds, authz)
 	p.srv, p.healthSrv = p.newServer(tlsConfig, authz)
@@ -219,6 +226,10 @@ func (p *parts) newSessions(resolver *resource.Resolver, kinds map[binding.Kind]
 	if authz != nil {
 		authorize, authorizeName = authz.Authorize, authz.AuthorizeName
 	}
+	var fence func() error
+	if p.tenure != nil {
+		fence = p.tenure.check
+	}
 	var excluded []string // namespaces no webhook intercepts
 	if p.adm != nil {
 		excluded = p.adm.excluded
@@ -231,6 +242,7 @@ func (p *parts) newSessions(resolver *resource.Resolver, kinds map[binding.Kind]
 		Metrics: p.metrics, Authorize: authorize, AuthorizeName: authorizeName, RecheckEvery: o.RecheckEvery,
 		Index:    index.Streamer{Informers: p.informers, Log: p.log.Named("index")}.Stream,
 		Admitted: func(ctx context.Context) { p.uninstaller.widenNow(ctx) },
+		Fence:    fence,
 	})
 }
 

@@ -90,7 +90,9 @@ func (p *parts) elect(lead func(context.Context)) (func(context.Context) error, 
 		return nil, err
 	}
 	return func(ctx context.Context) error {
-		return runElected(ctx, lkube, p.opts.Namespace, p.opts.Identity, alive, le, p.log, lead)
+		el := election{kube: lkube, namespace: p.opts.Namespace, identity: p.opts.Identity, livenessAddress: alive,
+			cfg: le, tenure: p.tenure, log: p.log}
+		return el.run(ctx, lead)
 	}, nil
 }
 

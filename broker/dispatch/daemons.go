@@ -230,6 +230,10 @@ func (ds *daemons) stop(ctx context.Context, o *object, b *binding.Binding, why 
 		// daemons.
 	case ctx.Err() != nil:
 		return ctx.Err()
+	case errors.Is(err, session.ErrFenced):
+		// Not sent: this replica may no longer lead, and the daemon may be
+		// another's to stop by now.
+		return fmt.Errorf("stopping daemon %q: %w", b.ID, err)
 	default:
 		ds.opts.Recorder.Event(o.decoded(), true, "DaemonStopTimeout", fmt.Sprintf(
 			"daemon %q of handler %q did not acknowledge stop (%s) within %v; counting it as stopped", b.ID, ds.name, why, timeout))

@@ -108,6 +108,12 @@ func (dl *deliverer) call(ctx context.Context, o *object, b *binding.Binding, d 
 			ack = &tetherv1.Ack{Outcome: tetherv1.Outcome_OUTCOME_RETRY, Message: fmt.Sprintf("the instance's session ended before it answered: %v", err)}
 		case errors.Is(err, session.ErrGone), errors.Is(err, session.ErrLeaving):
 			traceLog(ctx, dl.log).Debug("instance left before acking; re-sending", "instance", in.ID, "delivery", d.Id)
+		case errors.Is(err, session.ErrFenced):
+			// Not sent, and not an attempt: this replica may no longer
+			// lead. Its elector either renews the Lease, and the change is
+			// sent then, or ends this work.
+			traceLog(ctx, dl.log).Debug("delivery fenced off; looking again later", "delivery", d.Id, "error", err)
+			return reply{result: lookAgainIn(fencedWait)}
 		case ctx.Err() != nil:
 			return reply{result: failedWith(ctx.Err())}
 		case err != nil:
@@ -117,6 +123,10 @@ func (dl *deliverer) call(ctx context.Context, o *object, b *binding.Binding, d 
 	ack, wait := dl.judge(o, b, ack, attempt, in)
 	return reply{ack: ack, in: in, result: lookAgainIn(wait)}
 }
+
+// fencedWait is how soon a change whose delivery was fenced off is looked
+// at again, should this replica still lead.
+const fencedWait = 250 * time.Millisecond
 
 // deliverTo makes one attempt to deliver d to in, waiting at most timeout
 // for the ack. It gives up with session.ErrMoved, before sending, when

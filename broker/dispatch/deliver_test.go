@@ -2,6 +2,7 @@ package dispatch
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -58,6 +59,8 @@ func TestDelivererCallTurnsAttemptsIntoOutcomes(t *testing.T) {
 			attempts: []attempt{{err: session.ErrGone}, ackOf(tetherv1.Outcome_OUTCOME_OK)}, sends: 2, outcome: tetherv1.Outcome_OUTCOME_OK},
 		{name: "withdrawn before it was sent: sent again",
 			attempts: []attempt{{err: session.ErrMoved}, ackOf(tetherv1.Outcome_OUTCOME_OK)}, sends: 2, outcome: tetherv1.Outcome_OUTCOME_OK},
+		{name: "fenced off: not an attempt, looked at again shortly", attempts: []attempt{{err: fmt.Errorf("%w: lapsed", session.ErrFenced)}}, sends: 1,
+			after: fencedWait},
 		{name: "a session its answer broke: a failed attempt", attempts: []attempt{{err: session.ErrBroke}}, sends: 1,
 			after: time.Second, events: []string{"HandlerRetrying"}},
 		{name: "no ack within the timeout: a failed attempt", attempts: []attempt{{err: context.DeadlineExceeded}}, sends: 1,

@@ -26,6 +26,11 @@ var ErrBroke = errors.New("the instance broke its session")
 // no new deliveries.
 var ErrLeaving = errors.New("handler instance is leaving")
 
+// ErrFenced is returned by Deliver, wrapping the fence's error, when the
+// fence (Options.Fence) kept a delivery unsent: this broker may no longer
+// do the work it carries.
+var ErrFenced = errors.New("delivery fenced off")
+
 // Instance is one connected handler process.
 type Instance struct {
 	Handler   string
@@ -44,9 +49,10 @@ type Instance struct {
 	// false: an SDK older than capabilities, served as before).
 	Capabilities Capabilities
 
-	send chan *tetherv1.ConnectResponse
-	done chan struct{} // closed when the session ends
-	win  window
+	send  chan *tetherv1.ConnectResponse
+	done  chan struct{} // closed when the session ends
+	win   window
+	fence func() error // Options.Fence; nil: none
 
 	mu     sync.Mutex
 	onExit func(*tetherv1.DaemonExited)
@@ -78,8 +84,9 @@ func (in *Instance) InFlight() int { return in.win.held() }
 var ErrMoved = errors.New("delivery withdrawn before it was sent")
 
 // Deliver sends d once a window slot is free and waits for its ack. It
-// returns ErrGone or ErrLeaving when the instance cannot answer, and ctx's
-// error when ctx ends first; then the instance is told to cancel d.
+// returns ErrGone or ErrLeaving when the instance cannot answer, ErrFenced
+// when the fence kept d unsent, and ctx's error when ctx ends first; then
+// the instance is told to cancel d.
 func (in *Instance) Deliver(ctx context.Context, d *tetherv1.Delivery) (*tetherv1.Ack, error) {
 	return in.DeliverUnless(ctx, d, nil, nil)
 }
@@ -94,6 +101,14 @@ func (in *Instance) DeliverUnless(ctx context.Context, d *tetherv1.Delivery, abo
 	ackc, err := in.win.acquire(ctx, d.GetId(), d.GetKind() == tetherv1.DeliveryKind_DELIVERY_KIND_ADMISSION, abort, in.done, expired)
 	if err != nil {
 		return nil, err
+	}
+	// Fenced after the wait for a slot, which may have been long: as
+	// close to the send as the check can be.
+	if in.fence != nil && d.GetKind() != tetherv1.DeliveryKind_DELIVERY_KIND_ADMISSION {
+		if err := in.fence(); err != nil {
+			in.win.release(d.GetId())
+			return nil, fmt.Errorf("%w: %w", ErrFenced, err)
+		}
 	}
 	msg := &tetherv1.ConnectResponse{Message: &tetherv1.ConnectResponse_Delivery{Delivery: d}}
 	select {

@@ -110,6 +110,12 @@ type Options struct {
 	Version string
 	// Metrics counts sessions; nil counts nothing.
 	Metrics *metrics.Metrics
+	// Fence is asked just before each delivery but an admission review is
+	// sent: an error keeps it unsent, and Deliver returns it wrapped in
+	// ErrFenced. The leader fences with its tenure, so that a replica that
+	// may no longer lead sends no lifecycle work (a review needs no
+	// leadership). nil sends every delivery.
+	Fence func() error
 }
 
 // The default bounds on Hellos under way: enough for a Deployment's
@@ -240,6 +246,7 @@ func (s *Server) Connect(stream tetherv1.BrokerService_ConnectServer) (err error
 	withdrawn := s.recheck(ctx, hello.GetHandler(), hello.GetPriority(), bindings)
 	in := newInstance(hello.GetHandler(), hello.GetInstanceId(), newSessionID(), hello.GetPriority(), window,
 		slices.ContainsFunc(bindings, func(b *binding.Binding) bool { return b.Kind.IsAdmission() }))
+	in.fence = s.opts.Fence
 	in.Capabilities = Capabilities(hello.GetCapabilities())
 	if u, ok := auth.User(ctx); ok {
 		in.User = &u
