@@ -18,6 +18,7 @@ var capabilities = []tetherv1.Capability{
 	tetherv1.Capability_CAPABILITY_RESULTS_IN_STATUS,
 	tetherv1.Capability_CAPABILITY_DAEMON_EXIT_PATCH,
 	tetherv1.Capability_CAPABILITY_TRACE_CONTEXT,
+	tetherv1.Capability_CAPABILITY_DELIVERY_BATCH,
 }
 
 // BrokerCapabilities are the protocol features the broker offered in its

@@ -259,6 +259,11 @@ func (s *session) dispatch(msg *tetherv1.ConnectResponse, draining bool) {
 	switch m := msg.GetMessage().(type) {
 	case *tetherv1.ConnectResponse_Delivery:
 		s.accept(m.Delivery, draining)
+	case *tetherv1.ConnectResponse_DeliveryBatch:
+		// Each as if it came alone, in order.
+		for _, d := range m.DeliveryBatch.GetDeliveries() {
+			s.accept(d, draining)
+		}
 	case *tetherv1.ConnectResponse_Cancel:
 		id := m.Cancel.GetDeliveryId()
 		c := s.inflight[id]
@@ -411,7 +416,11 @@ func (s *session) goodbye() error {
 		case out <- next:
 			s.pop()
 		case msg := <-s.inbox:
+			ds := msg.GetDeliveryBatch().GetDeliveries()
 			if d := msg.GetDelivery(); d != nil {
+				ds = []*tetherv1.Delivery{d}
+			}
+			for _, d := range ds {
 				s.log.Debug("delivery after goodbye left to the broker", "delivery", d.GetId())
 			}
 		case <-s.results:

@@ -38,6 +38,7 @@ func offered(supported map[binding.Kind]bool) Capabilities {
 		tetherv1.Capability_CAPABILITY_PROGRESS,
 		tetherv1.Capability_CAPABILITY_TRACE_CONTEXT,
 		tetherv1.Capability_CAPABILITY_ACK_BATCH,
+		tetherv1.Capability_CAPABILITY_DELIVERY_BATCH,
 	}
 	if supported[binding.Validate] || supported[binding.Mutate] {
 		// Every replica answers reviews, so only a broker that serves

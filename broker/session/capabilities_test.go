@@ -23,6 +23,7 @@ func TestTheHandshakeNegotiatesCapabilities(t *testing.T) {
 		tetherv1.Capability_CAPABILITY_PROGRESS,
 		tetherv1.Capability_CAPABILITY_TRACE_CONTEXT,
 		tetherv1.Capability_CAPABILITY_ACK_BATCH,
+		tetherv1.Capability_CAPABILITY_DELIVERY_BATCH,
 	}
 	sdk := []tetherv1.Capability{tetherv1.Capability_CAPABILITY_CAPABILITIES, tetherv1.Capability_CAPABILITY_HANDLER_EVENTS, 9999}
 	for _, tc := range []struct {

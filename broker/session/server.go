@@ -358,7 +358,7 @@ func (s *Server) serve(ctx context.Context, stream tetherv1.BrokerService_Connec
 			log.Info("this replica leads now; ending the reviews-only session for the instance to reconnect")
 			return status.Error(codes.Unavailable, "this broker replica leads now; reconnect for a full session")
 		case msg := <-in.send:
-			if err := stream.Send(msg); err != nil {
+			if err := in.write(stream, msg); err != nil {
 				return err
 			}
 		case err := <-recvErr:

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	tetherv1 "github.com/tether-dev/tether/proto/tether/v1"
@@ -48,6 +49,39 @@ func (k *kit) ackOne(ctx context.Context) error {
 	k.wire.mu.Lock()
 	defer k.wire.mu.Unlock()
 	return oneAckEach(k.wire.streams)
+}
+
+// deliveryBatch sends the handler, when its Hello lists
+// CAPABILITY_DELIVERY_BATCH, two deliveries for a binding it did not declare
+// in one DeliveryBatch: each must be acked FAIL, as it would be alone. A
+// handler that does not list it is sent no batch, by the kit or the broker.
+func (k *kit) deliveryBatch(ctx context.Context) error {
+	k.wire.mu.Lock()
+	s := k.wire.liveStreamLocked()
+	k.wire.mu.Unlock()
+	if s == nil {
+		return errors.New("no session going on to send a batch on")
+	}
+	if !slices.Contains(s.hello.GetCapabilities(), tetherv1.Capability_CAPABILITY_DELIVERY_BATCH) {
+		return nil
+	}
+	first, second := madeUpCreate(undeclaredBinding, "batched-1", "ok", nil), madeUpCreate(undeclaredBinding, "batched-2", "ok", nil)
+	batch := &tetherv1.ConnectResponse{Message: &tetherv1.ConnectResponse_DeliveryBatch{DeliveryBatch: &tetherv1.DeliveryBatch{
+		Deliveries: []*tetherv1.Delivery{first.GetDelivery(), second.GetDelivery()}}}}
+	if err := k.wire.inject(s, batch); err != nil {
+		return err
+	}
+	for i, d := range batch.GetDeliveryBatch().GetDeliveries() {
+		a, err := k.awaitAckOf(ctx, s, d.GetId())
+		if err != nil {
+			return fmt.Errorf("delivery %d of a DeliveryBatch: %w", i+1, err)
+		}
+		if a.GetOutcome() != tetherv1.Outcome_OUTCOME_FAIL {
+			return fmt.Errorf("delivery %d of a DeliveryBatch, for the undeclared binding %q, was acked %v (%q), want FAIL as alone",
+				i+1, undeclaredBinding, a.GetOutcome(), a.GetMessage())
+		}
+	}
+	return nil
 }
 
 // unanswered is the first delivery of s not acked yet, nil when none; the

@@ -21,9 +21,7 @@ var injected atomic.Int64
 // handler sends is forwarded and ignored there, as one for an unknown id
 // is (docs/protocol.md, [ack.one]).
 func (w *wire) inject(s *stream, msg *tetherv1.ConnectResponse) error {
-	if d := msg.GetDelivery(); d != nil {
-		w.record(func() { s.deliveries = append(s.deliveries, delivery{d, time.Now()}) })
-	}
+	w.record(func() { s.carried(msg) })
 	if err := s.send(msg); err != nil {
 		return fmt.Errorf("sending the handler a %T of the kit's: %w", msg.GetMessage(), err)
 	}

@@ -67,6 +67,7 @@ var scenarios = []scenario{
 	{"reconnect.backoff", "the session ended and 3 attempts refused Unavailable: the delays grow, stay under 5s, and reset after a Welcome", (*kit).reconnectBackoff},
 	{"conn.new", "each session so far came on a new connection (address)", (*kit).connNew},
 	{"conn.keepalive", "the proxy enforces the broker's keepalive policy; the session held idle 5s: no connection was told GOAWAY (too_many_pings)", (*kit).connKeepalive},
+	{"delivery.batch", "a handler whose Hello lists CAPABILITY_DELIVERY_BATCH acks each delivery of a batch of two, for an undeclared binding, FAIL", (*kit).deliveryBatch},
 	{"ack.one", "a delivery for an undeclared binding is acked FAIL; no delivery acked twice or unsent, none left unanswered", (*kit).ackOne},
 	{"drain.goodbye", "on SIGTERM, a slow create held, the handler says Goodbye, the stream ends OK and it exits 0", (*kit).drain},
 	{"drain.handback", "the delivery the kit sent after the Goodbye is acked RETRY", (*kit).drainHandback},

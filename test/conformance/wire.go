@@ -208,14 +208,22 @@ func (w *wire) Connect(down tetherv1.BrokerService_ConnectServer) error {
 		if msg.GetWelcome() != nil {
 			msg = w.rewriteWelcome(s, msg)
 		}
-		w.record(func() {
-			if d := msg.GetDelivery(); d != nil {
-				s.deliveries = append(s.deliveries, delivery{d, time.Now()})
-			}
-		})
+		w.record(func() { s.carried(msg) })
 		if err := s.send(msg); err != nil {
 			return err
 		}
+	}
+}
+
+// carried records the deliveries msg carries to the handler, alone or in
+// a batch; the wire's lock must be held.
+func (s *stream) carried(msg *tetherv1.ConnectResponse) {
+	ds := msg.GetDeliveryBatch().GetDeliveries()
+	if d := msg.GetDelivery(); d != nil {
+		ds = []*tetherv1.Delivery{d}
+	}
+	for _, d := range ds {
+		s.deliveries = append(s.deliveries, delivery{d, time.Now()})
 	}
 }
 

@@ -93,6 +93,10 @@ const (
 	// sides list it; the broker ends the stream of one that did not list it
 	// with INVALID_ARGUMENT.
 	Capability_CAPABILITY_ACK_BATCH Capability = 13
+	// CAPABILITY_DELIVERY_BATCH: ConnectResponse.delivery_batch carries
+	// several deliveries in one message (see DeliveryBatch). The broker sends
+	// one only to an instance that lists it.
+	Capability_CAPABILITY_DELIVERY_BATCH Capability = 14
 )
 
 // Enum value maps for Capability.
@@ -112,6 +116,7 @@ var (
 		11: "CAPABILITY_TRACE_CONTEXT",
 		12: "CAPABILITY_EVERY_REPLICA",
 		13: "CAPABILITY_ACK_BATCH",
+		14: "CAPABILITY_DELIVERY_BATCH",
 	}
 	Capability_value = map[string]int32{
 		"CAPABILITY_UNSPECIFIED":             0,
@@ -128,6 +133,7 @@ var (
 		"CAPABILITY_TRACE_CONTEXT":           11,
 		"CAPABILITY_EVERY_REPLICA":           12,
 		"CAPABILITY_ACK_BATCH":               13,
+		"CAPABILITY_DELIVERY_BATCH":          14,
 	}
 )
 
@@ -824,7 +830,7 @@ func (x HandlerEvent_Type) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use HandlerEvent_Type.Descriptor instead.
 func (HandlerEvent_Type) EnumDescriptor() ([]byte, []int) {
-	return file_tether_v1_broker_proto_rawDescGZIP(), []int{18, 0}
+	return file_tether_v1_broker_proto_rawDescGZIP(), []int{19, 0}
 }
 
 // ConnectRequest is one message from a handler instance to the broker.
@@ -985,6 +991,7 @@ type ConnectResponse struct {
 	//	*ConnectResponse_Delivery
 	//	*ConnectResponse_Cancel
 	//	*ConnectResponse_Indexed
+	//	*ConnectResponse_DeliveryBatch
 	Message       isConnectResponse_Message `protobuf_oneof:"message"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1063,6 +1070,15 @@ func (x *ConnectResponse) GetIndexed() *Indexed {
 	return nil
 }
 
+func (x *ConnectResponse) GetDeliveryBatch() *DeliveryBatch {
+	if x != nil {
+		if x, ok := x.Message.(*ConnectResponse_DeliveryBatch); ok {
+			return x.DeliveryBatch
+		}
+	}
+	return nil
+}
+
 type isConnectResponse_Message interface {
 	isConnectResponse_Message()
 }
@@ -1089,6 +1105,12 @@ type ConnectResponse_Indexed struct {
 	Indexed *Indexed `protobuf:"bytes,4,opt,name=indexed,proto3,oneof"`
 }
 
+type ConnectResponse_DeliveryBatch struct {
+	// delivery_batch carries several deliveries in one message, only to an
+	// instance that lists CAPABILITY_DELIVERY_BATCH (see DeliveryBatch).
+	DeliveryBatch *DeliveryBatch `protobuf:"bytes,5,opt,name=delivery_batch,json=deliveryBatch,proto3,oneof"`
+}
+
 func (*ConnectResponse_Welcome) isConnectResponse_Message() {}
 
 func (*ConnectResponse_Delivery) isConnectResponse_Message() {}
@@ -1096,6 +1118,8 @@ func (*ConnectResponse_Delivery) isConnectResponse_Message() {}
 func (*ConnectResponse_Cancel) isConnectResponse_Message() {}
 
 func (*ConnectResponse_Indexed) isConnectResponse_Message() {}
+
+func (*ConnectResponse_DeliveryBatch) isConnectResponse_Message() {}
 
 // Hello opens a session. It must be the first message, sent within the
 // broker's Hello deadline.
@@ -2794,6 +2818,56 @@ func (x *AckBatch) GetAcks() []*Ack {
 	return nil
 }
 
+// DeliveryBatch is several deliveries in one message: the ones the broker
+// had ready for the instance at once. Each is what it would be in a
+// message of its own, in the batch's order: it takes its own window slot
+// and is acked by itself, and a Cancel may name it. A batch holds at most
+// MaxDeliveryBatch deliveries; one that would pass MaxDeliveryBatchBytes
+// goes in the next message (alone, when it is that large itself).
+type DeliveryBatch struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Deliveries    []*Delivery            `protobuf:"bytes,1,rep,name=deliveries,proto3" json:"deliveries,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeliveryBatch) Reset() {
+	*x = DeliveryBatch{}
+	mi := &file_tether_v1_broker_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeliveryBatch) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeliveryBatch) ProtoMessage() {}
+
+func (x *DeliveryBatch) ProtoReflect() protoreflect.Message {
+	mi := &file_tether_v1_broker_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeliveryBatch.ProtoReflect.Descriptor instead.
+func (*DeliveryBatch) Descriptor() ([]byte, []int) {
+	return file_tether_v1_broker_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *DeliveryBatch) GetDeliveries() []*Delivery {
+	if x != nil {
+		return x.Deliveries
+	}
+	return nil
+}
+
 // HandlerEvent is one Kubernetes Event a handler posts.
 type HandlerEvent struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -2815,7 +2889,7 @@ type HandlerEvent struct {
 
 func (x *HandlerEvent) Reset() {
 	*x = HandlerEvent{}
-	mi := &file_tether_v1_broker_proto_msgTypes[18]
+	mi := &file_tether_v1_broker_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2827,7 +2901,7 @@ func (x *HandlerEvent) String() string {
 func (*HandlerEvent) ProtoMessage() {}
 
 func (x *HandlerEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_tether_v1_broker_proto_msgTypes[18]
+	mi := &file_tether_v1_broker_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2840,7 +2914,7 @@ func (x *HandlerEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HandlerEvent.ProtoReflect.Descriptor instead.
 func (*HandlerEvent) Descriptor() ([]byte, []int) {
-	return file_tether_v1_broker_proto_rawDescGZIP(), []int{18}
+	return file_tether_v1_broker_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *HandlerEvent) GetType() HandlerEvent_Type {
@@ -2890,7 +2964,7 @@ type EventObject struct {
 
 func (x *EventObject) Reset() {
 	*x = EventObject{}
-	mi := &file_tether_v1_broker_proto_msgTypes[19]
+	mi := &file_tether_v1_broker_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2902,7 +2976,7 @@ func (x *EventObject) String() string {
 func (*EventObject) ProtoMessage() {}
 
 func (x *EventObject) ProtoReflect() protoreflect.Message {
-	mi := &file_tether_v1_broker_proto_msgTypes[19]
+	mi := &file_tether_v1_broker_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2915,7 +2989,7 @@ func (x *EventObject) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EventObject.ProtoReflect.Descriptor instead.
 func (*EventObject) Descriptor() ([]byte, []int) {
-	return file_tether_v1_broker_proto_rawDescGZIP(), []int{19}
+	return file_tether_v1_broker_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *EventObject) GetApiVersion() string {
@@ -2963,7 +3037,7 @@ type FlowControl struct {
 
 func (x *FlowControl) Reset() {
 	*x = FlowControl{}
-	mi := &file_tether_v1_broker_proto_msgTypes[20]
+	mi := &file_tether_v1_broker_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2975,7 +3049,7 @@ func (x *FlowControl) String() string {
 func (*FlowControl) ProtoMessage() {}
 
 func (x *FlowControl) ProtoReflect() protoreflect.Message {
-	mi := &file_tether_v1_broker_proto_msgTypes[20]
+	mi := &file_tether_v1_broker_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2988,7 +3062,7 @@ func (x *FlowControl) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FlowControl.ProtoReflect.Descriptor instead.
 func (*FlowControl) Descriptor() ([]byte, []int) {
-	return file_tether_v1_broker_proto_rawDescGZIP(), []int{20}
+	return file_tether_v1_broker_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *FlowControl) GetWindow() uint32 {
@@ -3015,7 +3089,7 @@ type Goodbye struct {
 
 func (x *Goodbye) Reset() {
 	*x = Goodbye{}
-	mi := &file_tether_v1_broker_proto_msgTypes[21]
+	mi := &file_tether_v1_broker_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3027,7 +3101,7 @@ func (x *Goodbye) String() string {
 func (*Goodbye) ProtoMessage() {}
 
 func (x *Goodbye) ProtoReflect() protoreflect.Message {
-	mi := &file_tether_v1_broker_proto_msgTypes[21]
+	mi := &file_tether_v1_broker_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3040,7 +3114,7 @@ func (x *Goodbye) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Goodbye.ProtoReflect.Descriptor instead.
 func (*Goodbye) Descriptor() ([]byte, []int) {
-	return file_tether_v1_broker_proto_rawDescGZIP(), []int{21}
+	return file_tether_v1_broker_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *Goodbye) GetReason() string {
@@ -3082,7 +3156,7 @@ type DaemonExited struct {
 
 func (x *DaemonExited) Reset() {
 	*x = DaemonExited{}
-	mi := &file_tether_v1_broker_proto_msgTypes[22]
+	mi := &file_tether_v1_broker_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3094,7 +3168,7 @@ func (x *DaemonExited) String() string {
 func (*DaemonExited) ProtoMessage() {}
 
 func (x *DaemonExited) ProtoReflect() protoreflect.Message {
-	mi := &file_tether_v1_broker_proto_msgTypes[22]
+	mi := &file_tether_v1_broker_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3107,7 +3181,7 @@ func (x *DaemonExited) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DaemonExited.ProtoReflect.Descriptor instead.
 func (*DaemonExited) Descriptor() ([]byte, []int) {
-	return file_tether_v1_broker_proto_rawDescGZIP(), []int{22}
+	return file_tether_v1_broker_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *DaemonExited) GetBindingId() string {
@@ -3177,7 +3251,7 @@ type Cancel struct {
 
 func (x *Cancel) Reset() {
 	*x = Cancel{}
-	mi := &file_tether_v1_broker_proto_msgTypes[23]
+	mi := &file_tether_v1_broker_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3189,7 +3263,7 @@ func (x *Cancel) String() string {
 func (*Cancel) ProtoMessage() {}
 
 func (x *Cancel) ProtoReflect() protoreflect.Message {
-	mi := &file_tether_v1_broker_proto_msgTypes[23]
+	mi := &file_tether_v1_broker_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3202,7 +3276,7 @@ func (x *Cancel) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Cancel.ProtoReflect.Descriptor instead.
 func (*Cancel) Descriptor() ([]byte, []int) {
-	return file_tether_v1_broker_proto_rawDescGZIP(), []int{23}
+	return file_tether_v1_broker_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *Cancel) GetDeliveryId() string {
@@ -3239,7 +3313,7 @@ type Indexed struct {
 
 func (x *Indexed) Reset() {
 	*x = Indexed{}
-	mi := &file_tether_v1_broker_proto_msgTypes[24]
+	mi := &file_tether_v1_broker_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3251,7 +3325,7 @@ func (x *Indexed) String() string {
 func (*Indexed) ProtoMessage() {}
 
 func (x *Indexed) ProtoReflect() protoreflect.Message {
-	mi := &file_tether_v1_broker_proto_msgTypes[24]
+	mi := &file_tether_v1_broker_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3264,7 +3338,7 @@ func (x *Indexed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Indexed.ProtoReflect.Descriptor instead.
 func (*Indexed) Descriptor() ([]byte, []int) {
-	return file_tether_v1_broker_proto_rawDescGZIP(), []int{24}
+	return file_tether_v1_broker_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *Indexed) GetBindingId() string {
@@ -3307,12 +3381,13 @@ const file_tether_v1_broker_proto_rawDesc = "" +
 	"\agoodbye\x18\x04 \x01(\v2\x12.tether.v1.GoodbyeH\x00R\agoodbye\x12>\n" +
 	"\rdaemon_exited\x18\x05 \x01(\v2\x17.tether.v1.DaemonExitedH\x00R\fdaemonExited\x122\n" +
 	"\tack_batch\x18\x06 \x01(\v2\x13.tether.v1.AckBatchH\x00R\backBatchB\t\n" +
-	"\amessage\"\xdc\x01\n" +
+	"\amessage\"\x9f\x02\n" +
 	"\x0fConnectResponse\x12.\n" +
 	"\awelcome\x18\x01 \x01(\v2\x12.tether.v1.WelcomeH\x00R\awelcome\x121\n" +
 	"\bdelivery\x18\x02 \x01(\v2\x13.tether.v1.DeliveryH\x00R\bdelivery\x12+\n" +
 	"\x06cancel\x18\x03 \x01(\v2\x11.tether.v1.CancelH\x00R\x06cancel\x12.\n" +
-	"\aindexed\x18\x04 \x01(\v2\x12.tether.v1.IndexedH\x00R\aindexedB\t\n" +
+	"\aindexed\x18\x04 \x01(\v2\x12.tether.v1.IndexedH\x00R\aindexed\x12A\n" +
+	"\x0edelivery_batch\x18\x05 \x01(\v2\x18.tether.v1.DeliveryBatchH\x00R\rdeliveryBatchB\t\n" +
 	"\amessage\"\x9c\x03\n" +
 	"\x05Hello\x12\x18\n" +
 	"\ahandler\x18\x01 \x01(\tR\ahandler\x12\x1f\n" +
@@ -3476,7 +3551,11 @@ const file_tether_v1_broker_proto_rawDesc = "" +
 	"\bprogress\x18\n" +
 	" \x01(\fR\bprogress\".\n" +
 	"\bAckBatch\x12\"\n" +
-	"\x04acks\x18\x01 \x03(\v2\x0e.tether.v1.AckR\x04acks\"\xe9\x01\n" +
+	"\x04acks\x18\x01 \x03(\v2\x0e.tether.v1.AckR\x04acks\"D\n" +
+	"\rDeliveryBatch\x123\n" +
+	"\n" +
+	"deliveries\x18\x01 \x03(\v2\x13.tether.v1.DeliveryR\n" +
+	"deliveries\"\xe9\x01\n" +
 	"\fHandlerEvent\x120\n" +
 	"\x04type\x18\x01 \x01(\x0e2\x1c.tether.v1.HandlerEvent.TypeR\x04type\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x12\x18\n" +
@@ -3518,7 +3597,7 @@ const file_tether_v1_broker_proto_rawDesc = "" +
 	"\n" +
 	"event_type\x18\x02 \x01(\tR\teventType\x12\x16\n" +
 	"\x06object\x18\x03 \x01(\fR\x06object\x12\x16\n" +
-	"\x06synced\x18\x04 \x01(\bR\x06synced*\xa9\x03\n" +
+	"\x06synced\x18\x04 \x01(\bR\x06synced*\xc8\x03\n" +
 	"\n" +
 	"Capability\x12\x1a\n" +
 	"\x16CAPABILITY_UNSPECIFIED\x10\x00\x12\x1b\n" +
@@ -3535,7 +3614,8 @@ const file_tether_v1_broker_proto_rawDesc = "" +
 	"\x12\x1c\n" +
 	"\x18CAPABILITY_TRACE_CONTEXT\x10\v\x12\x1c\n" +
 	"\x18CAPABILITY_EVERY_REPLICA\x10\f\x12\x18\n" +
-	"\x14CAPABILITY_ACK_BATCH\x10\r*\xbc\x02\n" +
+	"\x14CAPABILITY_ACK_BATCH\x10\r\x12\x1d\n" +
+	"\x19CAPABILITY_DELIVERY_BATCH\x10\x0e*\xbc\x02\n" +
 	"\vBindingKind\x12\x1c\n" +
 	"\x18BINDING_KIND_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13BINDING_KIND_CREATE\x10\x01\x12\x17\n" +
@@ -3608,7 +3688,7 @@ func file_tether_v1_broker_proto_rawDescGZIP() []byte {
 }
 
 var file_tether_v1_broker_proto_enumTypes = make([]protoimpl.EnumInfo, 12)
-var file_tether_v1_broker_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
+var file_tether_v1_broker_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
 var file_tether_v1_broker_proto_goTypes = []any{
 	(Capability)(0),                // 0: tether.v1.Capability
 	(BindingKind)(0),               // 1: tether.v1.BindingKind
@@ -3640,82 +3720,85 @@ var file_tether_v1_broker_proto_goTypes = []any{
 	(*AdmissionResponse)(nil),      // 27: tether.v1.AdmissionResponse
 	(*Ack)(nil),                    // 28: tether.v1.Ack
 	(*AckBatch)(nil),               // 29: tether.v1.AckBatch
-	(*HandlerEvent)(nil),           // 30: tether.v1.HandlerEvent
-	(*EventObject)(nil),            // 31: tether.v1.EventObject
-	(*FlowControl)(nil),            // 32: tether.v1.FlowControl
-	(*Goodbye)(nil),                // 33: tether.v1.Goodbye
-	(*DaemonExited)(nil),           // 34: tether.v1.DaemonExited
-	(*Cancel)(nil),                 // 35: tether.v1.Cancel
-	(*Indexed)(nil),                // 36: tether.v1.Indexed
-	nil,                            // 37: tether.v1.Delivery.TraceContextEntry
-	(*durationpb.Duration)(nil),    // 38: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),  // 39: google.protobuf.Timestamp
+	(*DeliveryBatch)(nil),          // 30: tether.v1.DeliveryBatch
+	(*HandlerEvent)(nil),           // 31: tether.v1.HandlerEvent
+	(*EventObject)(nil),            // 32: tether.v1.EventObject
+	(*FlowControl)(nil),            // 33: tether.v1.FlowControl
+	(*Goodbye)(nil),                // 34: tether.v1.Goodbye
+	(*DaemonExited)(nil),           // 35: tether.v1.DaemonExited
+	(*Cancel)(nil),                 // 36: tether.v1.Cancel
+	(*Indexed)(nil),                // 37: tether.v1.Indexed
+	nil,                            // 38: tether.v1.Delivery.TraceContextEntry
+	(*durationpb.Duration)(nil),    // 39: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),  // 40: google.protobuf.Timestamp
 }
 var file_tether_v1_broker_proto_depIdxs = []int32{
 	14, // 0: tether.v1.ConnectRequest.hello:type_name -> tether.v1.Hello
 	28, // 1: tether.v1.ConnectRequest.ack:type_name -> tether.v1.Ack
-	32, // 2: tether.v1.ConnectRequest.flow_control:type_name -> tether.v1.FlowControl
-	33, // 3: tether.v1.ConnectRequest.goodbye:type_name -> tether.v1.Goodbye
-	34, // 4: tether.v1.ConnectRequest.daemon_exited:type_name -> tether.v1.DaemonExited
+	33, // 2: tether.v1.ConnectRequest.flow_control:type_name -> tether.v1.FlowControl
+	34, // 3: tether.v1.ConnectRequest.goodbye:type_name -> tether.v1.Goodbye
+	35, // 4: tether.v1.ConnectRequest.daemon_exited:type_name -> tether.v1.DaemonExited
 	29, // 5: tether.v1.ConnectRequest.ack_batch:type_name -> tether.v1.AckBatch
 	15, // 6: tether.v1.ConnectResponse.welcome:type_name -> tether.v1.Welcome
 	25, // 7: tether.v1.ConnectResponse.delivery:type_name -> tether.v1.Delivery
-	35, // 8: tether.v1.ConnectResponse.cancel:type_name -> tether.v1.Cancel
-	36, // 9: tether.v1.ConnectResponse.indexed:type_name -> tether.v1.Indexed
-	17, // 10: tether.v1.Hello.bindings:type_name -> tether.v1.Binding
-	38, // 11: tether.v1.Hello.grace:type_name -> google.protobuf.Duration
-	38, // 12: tether.v1.Hello.absent_release_after:type_name -> google.protobuf.Duration
-	0,  // 13: tether.v1.Hello.capabilities:type_name -> tether.v1.Capability
-	16, // 14: tether.v1.Welcome.resources:type_name -> tether.v1.Resource
-	38, // 15: tether.v1.Welcome.grace:type_name -> google.protobuf.Duration
-	38, // 16: tether.v1.Welcome.absent_release_after:type_name -> google.protobuf.Duration
-	0,  // 17: tether.v1.Welcome.capabilities:type_name -> tether.v1.Capability
-	1,  // 18: tether.v1.Binding.kind:type_name -> tether.v1.BindingKind
-	16, // 19: tether.v1.Binding.resource:type_name -> tether.v1.Resource
-	18, // 20: tether.v1.Binding.annotations:type_name -> tether.v1.AnnotationFilter
-	2,  // 21: tether.v1.Binding.finalizer:type_name -> tether.v1.FinalizerPolicy
-	38, // 22: tether.v1.Binding.timeout:type_name -> google.protobuf.Duration
-	38, // 23: tether.v1.Binding.backoff:type_name -> google.protobuf.Duration
-	38, // 24: tether.v1.Binding.max_backoff:type_name -> google.protobuf.Duration
-	19, // 25: tether.v1.Binding.timer:type_name -> tether.v1.TimerOptions
-	20, // 26: tether.v1.Binding.daemon:type_name -> tether.v1.DaemonOptions
-	22, // 27: tether.v1.Binding.admission:type_name -> tether.v1.AdmissionOptions
-	3,  // 28: tether.v1.Binding.results:type_name -> tether.v1.ResultStore
-	9,  // 29: tether.v1.AnnotationFilter.operator:type_name -> tether.v1.AnnotationFilter.Operator
-	38, // 30: tether.v1.TimerOptions.interval:type_name -> google.protobuf.Duration
-	38, // 31: tether.v1.TimerOptions.initial_delay:type_name -> google.protobuf.Duration
-	38, // 32: tether.v1.TimerOptions.idle:type_name -> google.protobuf.Duration
-	38, // 33: tether.v1.DaemonOptions.cancellation_timeout:type_name -> google.protobuf.Duration
-	4,  // 34: tether.v1.AdmissionOptions.operations:type_name -> tether.v1.AdmissionOperation
-	21, // 35: tether.v1.AdmissionOptions.match_conditions:type_name -> tether.v1.MatchCondition
-	38, // 36: tether.v1.AdmissionOptions.timeout:type_name -> google.protobuf.Duration
-	5,  // 37: tether.v1.AdmissionOptions.failure_policy:type_name -> tether.v1.FailurePolicy
-	6,  // 38: tether.v1.AdmissionOptions.side_effects:type_name -> tether.v1.SideEffects
-	16, // 39: tether.v1.ObjectRef.resource:type_name -> tether.v1.Resource
-	10, // 40: tether.v1.DiffEntry.operation:type_name -> tether.v1.DiffEntry.Operation
-	7,  // 41: tether.v1.Delivery.kind:type_name -> tether.v1.DeliveryKind
-	23, // 42: tether.v1.Delivery.ref:type_name -> tether.v1.ObjectRef
-	24, // 43: tether.v1.Delivery.diff:type_name -> tether.v1.DiffEntry
-	39, // 44: tether.v1.Delivery.deadline:type_name -> google.protobuf.Timestamp
-	39, // 45: tether.v1.Delivery.scheduled:type_name -> google.protobuf.Timestamp
-	26, // 46: tether.v1.Delivery.admission:type_name -> tether.v1.AdmissionRequest
-	37, // 47: tether.v1.Delivery.trace_context:type_name -> tether.v1.Delivery.TraceContextEntry
-	4,  // 48: tether.v1.AdmissionRequest.operation:type_name -> tether.v1.AdmissionOperation
-	8,  // 49: tether.v1.Ack.outcome:type_name -> tether.v1.Outcome
-	38, // 50: tether.v1.Ack.retry_after:type_name -> google.protobuf.Duration
-	27, // 51: tether.v1.Ack.admission:type_name -> tether.v1.AdmissionResponse
-	30, // 52: tether.v1.Ack.events:type_name -> tether.v1.HandlerEvent
-	28, // 53: tether.v1.AckBatch.acks:type_name -> tether.v1.Ack
-	11, // 54: tether.v1.HandlerEvent.type:type_name -> tether.v1.HandlerEvent.Type
-	31, // 55: tether.v1.HandlerEvent.regarding:type_name -> tether.v1.EventObject
-	38, // 56: tether.v1.DaemonExited.retry_after:type_name -> google.protobuf.Duration
-	12, // 57: tether.v1.BrokerService.Connect:input_type -> tether.v1.ConnectRequest
-	13, // 58: tether.v1.BrokerService.Connect:output_type -> tether.v1.ConnectResponse
-	58, // [58:59] is the sub-list for method output_type
-	57, // [57:58] is the sub-list for method input_type
-	57, // [57:57] is the sub-list for extension type_name
-	57, // [57:57] is the sub-list for extension extendee
-	0,  // [0:57] is the sub-list for field type_name
+	36, // 8: tether.v1.ConnectResponse.cancel:type_name -> tether.v1.Cancel
+	37, // 9: tether.v1.ConnectResponse.indexed:type_name -> tether.v1.Indexed
+	30, // 10: tether.v1.ConnectResponse.delivery_batch:type_name -> tether.v1.DeliveryBatch
+	17, // 11: tether.v1.Hello.bindings:type_name -> tether.v1.Binding
+	39, // 12: tether.v1.Hello.grace:type_name -> google.protobuf.Duration
+	39, // 13: tether.v1.Hello.absent_release_after:type_name -> google.protobuf.Duration
+	0,  // 14: tether.v1.Hello.capabilities:type_name -> tether.v1.Capability
+	16, // 15: tether.v1.Welcome.resources:type_name -> tether.v1.Resource
+	39, // 16: tether.v1.Welcome.grace:type_name -> google.protobuf.Duration
+	39, // 17: tether.v1.Welcome.absent_release_after:type_name -> google.protobuf.Duration
+	0,  // 18: tether.v1.Welcome.capabilities:type_name -> tether.v1.Capability
+	1,  // 19: tether.v1.Binding.kind:type_name -> tether.v1.BindingKind
+	16, // 20: tether.v1.Binding.resource:type_name -> tether.v1.Resource
+	18, // 21: tether.v1.Binding.annotations:type_name -> tether.v1.AnnotationFilter
+	2,  // 22: tether.v1.Binding.finalizer:type_name -> tether.v1.FinalizerPolicy
+	39, // 23: tether.v1.Binding.timeout:type_name -> google.protobuf.Duration
+	39, // 24: tether.v1.Binding.backoff:type_name -> google.protobuf.Duration
+	39, // 25: tether.v1.Binding.max_backoff:type_name -> google.protobuf.Duration
+	19, // 26: tether.v1.Binding.timer:type_name -> tether.v1.TimerOptions
+	20, // 27: tether.v1.Binding.daemon:type_name -> tether.v1.DaemonOptions
+	22, // 28: tether.v1.Binding.admission:type_name -> tether.v1.AdmissionOptions
+	3,  // 29: tether.v1.Binding.results:type_name -> tether.v1.ResultStore
+	9,  // 30: tether.v1.AnnotationFilter.operator:type_name -> tether.v1.AnnotationFilter.Operator
+	39, // 31: tether.v1.TimerOptions.interval:type_name -> google.protobuf.Duration
+	39, // 32: tether.v1.TimerOptions.initial_delay:type_name -> google.protobuf.Duration
+	39, // 33: tether.v1.TimerOptions.idle:type_name -> google.protobuf.Duration
+	39, // 34: tether.v1.DaemonOptions.cancellation_timeout:type_name -> google.protobuf.Duration
+	4,  // 35: tether.v1.AdmissionOptions.operations:type_name -> tether.v1.AdmissionOperation
+	21, // 36: tether.v1.AdmissionOptions.match_conditions:type_name -> tether.v1.MatchCondition
+	39, // 37: tether.v1.AdmissionOptions.timeout:type_name -> google.protobuf.Duration
+	5,  // 38: tether.v1.AdmissionOptions.failure_policy:type_name -> tether.v1.FailurePolicy
+	6,  // 39: tether.v1.AdmissionOptions.side_effects:type_name -> tether.v1.SideEffects
+	16, // 40: tether.v1.ObjectRef.resource:type_name -> tether.v1.Resource
+	10, // 41: tether.v1.DiffEntry.operation:type_name -> tether.v1.DiffEntry.Operation
+	7,  // 42: tether.v1.Delivery.kind:type_name -> tether.v1.DeliveryKind
+	23, // 43: tether.v1.Delivery.ref:type_name -> tether.v1.ObjectRef
+	24, // 44: tether.v1.Delivery.diff:type_name -> tether.v1.DiffEntry
+	40, // 45: tether.v1.Delivery.deadline:type_name -> google.protobuf.Timestamp
+	40, // 46: tether.v1.Delivery.scheduled:type_name -> google.protobuf.Timestamp
+	26, // 47: tether.v1.Delivery.admission:type_name -> tether.v1.AdmissionRequest
+	38, // 48: tether.v1.Delivery.trace_context:type_name -> tether.v1.Delivery.TraceContextEntry
+	4,  // 49: tether.v1.AdmissionRequest.operation:type_name -> tether.v1.AdmissionOperation
+	8,  // 50: tether.v1.Ack.outcome:type_name -> tether.v1.Outcome
+	39, // 51: tether.v1.Ack.retry_after:type_name -> google.protobuf.Duration
+	27, // 52: tether.v1.Ack.admission:type_name -> tether.v1.AdmissionResponse
+	31, // 53: tether.v1.Ack.events:type_name -> tether.v1.HandlerEvent
+	28, // 54: tether.v1.AckBatch.acks:type_name -> tether.v1.Ack
+	25, // 55: tether.v1.DeliveryBatch.deliveries:type_name -> tether.v1.Delivery
+	11, // 56: tether.v1.HandlerEvent.type:type_name -> tether.v1.HandlerEvent.Type
+	32, // 57: tether.v1.HandlerEvent.regarding:type_name -> tether.v1.EventObject
+	39, // 58: tether.v1.DaemonExited.retry_after:type_name -> google.protobuf.Duration
+	12, // 59: tether.v1.BrokerService.Connect:input_type -> tether.v1.ConnectRequest
+	13, // 60: tether.v1.BrokerService.Connect:output_type -> tether.v1.ConnectResponse
+	60, // [60:61] is the sub-list for method output_type
+	59, // [59:60] is the sub-list for method input_type
+	59, // [59:59] is the sub-list for extension type_name
+	59, // [59:59] is the sub-list for extension extendee
+	0,  // [0:59] is the sub-list for field type_name
 }
 
 func init() { file_tether_v1_broker_proto_init() }
@@ -3736,6 +3819,7 @@ func file_tether_v1_broker_proto_init() {
 		(*ConnectResponse_Delivery)(nil),
 		(*ConnectResponse_Cancel)(nil),
 		(*ConnectResponse_Indexed)(nil),
+		(*ConnectResponse_DeliveryBatch)(nil),
 	}
 	file_tether_v1_broker_proto_msgTypes[5].OneofWrappers = []any{}
 	type x struct{}
@@ -3744,7 +3828,7 @@ func file_tether_v1_broker_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tether_v1_broker_proto_rawDesc), len(file_tether_v1_broker_proto_rawDesc)),
 			NumEnums:      12,
-			NumMessages:   26,
+			NumMessages:   27,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -55,3 +55,12 @@ const MaxProgressBytes = 16 << 10
 // all its acks ready at once in one batch. The bound keeps the work one
 // message asks of the broker's reader close to what a window of acks asks.
 const MaxAckBatch = 1024
+
+// MaxDeliveryBatch and MaxDeliveryBatchBytes bound a DeliveryBatch: as
+// many deliveries as the largest window, and at most 1 MiB of them, well
+// under the 4 MiB a gRPC client takes by default, so that a batch never
+// makes a message larger than its largest delivery would.
+const (
+	MaxDeliveryBatch      = MaxAckBatch
+	MaxDeliveryBatchBytes = 1 << 20
+)

@@ -199,6 +199,10 @@ class Session:
             which = msg.WhichOneof("message")
             if which == "delivery":
                 self._accept(msg.delivery)
+            elif which == "delivery_batch":
+                # One read for several deliveries: each as if it came alone.
+                for d in msg.delivery_batch.deliveries:
+                    self._accept(d)
             elif which == "cancel":
                 self._cancel(msg.cancel)
             elif which == "indexed" and not self.reviews_only:

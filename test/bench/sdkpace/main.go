@@ -12,7 +12,10 @@
 //	  -cmd 'exec go run ./test/bench/handler -addr {addr} -namespace bench'
 //
 // Its Welcome lists CAPABILITY_ACK_BATCH, and it takes a batch's acks as
-// the broker does; each line says in how many messages the acks came.
+// the broker does; each line says in how many messages the acks came. To a
+// handler that lists CAPABILITY_DELIVERY_BATCH it sends the deliveries it
+// has ready at once (one for each ack that came in together) as one
+// DeliveryBatch, as the broker does; each line says in how many messages.
 //
 // The handler must bind "create" (create) and "delete" (delete) on
 // test.tether.dev/v1 widgets, as test/bench/handler and handler.py do. It
@@ -29,6 +32,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -74,13 +78,16 @@ type result struct {
 	// ackMessages are the messages that carried the acks: fewer than
 	// deliveries when the handler sends AckBatch.
 	ackMessages int
-	cpu, wall   time.Duration
+	// deliveryMessages are the messages that carried the deliveries:
+	// fewer than deliveries when the handler takes DeliveryBatch.
+	deliveryMessages int
+	cpu, wall        time.Duration
 }
 
 func (r result) String() string {
 	per := func(d time.Duration) float64 { return float64(d.Microseconds()) / float64(r.deliveries) }
-	return fmt.Sprintf("%d deliveries (acks in %d messages): CPU %.1f µs/delivery, wall %.1f µs/delivery",
-		r.deliveries, r.ackMessages, per(r.cpu), per(r.wall))
+	return fmt.Sprintf("%d deliveries (in %d messages, acks in %d): CPU %.1f µs/delivery, wall %.1f µs/delivery",
+		r.deliveries, r.deliveryMessages, r.ackMessages, per(r.cpu), per(r.wall))
 }
 
 // run serves one handler process through n creates and n deletes.
@@ -144,13 +151,15 @@ func (b *broker) Connect(stream tetherv1.BrokerService_ConnectServer) error {
 }
 
 func (b *broker) serve(stream tetherv1.BrokerService_ConnectServer) error {
-	if _, err := stream.Recv(); err != nil {
+	hello, err := stream.Recv()
+	if err != nil {
 		return fmt.Errorf("reading Hello: %w", err)
 	}
-	err := stream.Send(&tetherv1.ConnectResponse{Message: &tetherv1.ConnectResponse_Welcome{Welcome: &tetherv1.Welcome{
+	batching := slices.Contains(hello.GetHello().GetCapabilities(), tetherv1.Capability_CAPABILITY_DELIVERY_BATCH)
+	err = stream.Send(&tetherv1.ConnectResponse{Message: &tetherv1.ConnectResponse_Welcome{Welcome: &tetherv1.Welcome{
 		SessionId: "sdkpace", Window: uint32(b.window), Capabilities: []tetherv1.Capability{
 			tetherv1.Capability_CAPABILITY_CAPABILITIES, tetherv1.Capability_CAPABILITY_HANDLER_EVENTS,
-			tetherv1.Capability_CAPABILITY_ACK_BATCH}}}})
+			tetherv1.Capability_CAPABILITY_ACK_BATCH, tetherv1.Capability_CAPABILITY_DELIVERY_BATCH}}}})
 	if err != nil {
 		return fmt.Errorf("sending Welcome: %w", err)
 	}
@@ -186,30 +195,58 @@ func (b *broker) serve(stream tetherv1.BrokerService_ConnectServer) error {
 		return err
 	}
 	start := time.Now()
-	sent, acked := 0, 0
+	sent, acked, messages := 0, 0, 0
 	for acked < total {
-		for sent < total && sent-acked < b.window {
-			if err := stream.Send(delivery(sent, b.n)); err != nil {
-				return fmt.Errorf("sending a delivery: %w", err)
-			}
-			sent++
+		var ready []*tetherv1.Delivery
+		for ; sent < total && sent-acked < b.window; sent++ {
+			ready = append(ready, delivery(sent, b.n))
 		}
+		n, err := send(stream, ready, batching)
+		if err != nil {
+			return err
+		}
+		messages += n
+		// The acks that came in together free their slots together.
 		if err := <-acks; err != nil {
 			return err
 		}
-		acked++
+		for acked++; len(acks) > 0; acked++ {
+			if err := <-acks; err != nil {
+				return err
+			}
+		}
 	}
 	wall := time.Since(start)
 	cpu1, err := cpuTime(b.pid)
 	if err != nil {
 		return err
 	}
-	b.done <- result{deliveries: total, ackMessages: int(ackMessages.Load()), cpu: cpu1 - cpu0, wall: wall}
+	b.done <- result{deliveries: total, ackMessages: int(ackMessages.Load()), deliveryMessages: messages, cpu: cpu1 - cpu0, wall: wall}
 	return nil
 }
 
+// send sends ds, one message each, or as one DeliveryBatch when batching,
+// and says in how many messages.
+func send(stream tetherv1.BrokerService_ConnectServer, ds []*tetherv1.Delivery, batching bool) (int, error) {
+	var msgs []*tetherv1.ConnectResponse
+	if batching && len(ds) > 1 {
+		msgs = append(msgs, &tetherv1.ConnectResponse{Message: &tetherv1.ConnectResponse_DeliveryBatch{
+			DeliveryBatch: &tetherv1.DeliveryBatch{Deliveries: ds}}})
+	} else {
+		for _, d := range ds {
+			msgs = append(msgs, &tetherv1.ConnectResponse{Message: &tetherv1.ConnectResponse_Delivery{Delivery: d}})
+		}
+	}
+	for _, m := range msgs {
+		if err := stream.Send(m); err != nil {
+			return 0, fmt.Errorf("sending deliveries: %w", err)
+		}
+	}
+	return len(msgs), nil
+}
+
 // delivery is the i-th of 2n: creates, then deletes, of Widgets w-<i mod n>.
-func delivery(i, n int) *tetherv1.ConnectResponse {
+func delivery(i, n int) *tetherv1.Delivery {
 	kind, binding := tetherv1.DeliveryKind_DELIVERY_KIND_CREATE, "create"
 	if i >= n {
 		kind, binding = tetherv1.DeliveryKind_DELIVERY_KIND_DELETE, "delete"
@@ -219,14 +256,14 @@ func delivery(i, n int) *tetherv1.ConnectResponse {
 	obj := `{"apiVersion":"test.tether.dev/v1","kind":"Widget","metadata":{"name":"` + name +
 		`","namespace":"bench","uid":"` + uid + `","resourceVersion":"` + strconv.Itoa(1000+i) +
 		`","generation":1,"creationTimestamp":"2026-01-01T00:00:00Z","finalizers":["tether.dev/bench"]},"spec":{"size":3}}`
-	return &tetherv1.ConnectResponse{Message: &tetherv1.ConnectResponse_Delivery{Delivery: &tetherv1.Delivery{
+	return &tetherv1.Delivery{
 		Id: "d" + strconv.Itoa(i), BindingId: binding, Kind: kind, Attempt: 1,
 		Ref: &tetherv1.ObjectRef{
 			Resource:  &tetherv1.Resource{Group: "test.tether.dev", Version: "v1", Resource: "widgets", Kind: "Widget"},
 			Namespace: "bench", Name: name, Uid: uid, ResourceVersion: strconv.Itoa(1000 + i),
 		},
 		Object: []byte(obj),
-	}}}
+	}
 }
 
 // cpuTime is the CPU time process pid used so far, user and system, all
