@@ -265,10 +265,17 @@ func TestAFrozenLeaderIsNotTakenOverEarly(t *testing.T) {
 	if err := frozen.cmd.Process.Signal(syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}
+	awaitExitOnLostLease(t, frozen)
+}
+
+// awaitExitOnLostLease waits for a leader let go on after a freeze past
+// its Lease to find the Lease lost and exit.
+func awaitExitOnLostLease(t *testing.T, p *brokerProcess) {
+	t.Helper()
 	eventually(t, "the leader, let go on, exits: it lost the Lease", func() bool {
 		select {
-		case <-frozen.done:
-			return frozen.out.Any(func(l string) bool { return strings.Contains(l, "lost the leader lease") })
+		case <-p.done:
+			return p.out.Any(func(l string) bool { return strings.Contains(l, "lost the leader lease") })
 		default:
 			return false
 		}

@@ -3,7 +3,6 @@ package lifecycle
 import (
 	"context"
 	"fmt"
-	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -82,14 +81,7 @@ func TestAFrozenLeaderSendsNothingOnceItsTenureMayHaveEnded(t *testing.T) {
 	if err := frozen.cmd.Process.Signal(syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the old leader, let go on, exits: it lost the Lease", func() bool {
-		select {
-		case <-frozen.done:
-			return frozen.out.Any(func(l string) bool { return strings.Contains(l, "lost the leader lease") })
-		default:
-			return false
-		}
-	})
+	awaitExitOnLostLease(t, frozen)
 	mu.Lock()
 	defer mu.Unlock()
 	for _, n := range names {
