@@ -416,11 +416,7 @@ func (s *session) goodbye() error {
 		case out <- next:
 			s.pop()
 		case msg := <-s.inbox:
-			ds := msg.GetDeliveryBatch().GetDeliveries()
-			if d := msg.GetDelivery(); d != nil {
-				ds = []*tetherv1.Delivery{d}
-			}
-			for _, d := range ds {
+			for _, d := range tetherv1.DeliveriesOf(msg) {
 				s.log.Debug("delivery after goodbye left to the broker", "delivery", d.GetId())
 			}
 		case <-s.results:

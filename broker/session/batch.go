@@ -1,6 +1,7 @@
 package session
 
 import (
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
 	tetherv1 "github.com/tether-dev/tether/proto/tether/v1"
@@ -18,8 +19,8 @@ func gather(first *tetherv1.ConnectResponse, more <-chan *tetherv1.ConnectRespon
 	if d == nil {
 		return first, nil
 	}
-	batch := []*tetherv1.Delivery{d}
-	size := proto.Size(d)
+	var batch []*tetherv1.Delivery
+	size := 0 // of the batch's encoding so far
 	for len(batch) < tetherv1.MaxDeliveryBatch {
 		var m *tetherv1.ConnectResponse
 		select {
@@ -29,23 +30,34 @@ func gather(first *tetherv1.ConnectResponse, more <-chan *tetherv1.ConnectRespon
 		if m == nil {
 			break
 		}
-		d := m.GetDelivery()
-		if d == nil {
+		if m.GetDelivery() == nil {
 			next = m
 			break
 		}
-		n := proto.Size(d)
+		if batch == nil {
+			// Sized only once there is a second: a delivery alone, the
+			// common case when the instance keeps up, costs nothing more.
+			batch, size = []*tetherv1.Delivery{d}, entrySize(d)
+		}
+		n := entrySize(m.GetDelivery())
 		if size+n > tetherv1.MaxDeliveryBatchBytes {
 			next = m
 			break
 		}
-		batch, size = append(batch, d), size+n
+		batch, size = append(batch, m.GetDelivery()), size+n
 	}
-	if len(batch) == 1 {
+	if len(batch) < 2 {
 		return first, next
 	}
 	return &tetherv1.ConnectResponse{Message: &tetherv1.ConnectResponse_DeliveryBatch{
 		DeliveryBatch: &tetherv1.DeliveryBatch{Deliveries: batch}}}, next
+}
+
+// entrySize is what d adds to a DeliveryBatch's encoding: its tag, its
+// length and itself.
+func entrySize(d *tetherv1.Delivery) int {
+	n := proto.Size(d)
+	return protowire.SizeTag(1) + protowire.SizeBytes(n)
 }
 
 // write sends msg on the instance's stream, with the deliveries waiting

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"google.golang.org/protobuf/proto"
+
 	tetherv1 "github.com/tether-dev/tether/proto/tether/v1"
 )
 
@@ -69,6 +71,9 @@ func TestGatherBatchesOnlyTheDeliveriesReady(t *testing.T) {
 				more <- m
 			}
 			msg, next := gather(tc.first, more)
+			if n := proto.Size(msg.GetDeliveryBatch()); n > tetherv1.MaxDeliveryBatchBytes {
+				t.Errorf("a batch of %d bytes, over the %d allowed", n, tetherv1.MaxDeliveryBatchBytes)
+			}
 			if ids(msg) != tc.msg || ids(next) != tc.next || len(more) != tc.leftWaiting {
 				t.Errorf("gather = %s, then %q, %d left waiting; want %s, then %q, %d left",
 					ids(msg), ids(next), len(more), tc.msg, tc.next, tc.leftWaiting)

@@ -218,11 +218,7 @@ func (w *wire) Connect(down tetherv1.BrokerService_ConnectServer) error {
 // carried records the deliveries msg carries to the handler, alone or in
 // a batch; the wire's lock must be held.
 func (s *stream) carried(msg *tetherv1.ConnectResponse) {
-	ds := msg.GetDeliveryBatch().GetDeliveries()
-	if d := msg.GetDelivery(); d != nil {
-		ds = []*tetherv1.Delivery{d}
-	}
-	for _, d := range ds {
+	for _, d := range tetherv1.DeliveriesOf(msg) {
 		s.deliveries = append(s.deliveries, delivery{d, time.Now()})
 	}
 }

@@ -57,9 +57,10 @@ const MaxProgressBytes = 16 << 10
 const MaxAckBatch = 1024
 
 // MaxDeliveryBatch and MaxDeliveryBatchBytes bound a DeliveryBatch: as
-// many deliveries as the largest window, and at most 1 MiB of them, well
-// under the 4 MiB a gRPC client takes by default, so that a batch never
-// makes a message larger than its largest delivery would.
+// many deliveries as the largest window, and at most 1 MiB of encoding,
+// well under the 4 MiB a gRPC client takes by default. A delivery that
+// would take a batch past 1 MiB goes in a message of its own, so a batch
+// is never a larger message than 1 MiB or its largest delivery alone.
 const (
 	MaxDeliveryBatch      = MaxAckBatch
 	MaxDeliveryBatchBytes = 1 << 20
