@@ -110,6 +110,10 @@ type Options struct {
 	// RecheckEvery is how often a session's rights are asked again, so that
 	// withdrawn RBAC ends it (default 30 s).
 	RecheckEvery time.Duration
+	// BatchLinger is session.Options.BatchLinger: how long a lifecycle
+	// delivery waits for more to go with it to an instance that takes
+	// batches (0: session.DefaultBatchLinger; negative: none).
+	BatchLinger time.Duration
 	// StuckAfter is how long a hold may stay on an object being deleted
 	// before it is stuck (default contract.DefaultStuckAfter).
 	StuckAfter time.Duration

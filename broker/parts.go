@@ -242,7 +242,7 @@ func (p *parts) newSessions(resolver *resource.Resolver, kinds map[binding.Kind]
 		Metrics: p.metrics, Authorize: authorize, AuthorizeName: authorizeName, RecheckEvery: o.RecheckEvery,
 		Index:    index.Streamer{Informers: p.informers, Log: p.log.Named("index")}.Stream,
 		Admitted: func(ctx context.Context) { p.uninstaller.widenNow(ctx) },
-		Fence:    fence,
+		Fence:    fence, BatchLinger: o.BatchLinger,
 	})
 }
 

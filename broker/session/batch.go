@@ -1,6 +1,8 @@
 package session
 
 import (
+	"time"
+
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
@@ -8,13 +10,15 @@ import (
 )
 
 // gather is what the sender writes for first: first itself, or, for an
-// instance that takes DeliveryBatch, first with the deliveries already
-// waiting behind it on more as one batch. It never waits: a batch holds
-// only what was ready, so that no delivery is held back for company. A
-// message that is not a delivery, or one that would take the batch past
-// its bounds, ends the gathering and comes back as next, to be written
-// after the batch, so that the order of messages stays the order taken.
-func gather(first *tetherv1.ConnectResponse, more <-chan *tetherv1.ConnectResponse) (msg, next *tetherv1.ConnectResponse) {
+// instance that takes DeliveryBatch, first with the deliveries waiting
+// behind it on more as one batch. Until linger fires (nil: not at all) it
+// also waits for deliveries to come, so that a handler sent changes one
+// by one, as a cluster makes them, reads and acks several at once; an
+// admission review ends that wait, as it must not wait. A message that is
+// not a delivery, or one that would take the batch past its bounds, ends
+// the gathering and comes back as next, to be written after the batch, so
+// that the order of messages stays the order taken.
+func gather(first *tetherv1.ConnectResponse, more <-chan *tetherv1.ConnectResponse, linger <-chan time.Time) (msg, next *tetherv1.ConnectResponse) {
 	d := first.GetDelivery()
 	if d == nil {
 		return first, nil
@@ -22,17 +26,16 @@ func gather(first *tetherv1.ConnectResponse, more <-chan *tetherv1.ConnectRespon
 	var batch []*tetherv1.Delivery
 	size := 0 // of the batch's encoding so far
 	for len(batch) < tetherv1.MaxDeliveryBatch {
-		var m *tetherv1.ConnectResponse
-		select {
-		case m = <-more:
-		default:
-		}
+		m := nextToSend(more, linger)
 		if m == nil {
 			break
 		}
 		if m.GetDelivery() == nil {
 			next = m
 			break
+		}
+		if m.GetDelivery().GetKind() == tetherv1.DeliveryKind_DELIVERY_KIND_ADMISSION {
+			linger = nil
 		}
 		if batch == nil {
 			// Sized only once there is a second: a delivery alone, the
@@ -53,6 +56,27 @@ func gather(first *tetherv1.ConnectResponse, more <-chan *tetherv1.ConnectRespon
 		DeliveryBatch: &tetherv1.DeliveryBatch{Deliveries: batch}}}, next
 }
 
+// nextToSend is the next message on more: what waits, or with linger (nil:
+// none) what comes before it fires; nil when there is none. What waits is
+// taken first, so that a linger that has fired still leaves nothing ready
+// behind.
+func nextToSend(more <-chan *tetherv1.ConnectResponse, linger <-chan time.Time) *tetherv1.ConnectResponse {
+	select {
+	case m := <-more:
+		return m
+	default:
+	}
+	if linger == nil {
+		return nil
+	}
+	select {
+	case m := <-more:
+		return m
+	case <-linger:
+		return nil
+	}
+}
+
 // entrySize is what d adds to a DeliveryBatch's encoding: its tag, its
 // length and itself.
 func entrySize(d *tetherv1.Delivery) int {
@@ -61,13 +85,21 @@ func entrySize(d *tetherv1.Delivery) int {
 }
 
 // write sends msg on the instance's stream, with the deliveries waiting
-// behind it when the instance takes batches (gather).
+// behind it, or coming within the instance's linger, when the instance
+// takes batches (gather).
 func (in *Instance) write(stream tetherv1.BrokerService_ConnectServer, msg *tetherv1.ConnectResponse) error {
 	batches := in.Capabilities.Has(tetherv1.Capability_CAPABILITY_DELIVERY_BATCH)
 	for msg != nil {
 		var next *tetherv1.ConnectResponse
 		if batches {
-			msg, next = gather(msg, in.send)
+			var linger *time.Timer
+			if in.lingers(msg) {
+				linger = time.NewTimer(in.linger)
+				msg, next = gather(msg, in.send, linger.C)
+				linger.Stop()
+			} else {
+				msg, next = gather(msg, in.send, nil)
+			}
 		}
 		if err := stream.Send(msg); err != nil {
 			return err
@@ -75,4 +107,12 @@ func (in *Instance) write(stream tetherv1.BrokerService_ConnectServer, msg *teth
 		msg = next
 	}
 	return nil
+}
+
+// lingers says whether the sender waits with msg for more deliveries: a
+// lifecycle delivery, when the instance has a linger and a free slot for
+// another (with none, nothing could come).
+func (in *Instance) lingers(msg *tetherv1.ConnectResponse) bool {
+	d := msg.GetDelivery()
+	return in.linger > 0 && d != nil && d.GetKind() != tetherv1.DeliveryKind_DELIVERY_KIND_ADMISSION && !in.win.full()
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"google.golang.org/protobuf/proto"
 
@@ -13,6 +14,11 @@ import (
 func deliveryMsg(id string, objectBytes int) *tetherv1.ConnectResponse {
 	return &tetherv1.ConnectResponse{Message: &tetherv1.ConnectResponse_Delivery{Delivery: &tetherv1.Delivery{
 		Id: id, Object: []byte(strings.Repeat("x", objectBytes))}}}
+}
+
+func reviewMsg(id string) *tetherv1.ConnectResponse {
+	return &tetherv1.ConnectResponse{Message: &tetherv1.ConnectResponse_Delivery{Delivery: &tetherv1.Delivery{
+		Id: id, Kind: tetherv1.DeliveryKind_DELIVERY_KIND_ADMISSION}}}
 }
 
 func cancelMsg(id string) *tetherv1.ConnectResponse {
@@ -70,7 +76,7 @@ func TestGatherBatchesOnlyTheDeliveriesReady(t *testing.T) {
 			for _, m := range tc.waiting {
 				more <- m
 			}
-			msg, next := gather(tc.first, more)
+			msg, next := gather(tc.first, more, nil)
 			if n := proto.Size(msg.GetDeliveryBatch()); n > tetherv1.MaxDeliveryBatchBytes {
 				t.Errorf("a batch of %d bytes, over the %d allowed", n, tetherv1.MaxDeliveryBatchBytes)
 			}
@@ -89,7 +95,7 @@ func TestABatchHoldsAtMostMaxDeliveryBatch(t *testing.T) {
 	for i := range tetherv1.MaxDeliveryBatch + 5 {
 		more <- deliveryMsg(fmt.Sprint("d", i+1), 1)
 	}
-	msg, next := gather(deliveryMsg("d0", 1), more)
+	msg, next := gather(deliveryMsg("d0", 1), more, nil)
 	if n := len(msg.GetDeliveryBatch().GetDeliveries()); n != tetherv1.MaxDeliveryBatch || next != nil || len(more) != 6 {
 		t.Errorf("a batch of %d, next %s, %d left; want %d, none, 6", n, ids(next), len(more), tetherv1.MaxDeliveryBatch)
 	}
@@ -144,6 +150,84 @@ func TestOnlyAnInstanceThatTakesBatchesGetsThem(t *testing.T) {
 			}
 			if got := strings.Join(s.sent, ", "); got != tc.want {
 				t.Errorf("sent %s, want %s", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestALingerTakesWhatComesBeforeItFires: with a linger, the sender waits
+// for deliveries to come and sends them with the first once it fires; an
+// admission review that comes ends the wait at once.
+func TestALingerTakesWhatComesBeforeItFires(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		comes []*tetherv1.ConnectResponse
+		fires bool // the linger fires after they came
+		want  string
+	}{
+		{name: "what comes goes together once it fires",
+			comes: []*tetherv1.ConnectResponse{deliveryMsg("d2", 1), deliveryMsg("d3", 1)}, fires: true, want: "[d1 d2 d3]"},
+		{name: "nothing comes: the first goes alone", fires: true, want: "d1"},
+		{name: "a review ends the wait",
+			comes: []*tetherv1.ConnectResponse{deliveryMsg("d2", 1), reviewMsg("r3")}, want: "[d1 d2 r3]"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			// Unbuffered: each message comes only once gather waits for it.
+			more, linger := make(chan *tetherv1.ConnectResponse), make(chan time.Time)
+			go func() {
+				for _, m := range tc.comes {
+					more <- m
+				}
+				if tc.fires {
+					linger <- time.Time{}
+				}
+			}()
+			got := make(chan string, 1)
+			go func() {
+				msg, _ := gather(deliveryMsg("d1", 1), more, linger)
+				got <- ids(msg)
+			}()
+			select {
+			case g := <-got:
+				if g != tc.want {
+					t.Errorf("gather = %s, want %s", g, tc.want)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("gather still waits 10s after the linger fired or a review came")
+			}
+		})
+	}
+}
+
+// TestTheSenderLingersOnlyWhereMoreCouldCome: a lifecycle delivery waits
+// for company when the instance has a linger and a free slot; a review, a
+// cancel, or an instance whose window is full does not.
+func TestTheSenderLingersOnlyWhereMoreCouldCome(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		linger time.Duration
+		window int
+		held   int
+		msg    *tetherv1.ConnectResponse
+		want   bool
+	}{
+		{name: "a delivery with a slot free", linger: time.Millisecond, window: 4, held: 1, msg: deliveryMsg("d1", 1), want: true},
+		{name: "no linger", window: 4, held: 1, msg: deliveryMsg("d1", 1)},
+		{name: "the window is full", linger: time.Millisecond, window: 4, held: 4, msg: deliveryMsg("d1", 1)},
+		{name: "a window of one", linger: time.Millisecond, window: 1, held: 1, msg: deliveryMsg("d1", 1)},
+		{name: "a review", linger: time.Millisecond, window: 4, held: 1, msg: reviewMsg("r1")},
+		{name: "a cancel", linger: time.Millisecond, window: 4, held: 1, msg: cancelMsg("d0")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			in := newInstance("h", "i", "s", 0, tc.window, false)
+			in.linger = tc.linger
+			for i := range tc.held {
+				if err := take(&in.win, fmt.Sprint("d", i), false); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if got := in.lingers(tc.msg); got != tc.want {
+				t.Errorf("lingers = %v, want %v", got, tc.want)
 			}
 		})
 	}

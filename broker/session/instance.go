@@ -53,6 +53,9 @@ type Instance struct {
 	done  chan struct{} // closed when the session ends
 	win   window
 	fence func() error // Options.Fence; nil: none
+	// linger is how long the sender waits with a lifecycle delivery for
+	// more to send with it (Options.BatchLinger); 0: none.
+	linger time.Duration
 
 	mu     sync.Mutex
 	onExit func(*tetherv1.DaemonExited)

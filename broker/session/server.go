@@ -116,6 +116,12 @@ type Options struct {
 	// may no longer lead sends no lifecycle work (a review needs no
 	// leadership). nil sends every delivery.
 	Fence func() error
+	// BatchLinger is how long the sender waits with a lifecycle delivery
+	// for an instance that takes DeliveryBatch, for more to come and go
+	// with it (default DefaultBatchLinger; negative: none, only what waits
+	// already goes with it). An admission review never waits, and ends the
+	// wait of those it joins.
+	BatchLinger time.Duration
 }
 
 // The default bounds on Hellos under way: enough for a Deployment's
@@ -132,6 +138,11 @@ const (
 	DefaultWindow       = 16
 	DefaultMaxWindow    = 1024
 )
+
+// DefaultBatchLinger is Options.BatchLinger's default: short against an
+// API server's round trip, long enough that a handler sent a few hundred
+// changes a second takes two or more in one read (docs/bench.md).
+const DefaultBatchLinger = 5 * time.Millisecond
 
 // DefaultRecheckEvery is how often a session's rights are asked again when
 // Options say nothing; the broker looks at absent handlers' identities as
@@ -184,6 +195,12 @@ func NewServer(opts Options) *Server {
 	}
 	if opts.HelloTimeout <= 0 {
 		opts.HelloTimeout = DefaultHelloTimeout
+	}
+	switch {
+	case opts.BatchLinger == 0:
+		opts.BatchLinger = DefaultBatchLinger
+	case opts.BatchLinger < 0:
+		opts.BatchLinger = 0
 	}
 	if opts.DefaultWindow <= 0 {
 		opts.DefaultWindow = DefaultWindow
@@ -246,7 +263,7 @@ func (s *Server) Connect(stream tetherv1.BrokerService_ConnectServer) (err error
 	withdrawn := s.recheck(ctx, hello.GetHandler(), hello.GetPriority(), bindings)
 	in := newInstance(hello.GetHandler(), hello.GetInstanceId(), newSessionID(), hello.GetPriority(), window,
 		slices.ContainsFunc(bindings, func(b *binding.Binding) bool { return b.Kind.IsAdmission() }))
-	in.fence = s.opts.Fence
+	in.fence, in.linger = s.opts.Fence, s.opts.BatchLinger
 	in.Capabilities = Capabilities(hello.GetCapabilities())
 	if u, ok := auth.User(ctx); ok {
 		in.User = &u

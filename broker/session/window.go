@@ -161,6 +161,17 @@ func (w *window) held() int {
 	return w.inFlight
 }
 
+// full says whether a lifecycle delivery would wait for a slot now.
+func (w *window) full() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	limit := w.size
+	if w.reviews {
+		limit -= reviewReserve(w.size)
+	}
+	return w.inFlight >= limit
+}
+
 // drained reports whether the instance said Goodbye and holds nothing;
 // when not, it returns a channel that closes at the next change.
 func (w *window) drained() (bool, <-chan struct{}) {

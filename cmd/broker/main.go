@@ -46,6 +46,7 @@ type config struct {
 	defaultWindow int
 	maxWindow     int
 	helloTimeout  time.Duration
+	batchLinger   time.Duration
 	maxMsgSize    int
 	grpcLimits    broker.GRPCLimits
 	retries       int
@@ -208,6 +209,8 @@ func (c *config) servingFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.recheckEvery, "recheck-permissions-every", session.DefaultRecheckEvery, "how often a connected handler's token and RBAC are checked again, a handler that lost them being disconnected,\n"+
 		"and how often the identities of absent STRICT handlers are looked at, to find orphans (broker status)")
 	fs.DurationVar(&c.helloTimeout, "hello-timeout", session.DefaultHelloTimeout, "how long a new stream may take to send Hello")
+	fs.DurationVar(&c.batchLinger, "delivery-batch-linger", session.DefaultBatchLinger, "how long a lifecycle delivery waits for more to send with it in one message, to a handler whose SDK takes\n"+
+		"deliveries in batches (fewer reads and acks when changes come one by one; admission reviews never wait; 0: none)")
 	fs.IntVar(&c.maxMsgSize, "max-message-size", tetherv1.DefaultMaxMessageBytes, "largest gRPC message accepted from a handler, in bytes")
 	fs.IntVar(&c.grpcLimits.MaxConnections, "grpc-max-connections", broker.DefaultMaxConnections, "gRPC connections open at once; further ones wait until one closes")
 	fs.DurationVar(&c.grpcLimits.MaxConnectionIdle, "grpc-max-connection-idle", broker.DefaultMaxConnectionIdle, "a gRPC connection without a stream this long is closed")
@@ -280,13 +283,13 @@ func serve(args []string, _, stderr io.Writer) error {
 		Log: log, Config: restCfg, Listen: c.listen, Insecure: c.insecure, GRPCCerts: c.grpcCerts, CAOverlap: c.caOverlap,
 		Defaults: binding.Defaults{Retries: c.retries, Timeout: c.timeout, Backoff: c.backoff, MaxBackoff: c.maxBackoff},
 		Workers:  c.workers, WriteQPS: c.qps, WriteBurst: c.burst, NoPushdown: c.noPushdown, ReleaseQPS: c.releaseQPS, DefaultWindow: c.defaultWindow, MaxWindow: c.maxWindow,
-		HelloTimeout: c.helloTimeout, MaxMessageSize: c.maxMsgSize, GRPCLimits: c.grpcLimits, Version: buildinfo.Version(),
+		HelloTimeout: c.helloTimeout, BatchLinger: noneIfZero(c.batchLinger), MaxMessageSize: c.maxMsgSize, GRPCLimits: c.grpcLimits, Version: buildinfo.Version(),
 		Namespace: c.namespace, Identity: c.identity, Deployment: c.deployment, MetricsListen: c.metricsListen, MetricsOpen: c.metricsOpen,
 		LeaderElection: c.leader, Admission: c.admission,
 		TokenAudiences: splitList(c.audiences), RecheckEvery: c.recheckEvery, StuckAfter: c.stuckAfter,
 		Absence: dispatch.AbsenceLimits{
 			Grace: c.grace, MaxGrace: c.maxGrace,
-			AbsentReleaseAfter: absentAfter(c.absentAfter), MaxAbsentReleaseAfter: c.maxAbsent,
+			AbsentReleaseAfter: noneIfZero(c.absentAfter), MaxAbsentReleaseAfter: c.maxAbsent,
 		},
 	}
 	tr, err := tracing.FromEnv(context.Background())
@@ -347,8 +350,9 @@ func listen(opts broker.Options, metricsSet bool, log hclog.Logger) (*broker.Bro
 	return b, nil
 }
 
-// absentAfter maps the flag's 0 (never) to the library's negative.
-func absentAfter(d time.Duration) time.Duration {
+// noneIfZero maps a duration flag's 0 (never, none) to the library's
+// negative, whose 0 is its default.
+func noneIfZero(d time.Duration) time.Duration {
 	if d == 0 {
 		return -1
 	}

@@ -185,7 +185,7 @@ func (w *watchdog) cause(ctx context.Context, err error) error {
 type brokerController struct {
 	e               *env
 	bin             binaries
-	handlerKind     string // handlerGo, handlerPython, handlerGoTraced or handlerGoBaseline
+	handlerKind     string // one of allHandlers
 	work            string // the workload
 	broker, handler *process
 	watchdog
@@ -241,7 +241,7 @@ func (c *brokerController) start(ctx context.Context, ns string) (context.Contex
 		environ = append(environ, c.tracingEnv("tether-broker")...)
 	}
 	bin := c.bin.broker
-	if c.handlerKind == handlerGoBaseline {
+	if isBaseline(c.handlerKind) {
 		bin = c.bin.baseline
 	}
 	if c.broker, err = startProcessEnv(c.e, fmt.Sprintf("broker-%s", ns), bin, environ,
@@ -269,9 +269,19 @@ func (c *brokerController) start(ctx context.Context, ns string) (context.Contex
 // handlerCommand is how to start the bench handler of the case: the
 // program, its arguments and what to add to its environment.
 func (c *brokerController) handlerCommand(addr, ns string) (prog string, args, environ []string) {
-	if c.handlerKind == handlerPython {
-		return c.e.python, []string{filepath.Join(c.e.repo, benchHandlerPy), "--addr", addr, "--name", handlerName,
-			"--namespace", ns, "--window", strconv.Itoa(c.e.window), "--workload", c.work}, pythonEnv(c.e.repo)
+	if c.handlerKind == handlerPython || c.handlerKind == handlerPythonBaseline {
+		tree := c.e.repo
+		if c.handlerKind == handlerPythonBaseline {
+			tree = c.e.baseline
+		}
+		args = []string{filepath.Join(tree, benchHandlerPy), "--addr", addr, "--name", handlerName,
+			"--namespace", ns, "--window", strconv.Itoa(c.e.window), "--workload", c.work}
+		if c.e.profile != "" {
+			// cProfile sees the event loop's thread only: the SDK's
+			// delivery path, not the plain functions in its workers.
+			args = append([]string{"-m", "cProfile", "-o", filepath.Join(c.e.profile, "handler-"+ns+"-cpu.pstats")}, args...)
+		}
+		return c.e.python, args, pythonEnv(tree)
 	}
 	args = []string{"-addr", addr, "-name", handlerName, "-namespace", ns, "-window", strconv.Itoa(c.e.window), "-workload", c.work}
 	if c.e.profile != "" {
@@ -292,16 +302,16 @@ func (c *brokerController) tracingEnv(service string) []string {
 		"OTEL_TRACES_SAMPLER=always_on"}
 }
 
-func (c *brokerController) cpu() (time.Duration, error) {
+func (c *brokerController) cpu() ([]time.Duration, error) {
 	b, err := cpuTime(c.broker.cmd.Process.Pid)
 	if err != nil {
-		return 0, fmt.Errorf("CPU time of the broker: %w", err)
+		return nil, fmt.Errorf("CPU time of the broker: %w", err)
 	}
 	h, err := cpuTime(c.handler.cmd.Process.Pid)
 	if err != nil {
-		return 0, fmt.Errorf("CPU time of the handler: %w", err)
+		return nil, fmt.Errorf("CPU time of the handler: %w", err)
 	}
-	return b + h, nil
+	return []time.Duration{b, h}, nil
 }
 
 func (c *brokerController) memory() []memPeak {

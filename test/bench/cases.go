@@ -22,8 +22,10 @@ const (
 	handlerPython   = timerHandlerPython // test/bench/handler/handler.py
 	handlerGoTraced = "go-traced"        // test/bench/handler, both sending every span to Jaeger
 	// handlerGoBaseline is go under the broker built from -baseline: two
-	// brokers compared in one run.
-	handlerGoBaseline = "go-baseline"
+	// brokers compared in one run; handlerPythonBaseline is python, the
+	// baseline tree's handler.py and SDK, under it: two SDKs too.
+	handlerGoBaseline     = "go-baseline"
+	handlerPythonBaseline = "python-baseline"
 )
 
 // The scenarios of a case.
@@ -91,18 +93,30 @@ func parseList(flagName, value string, check func(string) error) ([]string, erro
 }
 
 func checkHandler(h string) error {
-	if h != handlerGo && h != handlerPython && h != handlerGoTraced && h != handlerGoBaseline {
-		return fmt.Errorf("handler %q is not %s, %s, %s or %s", h, handlerGo, handlerPython, handlerGoTraced, handlerGoBaseline)
+	if !slices.Contains(allHandlers, h) {
+		return fmt.Errorf("handler %q is none of %s", h, strings.Join(allHandlers, ", "))
 	}
 	return nil
 }
 
-// checkBaseline adds the go-baseline case when -baseline names a tree, and
-// refuses the case without one.
+var allHandlers = []string{handlerGo, handlerPython, handlerGoTraced, handlerGoBaseline, handlerPythonBaseline}
+
+// baselineOf is the case of the baseline tree's twin of handler h, "" for
+// none.
+var baselineOf = map[string]string{handlerGo: handlerGoBaseline, handlerPython: handlerPythonBaseline}
+
+// isBaseline says whether handler h runs under the broker of -baseline.
+func isBaseline(h string) bool { return h == handlerGoBaseline || h == handlerPythonBaseline }
+
+// checkBaseline adds, when -baseline names a tree, the baseline twin of
+// the go and python cases (go-baseline when there is neither), and refuses
+// a baseline case without one.
 func (c *config) checkBaseline() error {
 	if c.baseline == "" {
-		if slices.Contains(c.handlers, handlerGoBaseline) {
-			return fmt.Errorf("-handler %s needs -baseline", handlerGoBaseline)
+		for _, h := range c.handlers {
+			if isBaseline(h) {
+				return fmt.Errorf("-handler %s needs -baseline", h)
+			}
 		}
 		return nil
 	}
@@ -117,8 +131,19 @@ func (c *config) checkBaseline() error {
 		return fmt.Errorf("-baseline: %s is not a source tree of Tether: %w", abs, err)
 	}
 	c.baseline = abs
-	if !slices.Contains(c.handlers, handlerGoBaseline) {
-		c.handlers = append(c.handlers, handlerGoBaseline)
+	twins := []string{}
+	for _, h := range c.handlers {
+		if b := baselineOf[h]; b != "" {
+			twins = append(twins, b)
+		}
+	}
+	if len(twins) == 0 {
+		twins = append(twins, handlerGoBaseline)
+	}
+	for _, b := range twins {
+		if !slices.Contains(c.handlers, b) {
+			c.handlers = append(c.handlers, b)
+		}
 	}
 	return nil
 }

@@ -6,18 +6,30 @@ import (
 	"testing"
 )
 
-// TestBaselineAddsItsCase: -baseline DIR adds the go-baseline case; the
-// case without a tree, or a tree that is not Tether's, is refused.
-func TestBaselineAddsItsCase(t *testing.T) {
-	c, err := parseFlags([]string{"-broker-only", "-baseline", "../.."}, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !slices.Equal(c.handlers, []string{handlerGo, handlerGoBaseline}) {
-		t.Errorf("handlers %v, want go and go-baseline", c.handlers)
+// TestBaselineAddsItsCases: -baseline DIR adds the baseline twin of the go
+// and python cases; a baseline case without a tree, or a tree that is not
+// Tether's, is refused.
+func TestBaselineAddsItsCases(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"-broker-only", "-baseline", "../.."}, []string{handlerGo, handlerGoBaseline}},
+		{[]string{"-handler", "go,python", "-baseline", "../.."}, []string{handlerGo, handlerPython, handlerGoBaseline, handlerPythonBaseline}},
+		{[]string{"-handler", "python", "-baseline", "../.."}, []string{handlerPython, handlerPythonBaseline}},
+		{[]string{"-handler", "go-traced", "-baseline", "../.."}, []string{handlerGoTraced, handlerGoBaseline}},
+	} {
+		c, err := parseFlags(tc.args, io.Discard)
+		if err != nil {
+			t.Fatalf("%v: %v", tc.args, err)
+		}
+		if !slices.Equal(c.handlers, tc.want) {
+			t.Errorf("%v: handlers %v, want %v", tc.args, c.handlers, tc.want)
+		}
 	}
 	for _, bad := range [][]string{
 		{"-handler", "go,go-baseline"},
+		{"-handler", "python-baseline"},
 		{"-baseline", t.TempDir()},
 		{"-baseline", "../..", "-timers"},
 	} {

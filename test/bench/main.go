@@ -79,8 +79,8 @@ type config struct {
 	// every round (cases.go).
 	workloads []string
 	handlers  []string
-	// baseline is -baseline: the source tree of the go-baseline case's
-	// broker.
+	// baseline is -baseline: the source tree of the baseline cases'
+	// broker (and of python-baseline's SDK).
 	baseline string
 
 	// scale is -scale (scale.go): both benchmarks and one table.
@@ -163,10 +163,10 @@ Flags:
 	fs.DurationVar(&c.timeout, "timeout", 10*time.Minute, "how long one phase (create or delete of N objects; with -timers, the warm-up) may take before the run fails")
 	workloads := fs.String("workloads", workload.Result, "comma-separated `workloads` of the create binding, each against raw doing the same writes:\n"+
 		"result (a small result stored by the broker), label (a label patched), status (status patched through /status)")
-	fs.StringVar(&c.baseline, "baseline", "", "a source `tree` of Tether at another commit (git worktree add DIR REV): its broker runs the handler case "+handlerGoBaseline+",\nthe Go handler under it, in turns with the others, so that two brokers compare in one run (adds "+handlerGoBaseline+" to -handler)")
+	fs.StringVar(&c.baseline, "baseline", "", "a source `tree` of Tether at another commit (git worktree add DIR REV): its broker runs the handler cases "+handlerGoBaseline+"\n(the Go handler) and, with -handler python, "+handlerPythonBaseline+" (the tree's handler.py and Python SDK), in turns with the others,\nso that two commits compare in one run (adds them to -handler; "+handlerGoBaseline+" when -handler has neither go nor python)")
 	handlers := fs.String("handler", handlerGo, "comma-separated `handlers` of the broker: go (test/bench/handler), python ("+benchHandlerPy+", run by -python)\n"+
 		"or go-traced (go with tracing on in broker and handler, every span sent to a Jaeger the bench starts; no goal, its cost is measured)\n"+
-		"or "+handlerGoBaseline+" (go under the broker of -baseline; no goal)")
+		"or "+handlerGoBaseline+" and "+handlerPythonBaseline+" (go and python under the broker of -baseline; no goal)")
 	fs.StringVar(&c.out, "out", "", "also write the table to this `file`")
 	fs.BoolVar(&c.keep, "keep", false, "keep the work folder (binaries, broker, handler and raw controller logs) after a successful run; a failed run always keeps it")
 	fs.BoolVar(&c.brokerOnly, "broker-only", false, "run the broker scenario only: its memory and CPU at a count where a raw round takes too long; no comparison, so no verdict")
@@ -192,7 +192,7 @@ Flags:
 	fs.DurationVar(&c.leaseDuration, "lease-duration", 0, "-failover: the brokers' --leader-elect-lease-duration (0: their default)")
 	fs.DurationVar(&c.handlerBackoff, "handler-backoff-max", sdk.DefaultReconnectMax, "-failover: the handler's longest wait between two connection attempts (the SDK's default)")
 	fs.IntVar(&c.reviewRate, "reviews", 20, "-failover: Widget creates a second through the API server, each reviewed by the handler's fail-open mutate binding\non every replica, from before each stop until the new Widget is handled; counted as answered, failed open or refused (0: none)")
-	fs.StringVar(&c.profile, "profile", "", "run a broker built with net/http/pprof and save in this `dir` a heap profile of the broker after each phase\nand CPU profiles of the broker and the handler over their run (with -timers: a heap profile halfway through each warm-up, a CPU profile of each measurement window, and a goroutine dump and the heap of the last collection from its middle)")
+	fs.StringVar(&c.profile, "profile", "", "run a broker built with net/http/pprof and save in this `dir` a heap profile of the broker after each phase\nand CPU profiles of the broker and the handler over their run (the Python handler's: cProfile of its event loop's thread, a .pstats file; with -timers: a heap profile halfway through each warm-up, a CPU profile of each measurement window, and a goroutine dump and the heap of the last collection from its middle)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -369,7 +369,7 @@ func (e *env) interrupted() bool { return e.sig.Err() != nil }
 
 // bench starts the control plane, runs every scenario and stops everything.
 func bench(ctx context.Context, cfg *config, stderr io.Writer) (rows []row, err error) {
-	if slices.Contains(cfg.handlers, handlerPython) {
+	if slices.Contains(cfg.handlers, handlerPython) || slices.Contains(cfg.handlers, handlerPythonBaseline) {
 		if cfg.pythonVersion, err = checkPython(ctx, cfg.python); err != nil {
 			return nil, err
 		}

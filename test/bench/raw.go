@@ -46,7 +46,10 @@ func (c *rawController) start(ctx context.Context, ns string) (context.Context, 
 	return ctx, nil
 }
 
-func (c *rawController) cpu() (time.Duration, error) { return cpuTime(c.proc.cmd.Process.Pid) }
+func (c *rawController) cpu() ([]time.Duration, error) {
+	t, err := cpuTime(c.proc.cmd.Process.Pid)
+	return []time.Duration{t}, err
+}
 
 func (c *rawController) memory() []memPeak { return []memPeak{c.proc.memory("raw")} }
 

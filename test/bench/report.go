@@ -40,8 +40,9 @@ type row struct {
 	phase    string
 	seconds  float64
 	writes   delta
-	cpu      time.Duration // the controller's processes' CPU time in the phase
-	mem      []memPeak     // per process, the controller's first
+	cpu      time.Duration   // the controller's processes' CPU time in the phase
+	cpuParts []time.Duration // cpu by process, the controller's first, as mem
+	mem      []memPeak       // per process, the controller's first
 	// steal is the machine's CPU steal over the phase, in percent (stealOK
 	// false when /proc/stat could not be read); load its load average at
 	// the end (loadAverage).
@@ -54,6 +55,20 @@ func (r row) rate() float64 { return float64(r.n) / r.seconds }
 
 // cpuPerObject is the controller's CPU time per object, in milliseconds.
 func (r row) cpuPerObject() float64 { return float64(r.cpu) / float64(time.Millisecond) / float64(r.n) }
+
+// cpuText is cpuPerObject with, for a broker case, its parts: "1.61
+// (broker 0.70, handler 0.91)".
+func (r row) cpuText() string {
+	s := fmt.Sprintf("%.2f", r.cpuPerObject())
+	if len(r.cpuParts) < 2 || len(r.cpuParts) != len(r.mem) {
+		return s
+	}
+	parts := make([]string, len(r.cpuParts))
+	for i, c := range r.cpuParts {
+		parts[i] = fmt.Sprintf("%s %.2f", r.mem[i].role, float64(c)/float64(time.Millisecond)/float64(r.n))
+	}
+	return s + " (" + strings.Join(parts, ", ") + ")"
+}
 
 func (r row) stealText() string {
 	if !r.stealOK {
@@ -74,9 +89,9 @@ func report(w io.Writer, cfg *config, rows []row) bool {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "scenario\tworkload\tN\tround\tphase\tseconds\tobjects/s\twrites/object (controller)\trefused/object\tevents/object\tCPU ms/object\tpeak RSS MiB (private)\tCPU steal\tload average")
 	for _, r := range rows {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%.2f\t%.1f\t%s\t%.2f\t%.2f\t%.2f\t%s\t%s\t%s\n",
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%.2f\t%.1f\t%s\t%.2f\t%.2f\t%s\t%s\t%s\t%s\n",
 			r.who(), r.workload, r.n, r.round, r.phase, r.seconds, r.rate(), r.writes.verbs(), r.writes.refused, r.writes.events,
-			r.cpuPerObject(), formatMemory(r.mem), r.stealText(), r.load)
+			r.cpuText(), formatMemory(r.mem), r.stealText(), r.load)
 	}
 	tw.Flush()
 	fmt.Fprintln(w)
@@ -114,6 +129,10 @@ func handlersDesc(cfg *config) string {
 		}
 		if h == handlerGoBaseline {
 			out = append(out, h+" (test/bench/handler under the broker of -baseline "+cfg.baseline+")")
+			continue
+		}
+		if h == handlerPythonBaseline {
+			out = append(out, h+" (the handler.py and Python SDK of -baseline "+cfg.baseline+", under its broker)")
 			continue
 		}
 		out = append(out, h+" (test/bench/handler)")

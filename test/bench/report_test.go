@@ -261,3 +261,18 @@ func TestLoad1(t *testing.T) {
 		t.Error("load1(?) is a number")
 	}
 }
+
+// TestABrokerCasesCPUIsShownByProcess: a broker case's CPU per object is
+// the sum with the broker's and the handler's parts; raw's is its own.
+func TestABrokerCasesCPUIsShownByProcess(t *testing.T) {
+	ms := time.Millisecond
+	broker := row{n: 1000, cpu: 1610 * ms, cpuParts: []time.Duration{700 * ms, 910 * ms},
+		mem: []memPeak{{role: "broker"}, {role: "handler"}}}
+	if got, want := broker.cpuText(), "1.61 (broker 0.70, handler 0.91)"; got != want {
+		t.Errorf("broker: %q, want %q", got, want)
+	}
+	raw := row{n: 1000, cpu: 610 * ms, cpuParts: []time.Duration{610 * ms}, mem: []memPeak{{role: "raw"}}}
+	if got, want := raw.cpuText(), "0.61"; got != want {
+		t.Errorf("raw: %q, want %q", got, want)
+	}
+}

@@ -25,8 +25,9 @@ type controller interface {
 	start(ctx context.Context, ns string) (context.Context, error)
 	// done reports whether the controller has finished creating obj.
 	done(obj *unstructured.Unstructured) bool
-	// cpu is the CPU time (user and system) its processes used so far.
-	cpu() (time.Duration, error)
+	// cpu is the CPU time (user and system) each of its processes used so
+	// far, in the order of memory's.
+	cpu() ([]time.Duration, error)
 	// memory is the peak RSS and private memory of each of its processes,
 	// the first the controller itself, until the phase that just ended.
 	memory() []memPeak
@@ -90,14 +91,17 @@ func runScenario(ctx context.Context, e *env, c controller, cs benchCase, n, rou
 			return nil, fmt.Errorf("%s: %w", label, err)
 		}
 		r := row{scenario: cs.scenario, handler: cs.handler, workload: cs.workload, n: n, round: round, phase: phase,
-			seconds: last.Sub(start).Seconds(), writes: diff(before, after, own, n), cpu: cpu1 - cpu0, mem: c.memory(),
-			load: loadAverage()}
+			seconds: last.Sub(start).Seconds(), writes: diff(before, after, own, n), mem: c.memory(), load: loadAverage()}
+		for i := range cpu1 {
+			r.cpuParts = append(r.cpuParts, cpu1[i]-cpu0[i])
+			r.cpu += cpu1[i] - cpu0[i]
+		}
 		r.steal, r.stealOK = stealPercent(stat0, stat1, statErr0, statErr1)
 		if err := c.profile(ctx, fmt.Sprintf("%s-%d-%d-%s", cs.id(), n, round, phase)); err != nil {
 			return nil, fmt.Errorf("%s: -profile: %w", label, err)
 		}
-		e.progressf("%s: %d objects in %.2fs (%.1f/s), writes/object %s, CPU ms/object %.2f, peak RSS MiB (private) %s, CPU steal %s, load %s",
-			label, n, r.seconds, r.rate(), r.writes.verbs(), r.cpuPerObject(), formatMemory(r.mem), r.stealText(), r.load)
+		e.progressf("%s: %d objects in %.2fs (%.1f/s), writes/object %s, CPU ms/object %s, peak RSS MiB (private) %s, CPU steal %s, load %s",
+			label, n, r.seconds, r.rate(), r.writes.verbs(), r.cpuText(), formatMemory(r.mem), r.stealText(), r.load)
 		rows = append(rows, r)
 	}
 	return rows, nil

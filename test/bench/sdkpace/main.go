@@ -17,6 +17,10 @@
 // has ready at once (one for each ack that came in together) as one
 // DeliveryBatch, as the broker does; each line says in how many messages.
 //
+// With -rate, the deliveries go one at a time at that pace instead, as a
+// cluster's changes come to a broker one by one: what a handler spends
+// when nothing waits together.
+//
 // The handler must bind "create" (create) and "delete" (delete) on
 // test.tether.dev/v1 widgets, as test/bench/handler and handler.py do. It
 // ends with SIGTERM, so a profiler it runs under writes its profile:
@@ -55,6 +59,8 @@ func main() {
 	n := flag.Int("n", 4000, "Widgets: n creates, then n deletes")
 	window := flag.Int("window", 64, "deliveries in flight at most")
 	rounds := flag.Int("rounds", 3, "rounds of every -cmd, in turns")
+	linger := flag.Duration("linger", 0, "with -rate, hold a ready delivery this long for the ones due meanwhile, sent with it")
+	rate := flag.Float64("rate", 0, "deliveries a `second`, sent one at a time at that pace (0: as fast as the window frees)")
 	flag.Parse()
 	if len(cmds) == 0 {
 		fmt.Fprintln(os.Stderr, "sdkpace: at least one -cmd")
@@ -62,7 +68,7 @@ func main() {
 	}
 	for r := 1; r <= *rounds; r++ {
 		for i, c := range cmds {
-			res, err := run(c, *n, *window)
+			res, err := run(c, *n, *window, *rate, *linger)
 			if err != nil {
 				fmt.Fprintf(os.Stderr, "sdkpace: cmd %d: %v\n", i+1, err)
 				os.Exit(1)
@@ -91,13 +97,13 @@ func (r result) String() string {
 }
 
 // run serves one handler process through n creates and n deletes.
-func run(command string, n, window int) (result, error) {
+func run(command string, n, window int, rate float64, linger time.Duration) (result, error) {
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return result{}, fmt.Errorf("listening: %w", err)
 	}
 	srv := grpc.NewServer()
-	b := &broker{n: n, window: window, done: make(chan result, 1), errs: make(chan error, 1)}
+	b := &broker{n: n, window: window, rate: rate, linger: linger, done: make(chan result, 1), errs: make(chan error, 1)}
 	tetherv1.RegisterBrokerServiceServer(srv, b)
 	go func() { _ = srv.Serve(lis) }()
 	defer srv.Stop()
@@ -137,6 +143,8 @@ func stop(cmd *exec.Cmd) {
 type broker struct {
 	tetherv1.UnimplementedBrokerServiceServer
 	n, window int
+	rate      float64 // -rate, 0 for none
+	linger    time.Duration
 	pid       int
 	done      chan result
 	errs      chan error
@@ -197,8 +205,11 @@ func (b *broker) serve(stream tetherv1.BrokerService_ConnectServer) error {
 	start := time.Now()
 	sent, acked, messages := 0, 0, 0
 	for acked < total {
+		if b.linger > 0 && sent < total && sent-acked < b.window && b.rate > 0 && b.due(sent, start) {
+			time.Sleep(time.Until(b.at(sent, start).Add(b.linger))) // pacing the sends, as -linger says
+		}
 		var ready []*tetherv1.Delivery
-		for ; sent < total && sent-acked < b.window; sent++ {
+		for ; sent < total && sent-acked < b.window && b.due(sent, start); sent++ {
 			ready = append(ready, delivery(sent, b.n))
 		}
 		n, err := send(stream, ready, batching)
@@ -206,11 +217,21 @@ func (b *broker) serve(stream tetherv1.BrokerService_ConnectServer) error {
 			return err
 		}
 		messages += n
-		// The acks that came in together free their slots together.
-		if err := <-acks; err != nil {
-			return err
+		// An ack, or with -rate the next delivery's time if a slot is free.
+		var next <-chan time.Time
+		if b.rate > 0 && sent < total && sent-acked < b.window {
+			next = time.After(time.Until(b.at(sent, start)))
 		}
-		for acked++; len(acks) > 0; acked++ {
+		select {
+		case err := <-acks:
+			if err != nil {
+				return err
+			}
+			acked++
+		case <-next:
+		}
+		// The acks that came in together free their slots together.
+		for ; len(acks) > 0; acked++ {
 			if err := <-acks; err != nil {
 				return err
 			}
@@ -223,6 +244,16 @@ func (b *broker) serve(stream tetherv1.BrokerService_ConnectServer) error {
 	}
 	b.done <- result{deliveries: total, ackMessages: int(ackMessages.Load()), deliveryMessages: messages, cpu: cpu1 - cpu0, wall: wall}
 	return nil
+}
+
+// at is when the i-th delivery is due with -rate.
+func (b *broker) at(i int, start time.Time) time.Time {
+	return start.Add(time.Duration(float64(i) / b.rate * float64(time.Second)))
+}
+
+// due says whether the i-th delivery may go now: always without -rate.
+func (b *broker) due(i int, start time.Time) bool {
+	return b.rate == 0 || !time.Now().Before(b.at(i, start))
 }
 
 // send sends ds, one message each, or as one DeliveryBatch when batching,
