@@ -6,6 +6,9 @@ import (
 	"path/filepath"
 	"testing"
 
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/tether-dev/tether/broker/progress"
 	"github.com/tether-dev/tether/test/controlplane"
 )
 
@@ -42,6 +45,11 @@ func TestAChangeMadeWhileItsUpdateRunsIsDeliveredNext(t *testing.T) {
 	h.stderr.wait(t, welcomed, 1)
 
 	createWidget(t, dyn, ns, "w", map[string]any{"size": int64(1)})
+	// Seen at size 1 before it changes: a widget the broker first sees at
+	// size 2 is new to it, with no update to deliver.
+	waitWidget(t, dyn, ns, "w", "its first state recorded", func(o *unstructured.Unstructured) bool {
+		return o.GetAnnotations()[progress.LastHandledKey("kopf-settle")] != ""
+	})
 	patchWidget(t, dyn, ns, "w", `{"spec":{"size":2}}`)
 	h.stdout.wait(t, "updated w 2", 1)
 	patchWidget(t, dyn, ns, "w", `{"spec":{"size":3}}`) // while the update to 2 is held
