@@ -92,14 +92,7 @@ func (in *Instance) write(stream tetherv1.BrokerService_ConnectServer, msg *teth
 	for msg != nil {
 		var next *tetherv1.ConnectResponse
 		if batches {
-			var linger *time.Timer
-			if in.lingers(msg) {
-				linger = time.NewTimer(in.linger)
-				msg, next = gather(msg, in.send, linger.C)
-				linger.Stop()
-			} else {
-				msg, next = gather(msg, in.send, nil)
-			}
+			msg, next = in.gather(msg)
 		}
 		if err := stream.Send(msg); err != nil {
 			return err
@@ -107,6 +100,17 @@ func (in *Instance) write(stream tetherv1.BrokerService_ConnectServer, msg *teth
 		msg = next
 	}
 	return nil
+}
+
+// gather is gather of msg and the messages waiting on the instance's
+// queue, with its linger when msg lingers.
+func (in *Instance) gather(msg *tetherv1.ConnectResponse) (batch, next *tetherv1.ConnectResponse) {
+	if !in.lingers(msg) {
+		return gather(msg, in.send, nil)
+	}
+	t := time.NewTimer(in.linger)
+	defer t.Stop()
+	return gather(msg, in.send, t.C)
 }
 
 // lingers says whether the sender waits with msg for more deliveries: a
