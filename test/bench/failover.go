@@ -250,7 +250,7 @@ func runFailover(ctx context.Context, e *env, bin binaries, n int) (rows []failo
 	defer tr.stop()
 	label := fmt.Sprintf("failover N=%d", n)
 	e.progressf("%s: creating the Widgets", label)
-	if _, _, err := loadAndWait(ctx, e, tr, site.ns, n, label+" create", time.Now(), false); err != nil {
+	if _, _, err := loadAndWait(ctx, e, tr, site.ns, 0, n, label+" create", time.Now(), false); err != nil {
 		return nil, err
 	}
 	for round := 1; round <= e.pairs; round++ {

@@ -66,8 +66,12 @@ const (
 )
 
 type config struct {
-	counts     []int
-	pairs      int
+	counts []int
+	pairs  int
+	// slices is -slices: the phases of a round's cases of one workload
+	// done in that many slices, the cases in turns (slices.go); 1: each
+	// case alone.
+	slices     int
 	qps        float64
 	burst      int
 	window     int
@@ -155,6 +159,8 @@ Flags:
 		fs.PrintDefaults()
 	}
 	counts := fs.String("n", "1000,5000", "comma-separated object `counts`; each runs both scenarios")
+	fs.IntVar(&c.slices, "slices", 1, "with more than 1, the cases of a workload run together: every controller started, each phase done in this many slices\n"+
+		"of N/slices objects, the cases taking turns at each (forward, then backward), so that the machine's drift over a round falls alike on all")
 	fs.IntVar(&c.pairs, "pairs", 3, "rounds of each N: broker and raw run one after the other, in turns (broker first in odd rounds, raw first in even ones);\nthe verdict is on the median of the rounds' shares")
 	fs.Float64Var(&c.qps, "qps", 100, "writes per second of the broker (--kube-api-qps) and client QPS of the raw controller")
 	fs.IntVar(&c.burst, "burst", 200, "burst of the broker (--kube-api-burst) and of the raw controller's client")
@@ -265,8 +271,13 @@ Flags:
 		}
 		c.counts = append(c.counts, n)
 	}
-	if c.qps <= 0 || c.burst <= 0 || c.window <= 0 || c.rawWorkers <= 0 || c.timeout <= 0 || c.pairs <= 0 {
-		return nil, errors.New("-qps, -burst, -window, -raw-workers, -timeout and -pairs must be positive")
+	if c.qps <= 0 || c.burst <= 0 || c.window <= 0 || c.rawWorkers <= 0 || c.timeout <= 0 || c.pairs <= 0 || c.slices <= 0 {
+		return nil, errors.New("-qps, -burst, -window, -raw-workers, -timeout, -pairs and -slices must be positive")
+	}
+	for _, n := range c.counts {
+		if c.slices > n {
+			return nil, fmt.Errorf("-slices %d: more than the %d objects of -n", c.slices, n)
+		}
 	}
 	return c, nil
 }
@@ -385,15 +396,22 @@ func bench(ctx context.Context, cfg *config, stderr io.Writer) (rows []row, err 
 		}
 		for _, n := range cfg.counts {
 			for round := 1; round <= cfg.rounds(n); round++ {
-				for _, cs := range roundCases(cfg.workloads, cfg.handlers, cfg.brokerOnly, round) {
-					var c controller = newRawController(e, bin, cs.workload)
-					if cs.scenario == scenarioBroker {
-						c = newBrokerController(e, bin, cs.handler, cs.workload)
+				cases := roundCases(cfg.workloads, cfg.handlers, cfg.brokerOnly, round)
+				for _, group := range caseGroups(cases, cfg.slices > 1) {
+					cons := make([]controller, len(group))
+					ids := make([]string, len(group))
+					for i, cs := range group {
+						cons[i] = newRawController(e, bin, cs.workload)
+						if cs.scenario == scenarioBroker {
+							cons[i] = newBrokerController(e, bin, cs.handler, cs.workload)
+						}
+						ids[i] = cs.id()
 					}
-					e.progressf("%s N=%d round %d/%d: starting", cs.id(), n, round, cfg.rounds(n))
-					rs, err := runScenario(ctx, e, c, cs, n, round)
+					name := strings.Join(ids, ", ")
+					e.progressf("%s N=%d round %d/%d: starting", name, n, round, cfg.rounds(n))
+					rs, err := runGroup(ctx, e, group, cons, n, round, cfg.slices)
 					if err != nil {
-						return fmt.Errorf("%s N=%d round %d: %w", cs.id(), n, round, err)
+						return fmt.Errorf("%s N=%d round %d: %w", name, n, round, err)
 					}
 					rows = append(rows, rs...)
 				}

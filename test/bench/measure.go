@@ -155,6 +155,17 @@ type delta struct {
 	controller float64            // all controller writes on widgets, absolute
 }
 
+// add adds o, a delta of the same n, to d: the writes of two slices of a
+// phase.
+func (d *delta) add(o delta) {
+	for k, v := range o.perObject {
+		d.perObject[k] += v
+	}
+	d.refused += o.refused
+	d.events += o.events
+	d.controller += o.controller
+}
+
 func diff(before, after counters, own map[string]float64, n int) delta {
 	d := delta{perObject: map[string]float64{}}
 	for k, v := range after.widgets {

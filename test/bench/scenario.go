@@ -7,7 +7,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -41,88 +40,23 @@ type controller interface {
 // loadWorkers is how many goroutines create and delete the objects.
 const loadWorkers = 16
 
-// runScenario creates n Widgets in a namespace of c's own, waits until c
-// (the controller of case cs) handled them all, deletes them and waits
-// until they are gone. Each phase's row has the machine's CPU steal over
-// it and its load average at the end.
-func runScenario(ctx context.Context, e *env, c controller, cs benchCase, n, round int) ([]row, error) {
-	ns := fmt.Sprintf("bench-%s-%d-%d", cs.id(), n, round)
-	nsObj := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}
-	if _, err := e.kube.CoreV1().Namespaces().Create(ctx, nsObj, metav1.CreateOptions{}); err != nil {
-		return nil, fmt.Errorf("creating namespace %s: %w", ns, err)
-	}
-	tr, err := startTracker(ctx, e, ns, c.done)
-	if err != nil {
-		return nil, err
-	}
-	defer tr.stop()
-	defer c.stop()
-	ctx, err = c.start(ctx, ns)
-	if err != nil {
-		return nil, err
-	}
-	var rows []row
-	for _, phase := range []string{"create", "delete"} {
-		label := fmt.Sprintf("%s N=%d %s", cs.id(), n, phase)
-		before, err := settledScrape(ctx, e.kube)
-		if err != nil {
-			return nil, err
-		}
-		e.progressf("%s: starting", label)
-		cpu0, err := c.cpu()
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", label, err)
-		}
-		stat0, statErr0 := readCPUTimes()
-		start := time.Now()
-		own, last, err := loadAndWait(ctx, e, tr, ns, n, label, start, phase == "delete")
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", phase, err)
-		}
-		stat1, statErr1 := readCPUTimes()
-		after, err := settledScrape(ctx, e.kube)
-		if err != nil {
-			return nil, err
-		}
-		// Read once the writes settled, so that the work on trailing writes
-		// counts, as the writes do.
-		cpu1, err := c.cpu()
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", label, err)
-		}
-		r := row{scenario: cs.scenario, handler: cs.handler, workload: cs.workload, n: n, round: round, phase: phase,
-			seconds: last.Sub(start).Seconds(), writes: diff(before, after, own, n), mem: c.memory(), load: loadAverage()}
-		for i := range cpu1 {
-			r.cpuParts = append(r.cpuParts, cpu1[i]-cpu0[i])
-			r.cpu += cpu1[i] - cpu0[i]
-		}
-		r.steal, r.stealOK = stealPercent(stat0, stat1, statErr0, statErr1)
-		if err := c.profile(ctx, fmt.Sprintf("%s-%d-%d-%s", cs.id(), n, round, phase)); err != nil {
-			return nil, fmt.Errorf("%s: -profile: %w", label, err)
-		}
-		e.progressf("%s: %d objects in %.2fs (%.1f/s), writes/object %s, CPU ms/object %s, peak RSS MiB (private) %s, CPU steal %s, load %s",
-			label, n, r.seconds, r.rate(), r.writes.verbs(), r.cpuText(), formatMemory(r.mem), r.stealText(), r.load)
-		rows = append(rows, r)
-	}
-	return rows, nil
-}
-
-// loadAndWait sends the n creates (or deletes) and waits until the tracker
-// saw them all handled (or gone). It returns the bench client's own writes
-// by verb and when the last object was done.
-func loadAndWait(ctx context.Context, e *env, tr *tracker, ns string, n int, label string, start time.Time, deleting bool) (map[string]float64, time.Time, error) {
+// loadAndWait sends the creates (or deletes) of Widgets from to to-1 and
+// waits until the tracker saw all of the first to handled (or gone). It
+// returns the bench client's own writes by verb and when the last object
+// was done.
+func loadAndWait(ctx context.Context, e *env, tr *tracker, ns string, from, to int, label string, start time.Time, deleting bool) (map[string]float64, time.Time, error) {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	var sent atomic.Int64
 	loadErr := make(chan error, 1)
 	go func() {
-		err := sendLoad(ctx, e.load, ns, n, deleting, &sent)
+		err := sendLoad(ctx, e.load, ns, from, to, deleting, &sent)
 		if err != nil {
 			cancel(err)
 		}
 		loadErr <- err
 	}()
-	last, err := tr.wait(ctx, e, label, n, start, deleting)
+	last, err := tr.wait(ctx, e, label, to, start, deleting)
 	cancel(nil)
 	lerr := <-loadErr
 	if err != nil { // includes a load error, the cause that ended the wait
@@ -140,9 +74,9 @@ func loadAndWait(ctx context.Context, e *env, tr *tracker, ns string, n int, lab
 
 func widgetName(i int) string { return fmt.Sprintf("w-%05d", i) }
 
-// sendLoad creates (or deletes) the Widgets w-00000... from loadWorkers
-// goroutines, counting the requests it sent.
-func sendLoad(ctx context.Context, dyn dynamic.Interface, ns string, n int, deleting bool, sent *atomic.Int64) error {
+// sendLoad creates (or deletes) the Widgets w-<from>... up to w-<to-1> from
+// loadWorkers goroutines, counting the requests it sent.
+func sendLoad(ctx context.Context, dyn dynamic.Interface, ns string, from, to int, deleting bool, sent *atomic.Int64) error {
 	ri := dyn.Resource(controlplane.WidgetGVR).Namespace(ns)
 	next := make(chan int)
 	errs := make(chan error, loadWorkers)
@@ -166,7 +100,7 @@ func sendLoad(ctx context.Context, dyn dynamic.Interface, ns string, n int, dele
 	}
 	var err error
 feed:
-	for i := range n {
+	for i := from; i < to; i++ {
 		select {
 		case next <- i:
 		case err = <-errs:

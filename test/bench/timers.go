@@ -454,7 +454,7 @@ func (r *timerRun) create(ctx context.Context, ns string) error {
 	var sent atomic.Int64
 	done := make(chan error, 1)
 	start := time.Now()
-	go func() { done <- sendLoad(ctx, r.e.load, ns, r.n, false, &sent) }()
+	go func() { done <- sendLoad(ctx, r.e.load, ns, 0, r.n, false, &sent) }()
 	t := time.NewTicker(5 * time.Second)
 	defer t.Stop()
 	for {
