@@ -78,9 +78,10 @@ func TestSlicesTakeTurnsForwardThenBackward(t *testing.T) {
 	}
 }
 
-// TestSlicesAreCheckedAgainstN: -slices must be positive and at most -n.
+// TestSlicesAreCheckedAgainstN: -slices must be positive, at most -n, and
+// for the create/delete benchmark alone.
 func TestSlicesAreCheckedAgainstN(t *testing.T) {
-	for _, bad := range [][]string{{"-slices", "0"}, {"-n", "10", "-slices", "11"}} {
+	for _, bad := range [][]string{{"-slices", "0"}, {"-n", "10", "-slices", "11"}, {"-slices", "4", "-timers"}, {"-slices", "4", "-failover"}} {
 		if _, err := parseFlags(bad, io.Discard); err == nil {
 			t.Errorf("%v: accepted", bad)
 		}

@@ -160,7 +160,7 @@ Flags:
 	}
 	counts := fs.String("n", "1000,5000", "comma-separated object `counts`; each runs both scenarios")
 	fs.IntVar(&c.slices, "slices", 1, "with more than 1, the cases of a workload run together: every controller started, each phase done in this many slices\n"+
-		"of N/slices objects, the cases taking turns at each (forward, then backward), so that the machine's drift over a round falls alike on all")
+		"of N/slices objects, the cases taking turns at each (forward, then backward), so that the machine's drift over a round falls alike on all (create/delete benchmark only)")
 	fs.IntVar(&c.pairs, "pairs", 3, "rounds of each N: broker and raw run one after the other, in turns (broker first in odd rounds, raw first in even ones);\nthe verdict is on the median of the rounds' shares")
 	fs.Float64Var(&c.qps, "qps", 100, "writes per second of the broker (--kube-api-qps) and client QPS of the raw controller")
 	fs.IntVar(&c.burst, "burst", 200, "burst of the broker (--kube-api-burst) and of the raw controller's client")
@@ -220,6 +220,9 @@ Flags:
 	})
 	if casesSet && (c.timers || c.scale || c.pushdown || c.failover) {
 		return nil, errors.New("-workloads and -handler are for the create/delete benchmark alone, not -timers, -scale, -pushdown or -failover")
+	}
+	if c.slices > 1 && (c.timers || c.scale || c.pushdown || c.failover) {
+		return nil, errors.New("-slices is for the create/delete benchmark alone, not -timers, -scale, -pushdown or -failover")
 	}
 	var err error
 	if c.workloads, err = parseList("workloads", *workloads, workload.Check); err != nil {
