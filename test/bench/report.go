@@ -40,9 +40,10 @@ type row struct {
 	phase    string
 	seconds  float64
 	writes   delta
-	cpu      time.Duration   // the controller's processes' CPU time in the phase
-	cpuParts []time.Duration // cpu by process, the controller's first, as mem
-	mem      []memPeak       // per process, the controller's first
+	// cpuParts is the CPU time of each of the controller's processes in
+	// the phase, the controller's first, as mem.
+	cpuParts []time.Duration
+	mem      []memPeak // per process, the controller's first
 	// steal is the machine's CPU steal over the phase, in percent (stealOK
 	// false when /proc/stat could not be read); load its load average at
 	// the end (loadAverage).
@@ -54,7 +55,18 @@ type row struct {
 func (r row) rate() float64 { return float64(r.n) / r.seconds }
 
 // cpuPerObject is the controller's CPU time per object, in milliseconds.
-func (r row) cpuPerObject() float64 { return float64(r.cpu) / float64(time.Millisecond) / float64(r.n) }
+// cpu is the CPU time of all the controller's processes in the phase.
+func (r row) cpu() time.Duration {
+	var sum time.Duration
+	for _, c := range r.cpuParts {
+		sum += c
+	}
+	return sum
+}
+
+func (r row) cpuPerObject() float64 {
+	return float64(r.cpu()) / float64(time.Millisecond) / float64(r.n)
+}
 
 // cpuText is cpuPerObject with, for a broker case, its parts: "1.61
 // (broker 0.70, handler 0.91)".
@@ -233,7 +245,7 @@ func cpuVerdict(w io.Writer, cfg *config, rows []row, n int, broker, rawCase ben
 				complete = false
 				break
 			}
-			b, r = b+br.cpu, r+rr.cpu
+			b, r = b+br.cpu(), r+rr.cpu()
 		}
 		if !complete || r == 0 {
 			continue

@@ -45,7 +45,7 @@ func (r *rowsOf) add(cs benchCase, round int, create, del float64, writes float6
 		seconds float64
 	}{{"create", create}, {"delete", del}} {
 		r.rows = append(r.rows, row{scenario: cs.scenario, handler: cs.handler, workload: cs.workload, n: r.n, round: round,
-			phase: p.phase, seconds: p.seconds, writes: delta{controller: writes * float64(r.n)}, cpu: cpu,
+			phase: p.phase, seconds: p.seconds, writes: delta{controller: writes * float64(r.n)}, cpuParts: []time.Duration{cpu},
 			steal: float64(round), stealOK: true, load: "1.50 1.20 1.00"})
 	}
 }
@@ -160,10 +160,10 @@ func TestReportTableRows(t *testing.T) {
 	brokerMem := []memPeak{{role: "broker", rss: 67.9, private: 31.2}, {role: "handler", rss: 21.2, private: 6.1}}
 	rows := []row{
 		{scenario: scenarioBroker, handler: handlerPython, workload: workload.Label, n: 200, round: 1, phase: "create", seconds: 1,
-			writes: delta{controller: 200, perObject: map[string]float64{"PATCH": 1}}, cpu: 400 * time.Millisecond, mem: brokerMem,
+			writes: delta{controller: 200, perObject: map[string]float64{"PATCH": 1}}, cpuParts: []time.Duration{400 * time.Millisecond}, mem: brokerMem,
 			steal: 4.25, stealOK: true, load: "1.95 1.20 0.80"},
 		{scenario: scenarioRaw, workload: workload.Label, n: 200, round: 1, phase: "create", seconds: 1,
-			writes: delta{controller: 200}, cpu: 100 * time.Millisecond, mem: []memPeak{{role: "raw", rss: 25, private: 9.5}}, load: "?"},
+			writes: delta{controller: 200}, cpuParts: []time.Duration{100 * time.Millisecond}, mem: []memPeak{{role: "raw", rss: 25, private: 9.5}}, load: "?"},
 	}
 	cfg := &config{counts: []int{200}, pairs: 1, workloads: []string{workload.Label}, handlers: []string{handlerPython}, pythonVersion: "CPython 3.11.2"}
 	var out strings.Builder
@@ -266,12 +266,12 @@ func TestLoad1(t *testing.T) {
 // the sum with the broker's and the handler's parts; raw's is its own.
 func TestABrokerCasesCPUIsShownByProcess(t *testing.T) {
 	ms := time.Millisecond
-	broker := row{n: 1000, cpu: 1610 * ms, cpuParts: []time.Duration{700 * ms, 910 * ms},
+	broker := row{n: 1000, cpuParts: []time.Duration{700 * ms, 910 * ms},
 		mem: []memPeak{{role: "broker"}, {role: "handler"}}}
 	if got, want := broker.cpuText(), "1.61 (broker 0.70, handler 0.91)"; got != want {
 		t.Errorf("broker: %q, want %q", got, want)
 	}
-	raw := row{n: 1000, cpu: 610 * ms, cpuParts: []time.Duration{610 * ms}, mem: []memPeak{{role: "raw"}}}
+	raw := row{n: 1000, cpuParts: []time.Duration{610 * ms}, mem: []memPeak{{role: "raw"}}}
 	if got, want := raw.cpuText(), "0.61"; got != want {
 		t.Errorf("raw: %q, want %q", got, want)
 	}

@@ -20,7 +20,7 @@ func TestScaleTableHasTheSlopeAndJudgesEveryGoal(t *testing.T) {
 			mem = []memPeak{{role: "broker", rss: 50 + brokerPrivate, private: brokerPrivate}, {role: "handler", rss: 20, private: 5}}
 		}
 		rows = append(rows, row{scenario: scenario, n: n, round: round, phase: phase, seconds: seconds,
-			writes: delta{controller: float64(n)}, cpu: time.Duration(n) * time.Millisecond, mem: mem})
+			writes: delta{controller: float64(n)}, cpuParts: []time.Duration{time.Duration(n) * time.Millisecond}, mem: mem})
 	}
 	for round := 1; round <= 3; round++ {
 		for _, phase := range []string{"create", "delete"} {
