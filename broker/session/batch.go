@@ -34,7 +34,7 @@ func gather(first *tetherv1.ConnectResponse, more <-chan *tetherv1.ConnectRespon
 			next = m
 			break
 		}
-		if m.GetDelivery().GetKind() == tetherv1.DeliveryKind_DELIVERY_KIND_ADMISSION {
+		if isReview(m.GetDelivery()) {
 			linger = nil
 		}
 		if batch == nil {
@@ -52,8 +52,7 @@ func gather(first *tetherv1.ConnectResponse, more <-chan *tetherv1.ConnectRespon
 	if len(batch) < 2 {
 		return first, next
 	}
-	return &tetherv1.ConnectResponse{Message: &tetherv1.ConnectResponse_DeliveryBatch{
-		DeliveryBatch: &tetherv1.DeliveryBatch{Deliveries: batch}}}, next
+	return deliveryMessage(batch), next
 }
 
 // nextToSend is the next message on more: what waits, or with linger (nil:
@@ -86,7 +85,8 @@ func entrySize(d *tetherv1.Delivery) int {
 
 // write sends msg on the instance's stream, with the deliveries waiting
 // behind it, or coming within the instance's linger, when the instance
-// takes batches (gather).
+// takes batches (gather); what the fence keeps back is not sent
+// (sendable).
 func (in *Instance) write(stream tetherv1.BrokerService_ConnectServer, msg *tetherv1.ConnectResponse) error {
 	batches := in.Capabilities.Has(tetherv1.Capability_CAPABILITY_DELIVERY_BATCH)
 	for msg != nil {
@@ -94,8 +94,10 @@ func (in *Instance) write(stream tetherv1.BrokerService_ConnectServer, msg *teth
 		if batches {
 			msg, next = in.gather(msg)
 		}
-		if err := stream.Send(msg); err != nil {
-			return err
+		if msg = in.sendable(msg); msg != nil {
+			if err := stream.Send(msg); err != nil {
+				return err
+			}
 		}
 		msg = next
 	}
@@ -118,5 +120,5 @@ func (in *Instance) gather(msg *tetherv1.ConnectResponse) (batch, next *tetherv1
 // another (with none, nothing could come).
 func (in *Instance) lingers(msg *tetherv1.ConnectResponse) bool {
 	d := msg.GetDelivery()
-	return in.linger > 0 && d != nil && d.GetKind() != tetherv1.DeliveryKind_DELIVERY_KIND_ADMISSION && !in.win.full()
+	return in.linger > 0 && d != nil && !isReview(d) && !in.win.full()
 }

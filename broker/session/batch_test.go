@@ -1,6 +1,7 @@
 package session
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
@@ -131,6 +132,10 @@ func TestOnlyAnInstanceThatTakesBatchesGetsThem(t *testing.T) {
 			in := newInstance("h", "i", "s", 0, 8, false)
 			in.Capabilities = tc.caps
 			in.send = make(chan *tetherv1.ConnectResponse, 8)
+			// d0 was sent before: the instance holds it, so its Cancel goes.
+			if _, err := in.win.acquire(context.Background(), "d0", false, nil, nil, nil); err != nil {
+				t.Fatal(err)
+			}
 			for _, m := range []*tetherv1.ConnectResponse{deliveryMsg("d2", 1), deliveryMsg("d3", 1), cancelMsg("d0"), deliveryMsg("d4", 1)} {
 				in.send <- m
 			}

@@ -101,18 +101,11 @@ func (in *Instance) Deliver(ctx context.Context, d *tetherv1.Delivery) (*tetherv
 // context.DeadlineExceeded: a timer the caller reuses for its deliveries
 // costs less than a context with a deadline for each.
 func (in *Instance) DeliverUnless(ctx context.Context, d *tetherv1.Delivery, abort <-chan struct{}, expired <-chan time.Time) (*tetherv1.Ack, error) {
-	ackc, err := in.win.acquire(ctx, d.GetId(), d.GetKind() == tetherv1.DeliveryKind_DELIVERY_KIND_ADMISSION, abort, in.done, expired)
+	ackc, err := in.win.acquire(ctx, d.GetId(), isReview(d), abort, in.done, expired)
 	if err != nil {
 		return nil, err
 	}
-	// Fenced after the wait for a slot, which may have been long: as
-	// close to the send as the check can be.
-	if in.fence != nil && d.GetKind() != tetherv1.DeliveryKind_DELIVERY_KIND_ADMISSION {
-		if err := in.fence(); err != nil {
-			in.win.release(d.GetId())
-			return nil, fmt.Errorf("%w: %w", ErrFenced, err)
-		}
-	}
+	// The fence is the sender's to check (unfenced), as it writes d.
 	msg := &tetherv1.ConnectResponse{Message: &tetherv1.ConnectResponse_Delivery{Delivery: d}}
 	select {
 	case in.send <- msg:
@@ -127,9 +120,9 @@ func (in *Instance) DeliverUnless(ctx context.Context, d *tetherv1.Delivery, abo
 		return nil, context.DeadlineExceeded
 	}
 	select {
-	case ack := <-ackc:
+	case a := <-ackc:
 		in.win.release(d.GetId())
-		return ack, nil
+		return a.ack, a.err
 	case <-in.done:
 		in.win.release(d.GetId())
 		return nil, in.gone()

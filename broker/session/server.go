@@ -110,9 +110,9 @@ type Options struct {
 	Version string
 	// Metrics counts sessions; nil counts nothing.
 	Metrics *metrics.Metrics
-	// Fence is asked just before each delivery but an admission review is
-	// sent: an error keeps it unsent, and Deliver returns it wrapped in
-	// ErrFenced. The leader fences with its tenure, so that a replica that
+	// Fence is asked as the sender writes each message with a delivery
+	// that is not an admission review: an error keeps those deliveries
+	// unsent, and their Delivers return it wrapped in ErrFenced. The leader fences with its tenure, so that a replica that
 	// may no longer lead sends no lifecycle work (a review needs no
 	// leadership). nil sends every delivery.
 	Fence func() error

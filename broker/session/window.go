@@ -25,11 +25,18 @@ type window struct {
 	// someone waits for the next time (freedLocked): most slots free with
 	// nobody waiting.
 	freed   chan struct{}
-	pending map[string]chan *tetherv1.Ack
+	pending map[string]chan answer
 	// abandoned are deliveries the instance was told to cancel and has not
 	// acked yet: it still holds them, so they keep their slot.
 	abandoned map[string]bool
 	leaving   bool
+}
+
+// answer ends a delivery's wait for its ack: the ack, or err when the
+// sender kept the delivery unsent (the fence said no).
+type answer struct {
+	ack *tetherv1.Ack
+	err error
 }
 
 // reviewReserve is how much of a window of n is kept for admission reviews
@@ -42,13 +49,13 @@ func reviewReserve(n int) int {
 	return max(1, n/4)
 }
 
-// acquire waits for a slot and registers delivery id, whose ack comes on
-// the channel returned. A review may take any slot; other deliveries leave
+// acquire waits for a slot and registers delivery id, whose answer comes
+// on the channel returned. A review may take any slot; other deliveries leave
 // the review reserve free. It gives up with ErrMoved when abort closes,
 // ErrGone when gone does (the session ended), ctx's error, or
 // context.DeadlineExceeded when expired fires; ErrLeaving once the
 // instance said Goodbye.
-func (w *window) acquire(ctx context.Context, id string, review bool, abort, gone <-chan struct{}, expired <-chan time.Time) (chan *tetherv1.Ack, error) {
+func (w *window) acquire(ctx context.Context, id string, review bool, abort, gone <-chan struct{}, expired <-chan time.Time) (chan answer, error) {
 	for {
 		w.mu.Lock()
 		limit := w.size
@@ -61,9 +68,9 @@ func (w *window) acquire(ctx context.Context, id string, review bool, abort, gon
 			return nil, ErrLeaving
 		case w.inFlight < limit:
 			w.inFlight++
-			c := make(chan *tetherv1.Ack, 1)
+			c := make(chan answer, 1)
 			if w.pending == nil {
-				w.pending = map[string]chan *tetherv1.Ack{}
+				w.pending = map[string]chan answer{}
 			}
 			w.pending[id] = c
 			w.mu.Unlock()
@@ -113,7 +120,25 @@ func (w *window) abandon(id string) {
 // ack hands a to the delivery waiting for it, and frees the slot of one
 // that was abandoned. It reports false for an unknown delivery id.
 func (w *window) ack(a *tetherv1.Ack) bool {
-	id := a.GetDeliveryId()
+	return w.answer(a.GetDeliveryId(), answer{ack: a})
+}
+
+// unsent answers delivery id with err: the sender kept it back, so no ack
+// will come. Like an ack, it frees the slot of one that was abandoned.
+func (w *window) unsent(id string, err error) {
+	w.answer(id, answer{err: err})
+}
+
+// holds says whether the instance holds delivery id: it was handed to the
+// sender and has not been answered.
+func (w *window) holds(id string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	_, ok := w.pending[id]
+	return ok
+}
+
+func (w *window) answer(id string, a answer) bool {
 	w.mu.Lock()
 	c, ok := w.pending[id]
 	if ok {

@@ -91,7 +91,7 @@ func TestAnAbandonedDeliveryKeepsItsSlotUntilItsAck(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !w.ack(&tetherv1.Ack{DeliveryId: "c"}) || (<-c).GetDeliveryId() != "c" {
+	if !w.ack(&tetherv1.Ack{DeliveryId: "c"}) || (<-c).ack.GetDeliveryId() != "c" {
 		t.Fatal("the ack did not reach its delivery")
 	}
 	w.abandon("c") // the ack came first
