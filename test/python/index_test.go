@@ -3,6 +3,7 @@ package pyhandler
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os/exec"
 	"path/filepath"
 	"reflect"
@@ -22,8 +23,10 @@ import (
 // against a real broker. A widget there before the handler is created with
 // both ConfigMaps there before it in its result: the delivery waited for
 // the index's whole list. A ConfigMap added or deleted later shows in the
-// next widget's result, and a new process (the first one killed) builds
-// the index again from the broker's stream, though the objects in it were
+// result of a widget created after it, soon (as in Kopf, an index follows
+// its resource as the handler's functions run, not in step with them), and
+// a new process (the first one killed) builds the index again from the
+// broker's stream before its first delivery, though the objects in it were
 // all listed to the first.
 func TestAnIndexIsCompleteBeforeDeliveriesAndRebuiltByANewProcess(t *testing.T) {
 	needPython(t)
@@ -41,7 +44,8 @@ func TestAnIndexIsCompleteBeforeDeliveriesAndRebuiltByANewProcess(t *testing.T) 
 			t.Fatalf("creating ConfigMap %s: %v", cm, err)
 		}
 	}
-	wantColours := func(widget string, want ...string) {
+	// colours is what the index held for the widget's create.
+	colours := func(widget string) []string {
 		t.Helper()
 		var got struct{ Colours []string }
 		waitWidget(t, dyn, ns, widget, "created with its result in status.create", func(o *unstructured.Unstructured) bool {
@@ -55,9 +59,25 @@ func TestAnIndexIsCompleteBeforeDeliveriesAndRebuiltByANewProcess(t *testing.T) 
 			raw, err := json.Marshal(result)
 			return err == nil && json.Unmarshal(raw, &got) == nil
 		})
-		if !reflect.DeepEqual(got.Colours, want) {
-			t.Errorf("widget %s: the index held %v for its namespace, want %v", widget, got.Colours, want)
+		return got.Colours
+	}
+	wantColours := func(widget string, want ...string) {
+		t.Helper()
+		if got := colours(widget); !reflect.DeepEqual(got, want) {
+			t.Errorf("widget %s: the index held %v for its namespace, want %v", widget, got, want)
 		}
+	}
+	// soonColours creates widgets named after prefix, one at a time, until
+	// one's create saw want.
+	soonColours := func(prefix string, want ...string) {
+		t.Helper()
+		n := 0
+		eventually(t, fmt.Sprintf("a widget created with %v in the index", want), func() bool {
+			n++
+			widget := fmt.Sprintf("%s-%d", prefix, n)
+			createWidget(t, dyn, ns, widget, nil)
+			return reflect.DeepEqual(colours(widget), want)
+		})
 	}
 	run := func() *handlerProcess {
 		script, err := filepath.Abs("index_handler.py")
@@ -77,14 +97,12 @@ func TestAnIndexIsCompleteBeforeDeliveriesAndRebuiltByANewProcess(t *testing.T) 
 	wantColours("first", "blue", "red")
 
 	colour("c", "green")
-	createWidget(t, dyn, ns, "second", nil)
-	wantColours("second", "blue", "green", "red")
+	soonColours("second", "blue", "green", "red")
 
 	if err := kube.CoreV1().ConfigMaps(ns).Delete(context.Background(), "a", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	createWidget(t, dyn, ns, "third", nil)
-	wantColours("third", "blue", "green")
+	soonColours("third", "blue", "green")
 
 	if err := h.cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
