@@ -14,9 +14,10 @@ import (
 )
 
 const (
-	// envBeats is the folder where the daemon of scenario session beats
-	// (test/conformance/README.md).
-	envBeats = "TETHER_CONFORMANCE_DIR"
+	// envHandlerDir is the handler's folder (handlerDir): where the daemon
+	// of scenario session beats and a create of scenario held finds its
+	// release (test/conformance/README.md).
+	envHandlerDir = "TETHER_CONFORMANCE_DIR"
 	// sessionName is the widget whose daemon beats while it runs.
 	sessionName = "session"
 	// beatPrefix starts the name of each file a run of that daemon
@@ -46,9 +47,9 @@ func (k *kit) daemonSession(ctx context.Context) error {
 		return err
 	}
 	var before map[string]int64
-	if err := k.poll(ctx, "beat of widget "+sessionName+"'s daemon in $"+envBeats, func(context.Context) (bool, error) {
+	if err := k.poll(ctx, "beat of widget "+sessionName+"'s daemon in $"+envHandlerDir, func(context.Context) (bool, error) {
 		var err error
-		before, err = beats(k.beatsDir())
+		before, err = beats(k.handlerDir())
 		return len(before) > 0, err
 	}); err != nil {
 		return err
@@ -80,8 +81,8 @@ func (k *kit) daemonSession(ctx context.Context) error {
 	return errors.Join(judged, k.deleteAndAwaitGone(ctx, sessionName))
 }
 
-// beatsDir is the folder the kit gives the handler in $TETHER_CONFORMANCE_DIR.
-func (k *kit) beatsDir() string { return filepath.Join(k.opts.dir, "beats") }
+// handlerDir is the folder the kit gives the handler in $TETHER_CONFORMANCE_DIR.
+func (k *kit) handlerDir() string { return filepath.Join(k.opts.dir, "beats") }
 
 // beats are the sizes of the daemon's beat files in dir, by name.
 func beats(dir string) (map[string]int64, error) {
@@ -122,7 +123,7 @@ func (k *kit) watchBeats(ctx context.Context, from map[string]int64, until time.
 			return nil, ctx.Err()
 		case <-tick.C:
 		}
-		now, err := beats(k.beatsDir())
+		now, err := beats(k.handlerDir())
 		if err != nil {
 			return nil, err
 		}

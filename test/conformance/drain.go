@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"syscall"
 	"time"
@@ -11,8 +13,9 @@ import (
 	tetherv1 "github.com/tether-dev/tether/proto/tether/v1"
 )
 
-// drainingName is the slow widget whose create the handler holds when the
-// kit stops it, so that its stream stays open past its Goodbye.
+// drainingName is the widget whose create (scenario held) the handler
+// holds when the kit stops it, so that its stream stays open past its
+// Goodbye until the kit releases it.
 const drainingName = "draining"
 
 // handback is the delivery the kit sends after the handler's Goodbye
@@ -24,15 +27,18 @@ type handback struct {
 	err error
 }
 
-// drain creates a slow widget and, once the handler runs its create,
-// sends it SIGTERM. When its Goodbye reaches the proxy, the kit sends it a
-// made-up delivery, as one crossing the Goodbye (drain.handback). The
-// handler must say Goodbye, the broker end the stream with OK, and the
-// process exit with status 0.
+// drain creates a widget whose create the handler holds until the kit
+// releases it and, once the handler runs that create, sends it SIGTERM.
+// When its Goodbye reaches the proxy, the kit sends it a made-up delivery,
+// as one crossing the Goodbye (drain.handback), and releases the create
+// once that delivery is acked. The handler must say Goodbye, the broker end
+// the stream with OK, and the process exit with status 0.
 func (k *kit) drain(ctx context.Context) error {
-	if err := k.createWidget(ctx, drainingName, "slow"); err != nil {
+	if err := k.createWidget(ctx, drainingName, "held"); err != nil {
 		return err
 	}
+	// Released on every way out, so that the handler never waits on it.
+	defer k.release(drainingName)
 	var s *stream
 	if err := k.wire.awaitErr(ctx, "create of widget "+drainingName+" sent", func() bool {
 		s = k.wire.liveStreamLocked()
@@ -41,8 +47,8 @@ func (k *kit) drain(ctx context.Context) error {
 		return err
 	}
 	// The handler takes its stream's messages in order: once it answered
-	// one sent after the create, the create runs (for a second), and the
-	// handler still holds it when it says Goodbye.
+	// one sent after the create, the create runs, and the handler holds it
+	// until the kit releases it.
 	sync := madeUpCreate(undeclaredBinding, "drain-sync", "ok", nil)
 	if err := k.wire.inject(s, sync); err != nil {
 		return err
@@ -57,9 +63,21 @@ func (k *kit) drain(ctx context.Context) error {
 		sent <- handback{s: s, id: msg.GetDelivery().GetId(), err: k.wire.inject(s, msg)}
 	}
 	k.wire.mu.Unlock()
-	k.handback = sent
 	if err := k.handler.Process.Signal(syscall.SIGTERM); err != nil {
 		return fmt.Errorf("signalling the handler: %w", err)
+	}
+	select {
+	case hb := <-sent:
+		k.handback = &hb
+		if hb.err == nil {
+			// Judged by drainHandback; the create is released either way.
+			k.wire.await(ctx, waitFor, func() bool { return hb.s.acks[hb.id].a != nil || hb.s.ended })
+		}
+	case <-time.After(waitFor):
+		return fmt.Errorf("no Goodbye reached the proxy within %v of SIGTERM", waitFor)
+	}
+	if err := k.release(drainingName); err != nil {
+		return err
 	}
 	var last *stream
 	if !k.wire.await(ctx, waitFor, func() bool {
@@ -91,10 +109,8 @@ func (k *kit) drain(ctx context.Context) error {
 // drainHandback judges the ack of the delivery the kit sent after the
 // handler's Goodbye: RETRY, which hands it back.
 func (k *kit) drainHandback(ctx context.Context) error {
-	var hb handback
-	select {
-	case hb = <-k.handback:
-	default:
+	hb := k.handback
+	if hb == nil {
 		return errors.New("no Goodbye reached the kit, which sends a delivery after it: nothing to judge")
 	}
 	if hb.err != nil {
@@ -108,6 +124,17 @@ func (k *kit) drainHandback(ctx context.Context) error {
 		return errors.New("the delivery sent after the Goodbye was not acked before the stream ended")
 	case a.GetOutcome() != tetherv1.Outcome_OUTCOME_RETRY:
 		return fmt.Errorf("the delivery sent after the Goodbye was acked %v (%q), want RETRY", a.GetOutcome(), a.GetMessage())
+	}
+	return nil
+}
+
+// release lets the handler's create of widget name (scenario held) return:
+// the file it waits for, in the folder the kit gives it. Releasing twice
+// is harmless.
+func (k *kit) release(name string) error {
+	path := filepath.Join(k.handlerDir(), "release-"+name)
+	if err := os.WriteFile(path, nil, 0o644); err != nil {
+		return fmt.Errorf("releasing the create of widget %s: %w", name, err)
 	}
 	return nil
 }

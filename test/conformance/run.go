@@ -68,8 +68,9 @@ type kit struct {
 	// windowed is the session on which the handler's window is smaller
 	// than the broker's (window.bound), which window.over judges too.
 	windowed *stream
-	// handback says which delivery the kit sent after the Goodbye.
-	handback chan handback
+	// handback says which delivery the kit sent after the Goodbye; nil:
+	// no Goodbye reached the proxy.
+	handback *handback
 	// relaunched is the first stream of the handler started again
 	// (status.permanent): the streams before it are the first process's.
 	relaunched int
@@ -176,7 +177,7 @@ func (k *kit) startHandler(logName string) error {
 	}
 	cmd := exec.Command(k.opts.command[0], k.opts.command[1:]...)
 	cmd.Env = append(os.Environ(), envBroker+"="+k.wire.addr, envInsecure+"=true", envHandler+"="+handlerName,
-		envNamespace+"="+namespace, envBeats+"="+k.beatsDir())
+		envNamespace+"="+namespace, envHandlerDir+"="+k.handlerDir())
 	cmd.Stdout, cmd.Stderr = out, out
 	// In a process group of its own that the kernel kills with the kit: a
 	// kit killed mid-run must not leave the handler retrying forever (seen:

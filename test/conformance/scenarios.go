@@ -69,7 +69,7 @@ var scenarios = []scenario{
 	{"conn.keepalive", "the proxy enforces the broker's keepalive policy; the session held idle 5s: no connection was told GOAWAY (too_many_pings)", (*kit).connKeepalive},
 	{"delivery.batch", "a handler whose Hello lists CAPABILITY_DELIVERY_BATCH acks each delivery of a batch of two, for an undeclared binding, FAIL", (*kit).deliveryBatch},
 	{"ack.one", "a delivery for an undeclared binding is acked FAIL; no delivery acked twice or unsent, none left unanswered", (*kit).ackOne},
-	{"drain.goodbye", "on SIGTERM, a slow create held, the handler says Goodbye, the stream ends OK and it exits 0", (*kit).drain},
+	{"drain.goodbye", "on SIGTERM, a create held (scenario held), the handler says Goodbye, the stream ends OK and it exits 0", (*kit).drain},
 	{"drain.handback", "the delivery the kit sent after the Goodbye is acked RETRY", (*kit).drainHandback},
 	{"status.permanent", "started again, its Hello refused with InvalidArgument: it exits non-zero, connecting once", (*kit).rejectedHello},
 	{"instance.id", "the first process kept one instance_id on every stream; the second one took another", (*kit).instanceID},

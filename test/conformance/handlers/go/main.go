@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -69,8 +70,32 @@ func create(ctx context.Context, ev *sdk.Event) error {
 		case <-ctx.Done():
 			return ctx.Err()
 		}
+	case "held":
+		return awaitRelease(ctx, ev.Name)
 	}
 	return nil
+}
+
+// awaitRelease returns once the kit has released the create of widget
+// name: the file release-<name> is in $TETHER_CONFORMANCE_DIR. It looks
+// every 20 ms, and gives up waiting after 30 s.
+func awaitRelease(ctx context.Context, name string) error {
+	path := filepath.Join(os.Getenv("TETHER_CONFORMANCE_DIR"), "release-"+name)
+	look := time.NewTicker(20 * time.Millisecond)
+	defer look.Stop()
+	giveUp := time.After(30 * time.Second)
+	for {
+		if _, err := os.Stat(path); err == nil {
+			return nil
+		}
+		select {
+		case <-look.C:
+		case <-giveUp:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 }
 
 func tick(_ context.Context, ev *sdk.Event) error {

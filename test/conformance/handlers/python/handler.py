@@ -42,7 +42,19 @@ def create(body, spec, patch, retry, **_):
         tether.event(body, type="Normal", reason="Conformance", message="conformance: an Event")
     if scenario == "slow":
         time.sleep(1)  # runs a second, so that the kit's second create finds the window full
+    if scenario == "held":
+        await_release(body["metadata"]["name"])
     return None
+
+
+def await_release(name):
+    """Returns once the kit has released the create of widget name: the
+    file release-<name> is in $TETHER_CONFORMANCE_DIR. Looks every 20 ms,
+    and gives up waiting after 30 s."""
+    path = os.path.join(os.environ["TETHER_CONFORMANCE_DIR"], "release-" + name)
+    give_up = time.monotonic() + 30
+    while not os.path.exists(path) and time.monotonic() < give_up:
+        time.sleep(0.02)
 
 
 @tether.on.delete(*WIDGETS, registry=registry, id="delete")

@@ -36,6 +36,20 @@ async function create(d) {
     case "slow": // runs a second, so that the kit's second create finds the window full
       await new Promise((resolve) => setTimeout(resolve, 1000));
       return undefined;
+    case "held":
+      await awaitRelease(d.object.metadata?.name ?? "");
+      return undefined;
+  }
+}
+
+/** Returns once the kit has released the create of widget name: the file release-<name> is in
+ * $TETHER_CONFORMANCE_DIR. Looks every 20 ms, and gives up waiting after 30 s.
+ * @param {string} name */
+async function awaitRelease(name) {
+  const file = path.join(env.TETHER_CONFORMANCE_DIR ?? "", `release-${name}`);
+  const giveUp = Date.now() + 30_000;
+  while (!fs.existsSync(file) && Date.now() < giveUp) {
+    await new Promise((resolve) => setTimeout(resolve, 20));
   }
 }
 

@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -91,6 +92,16 @@ func create(ctx context.Context, ev *sdk.Event) error {
 		case <-time.After(time.Second):
 		case <-ctx.Done():
 			return ctx.Err()
+		}
+	case "held":
+		// As the spec says: until release-<name> is in the kit's folder.
+		path := filepath.Join(os.Getenv("TETHER_CONFORMANCE_DIR"), "release-"+ev.Name)
+		for _, err := os.Stat(path); err != nil; _, err = os.Stat(path) {
+			select {
+			case <-time.After(20 * time.Millisecond):
+			case <-ctx.Done():
+				return ctx.Err()
+			}
 		}
 	}
 	return nil
