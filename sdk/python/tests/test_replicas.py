@@ -162,6 +162,13 @@ class EveryReplica(unittest.TestCase):
         leader, follower = self.brokers(FakeBroker(), FakeBroker(reviews_only=True))
         r = self.run_on(reviewer(), (leader.address, follower.address))
         sessions = [leader.connected(), follower.connected()]
+        # A session stopped before its Welcome is read ends with no Goodbye
+        # (there is nothing to drain): each answers a review first, which
+        # it reads after its Welcome.
+        for i, b in enumerate((leader, follower)):
+            d = review()
+            d.id = f"welcomed-{i}"
+            b.deliver(d)
         r.stop()
         self.assertIsNone(r.error)
         for b, s in zip((leader, follower), sessions):
@@ -204,6 +211,9 @@ class EveryReplica(unittest.TestCase):
             self.run_on(reviewer(), "tether-broker-replicas.test:7443")
             a.connected()
             gone = b.connected()
+            # Dropped before its Welcome is read, a session ends with no
+            # Goodbye: the review shows it was read.
+            self.assertEqual(b.deliver(review()).outcome, pb.OUTCOME_OK)
             answer[:] = [a.address, c.address]
             a.end(status=(grpc.StatusCode.UNAVAILABLE, "broker stopping"))  # a session's end: looked up at once
             c.connected()
