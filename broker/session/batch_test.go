@@ -204,9 +204,10 @@ func TestALingerTakesWhatComesBeforeItFires(t *testing.T) {
 	}
 }
 
-// TestTheSenderLingersOnlyWhereMoreCouldCome: a lifecycle delivery waits
-// for company when the instance has a linger and a free slot; a review, a
-// cancel, or an instance whose window is full does not.
+// TestTheSenderLingersOnlyWhereMoreCouldCome: a lifecycle delivery alone
+// in flight waits for company when the instance has a linger and a free
+// slot; a review, a cancel, one with others in flight, or an instance
+// whose window is full does not.
 func TestTheSenderLingersOnlyWhereMoreCouldCome(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
@@ -216,7 +217,10 @@ func TestTheSenderLingersOnlyWhereMoreCouldCome(t *testing.T) {
 		msg    *tetherv1.ConnectResponse
 		want   bool
 	}{
-		{name: "a delivery with a slot free", linger: time.Millisecond, window: 4, held: 1, msg: deliveryMsg("d1", 1), want: true},
+		{name: "a delivery alone in flight, a slot free", linger: time.Millisecond, window: 4, held: 1, msg: deliveryMsg("d1", 1), want: true},
+		// Others in flight: their acks bring more soon, and a wait would
+		// hold up the workers whose deliveries it holds.
+		{name: "others in flight", linger: time.Millisecond, window: 8, held: 3, msg: deliveryMsg("d1", 1)},
 		{name: "no linger", window: 4, held: 1, msg: deliveryMsg("d1", 1)},
 		{name: "the window is full", linger: time.Millisecond, window: 4, held: 4, msg: deliveryMsg("d1", 1)},
 		{name: "a window of one", linger: time.Millisecond, window: 1, held: 1, msg: deliveryMsg("d1", 1)},

@@ -117,10 +117,10 @@ type Options struct {
 	// leadership). nil sends every delivery.
 	Fence func() error
 	// BatchLinger is how long the sender waits with a lifecycle delivery
-	// for an instance that takes DeliveryBatch, for more to come and go
-	// with it (default DefaultBatchLinger; negative: none, only what waits
-	// already goes with it). An admission review never waits, and ends the
-	// wait of those it joins.
+	// alone in flight to an instance that takes DeliveryBatch, for more to
+	// come and go with it (default DefaultBatchLinger; negative: none, only
+	// what waits already goes with it). An admission review never waits,
+	// and ends the wait of those it joins.
 	BatchLinger time.Duration
 }
 

@@ -186,15 +186,16 @@ func (w *window) held() int {
 	return w.inFlight
 }
 
-// full says whether a lifecycle delivery would wait for a slot now.
-func (w *window) full() bool {
+// alone says whether the instance holds at most one delivery (the one
+// being sent) and has a slot free for another lifecycle delivery.
+func (w *window) alone() bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	limit := w.size
 	if w.reviews {
 		limit -= reviewReserve(w.size)
 	}
-	return w.inFlight >= limit
+	return w.inFlight <= 1 && w.inFlight < limit
 }
 
 // drained reports whether the instance said Goodbye and holds nothing;

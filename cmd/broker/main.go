@@ -209,8 +209,8 @@ func (c *config) servingFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.recheckEvery, "recheck-permissions-every", session.DefaultRecheckEvery, "how often a connected handler's token and RBAC are checked again, a handler that lost them being disconnected,\n"+
 		"and how often the identities of absent STRICT handlers are looked at, to find orphans (broker status)")
 	fs.DurationVar(&c.helloTimeout, "hello-timeout", session.DefaultHelloTimeout, "how long a new stream may take to send Hello")
-	fs.DurationVar(&c.batchLinger, "delivery-batch-linger", session.DefaultBatchLinger, "how long a lifecycle delivery waits for more to send with it in one message, to a handler whose SDK takes\n"+
-		"deliveries in batches (fewer reads and acks when changes come one by one; admission reviews never wait; 0: none)")
+	fs.DurationVar(&c.batchLinger, "delivery-batch-linger", session.DefaultBatchLinger, "how long a lifecycle delivery alone in flight waits for more to send with it in one message, to a handler whose\n"+
+		"SDK takes deliveries in batches (fewer reads and acks when changes come one by one; admission reviews never wait; 0: none)")
 	fs.IntVar(&c.maxMsgSize, "max-message-size", tetherv1.DefaultMaxMessageBytes, "largest gRPC message accepted from a handler, in bytes")
 	fs.IntVar(&c.grpcLimits.MaxConnections, "grpc-max-connections", broker.DefaultMaxConnections, "gRPC connections open at once; further ones wait until one closes")
 	fs.DurationVar(&c.grpcLimits.MaxConnectionIdle, "grpc-max-connection-idle", broker.DefaultMaxConnectionIdle, "a gRPC connection without a stream this long is closed")
