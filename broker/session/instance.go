@@ -105,7 +105,7 @@ func (in *Instance) DeliverUnless(ctx context.Context, d *tetherv1.Delivery, abo
 	if err != nil {
 		return nil, err
 	}
-	// The fence is the sender's to check (unfenced), as it writes d.
+	// The fence is the sender's to check (sendable), as it writes d.
 	msg := &tetherv1.ConnectResponse{Message: &tetherv1.ConnectResponse_Delivery{Delivery: d}}
 	select {
 	case in.send <- msg:

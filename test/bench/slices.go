@@ -155,7 +155,6 @@ func (r *caseRun) slice(e *env, n int, phase string, from, to int) error {
 
 // row is r's phase as the report's row.
 func (r *caseRun) row(n, round int, phase string) row {
-	rw := row{scenario: r.cs.scenario, handler: r.cs.handler, workload: r.cs.workload, n: n, round: round, phase: phase,
+	return row{scenario: r.cs.scenario, handler: r.cs.handler, workload: r.cs.workload, n: n, round: round, phase: phase,
 		seconds: r.seconds, writes: r.writes, mem: r.c.memory(), load: loadAverage(), cpuParts: r.cpu}
-	return rw
 }

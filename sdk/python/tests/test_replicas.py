@@ -165,10 +165,8 @@ class EveryReplica(unittest.TestCase):
         # A session stopped before its Welcome is read ends with no Goodbye
         # (there is nothing to drain): each answers a review first, which
         # it reads after its Welcome.
-        for i, b in enumerate((leader, follower)):
-            d = review()
-            d.id = f"welcomed-{i}"
-            b.deliver(d)
+        for b in (leader, follower):
+            self.assertEqual(b.deliver(review()).outcome, pb.OUTCOME_OK)
         r.stop()
         self.assertIsNone(r.error)
         for b, s in zip((leader, follower), sessions):
